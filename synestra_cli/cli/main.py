@@ -1,0 +1,56 @@
+"""Entry point: the `synestra` group. Commands load lazily so that `explain` pays only for its imports."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from synestra_cli import __version__
+from synestra_cli.errors import ExitCode
+
+# command name -> module under synestra_cli.cli exposing a click command named `command`
+COMMANDS: dict[str, str] = {
+    "ingest": "ingest",
+    "sources": "sources",
+    "sql": "sql",
+    "formats": "formats_cmd",
+    "jobs": "jobs",
+    "simulate": "simulate",
+    "explain": "explain",
+    "tax-report": "tax_report",
+}
+
+EXIT_CODES_HELP = "\n".join(f"  {c.value}  {c.name.lower()}" for c in ExitCode)
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, mod in COMMANDS.items() if importlib.util.find_spec(f"synestra_cli.cli.{mod}")]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        mod = COMMANDS.get(cmd_name)
+        if mod is None or importlib.util.find_spec(f"synestra_cli.cli.{mod}") is None:
+            return None
+        return importlib.import_module(f"synestra_cli.cli.{mod}").command
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=f"Exit codes:\n\n\b\n{EXIT_CODES_HELP}\n\nDocs: docs/ in the source tree.",
+)
+@click.version_option(__version__, "--version", prog_name="synestra")
+def cli() -> None:
+    """Synestra: explain every checkpoint of a training job and account the checkpoint tax,
+    offline, from the logs and metrics a cluster already exports.
+
+    \b
+    Example:
+      synestra ingest sample_data/ && synestra explain --job 1001
+    """
+
+
+def main() -> None:  # pragma: no cover - console-script shim
+    sys.exit(cli.main())

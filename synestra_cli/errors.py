@@ -1,0 +1,53 @@
+"""Domain errors and the exit codes they map to (a documented API: see docs/exit-codes in README)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ERROR = 1  # unexpected failure (a bug: please report)
+    USAGE = 2  # bad command line (click's own code)
+    INPUT = 3  # some input could not be ingested (unknown format, unreadable, rejects with --strict)
+    STORE_BUSY = 4  # another synestra process holds the store's write lock
+    NOT_FOUND = 5  # the job / checkpoint asked for is not in the store
+    EMPTY_STORE = 6  # the store holds no data of the kind the command needs
+    THRESHOLD = 7  # tax-report --fail-over: a job's tax exceeded the threshold
+
+
+class SynestraError(Exception):
+    """Base class: every error a user can cause. The message says how to fix it."""
+
+    exit_code: ExitCode = ExitCode.ERROR
+
+
+class InputError(SynestraError):
+    exit_code = ExitCode.INPUT
+
+
+class UnknownFormatError(InputError):
+    pass
+
+
+class StoreBusyError(SynestraError):
+    exit_code = ExitCode.STORE_BUSY
+
+
+class StoreError(SynestraError):
+    exit_code = ExitCode.ERROR
+
+
+class NotFoundError(SynestraError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class EmptyStoreError(SynestraError):
+    exit_code = ExitCode.EMPTY_STORE
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The one place that decides a process exit code from an exception."""
+    if isinstance(exc, SynestraError):
+        return exc.exit_code
+    return ExitCode.ERROR

@@ -1,0 +1,132 @@
+"""What every format parser gets and returns.
+
+A format is a module with NAME, DESCRIPTION, ``sniff(head) -> float`` (confidence 0..1 from the first
+64 KiB of decoded text) and ``load(ctx) -> LoadResult``. ``load`` runs inside the file's transaction
+and writes with SQL through ``ctx.conn``; it must not loop over lines in Python on a hot path:
+register the Arrow batch of lines (``ctx.line_batches()``) and parse it in DuckDB.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from synestra_cli.errors import InputError
+
+HEAD_BYTES = 64 * 1024
+BATCH_BYTES = 32 * 1024 * 1024  # lines are parsed in batches of about this size: bounded memory
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    timezone: str = "UTC"           # zone of timestamps that carry none
+    year: int | None = None         # year of syslog lines without one (default: from the file's mtime)
+    host: str | None = None         # host of files that do not name it (plain dmesg)
+    job_id: str | None = None       # job of a log that does not name it
+    strict: bool = False            # any reject fails the file
+    format: str | None = None       # force a format instead of sniffing
+
+
+@dataclass
+class LoadResult:
+    rows: int = 0
+    rejected: int = 0
+    # (line number, reason, text) of the first few rejects; the orchestrator stores them.
+    reject_samples: list[tuple[int | None, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def reject(self, line: int | None, reason: str, text: str = "") -> None:
+        self.rejected += 1
+        if len(self.reject_samples) < 20:
+            self.reject_samples.append((line, reason, text[:200]))
+
+
+@dataclass
+class LoadContext:
+    conn: duckdb.DuckDBPyConnection
+    source_id: int
+    path: Path                 # the file on disk (may be .gz)
+    display: str               # how to name it to the user
+    options: IngestOptions
+    mtime: datetime            # UTC, naive
+
+    def read_text(self) -> str:
+        """The whole decoded file (for small, context-heavy formats such as job logs)."""
+        return decode(read_bytes(self.path))
+
+    def line_batches(self, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
+        """Arrow tables (lineno int64, line string) covering the file, in order. CR is stripped."""
+        yield from iter_line_batches(self.path, batch_bytes)
+
+    @property
+    def default_year(self) -> int:
+        return self.options.year or self.mtime.year
+
+
+def open_binary(path: Path):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        with open_binary(path) as f:
+            return f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
+
+
+def decode(data: bytes) -> str:
+    # Invalid UTF-8 is replaced (U+FFFD), never fatal: the line is kept and still parsed.
+    return data.decode("utf-8", errors="replace")
+
+
+def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    try:
+        with open_binary(path) as f:
+            return f.read(size)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
+
+
+def lines_to_table(text: str, first_lineno: int) -> pa.Table:
+    """Split text into lines with Arrow kernels (no Python object per line)."""
+    if text.endswith("\n"):
+        text = text[:-1]
+    parts = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
+    parts = pc.utf8_rtrim(parts, "\r")
+    n = len(parts)
+    return pa.table({"lineno": pa.array(range(first_lineno, first_lineno + n), pa.int64()), "line": parts})
+
+
+def iter_line_batches(path: Path, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
+    lineno = 1
+    carry = b""
+    try:
+        with open_binary(path) as f:
+            while True:
+                block = f.read(batch_bytes)
+                if not block:
+                    break
+                block = carry + block
+                cut = block.rfind(b"\n")
+                if cut < 0:
+                    carry = block
+                    continue
+                carry = block[cut + 1 :]
+                table = lines_to_table(decode(block[: cut + 1]), lineno)
+                lineno += table.num_rows
+                yield table
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
+    if carry:
+        yield lines_to_table(decode(carry), lineno)

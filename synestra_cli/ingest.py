@@ -1,0 +1,170 @@
+"""`synestra ingest`: walk paths, detect each file's format, load it in one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from synestra_cli import formats
+from synestra_cli.errors import InputError, SynestraError
+from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, decode, read_head
+
+SOURCE_SPAN_SQL = """
+WITH t AS (
+    SELECT ts, host FROM events WHERE source_id = $sid
+    UNION ALL SELECT ts, host FROM metrics WHERE source_id = $sid
+    UNION ALL SELECT ts, NULL FROM steps WHERE source_id = $sid
+    UNION ALL SELECT start_ts, NULL FROM checkpoints WHERE source_id = $sid
+    UNION ALL SELECT ts, NULL FROM job_incidents WHERE source_id = $sid
+    UNION ALL SELECT start_ts, NULL FROM attempts WHERE source_id = $sid
+    UNION ALL SELECT end_ts, NULL FROM attempts WHERE source_id = $sid
+    UNION ALL SELECT NULL, host FROM topology WHERE source_id = $sid
+    UNION ALL SELECT NULL, host FROM job_nodes WHERE source_id = $sid
+)
+SELECT min(ts), max(ts), list(DISTINCT host ORDER BY host) FILTER (WHERE host IS NOT NULL) FROM t
+"""
+
+INSERT_SOURCE_SQL = """
+INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts, hosts)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+MAX_HOSTS_LISTED = 1000
+
+
+@dataclass
+class FileReport:
+    path: str
+    status: str                      # loaded | skipped (already in store) | failed
+    format: str | None = None
+    rows: int = 0
+    rejected: int = 0
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    hosts: list[str] = field(default_factory=list)
+    error: str | None = None
+    reject_samples: list[tuple[int | None, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def iter_files(paths: Iterable[Path]) -> Iterator[Path]:
+    """Files as given, folders recursively (sorted, hidden files skipped)."""
+    for p in paths:
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    if not name.startswith("."):
+                        yield Path(root) / name
+        else:
+            yield p
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_readable(path: Path) -> str:
+    """Decoded head of the file, or InputError saying why it cannot be ingested."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: permission denied")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: empty file")
+    head = read_head(path)
+    if not head.strip():
+        raise InputError(f"{path}: empty file")
+    if b"\x00" in head[:8192]:
+        raise InputError(f"{path}: binary file, not a log or metric export")
+    return decode(head)
+
+
+def _pick_format(head: str, options: IngestOptions, path: Path):
+    try:
+        return formats.by_name(options.format) if options.format else formats.detect(head)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOptions) -> FileReport:
+    """Load one file in one transaction. Never raises for a bad file: the report says what failed."""
+    report = FileReport(path=str(path), status="failed")
+    try:
+        head = _check_readable(path)
+        sha = file_sha256(path)
+        if conn.execute("SELECT 1 FROM sources WHERE sha256 = ?", [sha]).fetchone():
+            report.status = "skipped"
+            report.error = "already in the store (same content)"
+            return report
+        fmt = _pick_format(head, options, path)
+        report.format = fmt.NAME
+        _load_in_transaction(conn, path, sha, fmt, options, report)
+        report.status = "loaded"
+    except SynestraError as exc:
+        report.error = str(exc)
+    except duckdb.Error as exc:
+        report.error = f"{path}: could not be loaded ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+    return report
+
+
+def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions, report: FileReport) -> None:
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        (source_id,) = conn.execute("SELECT nextval('source_id_seq')").fetchone()
+        mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
+        ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options, mtime=mtime)
+        result: LoadResult = fmt.load(ctx)
+        if options.strict and result.rejected:
+            line, reason, _ = result.reject_samples[0]
+            raise InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)")
+        _record_source(conn, source_id, path, sha, fmt.NAME, result, report)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _record_source(conn, source_id: int, path: Path, sha: str, fmt_name: str, result: LoadResult,
+                   report: FileReport) -> None:
+    first, last, hosts = conn.execute(SOURCE_SPAN_SQL, {"sid": source_id}).fetchone()
+    hosts = (hosts or [])[:MAX_HOSTS_LISTED]
+    conn.executemany(
+        "INSERT INTO rejects VALUES (?, ?, ?, ?)",
+        [(source_id, line, reason, text) for line, reason, text in result.reject_samples],
+    )
+    conn.execute(
+        INSERT_SOURCE_SQL,
+        [source_id, str(path.resolve()), sha, fmt_name, path.stat().st_size, result.rows, result.rejected,
+         first, last, hosts],
+    )
+    report.rows, report.rejected = result.rows, result.rejected
+    report.first_ts, report.last_ts, report.hosts = first, last, hosts
+    report.reject_samples, report.notes = result.reject_samples, result.notes
+
+
+ProgressFn = Callable[[Path, int, int], None]
+
+
+def ingest_paths(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path], options: IngestOptions,
+                 on_file: ProgressFn | None = None) -> list[FileReport]:
+    """Ingest every file under paths; one report per file, in order."""
+    files = list(iter_files(paths))
+    reports = []
+    for i, path in enumerate(files):
+        if on_file:
+            on_file(path, i, len(files))
+        reports.append(ingest_file(conn, path, options))
+    if on_file:
+        on_file(Path(""), len(files), len(files))
+    return reports

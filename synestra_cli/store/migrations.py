@@ -1,0 +1,182 @@
+"""Ordered, named schema migrations, applied on open and recorded in _migrations.
+
+Every timestamp column is a naive TIMESTAMP holding UTC. Tables are appended one source file at a
+time, each file's rows sorted by (host, entity, time): DuckDB's per-row-group min/max (zonemaps) then
+let a query for a few hosts and a time window skip most of the store.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+CORE = """
+CREATE SEQUENCE source_id_seq START 1;
+CREATE TABLE sources (
+    source_id   INTEGER PRIMARY KEY,
+    path        VARCHAR NOT NULL,      -- as given on the command line, resolved
+    sha256      VARCHAR NOT NULL UNIQUE, -- of the decompressed content: re-ingest adds nothing
+    format      VARCHAR NOT NULL,
+    bytes       BIGINT NOT NULL,
+    rows        BIGINT NOT NULL,       -- rows written to all tables
+    rejected    BIGINT NOT NULL,       -- malformed lines counted, not loaded
+    first_ts    TIMESTAMP,
+    last_ts     TIMESTAMP,
+    hosts       VARCHAR[],
+    ingested_at TIMESTAMP NOT NULL DEFAULT current_localtimestamp()
+);
+CREATE TABLE rejects (
+    source_id INTEGER NOT NULL,
+    line      BIGINT,
+    reason    VARCHAR NOT NULL,
+    text      VARCHAR               -- first 200 characters of the line
+);
+"""
+
+TELEMETRY = """
+CREATE TABLE metric_catalog (
+    metric      VARCHAR PRIMARY KEY,   -- canonical: snake_case, unit suffix, _total for counters
+    unit        VARCHAR,
+    kind        VARCHAR NOT NULL,      -- counter | gauge | bitmask | last_value
+    description VARCHAR
+);
+CREATE TABLE events (
+    ts        TIMESTAMP NOT NULL,
+    host      VARCHAR,
+    component VARCHAR,    -- gpu bus id 00000000:9B:00.0, mlx5_1, an NFS server, ...
+    kind      VARCHAR NOT NULL,   -- xid, gpu_fell_off_bus, link_down, aer, nfs_not_responding, ..., log
+    code      INTEGER,    -- Xid number, errno, ...
+    severity  VARCHAR,    -- emerg..debug when known
+    message   VARCHAR,
+    fields    JSON,       -- structured fields of the typed event
+    source_id INTEGER NOT NULL,
+    line      BIGINT      -- 1-based line in the source file
+);
+CREATE TABLE metrics (
+    ts        TIMESTAMP NOT NULL,
+    host      VARCHAR,
+    entity    VARCHAR,    -- gpu3, mlx5_1:1, Ethernet21, ...
+    metric    VARCHAR NOT NULL,   -- canonical name (metric_catalog) or the source's own name
+    value     DOUBLE,             -- NULL for blank sentinels
+    source_id INTEGER NOT NULL
+);
+CREATE TABLE gpus (        -- identity of each GPU as seen in DCGM labels: joins Xid bus ids to gpuN
+    host       VARCHAR NOT NULL,
+    entity     VARCHAR NOT NULL,  -- gpu3
+    pci_bus_id VARCHAR,           -- 00000000:9B:00.0
+    uuid       VARCHAR,
+    model      VARCHAR,
+    source_id  INTEGER NOT NULL
+);
+CREATE TABLE topology (
+    host        VARCHAR NOT NULL,
+    nic         VARCHAR,      -- mlx5_0 (or the HCA's port GUID when only that is known)
+    switch      VARCHAR,
+    switch_port VARCHAR,
+    rack        VARCHAR,
+    source_id   INTEGER NOT NULL
+);
+"""
+
+JOBS = """
+CREATE TABLE jobs (
+    job_id    VARCHAR NOT NULL,
+    name      VARCHAR,
+    user_name VARCHAR,
+    gpus      INTEGER,
+    state     VARCHAR,
+    source_id INTEGER NOT NULL
+);
+CREATE TABLE attempts (
+    job_id    VARCHAR NOT NULL,
+    attempt   INTEGER NOT NULL,   -- 1-based, in start order
+    start_ts  TIMESTAMP,
+    end_ts    TIMESTAMP,
+    state     VARCHAR,
+    exit_code VARCHAR,            -- sacct's "code:signal"
+    nodes     VARCHAR[],
+    source_id INTEGER NOT NULL
+);
+CREATE TABLE job_nodes (
+    job_id    VARCHAR NOT NULL,
+    attempt   INTEGER,
+    host      VARCHAR NOT NULL,
+    source_id INTEGER NOT NULL
+);
+CREATE TABLE steps (
+    job_id         VARCHAR NOT NULL,
+    attempt        INTEGER,
+    iteration      BIGINT NOT NULL,
+    ts             TIMESTAMP,
+    ts_precision   VARCHAR NOT NULL,  -- exact | inferred (from the nearest timed line) | none
+    step_time_s    DOUBLE,            -- as printed: Megatron averages over the log interval
+    tflops_per_gpu DOUBLE,
+    tokens_per_s   DOUBLE,
+    samples_per_s  DOUBLE,
+    loss           DOUBLE,
+    source_id      INTEGER NOT NULL,
+    line           BIGINT
+);
+CREATE TABLE checkpoints (
+    job_id       VARCHAR NOT NULL,
+    attempt      INTEGER,
+    kind         VARCHAR NOT NULL,    -- save | restore
+    iteration    BIGINT,
+    start_ts     TIMESTAMP,
+    end_ts       TIMESTAMP,
+    ts_precision VARCHAR NOT NULL,
+    path         VARCHAR,
+    is_async     BOOLEAN,
+    phase        VARCHAR,             -- async saves: scheduled | finalized; else NULL
+    blocking_s   DOUBLE,              -- time training was blocked, when the log says (timer block)
+    source_id    INTEGER NOT NULL,
+    line         BIGINT
+);
+CREATE TABLE job_incidents (
+    job_id       VARCHAR NOT NULL,
+    attempt      INTEGER,
+    ts           TIMESTAMP,           -- when it began (watchdog: log time minus "ran for")
+    logged_ts    TIMESTAMP,           -- when it was printed
+    ts_precision VARCHAR NOT NULL,
+    kind         VARCHAR NOT NULL,    -- nccl_timeout | nccl_error | cuda_error | python_exception | sigterm | oom | elastic_restart
+    rank         INTEGER,
+    collective   VARCHAR,
+    seq          BIGINT,
+    timeout_ms   BIGINT,
+    ran_for_ms   BIGINT,
+    message      VARCHAR,
+    fields       JSON,
+    source_id    INTEGER NOT NULL,
+    line         BIGINT
+);
+"""
+
+# (name, sql) in application order. Never edit a released migration: append a new one.
+MIGRATIONS: list[tuple[str, str]] = [
+    ("001_core", CORE),
+    ("002_telemetry", TELEMETRY),
+    ("003_jobs", JOBS),
+]
+
+
+def applied(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+    return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
+
+
+def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """Apply the migrations not yet recorded, each in its own transaction. Returns their names."""
+    done = set(applied(conn))
+    new = []
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(sql)
+            conn.execute("INSERT INTO _migrations VALUES (?, current_localtimestamp())", [name])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        new.append(name)
+    return new

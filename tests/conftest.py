@@ -1,0 +1,34 @@
+"""Hermetic tests: UTC, C locale, and a store in tmp_path for every test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from synestra_cli.store.connect import memory_store
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+REAL_SAMPLES = SHARED / "real_samples"
+REAL_DATA = SHARED / "real_data"
+
+
+@pytest.fixture(autouse=True)
+def hermetic_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("SYNESTRA_DB", str(tmp_path / "store.duckdb"))
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+@pytest.fixture
+def conn():
+    c = memory_store()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "store.duckdb"
