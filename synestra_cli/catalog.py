@@ -1,0 +1,103 @@
+"""The metric catalog: canonical metric names (with unit and kind) and the source names that map to them.
+
+Canonical names are snake_case, end in their unit, and end in ``_total`` when the series is a
+cumulative counter (rates come from window functions over them, with resets handled). Metrics not in
+the catalog are kept under their own source name (kind ``unknown``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Metric(NamedTuple):
+    name: str
+    unit: str
+    kind: str  # counter | gauge | bitmask | last_value
+    description: str
+
+
+CANONICAL: list[Metric] = [
+    # --- GPU (DCGM) ---
+    Metric("gpu_util_percent", "percent", "gauge", "GPU utilisation (busy time; stays ~100% while NCCL spins)"),
+    Metric("gpu_sm_active_ratio", "ratio", "gauge", "fraction of time SMs had a warp resident"),
+    Metric("gpu_sm_occupancy_ratio", "ratio", "gauge", "SM occupancy"),
+    Metric("gpu_tensor_active_ratio", "ratio", "gauge", "tensor-core pipe activity"),
+    Metric("gpu_dram_active_ratio", "ratio", "gauge", "memory interface activity"),
+    Metric("gpu_power_watts", "W", "gauge", "power draw"),
+    Metric("gpu_energy_millijoules_total", "mJ", "counter", "energy since driver load"),
+    Metric("gpu_temp_celsius", "C", "gauge", "GPU core temperature"),
+    Metric("gpu_memory_temp_celsius", "C", "gauge", "HBM temperature"),
+    Metric("gpu_sm_clock_mhz", "MHz", "gauge", "SM clock"),
+    Metric("gpu_memory_clock_mhz", "MHz", "gauge", "memory clock"),
+    Metric("gpu_clock_events_bitmask", "bitmask", "bitmask",
+           "clocks-event (throttle) reasons; bits: docs/formats.md"),
+    Metric("gpu_xid_last", "code", "last_value", "last Xid seen by DCGM (not a count; sticks)"),
+    Metric("gpu_ecc_sbe_volatile_total", "errors", "counter", "single-bit ECC errors since boot"),
+    Metric("gpu_ecc_dbe_volatile_total", "errors", "counter", "double-bit ECC errors since boot"),
+    Metric("gpu_ecc_sbe_aggregate_total", "errors", "counter", "single-bit ECC errors, lifetime"),
+    Metric("gpu_ecc_dbe_aggregate_total", "errors", "counter", "double-bit ECC errors, lifetime"),
+    Metric("gpu_retired_pages_dbe", "pages", "gauge", "pages retired for DBE"),
+    Metric("gpu_row_remap_failure", "flag", "gauge", "row remapping failed (1)"),
+    Metric("gpu_correctable_remapped_rows_total", "rows", "counter", "rows remapped for correctable errors"),
+    Metric("gpu_uncorrectable_remapped_rows_total", "rows", "counter", "rows remapped for uncorrectable errors"),
+    Metric("gpu_pcie_replay_total", "replays", "counter", "PCIe replays"),
+    Metric("gpu_nvlink_crc_flit_errors_total", "errors", "counter", "NVLink CRC flit errors, all links"),
+    Metric("gpu_nvlink_crc_data_errors_total", "errors", "counter", "NVLink CRC data errors, all links"),
+    Metric("gpu_nvlink_replay_errors_total", "errors", "counter", "NVLink replay errors, all links"),
+    Metric("gpu_nvlink_recovery_errors_total", "errors", "counter", "NVLink recovery errors, all links"),
+    Metric("gpu_power_violation_us_total", "us", "counter", "time throttled by power cap"),
+    Metric("gpu_thermal_violation_us_total", "us", "counter", "time throttled by temperature"),
+    Metric("gpu_fb_used_mib", "MiB", "gauge", "frame buffer used"),
+    Metric("gpu_fb_free_mib", "MiB", "gauge", "frame buffer free"),
+    # --- InfiniBand HCA / switch port (PMA counters: perfquery, sysfs, node_exporter) ---
+    Metric("ib_port_rcv_data_bytes_total", "bytes", "counter", "received data (PMA words x 4)"),
+    Metric("ib_port_xmit_data_bytes_total", "bytes", "counter", "transmitted data (PMA words x 4)"),
+    Metric("ib_port_rcv_packets_total", "packets", "counter", "received packets"),
+    Metric("ib_port_xmit_packets_total", "packets", "counter", "transmitted packets"),
+    Metric("ib_port_symbol_errors_total", "errors", "counter", "symbol errors (physical layer)"),
+    Metric("ib_port_link_error_recovery_total", "events", "counter", "link retrains"),
+    Metric("ib_port_link_downed_total", "events", "counter", "times the link went down"),
+    Metric("ib_port_rcv_errors_total", "packets", "counter", "received packets with errors"),
+    Metric("ib_port_rcv_remote_physical_errors_total", "packets", "counter", "packets marked bad upstream"),
+    Metric("ib_port_rcv_switch_relay_errors_total", "packets", "counter", "switch relay errors"),
+    Metric("ib_port_xmit_discards_total", "packets", "counter", "outbound packets discarded"),
+    Metric("ib_port_xmit_constraint_errors_total", "packets", "counter", "xmit constraint errors"),
+    Metric("ib_port_rcv_constraint_errors_total", "packets", "counter", "rcv constraint errors"),
+    Metric("ib_port_local_link_integrity_errors_total", "events", "counter", "local link integrity errors"),
+    Metric("ib_port_excessive_buffer_overrun_errors_total", "events", "counter", "buffer overruns"),
+    Metric("ib_port_vl15_dropped_total", "packets", "counter", "VL15 packets dropped"),
+    Metric("ib_port_xmit_wait_total", "ticks", "counter", "ticks with data to send but no credit (congestion)"),
+    Metric("ib_port_state_id", "state", "gauge", "logical port state (4 = ACTIVE)"),
+    Metric("ib_port_physical_state_id", "state", "gauge", "physical port state (5 = LinkUp)"),
+    Metric("ib_port_rate_bytes_per_second", "bytes/s", "gauge", "link rate"),
+    # --- Switch interfaces (IF-MIB via snmp_exporter, gNMI) ---
+    Metric("if_in_octets_total", "bytes", "counter", "ifHCInOctets"),
+    Metric("if_out_octets_total", "bytes", "counter", "ifHCOutOctets"),
+    Metric("if_in_ucast_pkts_total", "packets", "counter", "ifHCInUcastPkts"),
+    Metric("if_out_ucast_pkts_total", "packets", "counter", "ifHCOutUcastPkts"),
+    Metric("if_in_errors_total", "packets", "counter", "ifInErrors"),
+    Metric("if_out_errors_total", "packets", "counter", "ifOutErrors"),
+    Metric("if_in_discards_total", "packets", "counter", "ifInDiscards"),
+    Metric("if_out_discards_total", "packets", "counter", "ifOutDiscards"),
+    Metric("if_oper_status", "state", "gauge", "ifOperStatus (1 up, 2 down)"),
+    # --- Physical layer: FEC, BER, optics (mlxlink, SONiC, ethtool, gNMI, long CSV) ---
+    Metric("port_fec_corrected_codewords_total", "codewords", "counter", "FEC-corrected codewords"),
+    Metric("port_fec_uncorrectable_codewords_total", "codewords", "counter", "FEC-uncorrectable codewords"),
+    Metric("port_fec_corrected_bits_total", "bits", "counter", "FEC-corrected bits"),
+    Metric("port_symbol_errors_total", "errors", "counter", "PHY symbol errors"),
+    Metric("port_pre_fec_ber", "ratio", "gauge", "bit error rate before FEC (raw)"),
+    Metric("port_post_fec_ber", "ratio", "gauge", "bit error rate after FEC (effective)"),
+    Metric("port_link_down_events_total", "events", "counter", "PHY link-down events"),
+    Metric("optics_rx_power_dbm", "dBm", "gauge", "transceiver receive power (min over lanes if per-lane)"),
+    Metric("optics_tx_power_dbm", "dBm", "gauge", "transceiver transmit power"),
+    Metric("optics_temp_celsius", "C", "gauge", "transceiver temperature"),
+    Metric("optics_rx_power_low_warn_dbm", "dBm", "gauge", "receive power low warning threshold"),
+    Metric("optics_rx_power_low_alarm_dbm", "dBm", "gauge", "receive power low alarm threshold"),
+]
+
+CANONICAL_BY_NAME: dict[str, Metric] = {m.name: m for m in CANONICAL}
+
+# Source metric name -> (canonical name, scale factor applied to the value).
+# Filled per source family below; a name not listed here is kept as-is.
+SOURCE_MAP: dict[str, tuple[str, float]] = {}
