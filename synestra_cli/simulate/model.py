@@ -1,0 +1,60 @@
+"""The contract between the simulator's halves: faults (cluster side) and the job model (job side).
+
+A scenario builds a cluster, runs jobs on it and injects faults. Each fault has two faces:
+telemetry effects (syslog, DCGM, fabric counters: simulate/telemetry side) and a Disturbance that
+the job feels (simulate/jobs side), which turns into slower steps, longer saves, hangs, crashes and
+preemptions, and finally into the job's own logs and sacct rows, with the ground truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Root cause as explain should name it (the explain taxonomy, docs/explain.md)."""
+
+    category: str                 # network.link_degraded, gpu.fell_off_bus, storage.slow, ...
+    hosts: tuple[str, ...]        # where it is (a switch name for a switch-side fault)
+    component: str | None         # gpu3, mlx5_1, leaf-02:Ethernet21, rack-03, nfs-01, ...
+    first_signal: datetime        # first time the fault is visible in any export
+    reported_healthy: bool = False  # link up the whole time (ghost link)
+
+
+@dataclass(frozen=True)
+class Disturbance:
+    """What a fault does to one job."""
+
+    kind: str                     # slowdown | crash | slow_storage | preempt
+    start: datetime               # when the job first feels it
+    end: datetime | None = None   # slowdown / slow_storage end (None: until the job ends)
+    factor: float = 1.0           # step-time multiplier (slowdown) or save-time multiplier (slow_storage)
+    hang_s: float = 0.0           # crash: last progress -> process exit (e.g. NCCL watchdog timeout)
+    incident: str | None = None   # crash: what the log prints: nccl_timeout | cuda_error | python_exception
+    rank: int | None = None       # the rank that reports it, when it matters
+    cause: Cause | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job_id: str
+    name: str
+    user: str
+    hosts: tuple[str, ...]
+    gpus_per_node: int
+    submit: datetime
+    start: datetime
+    train_iters: int              # the job ends (final save) when it reaches this iteration
+    time_limit_s: float           # or when it runs out of time
+    step_s: float                 # healthy step time
+    save_every: int               # periodic save cadence (iterations)
+    save_s: float                 # healthy blocking save duration
+    restore_s: float              # checkpoint load duration
+    startup_s: float              # process start to first step, excluding the restore
+    requeue_s: float              # attempt end to next attempt start after a failure
+    log_interval: int = 10        # Megatron prints one iteration line per log_interval steps
+    reactive_threshold: float = 1.2   # reactive save when step time > threshold x normal ...
+    reactive_after_s: float = 300.0   # ... for this long
+    disturbances: tuple[Disturbance, ...] = field(default_factory=tuple)
