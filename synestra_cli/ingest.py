@@ -14,6 +14,7 @@ import duckdb
 from synestra_cli import formats
 from synestra_cli.errors import InputError, SynestraError
 from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, decode, read_head
+from synestra_cli.store.sql import fetch_one
 
 SOURCE_SPAN_SQL = """
 WITH t AS (
@@ -103,7 +104,7 @@ def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOpti
     try:
         head = _check_readable(path)
         sha = file_sha256(path)
-        if conn.execute("SELECT 1 FROM sources WHERE sha256 = ?", [sha]).fetchone():
+        if fetch_one(conn, "SELECT 1 FROM sources WHERE sha256 = ?", [sha]):
             report.status = "skipped"
             report.error = "already in the store (same content)"
             return report
@@ -121,7 +122,7 @@ def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOpti
 def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions, report: FileReport) -> None:
     conn.execute("BEGIN TRANSACTION")
     try:
-        (source_id,) = conn.execute("SELECT nextval('source_id_seq')").fetchone()
+        (source_id,) = fetch_one(conn, "SELECT nextval('source_id_seq')")
         mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
         ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options, mtime=mtime)
         result: LoadResult = fmt.load(ctx)
@@ -137,12 +138,13 @@ def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions
 
 def _record_source(conn, source_id: int, path: Path, sha: str, fmt_name: str, result: LoadResult,
                    report: FileReport) -> None:
-    first, last, hosts = conn.execute(SOURCE_SPAN_SQL, {"sid": source_id}).fetchone()
+    first, last, hosts = fetch_one(conn, SOURCE_SPAN_SQL, {"sid": source_id})
     hosts = (hosts or [])[:MAX_HOSTS_LISTED]
-    conn.executemany(
-        "INSERT INTO rejects VALUES (?, ?, ?, ?)",
-        [(source_id, line, reason, text) for line, reason, text in result.reject_samples],
-    )
+    if result.reject_samples:
+        conn.executemany(
+            "INSERT INTO rejects VALUES (?, ?, ?, ?)",
+            [(source_id, line, reason, text) for line, reason, text in result.reject_samples],
+        )
     conn.execute(
         INSERT_SOURCE_SQL,
         [source_id, str(path.resolve()), sha, fmt_name, path.stat().st_size, result.rows, result.rejected,
