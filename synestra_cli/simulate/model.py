@@ -34,6 +34,7 @@ class Disturbance:
     hang_s: float = 0.0           # crash: last progress -> process exit (e.g. NCCL watchdog timeout)
     incident: str | None = None   # crash: what the log prints: nccl_timeout | cuda_error | python_exception
     rank: int | None = None       # the rank that reports it, when it matters
+    exit_state: str = "FAILED"    # crash: the attempt's sacct State (FAILED | NODE_FAIL)
     cause: Cause | None = None
 
 
