@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import duckdb
 
+from synestra_cli.store.job_views import JOB_VIEWS
+
 CORE = """
 CREATE SEQUENCE source_id_seq START 1;
 CREATE TABLE sources (
@@ -155,6 +157,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
     ("003_jobs", JOBS),
+    ("004_job_views", JOB_VIEWS),
 ]
 
 
