@@ -12,6 +12,7 @@ from synestra_cli.errors import UnknownFormatError
 
 # Module names under synestra_cli.formats, one per input format family.
 FORMAT_MODULES: list[str] = [
+    "sacct",
 ]
 
 
