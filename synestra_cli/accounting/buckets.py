@@ -1,0 +1,192 @@
+"""The checkpoint tax: each job's wall time partitioned into non-overlapping buckets.
+
+Computed in one SQL pass over every selected job (docs/accounting.md gives the formulas):
+
+    wall = first attempt start -> last attempt end
+         = productive + checkpoint_save + checkpoint_restore + startup + lost_work + hang + requeue
+           + degraded_throughput + other
+
+Per attempt, the timeline is cut at three instants read from the job's own logs:
+``t_first`` (the first training step begins), ``resume`` (the end of the last save completed in the
+attempt) and ``t_last`` (the last training progress). A failed attempt's (resume, t_last] is lost work
+and (t_last, end] is hang; a finished attempt has neither. ``other`` is the remainder, so the buckets
+sum to the wall time exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+
+BUCKETS = ("productive", "checkpoint_save", "checkpoint_restore", "startup", "lost_work", "hang", "requeue",
+           "degraded_throughput", "other")
+# Buckets that make the checkpoint tax (startup only of attempts after the first: a restart's cost).
+TAX_BUCKETS = ("checkpoint_save", "checkpoint_restore", "lost_work", "hang", "requeue")
+
+# Attempt states after which the job resumes from its last checkpoint (work since it is lost).
+CLEAN_END_STATES = ("COMPLETED", "RUNNING")
+
+ATTEMPT_BUCKETS_SQL = """
+WITH att AS (
+    SELECT job_id, attempt, start_ts, end_ts, state,
+           lead(start_ts) OVER (PARTITION BY job_id ORDER BY attempt) AS next_start,
+           attempt = max(attempt) OVER (PARTITION BY job_id) AS is_last
+    FROM attempts_reconciled
+    WHERE job_id IN (SELECT job_id FROM sel) AND start_ts IS NOT NULL AND end_ts IS NOT NULL
+),
+restores AS (
+    SELECT job_id, attempt, sum(epoch(end_ts - start_ts)) AS restore_s, max(end_ts) AS restore_end,
+           max(iteration) AS restore_iteration
+    FROM checkpoints_reconciled WHERE kind = 'restore' AND job_id IN (SELECT job_id FROM sel)
+      AND start_ts IS NOT NULL AND end_ts IS NOT NULL
+    GROUP BY ALL
+),
+saves AS (
+    SELECT job_id, attempt, iteration, end_ts,
+           coalesce(blocking_s, epoch(end_ts - start_ts)) AS blocking_s
+    FROM checkpoints_reconciled
+    WHERE kind = 'save' AND job_id IN (SELECT job_id FROM sel) AND end_ts IS NOT NULL
+      AND coalesce(phase, 'blocking') <> 'finalized'
+),
+save_totals AS (
+    SELECT job_id, attempt, sum(blocking_s) AS save_s, max(end_ts) AS resume, max(iteration) AS saved_iteration
+    FROM saves GROUP BY ALL
+),
+lines AS (  -- each iteration line covers the iterations since the previous one
+    SELECT s.job_id, s.attempt, s.iteration, s.ts, s.step_time_s,
+           s.iteration - coalesce(lag(s.iteration) OVER w, r.restore_iteration, 0) AS n
+    FROM steps_reconciled s LEFT JOIN restores r USING (job_id, attempt)
+    WHERE s.job_id IN (SELECT job_id FROM sel) AND s.ts IS NOT NULL AND s.step_time_s > 0
+    WINDOW w AS (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts)
+),
+progress AS (
+    SELECT job_id, attempt, min(ts - to_microseconds(CAST(n * step_time_s * 1e6 AS BIGINT))) AS t_first,
+           max(ts) AS t_last_step, max(iteration) AS last_iteration
+    FROM lines GROUP BY ALL
+),
+hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ran for")
+    SELECT job_id, attempt, min(ts) AS hang_start
+    FROM job_incidents_reconciled WHERE kind = 'nccl_timeout' AND job_id IN (SELECT job_id FROM sel) GROUP BY ALL
+),
+cut AS (
+    SELECT a.*, coalesce(r.restore_s, 0) AS restore_s, coalesce(v.save_s, 0) AS save_s,
+           v.saved_iteration, p.last_iteration,
+           a.state IS NULL OR NOT (split_part(a.state, ' ', 1) IN $clean) AS failed,
+           least(greatest(coalesce(p.t_first, a.end_ts), coalesce(r.restore_end, a.start_ts), a.start_ts),
+                 a.end_ts) AS t_first,
+           least(greatest(coalesce(p.t_last_step, a.start_ts), coalesce(v.resume, a.start_ts),
+                          coalesce(h.hang_start, a.start_ts)), a.end_ts) AS t_last,
+           v.resume
+    FROM att a
+    LEFT JOIN restores r USING (job_id, attempt) LEFT JOIN save_totals v USING (job_id, attempt)
+    LEFT JOIN progress p USING (job_id, attempt) LEFT JOIN hangs h USING (job_id, attempt)
+)
+SELECT job_id, attempt, start_ts, end_ts, state, failed, is_last, t_first, t_last,
+       coalesce(greatest(resume, t_first), t_first) AS resume_ts,
+       saved_iteration, last_iteration, restore_s, save_s,
+       greatest(epoch(t_first - start_ts) - restore_s, 0) AS startup_s,
+       CASE WHEN failed THEN greatest(epoch(t_last - coalesce(greatest(resume, t_first), t_first)), 0) ELSE 0 END
+           AS lost_work_s,
+       CASE WHEN failed THEN greatest(epoch(end_ts - t_last), 0) ELSE 0 END AS hang_s,
+       coalesce(greatest(epoch(next_start - end_ts), 0), 0) AS requeue_s
+FROM cut ORDER BY job_id, attempt
+"""
+
+# Degraded throughput: inside explain's degradation windows, the printed step time above the ideal,
+# for lines outside the lost-work segment (lost work already charges that time).
+DEGRADED_SQL = """
+WITH lines AS (
+    SELECT s.job_id, s.attempt, s.ts, s.step_time_s,
+           s.iteration - lag(s.iteration) OVER (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts) AS n
+    FROM steps_reconciled s
+    WHERE s.job_id IN (SELECT job_id FROM sel) AND s.ts IS NOT NULL AND s.step_time_s > 0
+)
+SELECT l.job_id, sum(greatest(l.step_time_s - i.ideal_s, 0) * l.n) AS degraded_s
+FROM lines l
+JOIN ideal i USING (job_id)
+JOIN windows w ON w.job_id = l.job_id AND l.ts BETWEEN w.start_ts AND w.end_ts
+JOIN cuts c ON c.job_id = l.job_id AND c.attempt = l.attempt
+WHERE l.n > 0 AND (NOT c.failed OR l.ts <= c.resume_ts)
+GROUP BY l.job_id
+"""
+
+
+@dataclass
+class JobBuckets:
+    job_id: str
+    gpus: int
+    wall_s: float
+    ideal_step_s: float | None
+    counted_iterations: int
+    buckets_s: dict[str, float]
+    attempts: list[dict] = field(default_factory=list)
+    first_attempt_startup_s: float = 0.0
+
+    @property
+    def checkpoint_tax_s(self) -> float:
+        restarts_startup = self.buckets_s["startup"] - self.first_attempt_startup_s
+        return sum(self.buckets_s[b] for b in TAX_BUCKETS) + restarts_startup
+
+    def ratio(self, seconds: float) -> float:
+        return seconds / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def _register(conn: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    conn.register(name, table)
+
+
+def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> list[dict]:
+    """Per attempt: the cut instants and the time-based buckets, for every job in job_ids."""
+    _register(conn, "sel", pa.table({"job_id": pa.array(job_ids, pa.string())}))
+    cur = conn.execute(ATTEMPT_BUCKETS_SQL.replace("$clean", _sql_list(CLEAN_END_STATES)))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _sql_list(values: tuple[str, ...]) -> str:
+    # constants of this module only, never user input
+    return "(" + ", ".join("'" + v + "'" for v in values) + ")"
+
+
+def degraded_seconds(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: dict[str, float],
+                     windows: list[tuple[str, object, object]]) -> dict[str, float]:
+    """Seconds of step time above the ideal inside degradation windows, per job."""
+    if not windows or not ideal:
+        return {}
+    _register(conn, "ideal", pa.table({"job_id": list(ideal), "ideal_s": list(ideal.values())}))
+    _register(conn, "windows", pa.table({"job_id": [w[0] for w in windows], "start_ts": [w[1] for w in windows],
+                                         "end_ts": [w[2] for w in windows]}))
+    _register(conn, "cuts", pa.Table.from_pylist(
+        [{"job_id": c["job_id"], "attempt": c["attempt"], "failed": c["failed"], "resume_ts": c["resume_ts"]}
+         for c in cuts]))
+    return {job: s or 0.0 for job, s in conn.execute(DEGRADED_SQL).fetchall()}
+
+
+def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, degraded_s: float,
+             first_iteration: int) -> JobBuckets:
+    """Sum one job's attempts into buckets; productive and other close the partition."""
+    wall = (max(c["end_ts"] for c in cuts) - min(c["start_ts"] for c in cuts)).total_seconds()
+    b = dict.fromkeys(BUCKETS, 0.0)
+    for c in cuts:
+        b["checkpoint_save"] += c["save_s"]
+        b["checkpoint_restore"] += c["restore_s"]
+        b["startup"] += c["startup_s"]
+        b["lost_work"] += c["lost_work_s"]
+        b["hang"] += c["hang_s"]
+        b["requeue"] += c["requeue_s"]
+    last = cuts[-1]
+    final_iteration = (last["saved_iteration"] if last["failed"] else last["last_iteration"]) or first_iteration
+    counted = max(final_iteration - first_iteration, 0)
+    b["degraded_throughput"] = degraded_s
+    b["productive"] = (ideal_s or 0.0) * counted
+    # The time-based buckets are disjoint intervals of the wall time; productive and degraded are
+    # estimates from step times. If the logs over-explain the wall (clock skew, overlapping lines),
+    # trim the estimates, so that every bucket stays >= 0 and the sum is the wall time exactly.
+    for estimate in ("productive", "degraded_throughput"):
+        excess = sum(b.values()) - wall
+        if excess > 0:
+            b[estimate] = max(b[estimate] - excess, 0.0)
+    b["other"] = wall - sum(b.values())
+    return JobBuckets(job_id, gpus, wall, ideal_s, counted, b, cuts, cuts[0]["startup_s"])

@@ -1,0 +1,141 @@
+"""`tax-report` as a library: buckets per job, headlines, interval advice and the fleet view."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import duckdb
+
+from synestra_cli.accounting.buckets import BUCKETS, JobBuckets, assemble, attempt_cuts, degraded_seconds
+from synestra_cli.accounting.interval import IntervalAdvice, advise
+from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.signals.steps import degradation_windows, ideal_step_time
+
+SCHEMA = "synestra.tax/1"
+
+JOBS_SQL = """
+SELECT a.job_id, max(j.gpus) AS gpus, min(a.start_ts) AS first_ts, max(a.end_ts) AS last_ts
+FROM attempts_reconciled a LEFT JOIN jobs j USING (job_id)
+WHERE a.start_ts IS NOT NULL AND a.end_ts IS NOT NULL
+GROUP BY a.job_id
+HAVING ($job IS NULL OR a.job_id = $job)
+   AND ($since IS NULL OR max(a.end_ts) >= $since) AND ($until IS NULL OR min(a.start_ts) <= $until)
+ORDER BY first_ts, a.job_id
+"""
+
+SAVES_SQL = """
+SELECT attempt, start_ts, end_ts, coalesce(blocking_s, epoch(end_ts - start_ts)) AS blocking_s
+FROM checkpoints_reconciled WHERE job_id = ? AND kind = 'save' AND end_ts IS NOT NULL
+  AND coalesce(phase, 'blocking') <> 'finalized'
+ORDER BY start_ts
+"""
+
+FIRST_ITERATION_SQL = """
+SELECT coalesce(min(iteration) FILTER (WHERE kind = 'restore' AND attempt = 1), 0) FROM checkpoints_reconciled WHERE job_id = ?
+"""
+
+UNPLANNED_PREFIXES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "REQUEUED", "BOOT_FAIL")
+
+
+@dataclass
+class JobTax:
+    buckets: JobBuckets
+    interval: IntervalAdvice
+    failures: int
+    by_cause: list[dict] = field(default_factory=list)
+
+    def headlines(self, price: float | None) -> dict:
+        b = self.buckets
+        doc = {
+            "checkpoint_tax": b.ratio(b.checkpoint_tax_s),
+            "hidden_tax": b.ratio(b.buckets_s["degraded_throughput"]),
+            "goodput": b.ratio(b.buckets_s["productive"]),
+        }
+        if price is not None:
+            gh = b.gpus / 3600.0 * price
+            doc["usd"] = {"checkpoint_tax": b.checkpoint_tax_s * gh,
+                          "hidden_tax": b.buckets_s["degraded_throughput"] * gh,
+                          "wall": b.wall_s * gh}
+        return doc
+
+
+@dataclass
+class TaxReport:
+    jobs: list[JobTax]
+    price: float | None
+    capacity_gpus: int | None
+    since: datetime | None
+    until: datetime | None
+
+
+def _failures(cuts: list[dict]) -> int:
+    """Unplanned interruptions: attempts that ended in a failure state (preemptions are planned)."""
+    return sum(1 for c in cuts if c["failed"] and not (c["state"] or "").startswith("PREEMPTED")
+               and (c["state"] is None or c["state"].startswith(UNPLANNED_PREFIXES)))
+
+
+def _interval(conn: duckdb.DuckDBPyConnection, jb: JobBuckets, failures: int) -> IntervalAdvice:
+    saves = conn.execute(SAVES_SQL, [jb.job_id]).fetchall()
+    delta = statistics.median(s[3] for s in saves) if saves else None
+    gaps = [(b[1] - a[2]).total_seconds() for a, b in zip(saves, saves[1:], strict=False) if a[0] == b[0]]
+    current = statistics.median(gaps) if gaps else None
+    b = jb.buckets_s
+    restart = (b["checkpoint_restore"] + b["startup"] - jb.first_attempt_startup_s + b["requeue"] + b["hang"]) \
+        / failures if failures else None
+    return advise(delta, failures, jb.wall_s, current, restart)
+
+
+def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[JobTax]:
+    """Buckets for every job in one SQL pass; degradation windows and ideal step time from signals."""
+    job_ids = [r[0] for r in job_rows]
+    cuts = attempt_cuts(conn, job_ids)
+    ideal = {j: s for j in job_ids if (s := ideal_step_time(conn, j)) is not None}
+    windows = [(j, w.onset, w.end) for j in job_ids for w in degradation_windows(conn, j)]
+    degraded = degraded_seconds(conn, cuts, ideal, windows)
+    out = []
+    for job_id, gpus, _first, _last in job_rows:
+        job_cuts = [c for c in cuts if c["job_id"] == job_id]
+        if not job_cuts:
+            continue
+        (first_iter,) = conn.execute(FIRST_ITERATION_SQL, [job_id]).fetchall()[0]
+        jb = assemble(job_id, gpus or 0, job_cuts, ideal.get(job_id), degraded.get(job_id, 0.0), first_iter)
+        failures = _failures(job_cuts)
+        out.append(JobTax(jb, _interval(conn, jb, failures), failures))
+    return out
+
+
+def tax_report(conn: duckdb.DuckDBPyConnection, job_id: str | None = None, since: datetime | None = None,
+               until: datetime | None = None, price: float | None = None,
+               capacity_gpus: int | None = None) -> TaxReport:
+    rows = conn.execute(JOBS_SQL, {"job": job_id, "since": since, "until": until}).fetchall()
+    if not rows:
+        if job_id is not None:
+            raise NotFoundError(f"job {job_id} has no attempts with start and end times in the store "
+                                "(`synestra jobs` lists the jobs)")
+        raise EmptyStoreError("no jobs in the store (ingest job logs and sacct output first)")
+    return TaxReport(job_taxes(conn, rows), price, capacity_gpus, since, until)
+
+
+def job_doc(t: JobTax, price: float | None) -> dict:
+    b = t.buckets
+    iv = t.interval
+    current_gh, recommended_gh = iv.waste_gpu_hours(b.wall_s, b.gpus)
+    return {
+        "job": b.job_id, "gpus": b.gpus, "wall_s": b.wall_s, "gpu_hours": b.wall_s * b.gpus / 3600.0,
+        "ideal_step_s": b.ideal_step_s, "counted_iterations": b.counted_iterations,
+        "buckets_s": {k: b.buckets_s[k] for k in BUCKETS},
+        "buckets_gpu_hours": {k: b.buckets_s[k] * b.gpus / 3600.0 for k in BUCKETS},
+        **t.headlines(price),
+        "failures": t.failures,
+        "by_cause": t.by_cause,
+        "interval": {
+            "save_cost_s": iv.save_cost_s, "failures": iv.failures, "mtbf_s": iv.mtbf_s,
+            "current_interval_s": iv.current_interval_s, "restart_s": iv.restart_s,
+            "young_s": iv.young_s, "daly_s": iv.daly_s,
+            "waste_current": iv.waste_current, "waste_recommended": iv.waste_recommended,
+            "waste_current_gpu_hours": current_gh, "waste_recommended_gpu_hours": recommended_gh,
+            "note": iv.note,
+        },
+    }
