@@ -94,6 +94,9 @@ CANONICAL: list[Metric] = [
     Metric("optics_temp_celsius", "C", "gauge", "transceiver temperature"),
     Metric("optics_rx_power_low_warn_dbm", "dBm", "gauge", "receive power low warning threshold"),
     Metric("optics_rx_power_low_alarm_dbm", "dBm", "gauge", "receive power low alarm threshold"),
+    Metric("optics_rx_power_high_alarm_dbm", "dBm", "gauge", "receive power high alarm threshold"),
+    Metric("optics_tx_power_low_alarm_dbm", "dBm", "gauge", "transmit power low alarm threshold"),
+    Metric("optics_tx_power_high_alarm_dbm", "dBm", "gauge", "transmit power high alarm threshold"),
 ]
 
 CANONICAL_BY_NAME: dict[str, Metric] = {m.name: m for m in CANONICAL}
