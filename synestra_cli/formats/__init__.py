@@ -13,6 +13,13 @@ from synestra_cli.errors import UnknownFormatError
 # Module names under synestra_cli.formats, one per input format family.
 FORMAT_MODULES: list[str] = [
     "sacct",
+    "ib_counters",
+    "ethtool",
+    "mlxlink",
+    "sonic_fec",
+    "gnmi",
+    "topology_csv",
+    "ibnetdiscover",
 ]
 
 
