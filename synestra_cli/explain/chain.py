@@ -1,0 +1,99 @@
+"""The causal chain: ordered links from the first signal to the checkpoint, each with its evidence.
+
+Evidence is either a metric change (before / after values, the window, the samples) or a log line
+(source file and 1-based line number), so an SRE can open the file at that line and check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from synestra_cli.explain.triggers import Checkpoint
+from synestra_cli.signals.anomalies import Anomaly
+from synestra_cli.signals.events import Event, Incident
+from synestra_cli.signals.scope import Attempt
+from synestra_cli.signals.steps import DegradationWindow
+
+# Layer of each job incident kind (collective: NCCL; job: the process itself).
+INCIDENT_LAYER = {"nccl_timeout": "collective", "nccl_error": "collective"}
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    time: datetime | None
+    layer: str
+    host: str | None
+    entity: str | None
+    signal: str
+    evidence: dict[str, Any]
+
+
+def _log(path: str | None, line: int | None, text: str | None) -> dict[str, Any]:
+    return {"type": "log", "source": path, "line": line, "text": (text or "")[:300]}
+
+
+def from_signal(s: Anomaly | Event) -> ChainLink:
+    if isinstance(s, Event):
+        name = f"xid {s.code}" if s.kind == "xid" else s.kind
+        return ChainLink(s.ts, s.layer, s.host, s.entity, name, _log(s.path, s.line, s.message))
+    evidence = {
+        "type": "metric",
+        "metric": s.metric,
+        "unit": "per_second" if s.is_rate else None,
+        "before": s.before,
+        "after": s.after,
+        "peak": s.peak,
+        "window": {"start": s.onset, "end": s.end},
+        "samples": s.samples,
+    }
+    signal = f"{s.metric} rate up" if s.is_rate else f"{s.metric} anomalous"
+    return ChainLink(s.onset, s.layer, s.host, s.entity, signal, evidence)
+
+
+def from_window(w: DegradationWindow) -> ChainLink:
+    evidence = {
+        "type": "metric",
+        "metric": "step_time_s",
+        "unit": "s",
+        "before": w.baseline_s,
+        "after": w.slow_step_s,
+        "peak": None,
+        "window": {"start": w.first_slow, "end": w.end},
+        "samples": None,
+        "iterations": [w.first_iteration, w.last_iteration],
+    }
+    return ChainLink(w.first_slow, "throughput", None, None, f"step time x{w.factor:.2f}", evidence)
+
+
+def from_incident(i: Incident) -> ChainLink:
+    what = i.kind + (f" ({i.collective})" if i.collective else "")
+    if i.ran_for_ms:
+        what += f", hang began {i.ran_for_ms / 1000:.0f} s before it was logged"
+    entity = f"rank{i.rank}" if i.rank is not None else None
+    return ChainLink(
+        i.ts, INCIDENT_LAYER.get(i.kind, "job"), i.host, entity, what, _log(i.path, i.line, i.message)
+    )
+
+
+def from_attempt_end(a: Attempt) -> ChainLink:
+    evidence = {"type": "scheduler", "attempt": a.attempt, "state": a.state, "exit_code": a.exit_code}
+    return ChainLink(a.end, "job", None, None, f"attempt {a.attempt} ended {a.state or ''}".strip(), evidence)
+
+
+def from_checkpoint(cp: Checkpoint, trigger: str) -> ChainLink:
+    what = f"{trigger} {cp.kind}" + (f" at iteration {cp.iteration}" if cp.iteration is not None else "")
+    return ChainLink(cp.start or cp.end, "checkpoint", None, None, what, _log(cp.path, cp.line, None))
+
+
+def ordered(links: list[ChainLink]) -> list[ChainLink]:
+    """By time (links without one go last), stable for equal times, without duplicates."""
+    seen: set[tuple] = set()
+    out = []
+    for lk in sorted(links, key=lambda lk: (lk.time is None, lk.time or datetime.min)):
+        key = (lk.time, lk.layer, lk.host, lk.entity, lk.signal)
+        if key not in seen:
+            seen.add(key)
+            out.append(lk)
+    return out

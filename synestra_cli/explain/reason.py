@@ -1,0 +1,182 @@
+"""From a classified checkpoint to its cause, alternatives and chain.
+
+Routine checkpoints (periodic or final saves of normal duration) get no cause. For the others the
+effect is found first (the failure behind a restart, the slowdown behind a reactive save, the slow
+save itself), then the candidates in its window are ranked (attribute.py). When no infrastructure
+signal explains it, the job's own log decides: a traceback is `software.crash`, a slowdown is
+`workload.straggler`, and anything else is `unknown` with low confidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from synestra_cli.explain import chain as ch
+from synestra_cli.explain.attribute import Candidate, Effect, Signal, confidences, effect_window, rank
+from synestra_cli.explain.rules import FALLBACK_CONFIDENCE, MAX_ALTERNATIVES, PRE_WINDOW_S, SKEW_S
+from synestra_cli.explain.triggers import Classified
+from synestra_cli.signals.anomalies import Anomaly
+from synestra_cli.signals.events import Incident
+from synestra_cli.signals.scope import Attempt, JobScope
+from synestra_cli.signals.steps import DegradationWindow
+
+CRASH_INCIDENTS = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom")
+
+
+@dataclass(frozen=True)
+class Cause:
+    category: str
+    host: str | None
+    component: str | None
+    first_signal: datetime | None
+    confidence: float
+    reported_healthy: bool = False
+
+
+@dataclass
+class Reasoning:
+    cause: Cause | None = None
+    alternatives: list[Cause] = field(default_factory=list)
+    chain: list[ch.ChainLink] = field(default_factory=list)
+
+
+@dataclass
+class Evidence:
+    """Everything found in the job's scope, computed once per job."""
+
+    scope: JobScope
+    signals: list[Signal]
+    windows: list[DegradationWindow]
+    incidents: list[Incident]
+
+
+def _hosts_of(ev: Evidence, attempt: int | None) -> set[str]:
+    att = next((a for a in ev.scope.attempts if a.attempt == attempt), None)
+    hosts = set(att.nodes) if att and att.nodes else set(ev.scope.hosts)
+    return hosts | {lk.switch for lk in ev.scope.links if lk.host in hosts and lk.switch}
+
+
+def _healthy(c: Candidate, cands: list[Candidate]) -> bool:
+    """A lossy link is 'reported healthy' when nothing on its host or port says it went down."""
+    return not any(
+        o.category == "network.link_down" and (o.host == c.host or o.component == c.component) for o in cands
+    )
+
+
+def _as_cause(c: Candidate, conf: float, cands: list[Candidate]) -> Cause:
+    healthy = c.category == "network.link_degraded" and _healthy(c, cands)
+    return Cause(c.category, c.host, c.component, c.first_signal, conf, healthy)
+
+
+def _attribute(
+    ev: Evidence, effect: Effect, attempt: int | None, effects: list[ch.ChainLink], fallback: Cause
+) -> Reasoning:
+    hosts = _hosts_of(ev, attempt)
+    signals = [s for s in ev.signals if s.host in hosts]
+    all_cands = rank(signals, ev.scope, effect)
+    if not all_cands:
+        return Reasoning(fallback, [], ch.ordered(effects))
+    confs = confidences(all_cands)
+    causes = [_as_cause(c, conf, all_cands) for c, conf in zip(all_cands, confs, strict=True)]
+    links = [
+        ch.from_signal(s) for s in all_cands[0].signals if isinstance(s, Anomaly) or s.ts <= effect.deadline
+    ]
+    return Reasoning(causes[0], causes[1 : 1 + MAX_ALTERNATIVES], ch.ordered(links + effects))
+
+
+def _fallback(category: str, host: str | None = None, at: datetime | None = None) -> Cause:
+    return Cause(category, host, None, at, FALLBACK_CONFIDENCE[category])
+
+
+def _restart(cl: Classified, ev: Evidence) -> Reasoning:
+    """A restore after a failure: explain the failure of the attempt before it."""
+    cp = cl.checkpoint
+    prev = [a for a in ev.scope.attempts if cp.attempt is not None and a.attempt < cp.attempt]
+    failed: Attempt | None = prev[-1] if prev else None
+    att_no = failed.attempt if failed else cp.attempt
+    crashes = [i for i in ev.incidents if i.attempt == att_no and i.kind in CRASH_INCIDENTS and i.ts]
+    end = failed.end if failed else None
+    times = [i.ts for i in crashes] + ([end] if end else [])
+    at = min(times) if times else (cp.start or datetime.min)
+    effects = [ch.from_incident(i) for i in crashes] + (
+        [ch.from_attempt_end(failed)] if failed and end else []
+    )
+    effects += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
+    effects.append(ch.from_checkpoint(cp, cl.trigger))
+    kinds = {i.kind for i in crashes}
+    host = next((i.host for i in crashes if i.host), None)
+    if kinds & {"python_exception", "cuda_error"}:
+        fallback = _fallback("software.crash", host, min(i.ts for i in crashes))
+    elif "oom" in kinds:
+        fallback = Cause("host.oom", host, None, at, 0.6)
+    else:
+        fallback = _fallback("unknown", host, None)
+    deadline = cp.start or at
+    return _attribute(ev, effect_window(at, end, deadline, "crash"), att_no, effects, fallback)
+
+
+def _window_before(
+    cp_start: datetime, attempt: int | None, windows: list[DegradationWindow]
+) -> DegradationWindow | None:
+    """The slowdown a reactive save reacts to: the latest one that began before it, recent enough."""
+    recent = cp_start - timedelta(seconds=PRE_WINDOW_S)
+    fits = [
+        w
+        for w in windows
+        if w.attempt == attempt and w.first_slow <= cp_start + timedelta(seconds=SKEW_S) and w.end >= recent
+    ]
+    return max(fits, key=lambda w: w.first_slow, default=None)
+
+
+def _reactive(cl: Classified, ev: Evidence) -> Reasoning:
+    cp = cl.checkpoint
+    start = cp.start or cp.end
+    w = _window_before(start, cp.attempt, ev.windows) if start else None
+    effects = [ch.from_checkpoint(cp, cl.trigger)]
+    if w is None:
+        return Reasoning(_fallback("unknown"), [], effects)
+    effects.append(ch.from_window(w))
+    effect = effect_window(w.first_slow, w.first_slow, start, "slowdown")
+    return _attribute(ev, effect, cp.attempt, effects, _fallback("workload.straggler", None, w.first_slow))
+
+
+def _slow_save(cl: Classified, ev: Evidence) -> Reasoning:
+    cp = cl.checkpoint
+    effects = [ch.from_checkpoint(cp, cl.trigger)]
+    if cp.start is None:
+        return Reasoning(_fallback("unknown"), [], effects)
+    end = cp.end or cp.start
+    effect = Effect("slow_save", cp.start, end, end)
+    return _attribute(ev, effect, cp.attempt, effects, _fallback("unknown"))
+
+
+def _preemption(cl: Classified, ev: Evidence) -> Reasoning:
+    cp = cl.checkpoint
+    att_no = (
+        cp.attempt
+        if cp.kind == "save"
+        else max(
+            (a.attempt for a in ev.scope.attempts if cp.attempt is not None and a.attempt < cp.attempt),
+            default=None,
+        )
+    )
+    sig = [i for i in ev.incidents if i.attempt == att_no and i.kind == "sigterm"]
+    att = next((a for a in ev.scope.attempts if a.attempt == att_no), None)
+    links = [ch.from_incident(i) for i in sig] + ([ch.from_attempt_end(att)] if att and att.end else [])
+    links.append(ch.from_checkpoint(cp, cl.trigger))
+    first = min([i.ts for i in sig if i.ts] + ([att.end] if att and att.end else []), default=None)
+    return Reasoning(_fallback("scheduler.preemption", None, first), [], ch.ordered(links))
+
+
+def reason(cl: Classified, ev: Evidence) -> Reasoning:
+    """Cause, alternatives and chain of one classified checkpoint (none for a routine one)."""
+    if cl.trigger == "preemption":
+        return _preemption(cl, ev)
+    if cl.trigger == "restart":
+        return _restart(cl, ev)
+    if cl.trigger == "reactive":
+        return _reactive(cl, ev)
+    if cl.slow:
+        return _slow_save(cl, ev)
+    return Reasoning()

@@ -1,0 +1,173 @@
+"""Classify each checkpoint: periodic, reactive, restart, preemption, final or unknown.
+
+The save cadence is learned from the job itself: Megatron saves when iteration % save_interval == 0,
+so the cadence is the interval that divides most save iterations (ties go to the "rounder" number,
+as people choose intervals like 500 or 1000, then to the larger one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from statistics import median
+
+import duckdb
+
+from synestra_cli.explain.rules import OK_STATES, PREEMPT_SAVE_S, PREEMPT_STATES, SKEW_S, SLOW_SAVE_FACTOR
+from synestra_cli.signals.events import Incident
+from synestra_cli.signals.scope import Attempt
+
+# Async saves log a scheduled and a finalized line: one checkpoint per (attempt, kind, iteration).
+CHECKPOINTS_SQL = """
+SELECT c.attempt, c.kind, c.iteration, min(c.start_ts) AS start_ts,
+       max(coalesce(c.end_ts, c.start_ts)) AS end_ts, max(c.blocking_s), bool_or(coalesce(c.is_async, false)),
+       arg_min(s.path, c.line), min(c.line)
+FROM checkpoints_reconciled c LEFT JOIN sources s ON s.source_id = c.source_id
+WHERE c.job_id = ? GROUP BY c.attempt, c.kind, c.iteration
+ORDER BY coalesce(min(c.start_ts), max(c.end_ts)), c.kind DESC
+"""
+LAST_ITERATION_SQL = "SELECT attempt, max(iteration) FROM steps_reconciled WHERE job_id = ? GROUP BY attempt"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    attempt: int | None
+    kind: str  # save | restore
+    iteration: int | None
+    start: datetime | None
+    end: datetime | None
+    blocking_s: float | None
+    is_async: bool
+    path: str | None  # the log file that reports it
+    line: int | None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.blocking_s is not None:
+            return self.blocking_s
+        if self.start and self.end:
+            return (self.end - self.start).total_seconds()
+        return None
+
+
+@dataclass(frozen=True)
+class Classified:
+    checkpoint: Checkpoint
+    trigger: str
+    slow: bool  # a save that took abnormally long
+
+
+def load_checkpoints(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Checkpoint]:
+    return [Checkpoint(*r) for r in conn.execute(CHECKPOINTS_SQL, [job_id]).fetchall()]
+
+
+def learn_cadence(iterations: list[int]) -> int | None:
+    """The save interval (in iterations) that divides the most save iterations."""
+    its = sorted({i for i in iterations if i and i > 0})
+    candidates = {b - a for a, b in zip(its, its[1:], strict=False)} | set(its)
+    if not candidates:
+        return None
+
+    def zeros(n: int) -> int:
+        return len(str(n)) - len(str(n).rstrip("0"))
+
+    return max(candidates, key=lambda c: (sum(i % c == 0 for i in its), zeros(c), c))
+
+
+def _preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
+    if attempt is None:
+        return False
+    sigterm = any(i.kind == "sigterm" and i.attempt == attempt.attempt for i in incidents)
+    return sigterm or (attempt.state or "").upper().startswith(PREEMPT_STATES)
+
+
+def _is_preemption_save(
+    cp: Checkpoint, att: Attempt | None, saves: list[Checkpoint], incidents: list[Incident]
+) -> bool:
+    if not _preempted(att, incidents) or cp.start is None:
+        return False
+    skew = timedelta(seconds=SKEW_S)
+    sigterms = [i.ts for i in incidents if i.kind == "sigterm" and i.attempt == cp.attempt and i.ts]
+    if sigterms:
+        return cp.start >= min(sigterms) - skew
+    last = max((s.start for s in saves if s.attempt == cp.attempt and s.start), default=None)
+    near_end = att is None or att.end is None or (att.end - cp.start).total_seconds() <= PREEMPT_SAVE_S
+    return cp.start == last and near_end
+
+
+def _save_trigger(cp: Checkpoint, ctx: _Context) -> str:
+    if cp.iteration is None:
+        return "unknown"
+    att = ctx.attempts.get(cp.attempt)
+    if _is_preemption_save(cp, att, ctx.saves, ctx.incidents):
+        return "preemption"
+    if cp is ctx.saves[-1] and ctx.job_finished and cp.iteration >= ctx.max_iteration:
+        return "final"
+    if ctx.cadence and cp.iteration % ctx.cadence == 0:
+        return "periodic"
+    return "reactive"
+
+
+def _restore_trigger(cp: Checkpoint, ctx: _Context) -> str:
+    ordered = sorted(ctx.attempts)
+    prev = [a for a in ordered if cp.attempt is not None and a < cp.attempt]
+    elastic = [
+        i
+        for i in ctx.incidents
+        if i.kind == "elastic_restart" and i.attempt == cp.attempt and i.ts and cp.start and i.ts <= cp.start
+    ]
+    if elastic:
+        return "restart"
+    if not prev:
+        return "unknown"
+    return "preemption" if _preempted(ctx.attempts[prev[-1]], ctx.incidents) else "restart"
+
+
+@dataclass
+class _Context:
+    attempts: dict[int, Attempt]
+    saves: list[Checkpoint]
+    incidents: list[Incident]
+    cadence: int | None
+    max_iteration: int
+    job_finished: bool
+
+
+def classify(
+    conn: duckdb.DuckDBPyConnection,
+    job_id: str,
+    attempts: list[Attempt],
+    incidents: list[Incident],
+    checkpoints: list[Checkpoint],
+) -> list[Classified]:
+    """Trigger of every checkpoint, and whether each save took abnormally long."""
+    saves = [c for c in checkpoints if c.kind == "save"]
+    last_its = dict(conn.execute(LAST_ITERATION_SQL, [job_id]).fetchall())
+    max_it = max([*last_its.values(), *[c.iteration or 0 for c in saves]], default=0)
+    last_att = max(attempts, key=lambda a: a.attempt, default=None)
+    crashed_last = any(
+        i.kind != "sigterm" and i.attempt == (last_att.attempt if last_att else None) for i in incidents
+    )
+    finished = (
+        last_att is None
+        or (last_att.state is None and not crashed_last)
+        or (last_att.state or "").upper().startswith(OK_STATES)
+    )
+    ctx = _Context(
+        {a.attempt: a for a in attempts},
+        saves,
+        incidents,
+        learn_cadence([c.iteration for c in saves if c.iteration]),
+        max_it,
+        finished,
+    )
+    durations = [d for c in saves if (d := c.duration_s) is not None]
+    typical = median(durations) if durations else None
+    out = []
+    for cp in checkpoints:
+        trigger = _save_trigger(cp, ctx) if cp.kind == "save" else _restore_trigger(cp, ctx)
+        slow = bool(
+            cp.kind == "save" and typical and cp.duration_s and cp.duration_s > SLOW_SAVE_FACTOR * typical
+        )
+        out.append(Classified(cp, trigger, slow))
+    return out

@@ -1,0 +1,120 @@
+"""Per-entity anomaly windows for gauges and counter rates, against the entity's own history.
+
+The job's telemetry is first copied into a temp table `_scope` (its hosts, the switch ports that serve
+them, its time window, the metrics explain has rules for): every later query reads only that. Each
+entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
+fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
+it crosses both the rule's absolute floor and the baseline by the rule's ratio and margin. Consecutive
+anomalous samples form a window (gaps and islands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
+from synestra_cli.signals.counters import SCOPE_RATES_SQL
+from synestra_cli.signals.scope import JobScope, placeholders
+
+RULES_DDL = """
+CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
+    ratio DOUBLE, delta DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE, discrete BOOLEAN)
+"""
+RULES_INSERT = "INSERT INTO _rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
+PORTS_INSERT = "INSERT INTO _ports VALUES (?, ?)"
+
+# Job hosts: every entity; switches: only the ports cabled to the job's hosts.
+SCOPE_SQL = """
+CREATE OR REPLACE TEMP TABLE _scope AS
+SELECT ts, host, entity, metric, value FROM metrics
+WHERE ts BETWEEN ? AND ? AND host IN ({hosts}) AND metric IN ({metrics})
+  AND (host IN ({job_hosts})
+       OR EXISTS (SELECT 1 FROM _ports p WHERE p.host = metrics.host AND p.entity = metrics.entity))
+"""
+
+ANOMALIES_SQL = f"""
+WITH sig AS (
+    SELECT s.ts, s.host, s.entity, r.*, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+    FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
+), base AS (
+    SELECT host, entity, metric,
+           CASE WHEN any_value(direction) = 'up' THEN quantile_cont(x, 0.25)
+                ELSE quantile_cont(x, 0.75) END AS b
+    FROM sig WHERE x IS NOT NULL GROUP BY host, entity, metric
+), flagged AS (
+    SELECT sig.*, base.b,
+           coalesce(CASE WHEN direction = 'up' THEN x >= floor AND x > b * ratio + delta
+                         ELSE x <= floor AND x < b * ratio - delta END, false) AS bad,
+           row_number() OVER (PARTITION BY sig.host, sig.entity, sig.metric ORDER BY ts) AS rn
+    FROM sig JOIN base USING (host, entity, metric)
+), islands AS (
+    SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY ts) AS island
+    FROM flagged WHERE bad
+)
+SELECT host, entity, metric, any_value(layer), any_value(category), any_value(weight),
+       min(ts) AS onset, max(ts) AS last, any_value(b) AS before, median(x) AS after,
+       CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak, count(*) AS n,
+       any_value(kind)
+FROM islands GROUP BY host, entity, metric, island
+HAVING count(*) >= ? OR bool_or(discrete)
+ORDER BY onset
+"""
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    host: str
+    entity: str | None
+    metric: str
+    layer: str
+    category: str
+    weight: float
+    onset: datetime  # first anomalous sample
+    end: datetime  # last anomalous sample
+    before: float  # the entity's own baseline (a rate per second for counters)
+    after: float  # median inside the window
+    peak: float
+    samples: int
+    is_rate: bool
+
+    @property
+    def magnitude(self) -> float:
+        """How far past its baseline, as a ratio (>= 1); for level gauges, the margin in units."""
+        if self.before and self.after and self.before > 0 and self.after > 0:
+            return max(self.after / self.before, self.before / self.after)
+        return float("inf") if self.after != self.before else 1.0
+
+
+def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
+    conn.execute(RULES_DDL)
+    conn.executemany(RULES_INSERT, [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
+
+
+def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, start: datetime, end: datetime) -> None:
+    """Copy the job's telemetry in [start, end] into the temp table `_scope` (one scan of metrics)."""
+    _load_rules(conn)
+    conn.execute(PORTS_DDL)
+    ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
+    if ports:
+        conn.executemany(PORTS_INSERT, ports)
+    hosts = sorted(set(scope.hosts) | {p[0] for p in ports})
+    metrics = [r.metric for r in METRIC_RULES]
+    sql = SCOPE_SQL.format(
+        hosts=placeholders(len(hosts)),
+        metrics=placeholders(len(metrics)),
+        job_hosts=placeholders(len(scope.hosts)),
+    )
+    conn.execute(sql, [start, end, *hosts, *metrics, *scope.hosts])
+
+
+def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
+    """Anomaly windows over `_scope` (build_scope first), in onset order."""
+    rows = conn.execute(ANOMALIES_SQL, [MIN_ANOMALY_SAMPLES]).fetchall()
+    return [
+        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter")
+        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind in rows
+    ]

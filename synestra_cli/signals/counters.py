@@ -1,0 +1,65 @@
+"""Rates from cumulative counters, with window functions; a counter reset is a negative delta.
+
+Exporters report counters as totals since boot (or since the last clear): the increase between two
+samples is value - previous, unless the counter went backwards (a reboot, a driver reload, a
+`perfquery -x -R`), in which case the counter restarted from zero and the increase is the new value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from synestra_cli.signals.scope import placeholders
+
+# Over any relation with (ts, host, entity, metric, value): per-sample delta and rate.
+_RATES = """
+SELECT ts, host, entity, metric, value,
+       CASE WHEN prev IS NULL THEN NULL WHEN value < prev THEN value ELSE value - prev END AS delta,
+       epoch(ts) - epoch(prev_ts) AS dt_s,
+       CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
+            WHEN value < prev THEN value ELSE value - prev END / (epoch(ts) - epoch(prev_ts)) AS rate
+FROM (
+    SELECT ts, host, entity, metric, value,
+           lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
+    FROM {source} WHERE value IS NOT NULL
+    WINDOW w AS (PARTITION BY host, entity, metric ORDER BY ts)
+)
+"""
+
+# The scoped telemetry of one explanation (signals/scope.py builds the temp table _scope).
+SCOPE_RATES_SQL = _RATES.format(source="_scope")
+
+METRIC_RATES_SQL = (
+    _RATES.format(
+        source="(SELECT ts, host, entity, metric, value FROM metrics "
+        "WHERE metric = ? AND ts BETWEEN ? AND ? AND host IN ({hosts}))"
+    )
+    + " ORDER BY host, entity, ts"
+)
+
+
+@dataclass(frozen=True)
+class Rate:
+    ts: datetime
+    host: str
+    entity: str | None
+    delta: float
+    rate: float
+
+
+def counter_rates(
+    conn: duckdb.DuckDBPyConnection, metric: str, hosts: list[str], start: datetime, end: datetime
+) -> list[Rate]:
+    """Per-sample increase and rate (per second) of one counter on the given hosts in [start, end]."""
+    if not hosts:
+        return []
+    sql = METRIC_RATES_SQL.format(hosts=placeholders(len(hosts)))
+    rows = conn.execute(sql, [metric, start, end, *hosts]).fetchall()
+    return [
+        Rate(ts, host, entity, delta, rate)
+        for ts, host, entity, _m, _v, delta, _dt, rate in rows
+        if delta is not None
+    ]

@@ -1,0 +1,129 @@
+"""Typed log events on the job's hosts (joined to GPU / NIC identity) and the job's own incidents.
+
+Each event carries its evidence: the source file and 1-based line. A GPU event names the GPU by its
+PCI bus id; the `gpus` table turns that into the `gpuN` entity DCGM uses, so log and metric evidence
+about one GPU meet under one name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from synestra_cli.explain.rules import (
+    AER_CORRECTED_MIN,
+    EVENT_RULES,
+    XID_APP,
+    XID_CONSEQUENCE,
+    XID_FELL_OFF,
+    XID_MEMORY,
+    XID_NVLINK,
+)
+
+EVENT_RULES_DDL = """
+CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE)
+"""
+EVENT_RULES_INSERT = "INSERT INTO _event_rules VALUES (?, ?, ?, ?)"
+
+# Xids split by meaning (log-formats A.1.1); consequences (43/45/154) and recoveries are not causes.
+# A corrected AER is benign alone: it counts only when repeated on one device within the scope.
+EVENTS_SQL = """
+WITH e AS (
+    SELECT e.*, upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
+           coalesce(e.fields->>'severity', e.message, '') ILIKE '%corrected%'
+             AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected
+    FROM events e
+    WHERE e.ts BETWEEN $start AND $end AND e.host IN ({hosts})
+), typed AS (
+    SELECT e.*,
+        CASE WHEN e.kind <> 'xid' THEN r.category
+             WHEN list_contains($fell, e.code) THEN 'gpu.fell_off_bus'
+             WHEN list_contains($mem, e.code) THEN 'gpu.memory'
+             WHEN list_contains($nvl, e.code) THEN 'gpu.nvlink'
+             WHEN list_contains($conseq, e.code) THEN NULL
+             ELSE 'gpu.other_xid' END AS category,
+        CASE WHEN e.kind <> 'xid' THEN r.layer ELSE 'gpu' END AS layer,
+        CASE WHEN e.kind <> 'xid' THEN r.weight
+             WHEN list_contains($app, e.code) THEN 0.3 ELSE 1.0 END AS weight,
+        count(*) OVER (PARTITION BY e.host, e.component, e.kind, e.corrected) AS repeats
+    FROM e LEFT JOIN _event_rules r ON r.kind = e.kind
+)
+SELECT t.ts, t.host, t.component, coalesce(g.entity, t.component) AS entity, t.kind, t.code,
+       t.message, s.path, t.line, t.layer, t.category, t.weight
+FROM typed t
+LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g
+       ON g.host = t.host AND upper(g.pci_bus_id) = upper(t.component)
+LEFT JOIN sources s ON s.source_id = t.source_id
+WHERE t.category IS NOT NULL
+  AND NOT (t.kind = 'ib_port_state' AND t.state_text LIKE '%ACTIVE%' AND t.state_text NOT LIKE '%DOWN%')
+  AND NOT (t.kind = 'aer' AND t.corrected AND t.repeats < $aer_min)
+ORDER BY t.ts
+"""
+
+INCIDENTS_SQL = """
+SELECT i.attempt, coalesce(i.ts, i.logged_ts) AS ts, i.logged_ts, i.kind, i.rank, i.collective,
+       i.ran_for_ms, i.message, i.fields->>'host' AS host, s.path, i.line
+FROM job_incidents_reconciled i LEFT JOIN sources s ON s.source_id = i.source_id
+WHERE i.job_id = ? ORDER BY ts NULLS LAST
+"""
+
+
+@dataclass(frozen=True)
+class Event:
+    ts: datetime
+    host: str
+    component: str | None
+    entity: str | None  # gpuN for GPU events, else the component as logged
+    kind: str
+    code: int | None
+    message: str | None
+    path: str | None
+    line: int | None
+    layer: str
+    category: str
+    weight: float
+
+
+@dataclass(frozen=True)
+class Incident:
+    attempt: int | None
+    ts: datetime | None  # when it began (watchdog: printed time minus "ran for")
+    logged_ts: datetime | None
+    kind: str
+    rank: int | None
+    collective: str | None
+    ran_for_ms: int | None
+    message: str | None
+    host: str | None
+    path: str | None
+    line: int | None
+
+
+def typed_events(
+    conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datetime, end: datetime
+) -> list[Event]:
+    """Events on `hosts` in [start, end] that can be a cause, with category, layer and weight."""
+    if not hosts:
+        return []
+    conn.execute(EVENT_RULES_DDL)
+    conn.executemany(EVENT_RULES_INSERT, [(k, *v) for k, v in EVENT_RULES.items()])
+    params = {
+        "start": start,
+        "end": end,
+        "fell": list(XID_FELL_OFF),
+        "mem": list(XID_MEMORY),
+        "nvl": list(XID_NVLINK),
+        "conseq": list(XID_CONSEQUENCE),
+        "app": list(XID_APP),
+        "aer_min": AER_CORRECTED_MIN,
+    }
+    params.update({f"h{i}": h for i, h in enumerate(hosts)})
+    sql = EVENTS_SQL.format(hosts=", ".join(f"$h{i}" for i in range(len(hosts))))
+    return [Event(*r) for r in conn.execute(sql, params).fetchall()]
+
+
+def incidents(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Incident]:
+    """The job's incidents (NCCL timeouts, CUDA errors, exceptions, SIGTERM, OOM), in time order."""
+    return [Incident(*r) for r in conn.execute(INCIDENTS_SQL, [job_id]).fetchall()]
