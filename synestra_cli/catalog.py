@@ -20,6 +20,7 @@ class Metric(NamedTuple):
 CANONICAL: list[Metric] = [
     # --- GPU (DCGM) ---
     Metric("gpu_util_percent", "percent", "gauge", "GPU utilisation (busy time; stays ~100% while NCCL spins)"),
+    Metric("gpu_gr_engine_active_ratio", "ratio", "gauge", "fraction of time the graphics/compute engine was busy"),
     Metric("gpu_sm_active_ratio", "ratio", "gauge", "fraction of time SMs had a warp resident"),
     Metric("gpu_sm_occupancy_ratio", "ratio", "gauge", "SM occupancy"),
     Metric("gpu_tensor_active_ratio", "ratio", "gauge", "tensor-core pipe activity"),
@@ -104,3 +105,87 @@ CANONICAL_BY_NAME: dict[str, Metric] = {m.name: m for m in CANONICAL}
 # Source metric name -> (canonical name, scale factor applied to the value).
 # Filled per source family below; a name not listed here is kept as-is.
 SOURCE_MAP: dict[str, tuple[str, float]] = {}
+
+# DCGM fields as dcgm-exporter names them: canonical -> (pre-4.6 name, 4.6 name). DCGM 4.6 renamed the
+# field macros (IDs unchanged, old names kept as deprecated aliases), so archives hold both spellings.
+# GPU_UTIL_RATIO is field 203 in 4.6 (integer percent, like GPU_UTIL), hence no scaling.
+DCGM_FIELDS: dict[str, tuple[str, ...]] = {
+    "gpu_util_percent": ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_RATIO"),
+    "gpu_gr_engine_active_ratio": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"),
+    "gpu_sm_active_ratio": ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_UTIL_RATIO"),
+    "gpu_sm_occupancy_ratio": ("DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_SM_OCCUPANCY_RATIO"),
+    "gpu_tensor_active_ratio": ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_TENSOR_UTIL_RATIO"),
+    "gpu_dram_active_ratio": ("DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_DRAM_UTIL_RATIO"),
+    "gpu_power_watts": ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_BOARD_POWER_WATTS"),
+    "gpu_energy_millijoules_total": ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",),
+    "gpu_temp_celsius": ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_GPU_TEMP_CELSIUS"),
+    "gpu_memory_temp_celsius": ("DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS"),
+    "gpu_sm_clock_mhz": ("DCGM_FI_DEV_SM_CLOCK",),
+    "gpu_memory_clock_mhz": ("DCGM_FI_DEV_MEM_CLOCK",),
+    "gpu_clock_events_bitmask": ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"),
+    "gpu_xid_last": ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR"),
+    "gpu_ecc_sbe_volatile_total": ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",),
+    "gpu_ecc_dbe_volatile_total": ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",),
+    "gpu_ecc_sbe_aggregate_total": ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",),
+    "gpu_ecc_dbe_aggregate_total": ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",),
+    "gpu_retired_pages_dbe": ("DCGM_FI_DEV_RETIRED_DBE", "DCGM_FI_DEV_PAGE_RETIRED_DBE_TOTAL"),
+    "gpu_row_remap_failure": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_FAILED"),
+    "gpu_correctable_remapped_rows_total": ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+                                            "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL"),
+    "gpu_uncorrectable_remapped_rows_total": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+                                              "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL"),
+    "gpu_pcie_replay_total": ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_PCIE_REPLAY_TOTAL"),
+    "gpu_nvlink_crc_flit_errors_total": ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+                                         "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL"),
+    "gpu_nvlink_crc_data_errors_total": ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+                                         "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL"),
+    "gpu_nvlink_replay_errors_total": ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+                                       "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL"),
+    "gpu_nvlink_recovery_errors_total": ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+                                         "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL"),
+    "gpu_power_violation_us_total": ("DCGM_FI_DEV_POWER_VIOLATION",),
+    "gpu_thermal_violation_us_total": ("DCGM_FI_DEV_THERMAL_VIOLATION",),
+    "gpu_fb_used_mib": ("DCGM_FI_DEV_FB_USED",),
+    "gpu_fb_free_mib": ("DCGM_FI_DEV_FB_FREE",),
+}
+
+# node_exporter's infiniband collector (values already in bytes: procfs multiplies PMA words by 4).
+NODE_EXPORTER_IB: dict[str, str] = {
+    "ib_port_rcv_data_bytes_total": "node_infiniband_port_data_received_bytes_total",
+    "ib_port_xmit_data_bytes_total": "node_infiniband_port_data_transmitted_bytes_total",
+    "ib_port_rcv_packets_total": "node_infiniband_port_packets_received_total",
+    "ib_port_xmit_packets_total": "node_infiniband_port_packets_transmitted_total",
+    "ib_port_symbol_errors_total": "node_infiniband_symbol_error_total",
+    "ib_port_link_error_recovery_total": "node_infiniband_link_error_recovery_total",
+    "ib_port_link_downed_total": "node_infiniband_link_downed_total",
+    "ib_port_rcv_errors_total": "node_infiniband_port_errors_received_total",
+    "ib_port_rcv_remote_physical_errors_total": "node_infiniband_port_receive_remote_physical_errors_total",
+    "ib_port_rcv_switch_relay_errors_total": "node_infiniband_port_receive_switch_relay_errors_total",
+    "ib_port_xmit_discards_total": "node_infiniband_port_discards_transmitted_total",
+    "ib_port_xmit_constraint_errors_total": "node_infiniband_port_constraint_errors_transmitted_total",
+    "ib_port_rcv_constraint_errors_total": "node_infiniband_port_constraint_errors_received_total",
+    "ib_port_local_link_integrity_errors_total": "node_infiniband_local_link_integrity_errors_total",
+    "ib_port_excessive_buffer_overrun_errors_total": "node_infiniband_excessive_buffer_overrun_errors_total",
+    "ib_port_xmit_wait_total": "node_infiniband_port_transmit_wait_total",
+    "ib_port_state_id": "node_infiniband_state_id",
+    "ib_port_physical_state_id": "node_infiniband_physical_state_id",
+    "ib_port_rate_bytes_per_second": "node_infiniband_rate_bytes_per_second",
+}
+
+# snmp_exporter if_mib module: metric names are the MIB object names. The 32-bit ifInOctets/ifOutOctets
+# wrap at 2^32 and are kept under their own names; the 64-bit ifHC* counters are canonical.
+IF_MIB: dict[str, str] = {
+    "if_in_octets_total": "ifHCInOctets",
+    "if_out_octets_total": "ifHCOutOctets",
+    "if_in_ucast_pkts_total": "ifHCInUcastPkts",
+    "if_out_ucast_pkts_total": "ifHCOutUcastPkts",
+    "if_in_errors_total": "ifInErrors",
+    "if_out_errors_total": "ifOutErrors",
+    "if_in_discards_total": "ifInDiscards",
+    "if_out_discards_total": "ifOutDiscards",
+    "if_oper_status": "ifOperStatus",
+}
+
+SOURCE_MAP.update({name: (canonical, 1.0) for canonical, names in DCGM_FIELDS.items() for name in names})
+SOURCE_MAP.update({name: (canonical, 1.0) for canonical, name in NODE_EXPORTER_IB.items()})
+SOURCE_MAP.update({name: (canonical, 1.0) for canonical, name in IF_MIB.items()})
