@@ -1,0 +1,52 @@
+"""DeepSpeed training logs (log-formats.md D.5; deepspeed/utils/logging.py, runtime/engine.py).
+
+  [2025-03-25 18:12:45,948] [INFO] [logging.py:96:log_dist] [Rank -1] DeepSpeed info: version=0.14.0, ...
+  [...] [INFO] [logging.py:96:log_dist] [Rank 0] step=1000, skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]
+  [...] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Checkpoint global_step1000 is about to be saved!
+  [...] [INFO] [engine.py:3488:_save_zero_checkpoint] Saving model checkpoint: /ckpt/global_step1000/...
+  [...] [INFO] [torch_checkpoint_engine.py:33:commit] [Torch] Checkpoint global_step1000 is ready now!
+Older releases say "Checkpoint {tag} is begin to save!". The iteration is taken from the tag
+(`global_step<N>`). "DeepSpeed info: version=" marks a process start.
+"""
+
+from __future__ import annotations
+
+from synestra_cli.formats import joblog
+from synestra_cli.formats.base import LoadContext, LoadResult
+
+NAME = "deepspeed"
+DESCRIPTION = "DeepSpeed training log ([ts] [LEVEL] [file:line:func] lines, step= and checkpoint lines)"
+
+STEP_SQL = r"""
+SELECT pos, lineno, 'step' AS fact, ts, ts_precision,
+    CAST(regexp_extract(body, '\] step=(\d+), skipped=', 1) AS BIGINT) AS iteration
+FROM jl_lines WHERE regexp_matches(body, '\] step=\d+, skipped=\d+')
+"""
+
+CKPT_SQL = r"""
+SELECT pos, lineno, ts, ts_precision,
+    CASE WHEN regexp_matches(body, 'Checkpoint \S+ is (about to be saved|begin to save)!|Saving model checkpoint: ')
+         THEN 'save_start' WHEN regexp_matches(body, 'Checkpoint \S+ is ready now!') THEN 'save_end' END AS fact,
+    TRY_CAST(nullif(regexp_extract(body, 'global_step(\d+)', 1), '') AS BIGINT) AS iteration,
+    nullif(regexp_extract(body, 'Saving model checkpoint: (\S+)', 1), '') AS path
+FROM jl_lines WHERE fact IS NOT NULL
+"""
+
+BANNER_SQL = r"""
+SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines WHERE contains(body, '] DeepSpeed info: version=')
+"""
+
+FACT_SQL = [STEP_SQL, CKPT_SQL, BANNER_SQL]
+
+DIST_LINE = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[(?:INFO|WARNING|ERROR|DEBUG)\] \[[\w.]+:\d+:\w+\] "
+
+
+def sniff(head: str) -> float:
+    if joblog.looks_like_syslog(head) or not joblog.count_matches(head, DIST_LINE):
+        return 0.0
+    # DLRover and others reuse DeepSpeed's logger format: claim it firmly only when DeepSpeed speaks.
+    return 0.8 if "DeepSpeed" in head or "log_dist" in head else 0.5
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    return joblog.load_job_log(ctx)

@@ -1,0 +1,196 @@
+"""Shared machinery of every training-job log format: lines, times, job id, facts.
+
+A job log is small (MBs), so it is read whole into an Arrow lines table and parsed in DuckDB:
+1. ``jl_lines``: one row per segment of a line (``\\r`` progress bars glue other messages onto
+   one physical line, so a line is split on ``\\r``), with ANSI colour codes and the torchrun
+   ``[rankN]:`` prefix removed, and the line's own time (``ts_exact``) when it has one;
+2. times for lines without one are taken from the nearest timed line before (else after) them
+   and marked ``inferred``; a log without any time keeps ts NULL, precision ``none``;
+3. every job-log module contributes FACT_SQL: SELECTs over ``jl_lines`` inserted BY NAME into
+   ``jl_facts`` (steps, checkpoint phases, incidents, banners, rejects). All rules run on every
+   job log, so a NeMo log with Megatron checkpoint lines or an MLPerf log with NeMo lines is read
+   whole whatever format was sniffed;
+4. ``joblog_rows`` cuts the log into attempts and writes the store's rows.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+from synestra_cli.formats.base import LoadContext, LoadResult, lines_to_table
+
+# Modules whose FACT_SQL is applied to every job log (order does not matter).
+FACT_MODULES = ["megatron", "torchtitan", "nemo", "deepspeed", "mlperf", "orbax", "torch_failures"]
+
+LINES_SQL = r"""
+CREATE OR REPLACE TEMP TABLE jl_seg AS
+WITH parts AS (
+    SELECT lineno, unnest(list_zip(string_split(line, chr(13)), range(1, len(string_split(line, chr(13))) + 1))) AS p
+    FROM jl_raw
+), clean AS (
+    SELECT lineno, p[2] AS part,
+           regexp_replace(p[1], '\x1b\[[0-9;]*[A-Za-z]', '', 'g') AS text
+    FROM parts
+)
+SELECT row_number() OVER (ORDER BY lineno, part) AS pos, lineno, text,
+       TRY_CAST(nullif(regexp_extract(text, '^\[rank(\d+)\]:', 1), '') AS INTEGER) AS rank,
+       regexp_replace(text, '^\[rank\d+\]:', '') AS body
+FROM clean WHERE part = 1 OR trim(text) <> ''
+"""
+
+# Full dates: launcher / logger prefixes at the start of a line, `[label] datetime:` anywhere,
+# Slurm's `CANCELLED AT <iso>`; MLLOG's epoch milliseconds (UTC); glog `[IWEF]MMDD hh:mm:ss` (no year).
+TIMES_SQL = r"""
+CREATE OR REPLACE TEMP TABLE jl_t AS
+SELECT *,
+    nullif(coalesce(
+        nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] )?(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)', 1), ''),
+        nullif(regexp_extract(body, 'datetime: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})', 1), ''),
+        regexp_extract(body, ' AT (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})', 1)), '') AS iso_text,
+    TRY_CAST(regexp_extract(body, '^:::MLLOG .*"time_ms": (\d+)', 1) AS BIGINT) AS epoch_ms,
+    regexp_extract(body, '(?:^|\[)[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6})\d*)? ',
+                   ['mo', 'dd', 'hh', 'mi', 'ss', 'frac']) AS glog
+FROM jl_seg
+"""
+
+LOCAL_SQL = r"""
+CREATE OR REPLACE TEMP TABLE jl_full AS
+SELECT *, coalesce(
+        CASE WHEN $tz = 'UTC' THEN local_ts ELSE timezone('UTC', timezone($tz, local_ts)) END,
+        make_timestamp(epoch_ms * 1000)) AS full_ts
+FROM (SELECT *, TRY_CAST(replace(iso_text, ',', '.') AS TIMESTAMP) AS local_ts FROM jl_t)
+"""
+
+# A glog header takes its year from the nearest full date (before, else after), rolled over
+# when the month/day is more than half a year away from it (a Dec 31 log reaching Jan 1).
+GLOG_SQL = r"""
+CREATE OR REPLACE TEMP TABLE jl_g AS
+WITH ref AS (
+    SELECT *, coalesce(
+        last_value(full_ts IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+        first_value(full_ts IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING),
+        make_timestamp($year, 7, 1, 0, 0, 0)) AS ref_ts
+    FROM jl_full
+), cand AS (
+    SELECT *, TRY_CAST(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), glog.mo, glog.dd, glog.hh, glog.mi,
+                              glog.ss, CASE WHEN glog.frac = '' THEN '0' ELSE glog.frac END) AS TIMESTAMP) AS g0
+    FROM ref
+), rolled AS (
+    SELECT *, CASE WHEN g0 - ref_ts > INTERVAL 183 DAY THEN g0 - INTERVAL 1 YEAR
+                   WHEN ref_ts - g0 > INTERVAL 183 DAY THEN g0 + INTERVAL 1 YEAR ELSE g0 END AS g_local
+    FROM cand
+)
+SELECT *, coalesce(full_ts,
+        CASE WHEN $tz = 'UTC' THEN g_local ELSE timezone('UTC', timezone($tz, g_local)) END) AS ts_exact
+FROM rolled
+"""
+
+INFER_SQL = r"""
+CREATE OR REPLACE TEMP TABLE jl_lines AS
+SELECT pos, lineno, rank, body, ts_exact,
+    coalesce(ts_exact,
+        last_value(ts_exact IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+        first_value(ts_exact IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)) AS ts,
+    CASE WHEN ts_exact IS NOT NULL THEN 'exact'
+         WHEN count(ts_exact) OVER () > 0 THEN 'inferred' ELSE 'none' END AS ts_precision
+FROM jl_g
+"""
+
+FACTS_DDL = """
+CREATE OR REPLACE TEMP TABLE jl_facts (
+    pos BIGINT, lineno BIGINT, fact VARCHAR,  -- step | save_start | save_sched | save_end | save_block |
+                                              -- load_start | load_end | banner | incident | reject | job
+    ts TIMESTAMP, logged_ts TIMESTAMP, ts_precision VARCHAR,
+    iteration BIGINT, step_time_s DOUBLE, tflops_per_gpu DOUBLE, tokens_per_s DOUBLE, samples_per_s DOUBLE,
+    loss DOUBLE, path VARCHAR, is_async BOOLEAN, blocking_s DOUBLE,
+    kind VARCHAR, rank INTEGER, collective VARCHAR, seq BIGINT, timeout_ms BIGINT, ran_for_ms BIGINT,
+    message VARCHAR, fields JSON, job_id VARCHAR, job_name VARCHAR, gpus INTEGER
+)
+"""
+
+JOB_ID_SQL = r"""
+SELECT coalesce(
+    max(nullif(regexp_extract(body, 'SLURM_JOB_ID=(\d+)', 1), '')),
+    max(nullif(regexp_extract(body, '\tJob ID: (\d+)\t', 1), '')))
+FROM jl_lines
+"""
+
+# Slurm's environment echoed by a batch script: the job's name, and a process start per attempt.
+SLURM_ENV_SQL = r"""
+SELECT pos, lineno, 'job' AS fact, nullif(regexp_extract(body, 'SLURM_JOB_NAME=(\S+)', 1), '') AS job_name
+FROM jl_lines WHERE contains(body, 'SLURM_JOB_NAME=')
+UNION ALL BY NAME
+SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines WHERE regexp_matches(body, '^\s*SLURM_JOB_ID=\d+')
+"""
+
+FILE_JOB_RE = re.compile(r"^(?:slurm-)?(\d+(?:_\d+)?)(?:\.log|\.out|\.txt)?$")
+
+
+def prepare_lines(ctx: LoadContext) -> None:
+    """Build jl_lines (pos, lineno, rank, body, ts_exact, ts, ts_precision) from the file."""
+    ctx.conn.register("jl_raw", lines_to_table(ctx.read_text(), 1))
+    try:
+        ctx.conn.execute(LINES_SQL.replace("trim(text) <> ''", "trim(text) <> ''"))
+    finally:
+        ctx.conn.unregister("jl_raw")
+    params = {"tz": ctx.options.timezone, "year": ctx.default_year}
+    ctx.conn.execute(TIMES_SQL)
+    ctx.conn.execute(LOCAL_SQL, {"tz": params["tz"]})
+    ctx.conn.execute(GLOG_SQL, params)
+    ctx.conn.execute(INFER_SQL)
+
+
+def job_id_from_name(path: Path) -> str | None:
+    """`<jobid>.log`, `slurm-<jobid>.out`, `slurm-<jobid>_<task>.out` (array task kept)."""
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    m = FILE_JOB_RE.match(name)
+    return m.group(1) if m else None
+
+
+def resolve_job_id(ctx: LoadContext, result: LoadResult) -> str:
+    """Content first (the log knows best), then --job, then the file name, then the file stem."""
+    (found,) = ctx.conn.execute(JOB_ID_SQL).fetchone()
+    job = found or ctx.options.job_id or job_id_from_name(ctx.path)
+    if job:
+        return job
+    stem = ctx.path.stem if ctx.path.suffix != ".gz" else Path(ctx.path.stem).stem
+    result.notes.append(f"{ctx.display}: no job id in the log or its name; using {stem!r} (give --job ID)")
+    return stem
+
+
+def collect_facts(ctx: LoadContext) -> None:
+    ctx.conn.execute(FACTS_DDL)
+    ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {SLURM_ENV_SQL}")
+    for name in FACT_MODULES:
+        mod = importlib.import_module(f"synestra_cli.formats.{name}")
+        for sql in getattr(mod, "PREPARE_SQL", []):
+            ctx.conn.execute(sql)
+        for sql in mod.FACT_SQL:
+            ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {sql}")
+
+
+def load_job_log(ctx: LoadContext) -> LoadResult:
+    """The `load` of every job-log format."""
+    from synestra_cli.formats import joblog_rows  # the writer half; imported late to keep modules acyclic
+
+    result = LoadResult()
+    prepare_lines(ctx)
+    collect_facts(ctx)
+    job_id = resolve_job_id(ctx, result)
+    joblog_rows.write_rows(ctx, job_id, result)
+    return result
+
+
+def count_matches(head: str, pattern: str) -> int:
+    return len(re.findall(pattern, head, re.MULTILINE))
+
+
+SYSLOG_ENVELOPE = re.compile(r"^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^:\s]+(?:\[\d+\])?:", re.MULTILINE)
+
+
+def looks_like_syslog(head: str) -> bool:
+    """A syslog envelope (`Mon DD HH:MM:SS host tag:`) on most lines: the syslog parser's file."""
+    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+    return bool(lines) and len(SYSLOG_ENVELOPE.findall("\n".join(lines))) * 2 > len(lines)

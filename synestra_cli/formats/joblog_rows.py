@@ -1,0 +1,129 @@
+"""From a job log's facts (joblog.jl_facts) to store rows: attempts, steps, checkpoints, incidents.
+
+Attempts appended to one file (Slurm `--open-mode=append`, requeue) are told apart by three
+markers: a start-up banner, a checkpoint load, and an iteration count that goes back (a step whose
+iteration is not above the previous step's). Such a marker opens a new attempt only if training
+activity (a step or a save) happened since the previous marker: a restart prints a banner, then
+a load, then steps, and that cluster is one boundary, not three. Attempt numbers are 1..n in log
+order; state and exit code are left NULL for the sacct reconciliation to fill.
+"""
+
+from __future__ import annotations
+
+from synestra_cli.formats.base import LoadContext, LoadResult
+
+ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
+
+BOUNDS_SQL = f"""
+CREATE OR REPLACE TEMP TABLE jl_bounds AS
+WITH f AS (
+    SELECT pos, fact, fact IN {ACTIVITY} AS is_act,
+        fact = 'step' AND iteration <= lag(iteration) OVER (PARTITION BY fact = 'step' ORDER BY pos) AS went_back
+    FROM jl_facts WHERE fact IN {ACTIVITY} OR fact IN ('banner', 'load_start', 'load_end')
+), g AS (
+    SELECT *, coalesce(went_back, false) OR fact IN ('banner', 'load_start', 'load_end') AS is_marker,
+        sum(is_act::INT) OVER (ORDER BY pos, fact ROWS UNBOUNDED PRECEDING) AS act_through
+    FROM f
+), m AS (
+    SELECT pos, act_through - is_act::INT AS act_before,
+        coalesce(lag(act_through) OVER (ORDER BY pos, fact), 0) AS act_at_prev_marker
+    FROM g WHERE is_marker
+)
+SELECT DISTINCT pos FROM m WHERE act_before > act_at_prev_marker
+"""
+
+ATTEMPT_OF_LINE_SQL = """
+CREATE OR REPLACE TEMP TABLE jl_la AS
+SELECT l.pos, l.lineno, l.ts_exact,
+    1 + count(b.pos) OVER (ORDER BY l.pos ROWS UNBOUNDED PRECEDING) AS attempt
+FROM jl_lines l LEFT JOIN jl_bounds b USING (pos)
+"""
+
+# Checkpoint facts without their own iteration (torchtitan's "Saving the checkpoint", NeMo's
+# "Scheduled async checkpoint save", Megatron's timer block) belong to the last step or save
+# before them in the same attempt; loads likewise to the last load.
+FACTS_A_SQL = """
+CREATE OR REPLACE TEMP TABLE jl_fa AS
+SELECT f.*, la.attempt,
+    coalesce(f.iteration, last_value(f.iteration IGNORE NULLS) OVER (
+        PARTITION BY la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING)) AS it
+FROM jl_facts f JOIN jl_la la USING (pos)
+"""
+
+INSERT_JOB_SQL = """
+INSERT INTO jobs (job_id, name, gpus, source_id)
+SELECT $job, max(job_name), max(gpus), $sid FROM jl_facts
+"""
+
+INSERT_ATTEMPTS_SQL = """
+INSERT INTO attempts (job_id, attempt, start_ts, end_ts, source_id)
+SELECT $job, attempt, min(ts_exact), max(ts_exact), $sid FROM jl_la GROUP BY attempt ORDER BY attempt
+"""
+
+INSERT_STEPS_SQL = """
+INSERT INTO steps (job_id, attempt, iteration, ts, ts_precision, step_time_s, tflops_per_gpu, tokens_per_s,
+                   samples_per_s, loss, source_id, line)
+SELECT $job, attempt, iteration, ts, ts_precision, step_time_s, tflops_per_gpu, tokens_per_s, samples_per_s,
+       loss, $sid, lineno
+FROM jl_fa WHERE fact = 'step' AND iteration IS NOT NULL ORDER BY pos
+"""
+
+# One row per (attempt, kind, iteration): its phases' lines merged. end_ts is the end of the last
+# phase reached (finalized, else scheduled); blocking_s is what the log states (timer block, "in N
+# seconds", "Save duration"), else the time from start to scheduled (async) or to end (sync).
+INSERT_CHECKPOINTS_SQL = """
+INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, end_ts, ts_precision, path, is_async, phase,
+                         blocking_s, source_id, line)
+WITH c AS (
+    SELECT attempt, ck_kind AS kind, it AS iteration,
+        min(ts) FILTER (WHERE fact IN ('save_start', 'load_start')) AS start_ts,
+        min(ts) FILTER (WHERE fact = 'save_sched') AS sched_ts,
+        max(ts) FILTER (WHERE fact IN ('save_end', 'load_end')) AS done_ts,
+        CASE WHEN bool_or(ts_precision = 'none') THEN 'none'
+             WHEN bool_or(ts_precision = 'inferred') THEN 'inferred' ELSE 'exact' END AS ts_precision,
+        arg_min(path, pos) FILTER (WHERE path IS NOT NULL) AS path,
+        coalesce(bool_or(is_async), false) AS is_async,
+        max(blocking_s) AS stated_blocking_s, min(lineno) AS line
+    FROM (SELECT *, CASE WHEN fact LIKE 'load%' THEN 'restore' ELSE 'save' END AS ck_kind FROM jl_fa
+          WHERE fact LIKE 'save%' OR fact LIKE 'load%')
+    GROUP BY attempt, ck_kind, it
+)
+SELECT $job, attempt, kind, iteration, start_ts, coalesce(done_ts, sched_ts), ts_precision, path,
+    CASE WHEN kind = 'save' THEN is_async END,
+    CASE WHEN kind = 'save' AND is_async THEN CASE WHEN done_ts IS NOT NULL THEN 'finalized' ELSE 'scheduled' END END,
+    coalesce(stated_blocking_s,
+        epoch(CASE WHEN kind = 'save' AND is_async THEN sched_ts ELSE done_ts END - start_ts)),
+    $sid, line
+FROM c ORDER BY line
+"""
+
+INSERT_INCIDENTS_SQL = """
+INSERT INTO job_incidents (job_id, attempt, ts, logged_ts, ts_precision, kind, rank, collective, seq, timeout_ms,
+                           ran_for_ms, message, fields, source_id, line)
+SELECT $job, attempt, ts, coalesce(logged_ts, ts), ts_precision, kind, rank, collective, seq, timeout_ms,
+       ran_for_ms, message, fields, $sid, lineno
+FROM jl_fa WHERE fact = 'incident' ORDER BY pos
+"""
+
+REJECTS_SQL = """
+SELECT f.lineno, f.message, l.body FROM jl_facts f JOIN jl_lines l USING (pos)
+WHERE f.fact = 'reject' ORDER BY f.pos
+"""
+
+INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
+
+
+def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
+    conn = ctx.conn
+    conn.execute(BOUNDS_SQL)
+    conn.execute(ATTEMPT_OF_LINE_SQL)
+    conn.execute(FACTS_A_SQL)
+    params = {"job": job_id, "sid": ctx.source_id}
+    for sql in INSERTS:
+        (n,) = conn.execute(sql, params).fetchone()
+        result.rows += n
+    for lineno, reason, text in conn.execute(REJECTS_SQL).fetchall():
+        result.reject(lineno, reason, text)
+    conn.execute("DROP VIEW IF EXISTS jl_mllog")
+    for table in ("jl_seg", "jl_t", "jl_full", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")  # fixed internal names, never user input

@@ -1,0 +1,66 @@
+"""MLPerf Training result logs: `:::MLLOG {json}` lines (mlperf-logging), often inside launcher stdout.
+
+  :::MLLOG {"namespace": "", "time_ms": 1709183798091, "event_type": "POINT_IN_TIME",
+            "key": "init_checkpoint_step", "value": 3000, "metadata": {"file": "...", "lineno": 50}}
+time_ms is epoch milliseconds (UTC). Rows:
+- `init_checkpoint_step` -> a restore at that step, from the first `init_start` to `init_stop`
+  (start-up including the checkpoint load);
+- `tracked_stats` with metadata.step -> a step (value.throughput as samples_per_s);
+- `init_start` marks a process start (every rank logs one; they make one attempt);
+- `submission_benchmark` -> the job's name.
+An MLLOG line whose JSON does not parse is a reject. Other lines of the file (NeMo, torch) are read
+by the other job-log rules.
+"""
+
+from __future__ import annotations
+
+from synestra_cli.formats import joblog
+from synestra_cli.formats.base import LoadContext, LoadResult
+
+NAME = "mlperf"
+DESCRIPTION = "MLPerf Training :::MLLOG result log (init/restore, blocks, tracked_stats)"
+
+EVENTS_SQL = r"""
+CREATE OR REPLACE TEMP VIEW jl_mllog AS
+SELECT pos, lineno, ts, ts_precision, j->>'$.key' AS key, j->'$.value' AS value, j->'$.metadata' AS meta
+FROM (SELECT *, TRY_CAST(substr(body, strpos(body, ':::MLLOG ') + 9) AS JSON) AS j
+      FROM jl_lines WHERE contains(body, ':::MLLOG {'))
+WHERE json_valid(j)
+"""
+
+REJECT_SQL = r"""
+SELECT pos, lineno, 'reject' AS fact, 'MLLOG line whose JSON does not parse (truncated?)' AS message
+FROM jl_lines WHERE contains(body, ':::MLLOG {')
+    AND NOT coalesce(json_valid(substr(body, strpos(body, ':::MLLOG ') + 9)), false)
+"""
+
+RESTORE_SQL = r"""
+WITH s AS (SELECT TRY_CAST(value AS BIGINT) AS step FROM jl_mllog WHERE key = 'init_checkpoint_step' LIMIT 1)
+SELECT pos, lineno, ts, ts_precision, 'load_start' AS fact, (SELECT step FROM s) AS iteration
+FROM jl_mllog WHERE key = 'init_start' AND EXISTS (SELECT 1 FROM s)
+QUALIFY row_number() OVER (ORDER BY pos) = 1
+UNION ALL BY NAME
+SELECT pos, lineno, ts, ts_precision, 'load_end' AS fact, (SELECT step FROM s) AS iteration
+FROM jl_mllog WHERE key = 'init_stop' AND EXISTS (SELECT 1 FROM s)
+"""
+
+OTHER_SQL = r"""
+SELECT pos, lineno, ts, ts_precision, 'step' AS fact, TRY_CAST(meta->>'$.step' AS BIGINT) AS iteration,
+    TRY_CAST(value->>'$.throughput' AS DOUBLE) AS samples_per_s
+FROM jl_mllog WHERE key = 'tracked_stats' AND meta->>'$.step' IS NOT NULL
+UNION ALL BY NAME
+SELECT pos, lineno, ts, ts_precision, 'banner' AS fact FROM jl_mllog WHERE key = 'init_start'
+UNION ALL BY NAME
+SELECT pos, lineno, 'job' AS fact, value->>'$' AS job_name FROM jl_mllog WHERE key = 'submission_benchmark'
+"""
+
+FACT_SQL = [REJECT_SQL, RESTORE_SQL, OTHER_SQL]
+PREPARE_SQL = [EVENTS_SQL]
+
+
+def sniff(head: str) -> float:
+    return 0.95 if ":::MLLOG {" in head else 0.0
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    return joblog.load_job_log(ctx)

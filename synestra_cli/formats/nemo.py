@@ -1,0 +1,60 @@
+"""NeMo (1 and 2) / PyTorch Lightning training logs (log-formats.md D.3).
+
+  [NeMo I 2025-06-18 21:57:23 nemo_logging:393] Global Checkpoint Save : Rank: 0 : Iteration: 9 :
+      Start time: 1750309040.832s : Save duration: 2.746s
+  [NeMo I 2025-06-18 21:57:35 nemo_logging:393] Scheduled async checkpoint save for /ckpt/...-last.ckpt
+  [NeMo I 2025-06-18 22:03:27 nemo_logging:393] Successfully saved checkpoint from iteration       9 to /ckpt/...
+  [NeMo I 2025-06-18 22:03:28 nemo_logging:393] Async checkpoint save for step 10 (/ckpt/...) finalized successfully.
+  [NeMo I 2024-04-24 21:32:08 nlp_overrides:1156] Model X was successfully restored from /ckpt.
+Iterations are stored Megatron-style: PTL's "step 10" (global_step, steps completed) is Megatron's
+"iteration 9" for the same checkpoint, so NeMo/PTL step numbers are stored as step - 1. The save's
+start is the log time minus "Save duration" (the line is printed when the blocking part ends; its
+"Start time" is epoch seconds, while the log times are local). Finalisation may come minutes later.
+The "Successfully saved checkpoint from iteration" line is Megatron-core's (megatron.py reads it).
+"""
+
+from __future__ import annotations
+
+from synestra_cli.formats import joblog
+from synestra_cli.formats.base import LoadContext, LoadResult
+
+NAME = "nemo"
+DESCRIPTION = "NeMo / PyTorch Lightning training log ([NeMo I ...] checkpoint lines, async finalisation)"
+
+CKPT_SQL = r"""
+WITH n AS (
+    SELECT pos, lineno, ts, ts_precision, body,
+        regexp_extract(body, 'Global Checkpoint Save : Rank: \d+ : Iteration: (\d+) : Start time: [0-9.]+s : '
+                       'Save duration: ([0-9.]+)s', ['it', 'dur']) AS g,
+        regexp_extract(body, 'Async checkpoint save for step (\d+) \((.*)\) finalized successfully', ['step', 'path']) AS fin,
+        regexp_extract(body, 'Epoch \d+, global step (\d+): .* saving model to ''([^'']+)''', ['step', 'path']) AS ptl
+    FROM jl_lines
+    WHERE regexp_matches(body, 'Global Checkpoint Save :|Scheduled async checkpoint save for|Async checkpoint save for step|saving model to|successfully restored from|Loading distributed checkpoint with')
+)
+SELECT pos, lineno, ts_precision,
+    CASE WHEN g.it <> '' THEN 'save_start' WHEN contains(body, 'Scheduled async checkpoint save for') THEN 'save_sched'
+         WHEN fin.step <> '' THEN 'save_end' WHEN ptl.step <> '' THEN 'save_start'
+         WHEN contains(body, 'successfully restored from') THEN 'load_end'
+         WHEN contains(body, 'Loading distributed checkpoint with') THEN 'load_start' END AS fact,
+    CASE WHEN g.it <> '' THEN ts - to_microseconds(CAST(CAST(g.dur AS DOUBLE) * 1e6 AS BIGINT)) ELSE ts END AS ts,
+    TRY_CAST(coalesce(nullif(g.it, ''), CAST(TRY_CAST(nullif(fin.step, '') AS BIGINT) - 1 AS VARCHAR),
+                      CAST(TRY_CAST(nullif(ptl.step, '') AS BIGINT) - 1 AS VARCHAR)) AS BIGINT) AS iteration,
+    nullif(coalesce(nullif(fin.path, ''), nullif(ptl.path, ''),
+                    nullif(regexp_extract(body, 'Scheduled async checkpoint save for (\S+)', 1), ''),
+                    regexp_extract(body, 'successfully restored from (\S+?)\.?$', 1)), '') AS path,
+    CASE WHEN fin.step <> '' OR contains(body, 'Scheduled async') THEN true END AS is_async,
+    TRY_CAST(nullif(g.dur, '') AS DOUBLE) AS blocking_s
+FROM n WHERE fact IS NOT NULL
+"""
+
+FACT_SQL = [CKPT_SQL]
+
+
+def sniff(head: str) -> float:
+    if joblog.looks_like_syslog(head):
+        return 0.0
+    return 0.85 if joblog.count_matches(head, r"\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ") else 0.0
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    return joblog.load_job_log(ctx)

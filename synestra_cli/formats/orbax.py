@@ -1,0 +1,39 @@
+"""JAX / Orbax checkpoint lines in absl (glog-style) logs, as MaxText and ml-goodput tests print them.
+
+  I0608 20:54:47.918725 123567287061632 checkpoint_manager.py:1512] [process=0] Saving checkpoint at step 19
+  I0608 20:54:47.918797 123567287061632 event_tracking.py:70] [process=0] [async] Started save checkpoint
+      @ /dev/shm/goodput/SYNTHETIC_TEST/checkpoints/19.
+The absl header has no year: joblog takes it from the surrounding log, else --year / the file's mtime.
+Only the lines seen in a real capture are read (log-formats.md E).
+"""
+
+from __future__ import annotations
+
+from synestra_cli.formats import joblog
+from synestra_cli.formats.base import LoadContext, LoadResult
+
+NAME = "orbax_log"
+DESCRIPTION = "JAX/Orbax absl log (checkpoint_manager 'Saving checkpoint at step N', async save start)"
+
+CKPT_SQL = r"""
+SELECT pos, lineno, ts, ts_precision,
+    CASE WHEN contains(body, '] Saving checkpoint at step ') THEN 'save_start' ELSE 'save_sched' END AS fact,
+    TRY_CAST(nullif(regexp_extract(body, 'Saving checkpoint at step (\d+)|Started save checkpoint @ \S*?/(\d+)\.?$', 1)
+             || regexp_extract(body, 'Started save checkpoint @ \S*?/(\d+)\.?$', 1), '') AS BIGINT) AS iteration,
+    nullif(regexp_extract(body, 'Started save checkpoint @ (\S+?)\.?$', 1), '') AS path,
+    CASE WHEN contains(body, '[async] Started save checkpoint') THEN true END AS is_async
+FROM jl_lines
+WHERE regexp_matches(body, '\] \[process=\d+\] Saving checkpoint at step \d+|\] \[process=\d+\] \[async\] Started save checkpoint @ ')
+"""
+
+FACT_SQL = [CKPT_SQL]
+
+
+def sniff(head: str) -> float:
+    if joblog.looks_like_syslog(head):
+        return 0.0
+    return 0.6 if joblog.count_matches(head, r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ checkpoint_manager\.py:\d+\]") else 0.0
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    return joblog.load_job_log(ctx)
