@@ -12,6 +12,13 @@ from synestra_cli.errors import UnknownFormatError
 
 # Module names under synestra_cli.formats, one per input format family.
 FORMAT_MODULES: list[str] = [
+    "mlperf",
+    "megatron",
+    "nemo",
+    "torchtitan",
+    "deepspeed",
+    "orbax",
+    "torch_failures",
     "sacct",
     "ib_counters",
     "ethtool",
