@@ -103,13 +103,17 @@ def test_strict_turns_a_reject_into_a_failed_file_and_writes_nothing(tmp_path, d
     assert _events(db_path) == 0
 
 
+# Lines that do not compress to nothing, so that cutting the gzip really truncates it.
+NOISY_LINES = "".join(f"line {i * 7919 % 10007}\n" for i in range(5000)).encode()
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
         ("empty.log", b"", "empty file"),
         ("blank.log", b"\n\n  \n", "empty file"),
         ("binary.bin", bytes(range(256)) * 10, "binary file"),
-        ("truncated.log.gz", gzip.compress("".join(f"line {i * 7919 % 10007}\n" for i in range(5000)).encode())[:4000], "truncated or corrupt gzip"),
+        ("truncated.log.gz", gzip.compress(NOISY_LINES)[:4000], "truncated or corrupt gzip"),
         ("unknown.txt", b"something nobody exports\n", "unknown format"),
     ],
 )

@@ -16,6 +16,7 @@ sum to the wall time exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import duckdb
 import pyarrow as pa
@@ -103,14 +104,21 @@ WITH lines AS (
     FROM steps_reconciled s
     WHERE s.job_id IN (SELECT job_id FROM sel) AND s.ts IS NOT NULL AND s.step_time_s > 0
 )
-SELECT l.job_id, sum(greatest(l.step_time_s - i.ideal_s, 0) * l.n) AS degraded_s
+SELECT w.job_id, w.window_id, sum(greatest(l.step_time_s - i.ideal_s, 0) * l.n) AS degraded_s
 FROM lines l
 JOIN ideal i USING (job_id)
 JOIN windows w ON w.job_id = l.job_id AND l.ts BETWEEN w.start_ts AND w.end_ts
 JOIN cuts c ON c.job_id = l.job_id AND c.attempt = l.attempt
 WHERE l.n > 0 AND (NOT c.failed OR l.ts <= c.resume_ts)
-GROUP BY l.job_id
+GROUP BY ALL ORDER BY ALL
 """
+
+
+@dataclass(frozen=True)
+class DegradedWindow:
+    start: datetime
+    end: datetime
+    seconds: float          # step time above the ideal inside the window (the hidden tax)
 
 
 @dataclass
@@ -123,6 +131,7 @@ class JobBuckets:
     buckets_s: dict[str, float]
     attempts: list[dict] = field(default_factory=list)
     first_attempt_startup_s: float = 0.0
+    degraded_windows: list[DegradedWindow] = field(default_factory=list)
 
     @property
     def checkpoint_tax_s(self) -> float:
@@ -150,21 +159,26 @@ def _sql_list(values: tuple[str, ...]) -> str:
     return "(" + ", ".join("'" + v + "'" for v in values) + ")"
 
 
-def degraded_seconds(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: dict[str, float],
-                     windows: list[tuple[str, object, object]]) -> dict[str, float]:
-    """Seconds of step time above the ideal inside degradation windows, per job."""
+def degraded_windows(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: dict[str, float],
+                     windows: list[tuple[str, datetime, datetime]]) -> dict[str, list[DegradedWindow]]:
+    """Per job, each degradation window with the seconds of step time above the ideal inside it."""
     if not windows or not ideal:
         return {}
     _register(conn, "ideal", pa.table({"job_id": list(ideal), "ideal_s": list(ideal.values())}))
-    _register(conn, "windows", pa.table({"job_id": [w[0] for w in windows], "start_ts": [w[1] for w in windows],
-                                         "end_ts": [w[2] for w in windows]}))
+    _register(conn, "windows", pa.table({
+        "job_id": [w[0] for w in windows], "window_id": list(range(len(windows))),
+        "start_ts": pa.array([w[1] for w in windows], pa.timestamp("us")),
+        "end_ts": pa.array([w[2] for w in windows], pa.timestamp("us"))}))
     _register(conn, "cuts", pa.Table.from_pylist(
         [{"job_id": c["job_id"], "attempt": c["attempt"], "failed": c["failed"], "resume_ts": c["resume_ts"]}
          for c in cuts]))
-    return {job: s or 0.0 for job, s in conn.execute(DEGRADED_SQL).fetchall()}
+    out: dict[str, list[DegradedWindow]] = {}
+    for job, wid, secs in conn.execute(DEGRADED_SQL).fetchall():
+        out.setdefault(job, []).append(DegradedWindow(windows[wid][1], windows[wid][2], secs or 0.0))
+    return out
 
 
-def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, degraded_s: float,
+def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, degraded: list[DegradedWindow],
              first_iteration: int) -> JobBuckets:
     """Sum one job's attempts into buckets; productive and other close the partition."""
     wall = (max(c["end_ts"] for c in cuts) - min(c["start_ts"] for c in cuts)).total_seconds()
@@ -179,7 +193,7 @@ def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, de
     last = cuts[-1]
     final_iteration = (last["saved_iteration"] if last["failed"] else last["last_iteration"]) or first_iteration
     counted = max(final_iteration - first_iteration, 0)
-    b["degraded_throughput"] = degraded_s
+    b["degraded_throughput"] = sum(w.seconds for w in degraded)
     b["productive"] = (ideal_s or 0.0) * counted
     # The time-based buckets are disjoint intervals of the wall time; productive and degraded are
     # estimates from step times. If the logs over-explain the wall (clock skew, overlapping lines),
@@ -189,4 +203,4 @@ def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, de
         if excess > 0:
             b[estimate] = max(b[estimate] - excess, 0.0)
     b["other"] = wall - sum(b.values())
-    return JobBuckets(job_id, gpus, wall, ideal_s, counted, b, cuts, cuts[0]["startup_s"])
+    return JobBuckets(job_id, gpus, wall, ideal_s, counted, b, cuts, cuts[0]["startup_s"], degraded)

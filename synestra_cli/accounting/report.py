@@ -8,7 +8,7 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.accounting.buckets import BUCKETS, JobBuckets, assemble, attempt_cuts, degraded_seconds
+from synestra_cli.accounting.buckets import BUCKETS, JobBuckets, assemble, attempt_cuts, degraded_windows
 from synestra_cli.accounting.interval import IntervalAdvice, advise
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.signals.steps import degradation_windows, ideal_step_time
@@ -33,7 +33,8 @@ ORDER BY start_ts
 """
 
 FIRST_ITERATION_SQL = """
-SELECT coalesce(min(iteration) FILTER (WHERE kind = 'restore' AND attempt = 1), 0) FROM checkpoints_reconciled WHERE job_id = ?
+SELECT coalesce(min(iteration) FILTER (WHERE kind = 'restore' AND attempt = 1), 0)
+FROM checkpoints_reconciled WHERE job_id = ?
 """
 
 UNPLANNED_PREFIXES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "REQUEUED", "BOOT_FAIL")
@@ -44,6 +45,7 @@ class JobTax:
     buckets: JobBuckets
     interval: IntervalAdvice
     failures: int
+    charges: list = field(default_factory=list)     # attribution.Charge, filled by build_report
     by_cause: list[dict] = field(default_factory=list)
 
     def headlines(self, price: float | None) -> dict:
@@ -93,14 +95,14 @@ def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[Jo
     cuts = attempt_cuts(conn, job_ids)
     ideal = {j: s for j in job_ids if (s := ideal_step_time(conn, j)) is not None}
     windows = [(j, w.onset, w.end) for j in job_ids for w in degradation_windows(conn, j)]
-    degraded = degraded_seconds(conn, cuts, ideal, windows)
+    degraded = degraded_windows(conn, cuts, ideal, windows)
     out = []
     for job_id, gpus, _first, _last in job_rows:
         job_cuts = [c for c in cuts if c["job_id"] == job_id]
         if not job_cuts:
             continue
         (first_iter,) = conn.execute(FIRST_ITERATION_SQL, [job_id]).fetchall()[0]
-        jb = assemble(job_id, gpus or 0, job_cuts, ideal.get(job_id), degraded.get(job_id, 0.0), first_iter)
+        jb = assemble(job_id, gpus or 0, job_cuts, ideal.get(job_id), degraded.get(job_id, []), first_iter)
         failures = _failures(job_cuts)
         out.append(JobTax(jb, _interval(conn, jb, failures), failures))
     return out

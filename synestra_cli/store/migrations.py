@@ -139,7 +139,8 @@ CREATE TABLE job_incidents (
     ts           TIMESTAMP,           -- when it began (watchdog: log time minus "ran for")
     logged_ts    TIMESTAMP,           -- when it was printed
     ts_precision VARCHAR NOT NULL,
-    kind         VARCHAR NOT NULL,    -- nccl_timeout | nccl_error | cuda_error | python_exception | sigterm | oom | elastic_restart
+    kind         VARCHAR NOT NULL,    -- nccl_timeout | nccl_error | cuda_error | python_exception | sigterm
+                                      -- | oom | elastic_restart
     rank         INTEGER,
     collective   VARCHAR,
     seq          BIGINT,

@@ -1,0 +1,118 @@
+"""Charging badput to causes: explain names the cause of each non-routine checkpoint, the tax buckets
+say what it cost. Each charge is (category, host, component, bucket, seconds).
+
+- A failed attempt's lost work, hang and requeue, and the next attempt's start-up and restore, are
+  charged to the cause of the restore that follows it (trigger restart or preemption).
+- A degradation window's hidden tax goes to the first non-routine checkpoint at or after its onset
+  (the reactive save it provoked, or the restart after the crash it ended in).
+- A save's blocking time goes to its cause when it has one (reactive, preemption, abnormally slow);
+  routine saves are charged to `checkpoint.routine`.
+Whatever explain cannot attribute is charged to `unknown`, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import duckdb
+
+from synestra_cli.accounting.buckets import BUCKETS
+from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
+from synestra_cli.accounting.report import JobTax, TaxReport, tax_report
+
+ROUTINE = "checkpoint.routine"
+UNKNOWN = "unknown"
+SKEW = timedelta(seconds=30)  # clock skew between the job log and the degradation window
+
+
+@dataclass(frozen=True)
+class Charge:
+    category: str
+    host: str | None
+    component: str | None
+    bucket: str
+    seconds: float
+    checkpoint: tuple[str, int | None, int | None] | None  # (kind, attempt, iteration) it is tied to
+
+
+def _who(cp) -> tuple[str, str | None, str | None]:
+    if cp is None or cp.cause is None:
+        return (UNKNOWN, None, None)
+    return (cp.cause.category, cp.cause.host, cp.cause.component)
+
+
+def _key(cp) -> tuple[str, int | None, int | None]:
+    return (cp.kind, cp.attempt, cp.iteration)
+
+
+def _failure_charges(job: JobTax, checkpoints: list) -> Iterable[Charge]:
+    cuts = job.buckets.attempts
+    for cut, nxt in zip(cuts, [*cuts[1:], None], strict=True):
+        if not cut["failed"]:
+            continue
+        restore = next((c for c in checkpoints if c.kind == "restore" and nxt and c.attempt == nxt["attempt"]), None)
+        who = _who(restore)
+        tied = _key(restore) if restore else None
+        for bucket, secs in (("lost_work", cut["lost_work_s"]), ("hang", cut["hang_s"]),
+                             ("requeue", cut["requeue_s"])):
+            yield Charge(*who, bucket, secs, tied)
+        if nxt is not None:
+            yield Charge(*who, "startup", nxt["startup_s"], tied)
+
+
+def _save_and_restore_charges(checkpoints: list) -> Iterable[Charge]:
+    for cp in checkpoints:
+        secs = cp.duration_s or 0.0
+        if cp.kind == "save":
+            yield Charge(*(_who(cp) if cp.cause else (ROUTINE, None, None)), "checkpoint_save", secs, _key(cp))
+        elif cp.kind == "restore":
+            yield Charge(*_who(cp), "checkpoint_restore", secs, _key(cp))
+
+
+def _degraded_charges(job: JobTax, checkpoints: list) -> Iterable[Charge]:
+    caused = sorted((c for c in checkpoints if c.cause is not None and (c.start or c.end)),
+                    key=lambda c: c.start or c.end)
+    for w in job.buckets.degraded_windows:
+        cp = next((c for c in caused if (c.start or c.end) >= w.start - SKEW), None)
+        yield Charge(*_who(cp), "degraded_throughput", w.seconds, _key(cp) if cp else None)
+
+
+def charges_for(job: JobTax, checkpoints: list) -> list[Charge]:
+    """Every badput second of the job that its checkpoints' causes account for."""
+    return [c for c in (*_failure_charges(job, checkpoints), *_save_and_restore_charges(checkpoints),
+                        *_degraded_charges(job, checkpoints)) if c.seconds > 0]
+
+
+def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[dict]:
+    """Charges summed per (category, host, component), costliest first."""
+    rows: dict[tuple, dict] = {}
+    for c in charges:
+        row = rows.setdefault((c.category, c.host, c.component), {
+            "category": c.category, "host": c.host, "component": c.component, "seconds": 0.0,
+            "buckets_s": dict.fromkeys(BUCKETS, 0.0)})
+        row["seconds"] += c.seconds
+        row["buckets_s"][c.bucket] += c.seconds
+    out = []
+    for row in rows.values():
+        row["buckets_s"] = {k: v for k, v in row["buckets_s"].items() if v}
+        row["gpu_hours"] = row["seconds"] * job.buckets.gpus / 3600.0
+        if price is not None:
+            row["usd"] = row["gpu_hours"] * price
+        out.append(row)
+    return sorted(out, key=lambda r: (-r["seconds"], r["category"]))
+
+
+def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: datetime | None,
+                 until: datetime | None, price: float | None, capacity_gpus: int | None,
+                 by: str = "category") -> tuple[TaxReport, dict, list[dict]]:
+    """The whole tax report: buckets, charges to causes (via explain), fleet view, ranked causes."""
+    from synestra_cli.explain.api import explain_job
+
+    report = tax_report(conn, job_id, since, until, price, capacity_gpus)
+    for job in report.jobs:
+        explanation = explain_job(conn, job.buckets.job_id)
+        job.charges = charges_for(job, explanation.checkpoints)
+        job.by_cause = by_cause(job, job.charges, price)
+    return report, fleet_summary(report), ranked_causes(report, by)

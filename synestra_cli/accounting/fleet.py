@@ -1,0 +1,67 @@
+"""The fleet view of a tax report: totals, ETTR, economic availability, the costliest causes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from synestra_cli.accounting.buckets import BUCKETS
+from synestra_cli.accounting.report import TaxReport
+
+GROUP_KEYS = ("category", "host", "component", "job")
+
+
+def ranked_causes(report: TaxReport, by: str = "category", top: int | None = None) -> list[dict]:
+    """Badput charged to causes, summed by `by` across jobs, costliest first, with jobs touched."""
+    if by not in GROUP_KEYS:
+        raise ValueError(f"by must be one of {GROUP_KEYS}")
+    acc: dict[tuple, dict] = {}
+    jobs_touched: dict[tuple, set[str]] = defaultdict(set)
+    for job in report.jobs:
+        for charge in job.by_cause:
+            key = (job.buckets.job_id,) if by == "job" else (charge.get(by),) if by != "component" \
+                else (charge.get("host"), charge.get("component"))
+            row = acc.setdefault(key, {"key": " ".join(str(k) for k in key if k is not None) or "unattributed",
+                                       "seconds": 0.0, "gpu_hours": 0.0, "categories": set()})
+            row["seconds"] += charge["seconds"]
+            row["gpu_hours"] += charge["gpu_hours"]
+            row["categories"].add(charge["category"])
+            jobs_touched[key].add(job.buckets.job_id)
+    rows = []
+    for key, row in acc.items():
+        row["jobs"] = len(jobs_touched[key])
+        row["categories"] = sorted(c for c in row["categories"] if c)
+        if report.price is not None:
+            row["usd"] = row["gpu_hours"] * report.price
+        rows.append(row)
+    rows.sort(key=lambda r: (-r["gpu_hours"], r["key"]))
+    return rows[:top] if top else rows
+
+
+def fleet_summary(report: TaxReport) -> dict:
+    """Totals over the jobs of the report, in GPU-hours; ratios are GPU-hour weighted."""
+    gh = {b: sum(j.buckets.buckets_s[b] * j.buckets.gpus for j in report.jobs) / 3600.0 for b in BUCKETS}
+    allocated = sum(j.buckets.wall_s * j.buckets.gpus for j in report.jobs) / 3600.0
+    tax = sum(j.buckets.checkpoint_tax_s * j.buckets.gpus for j in report.jobs) / 3600.0
+    doc: dict = {
+        "jobs": len(report.jobs),
+        "allocated_gpu_hours": allocated,
+        "buckets_gpu_hours": gh,
+        "checkpoint_tax": tax / allocated if allocated else None,
+        "hidden_tax": gh["degraded_throughput"] / allocated if allocated else None,
+        "ettr": gh["productive"] / allocated if allocated else None,
+        "economic_availability": gh["productive"] / allocated if allocated else None,
+        "failures": sum(j.failures for j in report.jobs),
+    }
+    if report.capacity_gpus:
+        starts = [c["start_ts"] for j in report.jobs for c in j.buckets.attempts]
+        ends = [c["end_ts"] for j in report.jobs for c in j.buckets.attempts]
+        lo = report.since or min(starts)
+        hi = report.until or max(ends)
+        capacity_gh = report.capacity_gpus * (hi - lo).total_seconds() / 3600.0
+        doc["capacity_gpu_hours"] = capacity_gh
+        doc["economic_availability_capacity"] = gh["productive"] / capacity_gh if capacity_gh else None
+    if report.price is not None:
+        doc["usd"] = {"allocated": allocated * report.price, "checkpoint_tax": tax * report.price,
+                      "hidden_tax": gh["degraded_throughput"] * report.price}
+    doc["top_offenders"] = {k: ranked_causes(report, k, top=5) for k in ("host", "component")}
+    return doc

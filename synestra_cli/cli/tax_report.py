@@ -1,0 +1,106 @@
+"""`synestra tax-report`: the checkpoint tax, goodput and interval advice."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from synestra_cli.cli.common import db_option, handle_errors
+from synestra_cli.cli.render import dumps, render_rows
+from synestra_cli.errors import ExitCode
+
+BAR_WIDTH = 40
+JOB_CSV_COLUMNS = ["job", "gpus", "wall_s", "gpu_hours", "checkpoint_tax", "hidden_tax", "goodput", "failures"]
+
+
+def _print_job(doc: dict, console) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]job {doc['job']}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
+                  f"({doc['gpu_hours']:.1f} GPU-h)   checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]  "
+                  f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]  goodput [bold green]{doc['goodput']:.1%}[/]")
+    table = Table(show_header=True, header_style="bold", box=None)
+    for col in ("bucket", "seconds", "GPU-h", "share", ""):
+        table.add_column(col, justify="left" if col in ("bucket", "") else "right")
+    for name, secs in doc["buckets_s"].items():
+        share = secs / doc["wall_s"] if doc["wall_s"] else 0.0
+        table.add_row(name, f"{secs:,.0f}", f"{doc['buckets_gpu_hours'][name]:,.2f}", f"{share:.1%}",
+                      "█" * round(share * BAR_WIDTH))
+    console.print(table)
+    for cause in doc["by_cause"][:5]:
+        where = " ".join(x for x in (cause.get("host"), cause.get("component")) if x)
+        console.print(f"  cause {cause['category']} {where}: {cause['gpu_hours']:.2f} GPU-h")
+    iv = doc["interval"]
+    if iv["daly_s"]:
+        console.print(f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
+                      f"{(iv['current_interval_s'] or 0) / 60:.1f} min -> Daly {iv['daly_s'] / 60:.1f} min "
+                      f"(waste {iv['waste_current'] or 0:.1%} -> {iv['waste_recommended']:.1%})")
+    else:
+        console.print(f"  interval: {iv['note']}")
+    console.print()
+
+
+def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
+    console.print(f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated, "
+                  f"checkpoint tax {fleet['checkpoint_tax']:.1%}, hidden tax {fleet['hidden_tax']:.1%}, "
+                  f"ETTR {fleet['ettr']:.1%}, {fleet['failures']} failures")
+    if "economic_availability_capacity" in fleet:
+        console.print(f"economic availability vs capacity: {fleet['economic_availability_capacity']:.1%}")
+    if causes:
+        console.print(f"[bold]costliest by {by}[/]")
+        for row in causes[:10]:
+            console.print(f"  {row['key']:<40} {row['gpu_hours']:>10,.2f} GPU-h  {row['jobs']} job(s)")
+
+
+@click.command("tax-report")
+@click.option("--job", "job_id", help="One job (default: every job, as with --all).")
+@click.option("--all", "all_jobs", is_flag=True, help="Every job in the window, with the fleet view.")
+@click.option("--since", type=click.DateTime(), help="Jobs that ran after this UTC time.")
+@click.option("--until", type=click.DateTime(), help="Jobs that ran before this UTC time.")
+@click.option("--gpu-hour-price", "price", type=float, help="USD per GPU-hour: adds dollars to every figure.")
+@click.option("--capacity-gpus", type=int, help="GPUs of the cluster: economic availability vs capacity.")
+@click.option("--by", type=click.Choice(["category", "host", "component", "job"]), default="category",
+              show_default=True, help="How causes are ranked.")
+@click.option("--fail-over", "fail_over", type=float, metavar="PCT",
+              help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent.")
+@click.option("--hidden", is_flag=True, help="With --fail-over: test the hidden (degraded-throughput) tax instead.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@db_option
+@handle_errors
+def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over, hidden, fmt, db) -> None:
+    """Account the checkpoint tax: each job's wall time in buckets that sum to it, the causes that cost
+    most, and Young/Daly checkpoint-interval advice. Formulas: docs/accounting.md.
+
+    \b
+    Example:
+      synestra tax-report --all --gpu-hour-price 2.5 --by host
+      synestra tax-report --job 1001 --fail-over 15 || page-oncall
+    """
+    from synestra_cli.accounting.attribution import build_report
+    from synestra_cli.accounting.buckets import BUCKETS
+    from synestra_cli.accounting.report import job_doc
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        report, fleet, causes = build_report(conn, None if all_jobs else job_id, since, until, price,
+                                             capacity_gpus, by)
+    docs = [job_doc(t, price) for t in report.jobs]
+    if fmt == "json":
+        click.echo(dumps({"schema": "synestra.tax/1", "jobs": docs, "fleet": fleet, "by": by, "causes": causes}))
+    elif fmt == "csv":
+        rows = [{**d, **{f"{k}_s": v for k, v in d["buckets_s"].items()}} for d in docs]
+        render_rows(rows, JOB_CSV_COLUMNS + [f"{b}_s" for b in BUCKETS], "csv")
+    else:
+        from rich.console import Console
+
+        console = Console()
+        for d in docs:
+            _print_job(d, console)
+        _print_fleet(fleet, causes, by, console)
+    key = "hidden_tax" if hidden else "checkpoint_tax"
+    if fail_over is not None and any(d[key] * 100 > fail_over for d in docs):
+        worst = max(docs, key=lambda d: d[key])
+        click.echo(f"tax-report: job {worst['job']} {key.replace('_', ' ')} {worst[key]:.1%} exceeds {fail_over}%",
+                   err=True)
+        sys.exit(int(ExitCode.THRESHOLD))
