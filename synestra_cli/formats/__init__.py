@@ -19,6 +19,7 @@ FORMAT_MODULES: list[str] = [
     "deepspeed",
     "orbax",
     "torch_failures",
+    "syslog",
     "sacct",
     "ib_counters",
     "ethtool",

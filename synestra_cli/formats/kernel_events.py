@@ -1,0 +1,198 @@
+"""Typed events from kernel/syslog message text, as DuckDB SQL over a whole file at once.
+
+CLASSIFY_SQL reads a relation ``timed`` (lineno, ts, host, sev, tag, pid, up, msg) and yields the events
+columns. Each matcher runs its regex only on lines that pass a cheap substring test, so a line costs a
+handful of ``contains`` scans plus at most one or two regexes. The few events that need a neighbouring
+line (AER bit names, Xid 154's subject, OOM line pairs) are completed by the small POST_SQL updates.
+"""
+
+from __future__ import annotations
+
+_BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+
+# Regexes (RE2), passed as parameters. Formats: ../shared/reference/log-formats.md section A.
+PATTERNS: dict[str, str] = {
+    # NVRM: Xid (PCI:0000:9b:00 GPU-I:05): 94, pid=7194, name=python, text   (PCI: and pid/name optional)
+    "xid_re": r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?"
+              r"(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+), (?:pid=([^,]*), )?(?:name=([^,]*), )?(.*)",
+    # NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus. | NVRM: The NVIDIA GPU 0000:b3:00.0 <folded lines>
+    "fob_re": r"NVRM: (?:The NVIDIA )?GPU (?:at PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})"
+              r"(?:\.([0-7]))?",
+    # mlx5_core 0000:01:00.1 eth1: Link up | mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE
+    "link_re": r"^mlx5_core (" + _BDF + r") (\S+): (?:Port: (\d+) )?Link (\w+)",
+    # mlx5_core 0004:01:00.0: [func:line:(pid N): ]Port module event[error]: module 0, Cable error, High Temperature
+    "module_re": r"^\S+?(?: (" + _BDF + r"))?: (?:\S+:\d+:\(pid \d+\): )?Port module event(\[error\])?: "
+                 r"module (\d+), ([^,]+)(?:, (.*))?$",
+    # pcieport 0000:00:02.0: [AER: ]PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, ...
+    "aer_re": r"^(\S+) (" + _BDF + r"): (?:AER: )?PCIe Bus Error: severity=([^,]+), type=([^,]+),\s*(.*)$",
+    "nfs_re": r"^nfs: server (\S+) (not responding|OK)(?:, (.*))?$",
+    # Lustre: [pid:0:(file.c:N:func()) ]fs-MDT0000-mdc-ffff: Connection (restored )to fs-MDT0000 (at nid)[ was lost]
+    "lustre_re": r"^Lustre: (?:\d+:\d+:\(\S+\) )?(\S+): Connection (restored to|to) (\S+) \(at ([^)]+)\)( was lost)?",
+    "oom_re": r"(Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (\d+) \(([^)]*)\)",
+    "nccl_re": r"(?:(\S+):(\d+):(\d+) )?(?:\[(\d+)\] )?NCCL WARN (.*)$",
+    "pude_re": r"sx_netdev_handle_pude_event: Called for logical port - (\d+) status (UP|DOWN)",
+}
+
+# One row per message line; the CASEs keep every regex behind a substring pre-test.
+CLASSIFY_SQL = """
+WITH t AS (
+    SELECT lineno, ts, sev, up, tag, pid,
+        coalesce(CASE WHEN contains(host, '.') AND NOT regexp_full_match(host, '[0-9.]+')
+                      THEN split_part(host, '.', 1) ELSE host END, $host) AS host,
+        CASE WHEN tag IS NULL OR tag = 'kernel' THEN msg
+             ELSE tag || coalesce('[' || pid || ']', '') || ': ' || msg END AS text
+    FROM timed
+), m AS (
+    SELECT *,
+        CASE WHEN contains(text, 'NVRM: Xid') THEN regexp_extract(text, $xid_re,
+            ['dom', 'bus', 'dev', 'fn', 'gi', 'ci', 'code', 'xpid', 'pname', 'detail']) END AS xid,
+        CASE WHEN contains(text, 'fallen off the bus') THEN regexp_extract(text, $fob_re,
+            ['dom', 'bus', 'dev', 'fn']) END AS fob,
+        CASE WHEN contains(text, ' Link ') THEN regexp_extract(text, $link_re,
+            ['pci', 'dev', 'port', 'state']) END AS link,
+        CASE WHEN contains(text, 'Port module event') THEN regexp_extract(text, $module_re,
+            ['pci', 'err', 'module', 'status', 'error']) END AS pm,
+        CASE WHEN contains(text, 'PCIe Bus Error') THEN regexp_extract(text, $aer_re,
+            ['driver', 'dev', 'sev', 'type', 'rest']) END AS aer,
+        CASE WHEN starts_with(text, 'nfs: server ') THEN regexp_extract(text, $nfs_re,
+            ['server', 'state', 'mode']) END AS nfs,
+        CASE WHEN starts_with(text, 'Lustre: ') AND contains(text, 'Connection ') THEN regexp_extract(text,
+            $lustre_re, ['client', 'verb', 'target', 'nid', 'lost']) END AS lus,
+        CASE WHEN contains(text, 'emory') AND contains(text, ': Kill') THEN regexp_extract(text, $oom_re,
+            ['kind', 'pid', 'proc']) END AS oom,
+        starts_with(text, 'oom-kill:') AS oomk,
+        CASE WHEN contains(text, 'NCCL WARN') THEN regexp_extract(text, $nccl_re,
+            ['node', 'pid', 'tid', 'dev', 'what']) END AS nccl,
+        CASE WHEN contains(text, 'sx_netdev_handle_pude_event') THEN regexp_extract(text, $pude_re,
+            ['port', 'state']) END AS pude,
+        contains(text, 'High temperature') OR contains(text, 'temperature above threshold') AS hot
+    FROM t
+), k AS (
+    SELECT *, CASE
+        WHEN xid.code <> '' THEN 'xid'
+        WHEN fob.dom <> '' THEN 'gpu_fell_off_bus'
+        WHEN link.port <> '' THEN 'ib_port_state'
+        WHEN lower(link.state) = 'up' THEN 'link_up'
+        WHEN lower(link.state) = 'down' THEN 'link_down'
+        WHEN pm.module <> '' THEN 'port_module'
+        WHEN aer.dev <> '' THEN 'aer'
+        WHEN nfs.state = 'OK' THEN 'nfs_ok'
+        WHEN nfs.state <> '' THEN 'nfs_not_responding'
+        WHEN lus.verb = 'restored to' THEN 'lustre_restored'
+        WHEN lus.lost <> '' THEN 'lustre_lost'
+        WHEN oom.pid <> '' OR oomk THEN 'oom_kill'
+        WHEN nccl.what <> '' THEN 'nccl_warn'
+        WHEN pude.state = 'UP' THEN 'link_up'
+        WHEN pude.state = 'DOWN' THEN 'link_down'
+        WHEN hot THEN 'thermal'
+        ELSE 'log' END AS kind
+    FROM m
+)
+SELECT ts, host,
+    CASE kind
+        WHEN 'xid' THEN upper(lpad(xid.dom, 8, '0') || ':' || xid.bus || ':' || xid.dev || '.'
+                              || coalesce(nullif(xid.fn, ''), '0'))
+        WHEN 'gpu_fell_off_bus' THEN upper(lpad(fob.dom, 8, '0') || ':' || fob.bus || ':' || fob.dev || '.'
+                                           || coalesce(nullif(fob.fn, ''), '0'))
+        WHEN 'ib_port_state' THEN link.dev || CASE WHEN link.port = '1' THEN '' ELSE ':' || link.port END
+        WHEN 'port_module' THEN nullif(pm.pci, '')
+        WHEN 'aer' THEN aer.dev
+        WHEN 'nfs_ok' THEN nfs.server
+        WHEN 'nfs_not_responding' THEN nfs.server
+        WHEN 'lustre_restored' THEN lus.target
+        WHEN 'lustre_lost' THEN lus.target
+        ELSE CASE WHEN link.dev <> '' THEN link.dev WHEN pude.port <> '' THEN pude.port END
+    END AS component,
+    kind,
+    CASE WHEN kind = 'xid' THEN TRY_CAST(xid.code AS INTEGER) END AS code,
+    sev AS severity,
+    text AS message,
+    CASE kind
+        WHEN 'log' THEN CASE WHEN tag IS NOT NULL OR up IS NOT NULL
+                             THEN json_object('tag', tag, 'pid', pid, 'uptime_s', up) END
+        WHEN 'xid' THEN json_object('xid', TRY_CAST(xid.code AS INTEGER),
+            'pid', TRY_CAST(trim(xid.xpid, '''') AS BIGINT), 'process', nullif(nullif(xid.pname, ''), '<unknown>'),
+            'gpu_instance', TRY_CAST(nullif(xid.gi, '') AS INTEGER),
+            'compute_instance', TRY_CAST(nullif(xid.ci, '') AS INTEGER),
+            'refers_to_xid',
+                TRY_CAST(nullif(regexp_extract(xid.detail, 'caused by previous Xid (\\d+)', 1), '') AS INTEGER),
+            'recovery_action',
+                nullif(regexp_extract(xid.detail, 'action changed from .* to 0x\\w+ \\(([^)]*)\\)', 1), ''),
+            'nvlink', TRY_CAST(nullif(regexp_extract(xid.detail, '[Ll]ink (-?\\d+)', 1), '') AS INTEGER),
+            'text', xid.detail, 'uptime_s', up)
+        WHEN 'gpu_fell_off_bus' THEN json_object('uptime_s', up)
+        WHEN 'ib_port_state' THEN json_object('device', link.dev, 'port', TRY_CAST(link.port AS INTEGER),
+            'state', upper(link.state), 'pci', link.pci)
+        WHEN 'port_module' THEN json_object('pci', nullif(pm.pci, ''), 'module', TRY_CAST(pm.module AS INTEGER),
+            'status', pm.status, 'error', nullif(pm.error, ''))
+        WHEN 'aer' THEN json_object('severity', CASE WHEN contains(lower(aer.sev), 'non-fatal') THEN 'non_fatal'
+                                                     WHEN contains(lower(aer.sev), 'fatal') THEN 'fatal'
+                                                     ELSE 'corrected' END,
+            'device', aer.dev, 'driver', aer.driver, 'type', aer.type, 'agent', nullif(aer.rest, ''))
+        WHEN 'nfs_ok' THEN json_object('server', nfs.server)
+        WHEN 'nfs_not_responding' THEN json_object('server', nfs.server, 'mode', nullif(nfs.mode, ''))
+        WHEN 'lustre_restored' THEN json_object('target', lus.target, 'server_nid', lus.nid, 'client', lus.client)
+        WHEN 'lustre_lost' THEN json_object('target', lus.target, 'server_nid', lus.nid, 'client', lus.client)
+        WHEN 'oom_kill' THEN CASE WHEN oomk THEN json_object(
+                'pid', TRY_CAST(nullif(regexp_extract(text, ',pid=(\\d+)', 1), '') AS BIGINT),
+                'process', nullif(regexp_extract(text, ',task=([^,]*)', 1), ''),
+                'constraint', nullif(regexp_extract(text, 'constraint=([^,]*)', 1), ''))
+            ELSE json_object('pid', TRY_CAST(oom.pid AS BIGINT), 'process', oom.proc,
+                'constraint', CASE WHEN oom.kind = 'Memory cgroup out of memory' THEN 'CONSTRAINT_MEMCG' END) END
+        WHEN 'nccl_warn' THEN json_object('node', nullif(nccl.node, ''),
+            'pid', TRY_CAST(nullif(nccl.pid, '') AS BIGINT),
+            'cuda_dev', TRY_CAST(nullif(nccl.dev, '') AS INTEGER), 'text', nccl.what)
+        WHEN 'link_up' THEN json_object('device', coalesce(nullif(link.dev, ''), 'sx_netdev'),
+            'port', TRY_CAST(nullif(pude.port, '') AS INTEGER), 'state', 'up', 'pci', nullif(link.pci, ''))
+        WHEN 'link_down' THEN json_object('device', coalesce(nullif(link.dev, ''), 'sx_netdev'),
+            'port', TRY_CAST(nullif(pude.port, '') AS INTEGER), 'state', 'down', 'pci', nullif(link.pci, ''))
+        ELSE json_object('uptime_s', up)
+    END AS fields,
+    lineno
+FROM k
+"""
+
+# Neighbour-line completions, each over the few typed events of one source ($sid).
+_AER_BIT_RE = r"^\S+ (\S+): (?:AER: )?\s+\[\s*\d+\] (.*?)\s*(?:\(First\))?\s*$"
+_AER_HEAD_RE = r"^\S+ (\S+): AER: .*error (?:message )?received(?: from|:) (?:id=)?(\S+)"
+POST_SQL: list[tuple[str, dict[str, str]]] = [
+    # AER: the error bits named on the lines after the severity line, the source from the line before.
+    ("""
+UPDATE events e SET fields = json_merge_patch(e.fields, json_object('errors', d.errors, 'source', d.src))
+FROM (
+    SELECT a.line,
+        list(trim(regexp_extract(n.message, $bit_re, 2)) ORDER BY n.line)
+            FILTER (WHERE n.line > a.line AND regexp_extract(n.message, $bit_re, 1) = a.component) AS errors,
+        max(regexp_extract(n.message, $head_re, 2))
+            FILTER (WHERE n.line < a.line AND regexp_extract(n.message, $head_re, 1) = a.component) AS src
+    FROM events a JOIN events n ON n.source_id = a.source_id AND n.line BETWEEN a.line - 2 AND a.line + 6
+        AND n.host IS NOT DISTINCT FROM a.host AND n.kind = 'log'
+        AND n.ts BETWEEN a.ts - INTERVAL 1 SECOND AND a.ts + INTERVAL 1 SECOND  -- one report is printed at once
+    WHERE a.source_id = $sid AND a.kind = 'aer'
+    GROUP BY a.line
+) d
+WHERE e.source_id = $sid AND e.kind = 'aer' AND e.line = d.line
+""", {"bit_re": _AER_BIT_RE, "head_re": _AER_HEAD_RE}),
+    # Xid 154 announces the recovery action for the GPU's previous Xid: name that Xid.
+    ("""
+UPDATE events e SET fields = json_merge_patch(e.fields, json_object('refers_to_xid', p.code))
+FROM (
+    SELECT a.line, arg_max(b.code, b.line) AS code
+    FROM events a JOIN events b ON b.source_id = a.source_id AND b.kind = 'xid' AND b.code <> 154
+        AND b.component = a.component AND b.host IS NOT DISTINCT FROM a.host AND b.line < a.line
+    WHERE a.source_id = $sid AND a.kind = 'xid' AND a.code = 154
+    GROUP BY a.line
+) p
+WHERE e.source_id = $sid AND e.line = p.line
+""", {}),
+    # Newer kernels print `oom-kill:constraint=...,pid=N` then `Out of memory: Killed process N (...)`:
+    # one kill, so the second line stays a plain log line.
+    ("""
+UPDATE events e SET kind = 'log'
+FROM events k
+WHERE e.source_id = $sid AND e.kind = 'oom_kill' AND starts_with(e.message, 'Out of memory')
+    AND k.source_id = $sid AND k.kind = 'oom_kill' AND starts_with(k.message, 'oom-kill:')
+    AND k.host IS NOT DISTINCT FROM e.host AND k.line BETWEEN e.line - 5 AND e.line - 1
+    AND json_extract(k.fields, '$.pid') = json_extract(e.fields, '$.pid')
+""", {}),
+]

@@ -1,0 +1,191 @@
+"""Syslog, journal and kernel-ring-buffer exports -> events (typed kernel events, every other line as `log`).
+
+Pipeline per file, all in DuckDB: (1) each Arrow batch of lines is split by the file's envelope into a
+staging table; (2) lines the envelope does not fit are folded into the message before them when they
+are continuation lines (indented, or the fabric manager's unindented dumps), kept as their own line
+when they are journal markers (``-- Boot ... --``), else rejected with their line number; (3) one
+INSERT places every line on the UTC clock (year inference, --timezone, uptime anchoring), classifies it
+and writes the file's events ordered by (host, ts).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from synestra_cli.errors import InputError
+from synestra_cli.formats import kernel_events as kev
+from synestra_cli.formats import syslog_envelope as env
+from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
+
+NAME = "syslog"
+DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
+               "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager")
+
+MAX_SAMPLES = 20
+
+CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
+DROP_STAGE_SQL = "DROP TABLE IF EXISTS _syslog_stage"
+
+# Lines the envelope does not fit: continuation (folded into the message before), marker, or reject.
+LOOSE_SQL = """
+SELECT count(*) FROM _syslog_stage WHERE NOT ok
+"""
+MARK_LOOSE_SQL = """
+CREATE OR REPLACE TEMP TABLE _syslog_loose AS
+SELECT c.lineno, c.msg, h.lineno AS head,
+    CASE WHEN starts_with(c.msg, '-- ') AND ends_with(rtrim(c.msg), '--') THEN 'marker'
+         WHEN h.lineno IS NULL THEN 'orphan'
+         WHEN $loose OR regexp_matches(c.msg, '^\\s') THEN 'continuation'
+         ELSE 'reject' END AS what
+FROM (SELECT lineno, msg FROM _syslog_stage WHERE NOT ok) c
+ASOF LEFT JOIN (SELECT lineno FROM _syslog_stage WHERE ok) h ON c.lineno > h.lineno
+"""
+FOLD_SQL = """
+UPDATE _syslog_stage s SET msg = s.msg || chr(10) || f.txt
+FROM (SELECT head, string_agg(msg, chr(10) ORDER BY lineno) AS txt FROM _syslog_loose
+      WHERE what = 'continuation' GROUP BY head) f
+WHERE s.lineno = f.head
+"""
+# A journal marker takes the time and host of the message that follows it.
+MARKER_SQL = """
+UPDATE _syslog_stage s SET ok = true, ts = n.ts, up = n.up, host = n.host
+FROM (SELECT c.lineno, h.ts, h.up, h.host
+      FROM (SELECT lineno FROM _syslog_loose WHERE what = 'marker') c
+      ASOF JOIN (SELECT lineno, ts, up, host FROM _syslog_stage WHERE ok) h ON c.lineno <= h.lineno) n
+WHERE s.lineno = n.lineno
+"""
+REJECT_COUNT_SQL = "SELECT what, count(*) FROM _syslog_loose WHERE what IN ('reject', 'orphan') GROUP BY what"
+REJECT_SAMPLE_SQL = """
+SELECT lineno, what, msg FROM _syslog_loose WHERE what IN ('reject', 'orphan') ORDER BY lineno LIMIT 20
+"""
+DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
+DROP_LOOSE_SQL = "DROP TABLE IF EXISTS _syslog_loose"
+
+# The UTC time of each staged message, per envelope time kind (see syslog_envelope).
+TIMED_SQL = {
+    "noyear": """
+y AS (SELECT *, month(ts) AS mon, lag(month(ts)) OVER (ORDER BY lineno) AS prev FROM _syslog_stage),
+w AS (SELECT *, CAST(coalesce(sum((mon < prev)::INTEGER) OVER (ORDER BY lineno), 0) AS INTEGER) AS wraps FROM y),
+timed AS (
+    SELECT lineno, to_utc(ts + to_years(CAST($year - 2000 + wraps - CASE WHEN $anchor_last
+               THEN max(wraps) OVER () + (arg_max(mon, lineno) OVER () > $mtime_month)::INTEGER ELSE 0 END
+               AS INTEGER)), $tz) AS ts,
+           up, host, sev, tag, pid, msg
+    FROM w)""",
+    "local": "timed AS (SELECT * REPLACE (to_utc(ts, $tz) AS ts) FROM _syslog_stage)",
+    "utc": "timed AS (SELECT * FROM _syslog_stage)",
+    "uptime": """
+timed AS (
+    SELECT * REPLACE ($mtime - to_microseconds(CAST(round(
+        ((SELECT arg_max(up, lineno) FROM _syslog_stage) - up) * 1e6) AS BIGINT)) AS ts)
+    FROM _syslog_stage)""",
+    "relative": """
+c AS (SELECT * REPLACE (sum(up) OVER (ORDER BY lineno) AS up) FROM _syslog_stage),
+timed AS (
+    SELECT * REPLACE ($mtime - to_microseconds(CAST(round(((SELECT max(up) FROM c) - up) * 1e6) AS BIGINT)) AS ts)
+    FROM c)""",
+    "none": "timed AS (SELECT * REPLACE ($mtime AS ts) FROM _syslog_stage)",
+}
+TIME_PARAMS = {
+    "noyear": ("year", "anchor_last", "mtime_month", "tz"),
+    "local": ("tz",),
+    "utc": (),
+    "uptime": ("mtime",),
+    "relative": ("mtime",),
+    "none": ("mtime",),
+}
+INSERT_SQL = """
+INSERT INTO events (ts, host, component, kind, code, severity, message, fields, source_id, line)
+WITH {timed}, classified AS ({classify})
+SELECT ts, host, component, kind, code, severity, message, fields, $sid, lineno
+FROM classified ORDER BY host, ts, lineno
+"""
+CHECK_TZ_SQL = "SELECT to_utc(TIMESTAMP '2000-01-01', ?)"
+
+
+def sniff(head: str) -> float:
+    envelope, fit = env.detect(head)
+    if envelope is None or fit < 0.5:
+        return 0.0
+    return round(0.9 * fit, 3) if envelope is not env.NOTIME else 0.3
+
+
+def load(ctx: LoadContext) -> LoadResult:
+    envelope, fit = env.detect(decode(read_head(ctx.path)))
+    if envelope is None or fit < 0.5:
+        raise InputError(f"{ctx.display}: does not look like syslog or a kernel log (no known envelope fits "
+                         "most lines); see `synestra formats`")
+    _check_timezone(ctx)
+    result = LoadResult()
+    conn = ctx.conn
+    # The staging tables live in the file's transaction: a failure rolls them back with everything else.
+    conn.execute(CREATE_STAGE_SQL)
+    _stage(ctx, envelope)
+    _resolve_loose(conn, envelope, result)
+    _insert_events(ctx, envelope)
+    for sql, params in kev.POST_SQL:
+        conn.execute(sql, {"sid": ctx.source_id, **params})
+    (result.rows,) = conn.execute("SELECT count(*) FROM events WHERE source_id = ?", [ctx.source_id]).fetchone()
+    conn.execute(DROP_STAGE_SQL)
+    conn.execute(DROP_LOOSE_SQL)
+    if envelope.time_kind in ("uptime", "relative", "none"):
+        result.notes.append(_uptime_note(envelope))
+    return result
+
+
+def _check_timezone(ctx: LoadContext) -> None:
+    try:
+        ctx.conn.execute(CHECK_TZ_SQL, [ctx.options.timezone]).fetchone()
+    except duckdb.Error as exc:
+        raise InputError(f"unknown time zone {ctx.options.timezone!r} (use an IANA name such as Europe/Paris)") \
+            from exc
+
+
+def _stage(ctx: LoadContext, envelope: env.Envelope) -> None:
+    sql = env.stage_sql(envelope)
+    params = {} if envelope is env.JOURNAL_JSON else {"pattern": envelope.pattern, "time_kind": envelope.time_kind}
+    for batch in ctx.line_batches():
+        ctx.conn.register("_syslog_batch", batch)
+        try:
+            ctx.conn.execute(sql, params)
+        finally:
+            ctx.conn.unregister("_syslog_batch")
+
+
+def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, result: LoadResult) -> None:
+    (n,) = conn.execute(LOOSE_SQL).fetchone()
+    if not n:
+        return
+    conn.execute(MARK_LOOSE_SQL, {"loose": envelope.loose})
+    conn.execute(FOLD_SQL)
+    conn.execute(MARKER_SQL)
+    reasons = {
+        "reject": f"does not match the {envelope.name} envelope of this file",
+        "orphan": "continuation line before any message",
+    }
+    for lineno, what, text in conn.execute(REJECT_SAMPLE_SQL).fetchall():
+        result.reject(lineno, reasons[what], text)
+    counted = sum(c for _, c in conn.execute(REJECT_COUNT_SQL).fetchall())
+    result.rejected += counted - len(result.reject_samples)
+    conn.execute(DELETE_LOOSE_SQL)
+
+
+def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
+    kind = envelope.time_kind
+    sql = INSERT_SQL.format(timed=TIMED_SQL[kind], classify=kev.CLASSIFY_SQL)
+    available = {
+        "year": ctx.options.year or ctx.mtime.year,
+        "anchor_last": ctx.options.year is None,  # --year names the year the file starts in
+        "mtime_month": ctx.mtime.month,
+        "tz": ctx.options.timezone,
+        "mtime": ctx.mtime,
+    }
+    params = {name: available[name] for name in TIME_PARAMS[kind]}
+    ctx.conn.execute(sql, {**params, **kev.PATTERNS, "host": ctx.options.host, "sid": ctx.source_id})
+
+
+def _uptime_note(envelope: env.Envelope) -> str:
+    if envelope.time_kind == "none":
+        return "no timestamps in the file: every line placed at the file's modification time"
+    return ("only seconds since boot in the file: times placed so that the last line falls at the file's "
+            "modification time (assumes one boot, written just before the file was saved)")

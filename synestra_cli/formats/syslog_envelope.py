@@ -1,0 +1,260 @@
+"""Syslog and kernel-log envelopes: recognise the prefix a line carries and split it into columns.
+
+One file has one envelope (detected from its head); every line is parsed with that envelope's single
+RE2 pattern in DuckDB (``regexp_extract`` into a struct, one regex pass per line) and staged as
+(lineno, ok, ts, up, host, sev, tag, pid, msg). What ``ts`` means depends on the envelope's time kind:
+
+  noyear    local wall time without a year (placeholder year 2000; the year is inferred later)
+  local     local wall time with a year (converted with --timezone)
+  utc       already UTC (the envelope carries an offset or epoch)
+  uptime    seconds since boot only (``up``); placed relative to the file's mtime later
+  relative  seconds since the previous line only (``dmesg -H`` deltas); summed, then as uptime
+  none      no time at all (``dmesg -t``): the file's mtime
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Month names as syslog/journalctl print them in the locales seen in real exports (English, Russian,
+# Dutch/Nordic ``jan.``, German, French, Spanish); the key is lower-case without a trailing dot.
+MONTHS_SQL = """MAP {
+ 'jan':1,'feb':2,'mar':3,'apr':4,'may':5,'jun':6,'jul':7,'aug':8,'sep':9,'oct':10,'nov':11,'dec':12,
+ 'янв':1,'фев':2,'мар':3,'апр':4,'май':5,'мая':5,'июн':6,'июл':7,'авг':8,'сен':9,'окт':10,'ноя':11,'дек':12,
+ 'mrt':3,'mei':5,'okt':10,'mär':3,'mai':5,'dez':12,'janv':1,'févr':2,'mars':3,'avr':4,'juin':6,'juil':7,
+ 'août':8,'sept':9,'déc':12,'ene':1,'abr':4,'ago':8,'dic':12}[rtrim(lower(m.mon), '.')]"""
+
+# Severity words (rsyslog/SONiC, dmesg --decode levels, fabric manager) -> syslog keywords.
+SEV_WORD_SQL = """MAP {'emerg':'emerg','panic':'emerg','alert':'alert','crit':'crit','critical':'crit',
+ 'fatal':'crit','err':'err','error':'err','warning':'warning','warn':'warning','notice':'notice',
+ 'info':'info','debug':'debug'}[lower({x})]"""
+SEV_NUM_SQL = "['emerg','alert','crit','err','warning','notice','info','debug'][(TRY_CAST({x} AS INTEGER) % 8) + 1]"
+
+
+def sev_word(x: str) -> str:
+    return SEV_WORD_SQL.replace("{x}", x)
+
+
+def sev_num(x: str) -> str:
+    return SEV_NUM_SQL.replace("{x}", x)
+
+
+# After the time: optional host, optional severity word (SONiC), optional ``tag[pid]:``, optional
+# printk ``[uptime]`` stamp, the message. A host never contains ':' (so ``kernel:`` is a tag).
+_SEV = "EMERG|ALERT|CRIT|ERR|ERROR|WARNING|WARN|NOTICE|INFO|DEBUG"
+TAIL = (r"(?:([^\s:\[\]]+) )?(?:(" + _SEV + r") )?(?:([^\s\[:]+)(?:\[(\d+)\])?: )?"
+        r"(?:\[ *(\d+\.\d+)\] )?(.*)$")
+TAIL_NAMES = "'host','sev','tag','pid','up','msg'"
+TAIL_COLS = """nullif(m.host, '') AS host, {sev} AS sev, nullif(m.tag, '') AS tag, nullif(m.pid, '') AS pid,
+ TRY_CAST(nullif(m.up, '') AS DOUBLE) AS up, m.msg AS msg"""
+
+
+@dataclass(frozen=True)
+class Envelope:
+    name: str
+    pattern: str        # RE2 (also valid Python re): one match per line
+    names: str          # SQL list literal of the pattern's group names, in order
+    columns: str        # SQL projecting m (the struct of groups) to the staging columns but lineno/ok
+    ok: str             # SQL: did the line match (and is its time valid)
+    time_kind: str
+    loose: bool = False  # lines matching nothing are continuation lines even when not indented
+
+
+def _tail_cols(sev_sql: str) -> str:
+    return TAIL_COLS.format(sev=sev_sql)
+
+
+RFC3164 = Envelope(
+    "rfc3164",
+    r"^(?:<(\d{1,3})>)?([^\s\d\[<]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d)(\.\d{1,9})? " + TAIL,
+    "['pri','mon','day','hms','frac'," + TAIL_NAMES + "]",
+    "TRY_CAST(printf('2000-%02d-%02d %s%s', " + MONTHS_SQL + ", TRY_CAST(m.day AS INTEGER), m.hms, m.frac)"
+    " AS TIMESTAMP) AS ts, " + _tail_cols("coalesce(" + sev_num("nullif(m.pri, '')") + ", "
+                                          + sev_word("m.sev") + ")"),
+    "m.mon <> ''",
+    "noyear",
+)
+
+RFC3339 = Envelope(
+    "rfc3339",
+    r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)) " + TAIL,
+    "['iso'," + TAIL_NAMES + "]",
+    "timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, " + _tail_cols(sev_word("m.sev")),
+    "m.iso <> ''",
+    "utc",
+)
+
+RFC5424 = Envelope(
+    "rfc5424",
+    r"^<(\d{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: "
+    "\ufeff?" r"(.*))?$",
+    "['pri','iso','host','tag','pid','msgid','sd','msg']",
+    """timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up,
+ nullif(m.host, '-') AS host, """ + sev_num("m.pri") + """ AS sev,
+ nullif(m.tag, '-') AS tag, nullif(m.pid, '-') AS pid, m.msg AS msg""",
+    "m.pri <> ''",
+    "utc",
+)
+
+DMESG_CTIME = Envelope(
+    "dmesg_ctime",
+    r"^\[[^\s\d\]]{2,5} ([^\s\d\]]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\] ?(.*)$",
+    "['mon','day','hms','year','msg']",
+    "TRY_CAST(printf('%s-%02d-%02d %s', m.year, " + MONTHS_SQL + ", TRY_CAST(m.day AS INTEGER), m.hms)"
+    " AS TIMESTAMP) AS ts, NULL::DOUBLE AS up, NULL AS host, NULL AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    "m.mon <> ''",
+    "local",
+)
+
+DMESG_ISO = Envelope(
+    "dmesg_iso",
+    r"^(?:(\w+) *:(\w+) *: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:Z|[+-]\d\d:?\d\d)) ?(.*)$",
+    "['fac','lvl','iso','msg']",
+    "timezone('UTC', TRY_CAST(replace(m.iso, ',', '.') AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up, NULL AS host, "
+    + sev_word("m.lvl") + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    "m.iso <> ''",
+    "utc",
+)
+
+DMESG_RAW = Envelope(
+    "dmesg_raw",
+    r"^\[ *(\d+\.\d+)\] ?(.*)$",
+    "['up','msg']",
+    "NULL::TIMESTAMP AS ts, TRY_CAST(m.up AS DOUBLE) AS up, NULL AS host, NULL AS sev, NULL AS tag, "
+    "NULL AS pid, m.msg AS msg",
+    "m.up <> ''",
+    "uptime",
+)
+
+DMESG_RELATIVE = Envelope(
+    "dmesg_relative",
+    r"^\[ *\+ *(\d+\.\d+)\] ?(.*)$",
+    "['up','msg']",
+    DMESG_RAW.columns,
+    "m.up <> ''",
+    "relative",
+)
+
+KMSG = Envelope(
+    "kmsg",
+    r"^(\d{1,4}),(\d+),(\d+),[^;]*;(.*)$",
+    "['prio','seq','usec','msg']",
+    "NULL::TIMESTAMP AS ts, TRY_CAST(m.usec AS DOUBLE) / 1e6 AS up, NULL AS host, "
+    + sev_num("m.prio") + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    "m.usec <> ''",
+    "uptime",
+)
+
+FABRICMANAGER = Envelope(
+    "fabricmanager",
+    r"^\[([^\s\d\]]{3,6}) (\d{1,2}) (\d{4}) (\d\d:\d\d:\d\d)\] \[([A-Z]+)\] ?(.*)$",
+    "['mon','day','year','hms','lvl','msg']",
+    "TRY_CAST(printf('%s-%02d-%02d %s', m.year, " + MONTHS_SQL + ", TRY_CAST(m.day AS INTEGER), m.hms)"
+    " AS TIMESTAMP) AS ts, NULL::DOUBLE AS up, NULL AS host, " + sev_word("m.lvl")
+    + " AS sev, 'nv-fabricmanager' AS tag, NULL AS pid, m.msg AS msg",
+    "m.mon <> ''",
+    "local",
+    loose=True,  # its inband-message dumps continue on unindented "Message payload details:" lines
+)
+
+# `dmesg -t` / journal lines stripped of their stamp: kernel subsystem prefixes only, so that plain
+# text is not claimed. Every line of such a file is a message (ts = the file's mtime).
+NOTIME = Envelope(
+    "dmesg_notime",
+    r"^(?:kernel: )?(.*)$",
+    "['msg']",
+    "NULL::TIMESTAMP AS ts, NULL::DOUBLE AS up, NULL AS host, NULL AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    "true",
+    "none",
+)
+NOTIME_SNIFF = re.compile(
+    r"^(?:kernel: )?(?:NVRM|nvidia[\w-]*|mlx5_\w+|pcieport|nfs|Lustre|LustreError|LNet|"
+    r"[\w-]+ [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)[: ]"
+)
+
+# journalctl -o json: one object per line, every value a string.
+JOURNAL_JSON = Envelope(
+    "journal_json",
+    "",
+    "",
+    """make_timestamp(TRY_CAST(j[1] AS BIGINT)) AS ts, TRY_CAST(j[7] AS DOUBLE) / 1e6 AS up, j[2] AS host,
+ """ + sev_num("j[5]") + """ AS sev, j[3] AS tag, j[6] AS pid, j[4] AS msg""",
+    "j[1] IS NOT NULL",
+    "utc",
+)
+JOURNAL_SNIFF = re.compile(r'^\{.*"__REALTIME_TIMESTAMP" ?: ?"\d+"')
+
+ENVELOPES: list[Envelope] = [RFC3164, RFC3339, RFC5424, DMESG_CTIME, DMESG_ISO, DMESG_RAW, DMESG_RELATIVE,
+                             KMSG, FABRICMANAGER]
+BY_NAME = {e.name: e for e in [*ENVELOPES, NOTIME, JOURNAL_JSON]}
+_COMPILED = [(e, re.compile(e.pattern)) for e in ENVELOPES]
+
+STAGE_COLUMNS = "lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHAR, sev VARCHAR, tag VARCHAR, " \
+                "pid VARCHAR, msg VARCHAR"
+
+# {names}/{columns}/{ok} are this module's constants, never user input; the pattern is a parameter.
+STAGE_REGEX_SQL = """
+INSERT INTO _syslog_stage
+SELECT lineno, ok, CASE WHEN ok THEN ts END, up, host, sev, tag, pid, CASE WHEN ok THEN msg ELSE line END
+FROM (
+    SELECT lineno, line, ({ok}) AND (ts IS NOT NULL OR $time_kind NOT IN ('noyear', 'local', 'utc')) AS ok, *
+        EXCLUDE (lineno, line, m)
+    FROM (SELECT lineno, line, m, {columns}
+          FROM (SELECT lineno, line, regexp_extract(line, $pattern, {names}) AS m
+                FROM _syslog_batch WHERE line <> ''))
+)
+"""
+
+STAGE_JSON_SQL = """
+INSERT INTO _syslog_stage
+SELECT lineno, ok, CASE WHEN ok THEN ts END, up, host, sev, tag, pid, CASE WHEN ok THEN msg ELSE line END
+FROM (
+    SELECT lineno, line, ({ok}) AND ts IS NOT NULL AS ok, * EXCLUDE (lineno, line, j)
+    FROM (SELECT lineno, line, j, {columns}
+          FROM (SELECT lineno, line, CASE WHEN json_valid(line) THEN json_extract_string(line,
+                  ['$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$.SYSLOG_IDENTIFIER', '$.MESSAGE', '$.PRIORITY',
+                   '$._PID', '$._SOURCE_MONOTONIC_TIMESTAMP']) END AS j
+                FROM _syslog_batch WHERE line <> ''))
+)
+"""
+
+
+def stage_sql(env: Envelope) -> str:
+    if env is JOURNAL_JSON:
+        return STAGE_JSON_SQL.format(ok=env.ok, columns=env.columns)
+    return STAGE_REGEX_SQL.format(ok=env.ok, columns=env.columns, names=env.names)
+
+
+def _is_continuation(line: str) -> bool:
+    return line[:1] in (" ", "\t") or line.startswith("-- ")
+
+
+def _fits(env: Envelope, match: re.Match | None) -> bool:
+    # ISO-stamped lines count as syslog only with a ``tag:``: training logs also start with ISO times.
+    return match is not None and (env is not RFC3339 or match.group(4) is not None)
+
+
+def detect(head: str) -> tuple[Envelope | None, float]:
+    """The envelope most lines of the head carry, and the fraction of (non-continuation) lines it fits."""
+    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+    if len(lines) > 1 and not head.endswith("\n"):
+        lines = lines[:-1]  # the head may cut the last line short
+    lines = [ln for ln in lines if not _is_continuation(ln)]
+    if not lines:
+        return None, 0.0
+    if JOURNAL_SNIFF.match(lines[0]):
+        return JOURNAL_JSON, sum(bool(JOURNAL_SNIFF.match(ln)) for ln in lines) / len(lines)
+    best: tuple[Envelope | None, float] = (None, 0.0)
+    for env, rx in _COMPILED:
+        hits = [_fits(env, rx.match(ln)) for ln in lines]
+        score = sum(hits) / len(lines)
+        if env.loose and not hits[0]:
+            score = 0.0
+        elif env.loose:
+            score = min(1.0, 2 * score)  # half the lines may be unindented continuations
+        if score > best[1]:
+            best = (env, score)
+    if best[1] < 0.5 and all(NOTIME_SNIFF.match(ln) for ln in lines):
+        return NOTIME, 0.6
+    return best
