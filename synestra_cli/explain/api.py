@@ -102,16 +102,10 @@ def _selected(
 ) -> list[Classified]:
     out = [c for c in items if checkpoint is None or c.checkpoint.iteration == checkpoint]
     t = [(c, c.checkpoint.start or c.checkpoint.end) for c in out]
-    return [
-        c
-        for c, ts in t
-        if (since is None or (ts and ts >= since)) and (until is None or (ts and ts <= until))
-    ]
+    return [c for c, ts in t if (since is None or (ts and ts >= since)) and (until is None or (ts and ts <= until))]
 
 
-def _evidence(
-    conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list
-) -> Evidence:
+def _evidence(conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list) -> Evidence:
     """Telemetry and events of the job's hosts, read once, only when some checkpoint needs a cause."""
     windows = degradation_windows(conn, scope.job_id)
     times = [t for c in items for t in (c.checkpoint.start, c.checkpoint.end) if t]
@@ -122,7 +116,14 @@ def _evidence(
     t0 = min(times) - timedelta(seconds=LOOKBACK_S)
     t1 = max(times) + timedelta(seconds=POST_WINDOW_S)
     build_scope(conn, scope, t0, t1)
-    signals = [*anomalies(conn), *typed_events(conn, scope.hosts, t0, t1)]
+    ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
+    switches = sorted({p[0] for p in ports} - set(scope.hosts))
+    events = [
+        e
+        for e in typed_events(conn, scope.hosts + switches, t0, t1)
+        if e.host in scope.hosts or (e.host, e.component) in ports
+    ]
+    signals = [*anomalies(conn), *events]
     return Evidence(scope, signals, windows, inc)
 
 

@@ -54,10 +54,8 @@ def _onset(s: Signal) -> datetime:
 
 def _key(s: Signal, scope: JobScope) -> tuple[str, str, str | None]:
     """(category, host, component): switch ports are named switch:port, storage by its server."""
-    if isinstance(s, Event):
-        if s.category == "storage.slow" and s.component:
-            return s.category, s.component, s.component
-        return s.category, s.host, s.entity
+    if isinstance(s, Event) and s.category == "storage.slow" and s.component:
+        return s.category, s.component, s.component
     if s.host not in scope.hosts:
         return s.category, s.host, f"{s.host}:{s.entity}"
     return s.category, s.host, s.entity
@@ -81,7 +79,7 @@ def _precedence(onset: datetime, effect: Effect) -> float:
     return 1.0 if lead <= PRE_WINDOW_S else max(0.2, 1.0 - (lead - PRE_WINDOW_S) / (2 * PRE_WINDOW_S))
 
 
-def _active(s: Signal, effect: Effect) -> bool:
+def active(s: Signal, effect: Effect) -> bool:
     """A signal still active within the window before the effect (a long-running fault counts)."""
     end = s.end if isinstance(s, Anomaly) else s.ts
     return end >= effect.at - timedelta(seconds=PRE_WINDOW_S) and _onset(s) < effect.deadline
@@ -90,7 +88,7 @@ def _active(s: Signal, effect: Effect) -> bool:
 def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
     by_key: dict[tuple[str, str, str | None], Candidate] = {}
     for s in signals:
-        if not _active(s, effect) or s.category not in TEMPLATES[effect.kind]:
+        if not active(s, effect) or s.category not in TEMPLATES[effect.kind]:
             continue
         key = _key(s, scope)
         by_key.setdefault(key, Candidate(*key)).signals.append(s)
@@ -108,9 +106,7 @@ def _merge_racks(cands: list[Candidate], scope: JobScope) -> list[Candidate]:
                 racks.setdefault(rack, []).append(c)
         for rack, group in racks.items():
             if len({c.host for c in group}) >= 2:
-                merged = Candidate(
-                    cat, min(c.host for c in group), rack, [s for c in group for s in c.signals]
-                )
+                merged = Candidate(cat, min(c.host for c in group), rack, [s for c in group for s in c.signals])
                 out.append(merged)
                 cands = [c for c in cands if c not in group]
     return cands + out

@@ -72,9 +72,7 @@ def from_incident(i: Incident) -> ChainLink:
     if i.ran_for_ms:
         what += f", hang began {i.ran_for_ms / 1000:.0f} s before it was logged"
     entity = f"rank{i.rank}" if i.rank is not None else None
-    return ChainLink(
-        i.ts, INCIDENT_LAYER.get(i.kind, "job"), i.host, entity, what, _log(i.path, i.line, i.message)
-    )
+    return ChainLink(i.ts, INCIDENT_LAYER.get(i.kind, "job"), i.host, entity, what, _log(i.path, i.line, i.message))
 
 
 def from_attempt_end(a: Attempt) -> ChainLink:

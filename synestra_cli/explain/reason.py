@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from synestra_cli.explain import chain as ch
-from synestra_cli.explain.attribute import Candidate, Effect, Signal, confidences, effect_window, rank
+from synestra_cli.explain.attribute import Candidate, Effect, Signal, active, confidences, effect_window, rank
 from synestra_cli.explain.rules import FALLBACK_CONFIDENCE, MAX_ALTERNATIVES, PRE_WINDOW_S, SKEW_S
 from synestra_cli.explain.triggers import Classified
 from synestra_cli.signals.anomalies import Anomaly
@@ -57,15 +57,27 @@ def _hosts_of(ev: Evidence, attempt: int | None) -> set[str]:
     return hosts | {lk.switch for lk in ev.scope.links if lk.host in hosts and lk.switch}
 
 
-def _healthy(c: Candidate, cands: list[Candidate]) -> bool:
-    """A lossy link is 'reported healthy' when nothing on its host or port says it went down."""
+def _endpoints(c: Candidate, scope: JobScope) -> set[tuple[str, str | None]]:
+    """Both ends of the cable a candidate sits on: (host, nic) and (switch, port), from topology."""
+    entity = c.component.split(":", 1)[1] if c.component and c.component.startswith(c.host + ":") else c.component
+    ends = {(c.host, entity)}
+    for lk in scope.links:
+        if (lk.switch, lk.switch_port) in ends or (lk.host, lk.nic) in ends:
+            ends |= {(lk.host, lk.nic), (lk.switch or "", lk.switch_port)}
+    return ends
+
+
+def _healthy(c: Candidate, ev: Evidence, effect: Effect) -> bool:
+    """A lossy link is 'reported healthy' when nothing at either end of it says it went down."""
+    ends = _endpoints(c, ev.scope)
     return not any(
-        o.category == "network.link_down" and (o.host == c.host or o.component == c.component) for o in cands
+        s.category == "network.link_down" and (s.host, (s.entity or "").split(":")[0]) in ends and active(s, effect)
+        for s in ev.signals
     )
 
 
-def _as_cause(c: Candidate, conf: float, cands: list[Candidate]) -> Cause:
-    healthy = c.category == "network.link_degraded" and _healthy(c, cands)
+def _as_cause(c: Candidate, conf: float, ev: Evidence, effect: Effect) -> Cause:
+    healthy = c.category == "network.link_degraded" and _healthy(c, ev, effect)
     return Cause(c.category, c.host, c.component, c.first_signal, conf, healthy)
 
 
@@ -78,10 +90,8 @@ def _attribute(
     if not all_cands:
         return Reasoning(fallback, [], ch.ordered(effects))
     confs = confidences(all_cands)
-    causes = [_as_cause(c, conf, all_cands) for c, conf in zip(all_cands, confs, strict=True)]
-    links = [
-        ch.from_signal(s) for s in all_cands[0].signals if isinstance(s, Anomaly) or s.ts <= effect.deadline
-    ]
+    causes = [_as_cause(c, conf, ev, effect) for c, conf in zip(all_cands, confs, strict=True)]
+    links = [ch.from_signal(s) for s in all_cands[0].signals if isinstance(s, Anomaly) or s.ts <= effect.deadline]
     return Reasoning(causes[0], causes[1 : 1 + MAX_ALTERNATIVES], ch.ordered(links + effects))
 
 
@@ -99,9 +109,7 @@ def _restart(cl: Classified, ev: Evidence) -> Reasoning:
     end = failed.end if failed else None
     times = [i.ts for i in crashes] + ([end] if end else [])
     at = min(times) if times else (cp.start or datetime.min)
-    effects = [ch.from_incident(i) for i in crashes] + (
-        [ch.from_attempt_end(failed)] if failed and end else []
-    )
+    effects = [ch.from_incident(i) for i in crashes] + ([ch.from_attempt_end(failed)] if failed and end else [])
     effects += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
     effects.append(ch.from_checkpoint(cp, cl.trigger))
     kinds = {i.kind for i in crashes}

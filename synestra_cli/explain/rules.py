@@ -122,12 +122,8 @@ METRIC_RULES: tuple[MetricRule, ...] = (
     ),
     MetricRule("port_pre_fec_ber", "gauge", "up", 1e-5, 10, 0, "physical", "network.link_degraded", 0.7),
     MetricRule("port_post_fec_ber", "gauge", "up", 1e-12, 10, 0, "physical", "network.link_degraded", 1.0),
-    MetricRule(
-        "optics_rx_power_dbm", "gauge", "down", 100.0, 1, 3.0, "physical", "network.link_degraded", 0.8
-    ),
-    MetricRule(
-        "ib_port_rcv_errors_total", "counter", "up", 0.004, 10, 0.004, "link", "network.link_degraded", 0.9
-    ),
+    MetricRule("optics_rx_power_dbm", "gauge", "down", 100.0, 1, 3.0, "physical", "network.link_degraded", 0.8),
+    MetricRule("ib_port_rcv_errors_total", "counter", "up", 0.004, 10, 0.004, "link", "network.link_degraded", 0.9),
     MetricRule(
         "ib_port_rcv_remote_physical_errors_total",
         "counter",
@@ -151,34 +147,20 @@ METRIC_RULES: tuple[MetricRule, ...] = (
         0.9,
     ),
     MetricRule("if_in_errors_total", "counter", "up", 0.004, 10, 0.004, "link", "network.link_degraded", 0.9),
-    MetricRule(
-        "if_out_errors_total", "counter", "up", 0.004, 10, 0.004, "link", "network.link_degraded", 0.8
-    ),
-    MetricRule(
-        "ib_port_xmit_discards_total", "counter", "up", 0.1, 10, 0.1, "traffic", "network.link_degraded", 0.4
-    ),
-    MetricRule(
-        "if_in_discards_total", "counter", "up", 0.1, 10, 0.1, "traffic", "network.link_degraded", 0.4
-    ),
-    MetricRule(
-        "if_out_discards_total", "counter", "up", 0.1, 10, 0.1, "traffic", "network.link_degraded", 0.4
-    ),
+    MetricRule("if_out_errors_total", "counter", "up", 0.004, 10, 0.004, "link", "network.link_degraded", 0.8),
+    MetricRule("ib_port_xmit_discards_total", "counter", "up", 0.1, 10, 0.1, "traffic", "network.link_degraded", 0.4),
+    MetricRule("if_in_discards_total", "counter", "up", 0.1, 10, 0.1, "traffic", "network.link_degraded", 0.4),
+    MetricRule("if_out_discards_total", "counter", "up", 0.1, 10, 0.1, "traffic", "network.link_degraded", 0.4),
     MetricRule("ib_port_link_downed_total", "counter", "up", 1e-9, 1, 1e-9, "link", "network.link_down", 1.0),
-    MetricRule(
-        "port_link_down_events_total", "counter", "up", 1e-9, 1, 1e-9, "link", "network.link_down", 1.0
-    ),
+    MetricRule("port_link_down_events_total", "counter", "up", 1e-9, 1, 1e-9, "link", "network.link_down", 1.0),
     MetricRule("ib_port_state_id", "gauge", "down", 3.5, 1, 0.5, "link", "network.link_down", 1.0),
     MetricRule("if_oper_status", "gauge", "up", 1.5, 1, 0.5, "link", "network.link_down", 1.0),
     MetricRule("gpu_temp_celsius", "gauge", "up", 80.0, 1, 10.0, "gpu", "cooling.thermal", 0.9),
     MetricRule("gpu_memory_temp_celsius", "gauge", "up", 85.0, 1, 10.0, "gpu", "cooling.thermal", 0.8),
-    MetricRule(
-        "gpu_thermal_violation_us_total", "counter", "up", 1e5, 10, 1e5, "gpu", "cooling.thermal", 1.0
-    ),
+    MetricRule("gpu_thermal_violation_us_total", "counter", "up", 1e5, 10, 1e5, "gpu", "cooling.thermal", 1.0),
     MetricRule("gpu_power_violation_us_total", "counter", "up", 1e5, 10, 1e5, "gpu", "power.capping", 1.0),
     MetricRule("gpu_ecc_dbe_volatile_total", "counter", "up", 1e-9, 1, 1e-9, "gpu", "gpu.memory", 1.0),
-    MetricRule(
-        "gpu_uncorrectable_remapped_rows_total", "counter", "up", 1e-9, 1, 1e-9, "gpu", "gpu.memory", 0.9
-    ),
+    MetricRule("gpu_uncorrectable_remapped_rows_total", "counter", "up", 1e-9, 1, 1e-9, "gpu", "gpu.memory", 0.9),
     MetricRule("gpu_row_remap_failure", "gauge", "up", 0.5, 1, 0.5, "gpu", "gpu.memory", 1.0),
     MetricRule("gpu_pcie_replay_total", "counter", "up", 0.1, 10, 0.1, "gpu", "host.pcie", 0.8),
     MetricRule("gpu_nvlink_crc_flit_errors_total", "counter", "up", 0.1, 10, 0.1, "gpu", "gpu.nvlink", 0.8),

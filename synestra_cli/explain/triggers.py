@@ -145,9 +145,7 @@ def classify(
     last_its = dict(conn.execute(LAST_ITERATION_SQL, [job_id]).fetchall())
     max_it = max([*last_its.values(), *[c.iteration or 0 for c in saves]], default=0)
     last_att = max(attempts, key=lambda a: a.attempt, default=None)
-    crashed_last = any(
-        i.kind != "sigterm" and i.attempt == (last_att.attempt if last_att else None) for i in incidents
-    )
+    crashed_last = any(i.kind != "sigterm" and i.attempt == (last_att.attempt if last_att else None) for i in incidents)
     finished = (
         last_att is None
         or (last_att.state is None and not crashed_last)
@@ -166,8 +164,6 @@ def classify(
     out = []
     for cp in checkpoints:
         trigger = _save_trigger(cp, ctx) if cp.kind == "save" else _restore_trigger(cp, ctx)
-        slow = bool(
-            cp.kind == "save" and typical and cp.duration_s and cp.duration_s > SLOW_SAVE_FACTOR * typical
-        )
+        slow = bool(cp.kind == "save" and typical and cp.duration_s and cp.duration_s > SLOW_SAVE_FACTOR * typical)
         out.append(Classified(cp, trigger, slow))
     return out

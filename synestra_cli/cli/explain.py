@@ -1,0 +1,69 @@
+"""`synestra explain`: classify and attribute every checkpoint of a job (library: synestra_cli.explain)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+
+from synestra_cli.cli.common import db_option, format_option, handle_errors
+
+
+@click.command("explain")
+@click.option("--job", "job_id", help="Job id (sacct JobID, as `synestra jobs` lists it).")
+@click.option("--checkpoint", type=int, help="Only the checkpoint(s) at this iteration.")
+@click.option("--since", type=click.DateTime(), help="Only checkpoints from this UTC time.")
+@click.option("--until", type=click.DateTime(), help="Only checkpoints up to this UTC time.")
+@click.option("--all", "all_jobs", is_flag=True, help="Every job with checkpoints in the window.")
+@db_option
+@format_option("table", "json", "jsonl")
+@handle_errors
+def command(
+    job_id: str | None,
+    checkpoint: int | None,
+    since: datetime | None,
+    until: datetime | None,
+    all_jobs: bool,
+    db,
+    fmt: str,
+) -> None:
+    """Explain every checkpoint of a job: routine, reactive, restart, preemption or final, and for
+    the non-routine ones the root cause, its causal chain with evidence, and ranked alternatives.
+
+    \b
+    Exit codes: 0 explained, 5 unknown job or checkpoint, 6 store without jobs.
+    JSON schema: synestra.explain/1 (docs/explain.md).
+
+    \b
+    Examples:
+      synestra explain --job 1001
+      synestra explain --job 1001 --checkpoint 4350 --format json | jq '.checkpoints[0].cause'
+      synestra explain --all --since 2026-03-01T00:00:00 --format jsonl
+    """
+    if bool(job_id) == all_jobs:
+        raise click.UsageError("give either --job ID or --all")
+    from synestra_cli.explain.api import explain_job, jobs_in_window
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        ids = jobs_in_window(conn, since, until) if all_jobs else [job_id]
+        docs = [explain_job(conn, j, checkpoint, since, until) for j in ids]
+    _render(docs, fmt, all_jobs)
+
+
+def _render(docs: list, fmt: str, many: bool) -> None:
+    from synestra_cli.cli.render import dumps
+
+    if fmt == "jsonl":
+        for d in docs:
+            click.echo(dumps(d.to_json()))
+    elif fmt == "json":
+        click.echo(dumps([d.to_json() for d in docs] if many else docs[0].to_json()))
+    else:
+        from rich.console import Console
+
+        from synestra_cli.cli.explain_view import render_job
+
+        console = Console(soft_wrap=False)
+        for d in docs:
+            render_job(console, d)

@@ -1,0 +1,117 @@
+"""The human view of `synestra explain`: a rich tree per job, checkpoint -> cause -> chain.
+
+Times in the chain are relative to the checkpoint (`-4m10s`), layers are coloured, and runs of
+routine checkpoints fold into one line each.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+from rich.tree import Tree
+
+from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
+from synestra_cli.explain.chain import ChainLink
+from synestra_cli.explain.reason import Cause
+
+LAYER_STYLE = {
+    "physical": "red",
+    "link": "magenta",
+    "traffic": "yellow",
+    "gpu": "green",
+    "collective": "cyan",
+    "throughput": "blue",
+    "job": "bright_white",
+    "checkpoint": "bold",
+}
+
+
+def _rel(t: datetime | None, ref: datetime | None) -> str:
+    if t is None or ref is None:
+        return "?"
+    s = round((t - ref).total_seconds())
+    sign = "-" if s < 0 else "+"
+    m, sec = divmod(abs(s), 60)
+    h, m = divmod(m, 60)
+    return sign + (f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+def _num(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def _evidence(lk: ChainLink) -> str:
+    ev = lk.evidence
+    if ev.get("type") == "metric":
+        unit = "/s" if ev.get("unit") == "per_second" else (" s" if ev.get("unit") == "s" else "")
+        return f"{_num(ev['before'])} -> {_num(ev['after'])}{unit}"
+    if ev.get("type") == "log" and ev.get("source"):
+        return f"{ev['source']}:{ev.get('line')}"
+    if ev.get("type") == "scheduler":
+        return f"exit {ev.get('exit_code')}"
+    return ""
+
+
+def _link(lk: ChainLink, ref: datetime | None) -> Text:
+    where = ":".join(p for p in (lk.host, lk.entity) if p)
+    text = Text(f"{_rel(lk.time, ref):>8}  ")
+    text.append(f"{lk.layer:<10}", style=LAYER_STYLE.get(lk.layer, ""))
+    text.append(f" {where + '  ' if where else ''}{lk.signal}  ")
+    text.append(_evidence(lk), style="dim")
+    return text
+
+
+def _cause(c: Cause, prefix: str = "cause") -> Text:
+    text = Text(f"{prefix}: ")
+    text.append(c.category, style="bold red" if prefix == "cause" else "")
+    where = " ".join(dict.fromkeys(p for p in (c.host, c.component) if p))
+    text.append(f"  {where}" if where else "  (no host named)")
+    text.append(f"  confidence {c.confidence:.2f}", style="dim")
+    if c.reported_healthy:
+        text.append("  (link reported healthy: never went down)", style="yellow")
+    return text
+
+
+def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
+    when = cp.start.strftime("%Y-%m-%d %H:%M:%S") if cp.start else "?"
+    dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
+    head = Text(f"{cp.kind} @ iteration {cp.iteration}  {when}Z  {dur}  ")
+    head.append(cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
+    branch = node.add(head)
+    if cp.cause:
+        branch.add(_cause(cp.cause))
+    for lk in cp.chain:
+        branch.add(_link(lk, cp.start))
+    for alt in cp.alternatives:
+        branch.add(_cause(alt, "alternative"))
+
+
+def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:
+    kinds: dict[str, int] = {}
+    for cp in run:
+        kinds[cp.trigger] = kinds.get(cp.trigger, 0) + 1
+    its = ", ".join(str(cp.iteration) for cp in run[:6]) + (" ..." if len(run) > 6 else "")
+    summary = ", ".join(f"{k} {n}" for k, n in kinds.items())
+    node.add(Text(f"{len(run)} routine checkpoint(s) ({summary}): iterations {its}", style="dim"))
+
+
+def render_job(console: Console, job: JobExplanation) -> None:
+    cadence = f"saves every {job.cadence} iterations" if job.cadence else "no save cadence learned"
+    tree = Tree(Text(f"job {job.job}  {len(job.hosts)} host(s)  {job.attempts} attempt(s)  {cadence}", style="bold"))
+    run: list[CheckpointExplanation] = []
+    for cp in job.checkpoints:
+        if cp.routine:
+            run.append(cp)
+            continue
+        if run:
+            _folded(tree, run)
+            run = []
+        _checkpoint(tree, cp)
+    if run:
+        _folded(tree, run)
+    if not job.checkpoints:
+        tree.add(Text("no checkpoints logged for this job", style="dim"))
+    console.print(tree)
