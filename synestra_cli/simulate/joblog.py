@@ -1,0 +1,126 @@
+"""The Megatron-LM log of a simulated job: every attempt appended to one `<jobid>.log`.
+
+Wording from Megatron-LM's training.py / checkpointing.py and the real samples (log-formats.md D.1,
+D.2, D.6, D.7): rank-0 stdout lines carry a launcher timestamp `[YYYY-MM-DD HH:MM:SS.ffffff]` after
+their own leading spaces; torch C++ (ProcessGroupNCCL) lines carry their glog header (no year, month
+not zero-padded, nanoseconds); torchrun lines their Python-logging glog header; tracebacks carry
+`[rankN]:` and no time. Iteration lines come every log_interval iterations, averaged over the interval
+(the timer stops during saves, as save_checkpoint_and_time does); the first after a (re)start also
+counts the start-up time.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from synestra_cli.simulate.failures import ending_lines
+from synestra_cli.simulate.jobs import US, Attempt, Checkpoint, JobTimeline
+from synestra_cli.simulate.logfmt import Line, ckpt_dir, mega, parallelism, stamp, stamps
+from synestra_cli.simulate.model import JobSpec
+
+NOMINAL_TFLOPS = 380.0      # per GPU at the healthy step time
+
+
+def megatron_log_lines(tl: JobTimeline) -> list[str]:
+    """All lines of the job's log, attempt after attempt."""
+    lines: list[str] = []
+    for a in tl.attempts:
+        events = _startup(tl.spec, a) + _checkpoints(tl, a) + _iterations(tl, a) + ending_lines(tl, a)
+        lines.extend(text for _, _, text in sorted(events, key=lambda e: (e[0], e[1])))
+    return lines
+
+
+def write_megatron_log(outdir: Path, tl: JobTimeline) -> Path:
+    path = Path(outdir) / f"{tl.spec.job_id}.log"
+    path.write_text("\n".join(megatron_log_lines(tl)) + "\n", encoding="utf-8")
+    return path
+
+
+def _startup(spec: JobSpec, a: Attempt) -> list[Line]:
+    tp, pp, dp = parallelism(spec)
+    world = len(spec.hosts) * spec.gpus_per_node
+    init_us = a.start + (a.first_step - a.start) // 3
+    lines = [
+        mega(a.start, f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
+                      f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: {pp}"),
+        mega(a.start, "> initializing torch distributed ...", 1),
+        mega(init_us, f"time to initialize megatron (seconds): {(init_us - a.start) / US:.3f}"),
+        mega(init_us, f"[after megatron is initialized] datetime: {stamp(init_us)[:19]} ", 1),
+    ]
+    if a.resume_iteration == 0:
+        lines.append(mega(init_us, f"WARNING: could not find the metadata file {ckpt_dir(spec)}/"
+                                   "latest_checkpointed_iteration.txt ", 2))
+        lines.append(mega(init_us, "    will not load any checkpoints and will start from random", 3))
+    lines.append(mega(a.first_step, f"[before the start of training step] datetime: {stamp(a.first_step)[:19]} ", 5))
+    return lines
+
+
+def _checkpoints(tl: JobTimeline, a: Attempt) -> list[Line]:
+    spec, lines = tl.spec, []
+    tp, pp, _ = parallelism(spec)
+    where = f"{ckpt_dir(spec)} [ t 1/{tp}, p 1/{pp} ]"
+    for c in (c for c in tl.checkpoints if c.attempt == a.number):
+        if c.kind == "restore":
+            lines.append(mega(c.start, f" loading distributed checkpoint from {ckpt_dir(spec)} "
+                                       f"at iteration {c.iteration}"))
+            lines.append(mega(c.end, f"  successfully loaded checkpoint from {where} at iteration {c.iteration}"))
+        else:
+            lines.append(mega(c.start, f"saving checkpoint at iteration {c.iteration:7d} to {ckpt_dir(spec)} "
+                                       "in torch_dist format", 1))
+            lines.append(mega(c.end, f"  successfully saved checkpoint from iteration {c.iteration:7d} to {where}"))
+    return lines
+
+
+def _interval_seconds(tl: JobTimeline, a: Attempt) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(iteration, end µs, averaged seconds per iteration) of the logged iterations of one attempt."""
+    s = tl.steps
+    sel = s.attempt == a.number
+    its, ends = s.iteration[sel], s.end[sel]
+    idx = np.nonzero(its % tl.spec.log_interval == 0)[0]
+    if len(idx) == 0:
+        return its[:0], ends[:0], np.zeros(0)
+    busy = np.cumsum(s.end[sel] - s.start[sel])[idx]
+    interval = np.diff(np.concatenate(([0], busy))).astype(float)
+    restores = sum(c.end - c.start for c in _own(tl.checkpoints, a, "restore"))
+    interval[0] += a.first_step - a.start - restores   # the first line after a start counts start-up
+    count = np.diff(np.concatenate(([a.resume_iteration], its[idx])))
+    return its[idx], ends[idx], interval / count / US
+
+
+def _own(ckpts: tuple[Checkpoint, ...], a: Attempt, kind: str) -> list[Checkpoint]:
+    return [c for c in ckpts if c.attempt == a.number and c.kind == kind]
+
+
+def _iterations(tl: JobTimeline, a: Attempt) -> list[Line]:
+    spec = tl.spec
+    its, ends, secs = _interval_seconds(tl, a)
+    gbs = parallelism(spec)[2] * 16
+    tflops = NOMINAL_TFLOPS * spec.step_s / secs
+    ts = stamps(ends)
+    return [(int(t), -2, f" [{st}] iteration {it:8d}/{spec.train_iters:8d} | consumed samples: {it * gbs:12d} | "
+             f"elapsed time per iteration (ms): {sec * 1000:.1f} | throughput per GPU (TFLOP/s/GPU): {tf:.1f} | "
+             f"learning rate: {_lr(it, spec.train_iters):.6E} | global batch size: {gbs:5d} | "
+             f"lm loss: {_loss(it, spec.train_iters):.6E} | loss scale: 1.0 | grad norm: {_grad_norm(it):.3f} | "
+             "number of skipped iterations:   0 | number of nan iterations:   0 |")
+            for t, st, it, sec, tf in zip(ends.tolist(), ts.tolist(), its.tolist(), secs.tolist(), tflops.tolist(),
+                                          strict=True)]
+
+
+def _lr(it: int, total: int) -> float:
+    """Linear warm-up over 1% of training, then cosine decay from 3e-4 to 3e-5."""
+    warm = max(1, total // 100)
+    if it < warm:
+        return 3e-4 * it / warm
+    return 3e-5 + 0.5 * (3e-4 - 3e-5) * (1 + math.cos(math.pi * (it - warm) / max(1, total - warm)))
+
+
+def _loss(it: int, total: int) -> float:
+    """A function of the iteration only, so redone iterations print the same loss (deterministic data)."""
+    return 1.9 + 8.5 * math.exp(-it / max(1.0, 0.04 * total)) + 0.03 * math.sin(0.7 * it) + 0.02 * math.sin(1.3 * it)
+
+
+def _grad_norm(it: int) -> float:
+    return 0.9 + 0.15 * math.sin(0.37 * it) + 0.05 * math.cos(1.7 * it)

@@ -1,0 +1,126 @@
+"""The ground truth for one simulated job: its checkpoints with trigger and cause, and its tax buckets.
+
+Buckets follow the tax-report definitions (issue 6, docs/accounting.md) and are computed in integer
+microseconds from the exact timeline, so they partition the wall time exactly. Schema: the "Job
+truth" section of docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
+from synestra_cli.simulate.model import Cause
+
+BUCKETS = ("productive", "checkpoint_save", "checkpoint_restore", "startup", "lost_work", "hang", "requeue",
+           "degraded_throughput", "other")
+FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT")
+
+
+def iso(t: int | datetime) -> str:
+    """ISO-8601 UTC with microseconds and a Z; ints are epoch microseconds."""
+    if isinstance(t, datetime):
+        t = t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+    else:
+        t = datetime(1970, 1, 1) + timedelta(microseconds=t)  # exact: no float seconds
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def ideal_step_us(durations: np.ndarray, fallback_us: float) -> float:
+    """Mean of the step times at or below median + 3 * MAD (raw MAD, as ml-goodput-measurement does)."""
+    if len(durations) == 0:
+        return fallback_us
+    med = float(np.median(durations))
+    mad = float(np.median(np.abs(durations - med)))
+    return float(durations[durations <= med + 3 * mad].mean())
+
+
+def counted_steps(tl: JobTimeline) -> np.ndarray:
+    """Mask of the steps that count toward the final model: those not thrown away by a failure.
+
+    In a failed attempt, the steps after its last completed save are lost (they are redone later).
+    """
+    keep = np.ones(len(tl.steps.iteration), dtype=bool)
+    for a in tl.attempts:
+        if a.state in FAILED_STATES:
+            keep &= ~((tl.steps.attempt == a.number) & (tl.steps.end > resume_point(tl, a)))
+    return keep
+
+
+def resume_point(tl: JobTimeline, a: Attempt) -> int:
+    """End of the last save completed in the attempt, else its first training step."""
+    ends = [c.end for c in tl.checkpoints if c.kind == "save" and c.attempt == a.number]
+    return max(ends, default=a.first_step)
+
+
+def buckets_us(tl: JobTimeline) -> tuple[dict[str, int], float]:
+    """The nine buckets in µs (summing exactly to the wall time) and the ideal step time in µs."""
+    durations = tl.steps.end - tl.steps.start
+    ideal = ideal_step_us(durations, tl.spec.step_s * US)
+    keep = counted_steps(tl)
+    attempts = tl.attempts
+    saves = [c.end - c.start for c in tl.checkpoints if c.kind == "save"]
+    restores = [c.end - c.start for c in tl.checkpoints if c.kind == "restore"]
+    failed = [a for a in attempts if a.state in FAILED_STATES]
+    b = {
+        "productive": round(ideal * int(keep.sum())),
+        "checkpoint_save": sum(saves),
+        "checkpoint_restore": sum(restores),
+        "startup": sum(a.first_step - a.start for a in attempts) - sum(restores),
+        "lost_work": sum(max(0, a.last_progress - resume_point(tl, a)) for a in failed),
+        "hang": sum(a.end - a.last_progress for a in failed),
+        "requeue": sum(n.start - p.end for p, n in zip(attempts, attempts[1:], strict=False)),
+        "degraded_throughput": round(_degraded_excess(tl, durations, keep, ideal)),
+    }
+    b["other"] = attempts[-1].end - attempts[0].start - sum(b.values())
+    return {k: b[k] for k in BUCKETS}, ideal
+
+
+def _degraded_excess(tl: JobTimeline, durations: np.ndarray, keep: np.ndarray, ideal: float) -> float:
+    """Sum over counted steps starting inside a slowdown window of their time above the ideal."""
+    inside = np.zeros(len(durations), dtype=bool)
+    for start, end in tl.windows:
+        inside |= (tl.steps.start >= start) & (tl.steps.start < end)
+    return float(np.clip(durations[inside & keep] - ideal, 0, None).sum())
+
+
+def cause_dict(cause: Cause | None) -> dict | None:
+    if cause is None:
+        return None
+    return {"category": cause.category, "host": cause.hosts[0] if cause.hosts else None,
+            "hosts": list(cause.hosts), "component": cause.component,
+            "first_signal": iso(cause.first_signal), "reported_healthy": cause.reported_healthy}
+
+
+def job_truth(tl: JobTimeline) -> dict:
+    """JSON-ready truth for one job (docs/simulator.md, "Job truth")."""
+    spec = tl.spec
+    buckets, ideal = buckets_us(tl)
+    return {
+        "job": spec.job_id, "name": spec.name, "user": spec.user, "hosts": list(spec.hosts),
+        "gpus": len(spec.hosts) * spec.gpus_per_node,
+        "start": iso(tl.attempts[0].start), "end": iso(tl.attempts[-1].end), "state": tl.attempts[-1].state,
+        "save_every": spec.save_every, "step_s": spec.step_s,
+        "attempts": [_attempt_dict(a) for a in tl.attempts],
+        "checkpoints": [{"kind": c.kind, "attempt": c.attempt, "iteration": c.iteration,
+                         "start": iso(c.start), "end": iso(c.end), "duration_s": (c.end - c.start) / US,
+                         "trigger": c.trigger, "cause": cause_dict(c.cause)} for c in tl.checkpoints],
+        "degradation_windows": [{"start": iso(s), "end": iso(e)} for s, e in tl.windows],
+        "ideal_step_s": ideal / US,
+        "steps_counted": int(counted_steps(tl).sum()),
+        "wall_s": (tl.attempts[-1].end - tl.attempts[0].start) / US,
+        "buckets_us": buckets,
+        "buckets_s": {k: v / US for k, v in buckets.items()},
+    }
+
+
+def _attempt_dict(a: Attempt) -> dict:
+    return {"attempt": a.number, "start": iso(a.start), "end": iso(a.end), "state": a.state,
+            "exit_code": a.exit_code, "resume_iteration": a.resume_iteration,
+            "first_step": iso(a.first_step), "last_progress": iso(a.last_progress),
+            "incident": a.failure.incident if a.failure else None,
+            "failure_at": iso(a.failure.at) if a.failure else None,
+            "sigterm": iso(a.sigterm) if a.sigterm is not None else None,
+            "cause": cause_dict(a.cause)}
