@@ -221,9 +221,10 @@ def test_gnmic_openconfig_interface_counters_and_channel_power(conn, tmp_path):
         },
     ]
     path = tmp_path / "gnmic.json"
-    path.write_text("\n".join(json.dumps([e]) for e in events) + "\n{broken\n")
+    # JSON lines with a broken line between two good ones: the line after it is still read
+    path.write_text(json.dumps([events[0]]) + "\n{broken\n" + json.dumps([events[1]]) + "\n")
     report = ingest_file(conn, path, IngestOptions())
-    assert report.hosts == ["leaf-02"] and report.rejected == 1 and report.reject_samples[0][0] == 3
+    assert report.hosts == ["leaf-02"] and report.rejected == 1 and report.reject_samples[0][0] == 2
     assert report.first_ts == datetime(2025, 11, 29, 14, 2, 11)
     assert metrics(conn, "if_in_octets_total") == {"Ethernet8": 123456}
     assert metrics(conn, "if_oper_status") == {"Ethernet8": 2.0}

@@ -59,6 +59,7 @@ OPER_STATUS = {
 ENTITY_TAGS = ("interface_name", "name", "component_name")
 PREFIX = re.compile(r"(?<=/)[\w-]+:")  # module prefixes: /openconfig-platform:components -> /components
 KEYS = re.compile(r"\[[^\]]*\]")  # inline keys when a collector keeps them in the path
+NON_SPACE = re.compile(r"\S")
 SNIFF = re.compile(r'"timestamp"\s*:\s*\d{16,}.*?"(?:tags|values)"\s*:\s*\{', re.DOTALL)
 
 
@@ -69,23 +70,23 @@ def sniff(head: str) -> float:
 
 def events(text: str, result: LoadResult) -> list[tuple[int, dict]]:
     """(line, event) for every event in arrays or objects laid one after another (JSON lines too)."""
-    decoder, found, pos = json.JSONDecoder(), [], 0
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        if pos >= len(text):
-            return found
+    decoder, pos = json.JSONDecoder(), 0
+    found: list[tuple[int, dict]] = []
+    while (start := NON_SPACE.search(text, pos)) is not None:
+        pos = start.start()
         line = text.count("\n", 0, pos) + 1
         try:
             doc, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
+            lines = text.splitlines()
             result.reject(
-                exc.lineno,
-                f"invalid JSON ({exc.msg}); the rest of the file is not read",
-                text.splitlines()[exc.lineno - 1] if exc.lineno <= text.count("\n") + 1 else "",
+                exc.lineno, f"invalid JSON ({exc.msg})", lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
             )
-            return found
+            resume = text.find("\n", exc.pos)  # JSON lines: the next line may be a good event
+            pos = len(text) if resume < 0 else resume + 1
+            continue
         found.extend((line, e) for e in (doc if isinstance(doc, list) else [doc]))
+    return found
 
 
 def _host(tags: dict) -> str | None:
@@ -125,9 +126,7 @@ def load(ctx: LoadContext) -> LoadResult:
             or not isinstance(event.get("values"), dict)
             or not isinstance(event.get("timestamp"), int)
         ):
-            result.reject(
-                line, "gnmic event without an integer `timestamp` and a `values` object", str(event)
-            )
+            result.reject(line, "gnmic event without an integer `timestamp` and a `values` object", str(event))
             continue
         ts = datetime.fromtimestamp(event["timestamp"] / 1e9, UTC).replace(tzinfo=None)
         tags = event.get("tags") or {}
@@ -141,8 +140,6 @@ def load(ctx: LoadContext) -> LoadResult:
                 continue
             rows.add(ts, host, _entity(tags, raw_path), metric, value)
     if skipped:
-        result.notes.append(
-            f"{ctx.display}: {skipped} non-numeric values (text leaves) not stored as metrics"
-        )
+        result.notes.append(f"{ctx.display}: {skipped} non-numeric values (text leaves) not stored as metrics")
     result.rows = rows.write(ctx)
     return result
