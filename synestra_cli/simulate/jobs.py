@@ -23,7 +23,7 @@ US = 1_000_000
 STEP_NOISE_SIGMA = 0.015   # lognormal sigma of step times: ~1.5% run-to-run jitter
 PHASE_NOISE_SIGMA = 0.05   # startup, save and restore durations vary more
 EXIT_US = 3 * US           # process teardown after a final or preemption save
-EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:15", "PREEMPTED": "0:15", "COMPLETED": "0:0"}
+EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:0", "PREEMPTED": "0:0", "COMPLETED": "0:0"}
 
 
 def to_us(t: datetime) -> int:
