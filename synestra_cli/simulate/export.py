@@ -1,0 +1,130 @@
+"""Run a plan's jobs through its faults and write every export a cluster would have kept.
+
+Layout under OUTDIR: ``exports/`` holds what the cluster wrote (ingest it as is) and ``truth.json``
+what the simulator knows. Files are streamed one host (or one leaf) at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from synestra_cli.simulate import faults as F
+from synestra_cli.simulate import syslog
+from synestra_cli.simulate.cluster import Cluster
+from synestra_cli.simulate.fabric import write_node_exporter, write_optics, write_snmp, write_topology
+from synestra_cli.simulate.jobs import US, JobTimeline, simulate_job
+from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad
+from synestra_cli.simulate.telemetry import Grid, write_dcgm
+
+OPTICS_HEADER = b"timestamp,host,entity,metric,value\n"
+
+
+@dataclass(frozen=True)
+class Intervals:
+    dcgm: float
+    ib: float
+    snmp: float
+    optics: float
+
+    @classmethod
+    def for_size(cls, nodes: int, hours: float) -> Intervals:
+        """Denser sampling for small clusters; at campus scale every 60 s keeps 10^8 samples a day."""
+        return cls(30.0, 30.0, 60.0, 60.0) if nodes * hours <= 512 else cls(60.0, 60.0, 60.0, 300.0)
+
+
+def run_jobs(plan, seed: int) -> list[JobTimeline]:
+    """Each job feels the (non-harmless) faults on its hosts; decoys outside it are felt by no one else."""
+    out = []
+    for i, spec in enumerate(plan.jobs):
+        felt = tuple(replace(f.disturbance) for f in plan.faults
+                     if f.disturbance is not None and set(f.hosts) & set(spec.hosts))
+        spec = replace(spec, disturbances=spec.disturbances + felt)
+        plan.jobs[i] = spec
+        out.append(simulate_job(spec, np.random.default_rng([seed, 21, i])))
+    return out
+
+
+def host_loads(cl: Cluster, timelines: list[JobTimeline]) -> dict[str, HostLoad]:
+    """What each host does, from the jobs' attempts, saves and slowdown windows."""
+    loads = {h: HostLoad() for h in cl.hosts}
+    for tl in timelines:
+        for a in tl.attempts:
+            segs = _attempt_segments(tl, a)
+            for h in tl.spec.hosts:
+                for seg in segs:
+                    loads[h].add(*seg)
+    return loads
+
+
+def _attempt_segments(tl: JobTimeline, a) -> list[tuple[float, float, int, float]]:
+    s = lambda us: us / US  # noqa: E731
+    segs = [(s(a.start), s(a.first_step), IO, 1.0), (s(a.first_step), s(a.last_progress), COMPUTE, 1.0)]
+    for d in tl.spec.disturbances:
+        if d.kind == "slowdown":
+            lo = max(s(a.first_step), _utc(d.start))
+            hi = min(s(a.last_progress), _utc(d.end) if d.end else s(a.last_progress))
+            segs.append((lo, hi, COMPUTE, d.factor))
+    segs += [(s(c.start), s(c.end), IO, 1.0) for c in tl.checkpoints if c.attempt == a.number and c.kind == "save"]
+    crashed = a.failure is not None and a.failure.incident is not None
+    segs.append((s(a.last_progress), s(a.end), HANG if crashed else IO, 1.0))
+    return segs
+
+
+def _utc(t: datetime) -> float:
+    return t.replace(tzinfo=UTC).timestamp()
+
+
+def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv: Intervals, seed: int,
+                    loads: dict[str, HostLoad], effects: dict[str, list[F.Effect]]) -> int:
+    """dcgm, node_exporter and optics per host; snmp per leaf. Returns the number of metric samples."""
+    t0, t1 = grid_span
+    for d in ("dcgm", "node_exporter", "snmp", "optics"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    n = 0
+    for i, h in enumerate(cl.hosts):
+        eff = effects.get(h, [])
+        with open(root / "dcgm" / f"{h}.prom", "wb") as fh:
+            n += write_dcgm(fh, cl, h, Grid(t0, t1, iv.dcgm).times(seed, "dcgm", i), loads[h], eff, seed)
+        with open(root / "node_exporter" / f"{h}.prom", "wb") as fh:
+            n += write_node_exporter(fh, cl, h, Grid(t0, t1, iv.ib).times(seed, "ib", i), loads[h], eff, seed)
+        with open(root / "optics" / f"{h}.csv", "wb") as fh:
+            fh.write(OPTICS_HEADER)
+            n += write_optics(fh, cl, h, Grid(t0, t1, iv.optics).times(seed, "optics", i), eff, seed)
+    for leaf in range(cl.nics_per_host):
+        ts = Grid(t0, t1, iv.snmp).times(seed, "snmp", 10_000 + leaf)
+        with open(root / "snmp" / f"{cl.leaf(leaf)}.prom", "wb") as fh:
+            n += write_snmp(fh, cl, leaf, ts, loads, effects, seed)
+    with open(root / "topology.csv", "wb") as fh:
+        write_topology(fh, cl)
+    return n
+
+
+def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs: list[F.LogLine],
+                  effects: dict[str, list[F.Effect]]) -> None:
+    (root / "syslog").mkdir(parents=True, exist_ok=True)
+    by_host: dict[str, list[F.LogLine]] = {h: [] for h in cl.hosts}
+    for ln in logs:
+        if t0 <= ln.ts < t1:
+            by_host[ln.host].append(ln)
+    for i, h in enumerate(cl.hosts):
+        skew = float(np.random.default_rng([seed, 31, i]).uniform(-3.0, 3.0))
+        boots = syslog.boot_times(cl, h, t0, effects.get(h, []), seed)
+        lines = by_host[h] + syslog.routine_lines(h, t0, t1, seed, i)
+        syslog.write_host(root / "syslog", cl, h, lines, boots, skew)
+
+
+def write_jobs(root: Path, timelines: list[JobTimeline]) -> None:
+    """Each job's Megatron-LM log (attempts appended), written by the job model's writer."""
+    from synestra_cli.simulate import joblog  # the job side's writer
+
+    (root / "jobs").mkdir(parents=True, exist_ok=True)
+    for tl in timelines:
+        joblog.write_megatron_log(root / "jobs", tl)
+
+
+def tax_buckets(timelines: list[JobTimeline]) -> list[dict[str, float] | None]:
+    return [None for _ in timelines]

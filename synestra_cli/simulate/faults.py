@@ -1,0 +1,283 @@
+"""Fault kinds: what each does to the telemetry and which Disturbance a job on the node feels.
+
+A fault function returns a Fault: telemetry Effects (applied by simulate/telemetry.py), kernel log
+lines (rendered by simulate/syslog.py), the Cause explain should name, and the Disturbance a job
+using the hosts feels (None when the fault touches no job: a decoy). Times are epoch seconds (float).
+The physics and its public sources are in docs/simulator.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+import numpy as np
+
+from synestra_cli.simulate.cluster import FS_SERVER, Cluster
+from synestra_cli.simulate.model import Cause, Disturbance
+
+NCCL_TIMEOUT_S = 600.0  # torch.distributed default NCCL watchdog timeout (10 min)
+
+# clocks-event bits (DCGM_CLOCKS_EVENT_REASON_*, dcgm_fields.h)
+SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x04, 0x08, 0x20, 0x40
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One change to a host's telemetry. ``target`` is a GPU or NIC index (None: all of them)."""
+
+    kind: str        # gpu_stop | gpu_heat | clock_event | power_cap | xid | ecc_dbe | ecc_sbe | nvlink_err
+    host: str        # | optic_sag | link_errors | link_down | reboot
+    start: float
+    end: float | None = None
+    target: int | None = None
+    value: float = 0.0
+
+
+@dataclass(frozen=True)
+class LogLine:
+    ts: float
+    host: str
+    text: str            # the message after "kernel: " (printk stamp added by the renderer)
+    priority: int = 4    # syslog severity 0..7
+    ident: str = "kernel"
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    hosts: tuple[str, ...]
+    start: float
+    cause: Cause
+    effects: tuple[Effect, ...] = ()
+    logs: tuple[LogLine, ...] = ()
+    disturbance: Disturbance | None = None   # what a job on ``hosts`` feels
+    end: float | None = None
+    decoy_reason: str | None = None          # set by the scenario when no job should be blamed
+
+    def as_decoy(self, reason: str, harmless: bool = False) -> Fault:
+        """A fault explain must not blame on the main job; ``harmless``: no job feels it at all."""
+        return replace(self, disturbance=None if harmless else self.disturbance, decoy_reason=reason)
+
+
+def dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC).replace(tzinfo=None)
+
+
+def _xid(cl: Cluster, host: str, ts: float, gpu: int, code: int, text: str, pid: bool = True) -> LogLine:
+    who = "pid='<unknown>', name=<unknown>, " if pid else ""
+    return LogLine(ts, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): {code}, {who}{text}", 3)
+
+
+def _gpu_banner(cl: Cluster, host: str, ts: float, gpu: int) -> list[LogLine]:
+    # The driver names the GPU once before its first Xid: the only PCI -> UUID mapping in the log.
+    return [
+        LogLine(ts, host, f"NVRM: GPU at PCI:{cl.kernel_gpu_addr(gpu)}: {cl.gpu_uuid(host, gpu)}", 6),
+        LogLine(ts, host, f"NVRM: GPU Board Serial Number: 1654{cl.host_index(host):05d}{gpu:04d}", 6),
+    ]
+
+
+def _crash(start: float, cause: Cause, incident: str, hang_s: float = NCCL_TIMEOUT_S) -> Disturbance:
+    return Disturbance("crash", dt(start), hang_s=hang_s, incident=incident, cause=cause)
+
+
+def _reboot(host: str, at: float, down_s: float = 420.0) -> Effect:
+    return Effect("reboot", host, at, at + down_s)
+
+
+def ghost_link(cl: Cluster, host: str, nic: int, start: float, end: float, rng: np.random.Generator) -> Fault:
+    """A dirty or bent fibre: rx power sags, FEC and symbol errors climb, the link never goes down."""
+    sag = float(rng.uniform(3.0, 5.0))
+    cause = Cause("network.link_degraded", (host,), f"mlx5_{nic}", dt(start), reported_healthy=True)
+    effects = (
+        Effect("optic_sag", host, start, end, nic, sag),
+        Effect("link_errors", host, start + 60.0, end, nic, float(rng.uniform(40.0, 120.0))),
+    )
+    slow = Disturbance("slowdown", dt(start + 60.0), dt(end), factor=float(rng.uniform(1.3, 1.6)), cause=cause)
+    return Fault("ghost_link", (host,), start, cause, effects, (), slow, end)
+
+
+def gpu_fell_off_bus(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
+    """Xid 79: the GPU stops answering; NCCL hangs until its watchdog fires; the node is rebooted."""
+    cause = Cause("gpu.fell_off_bus", (host,), f"gpu{gpu}", dt(start))
+    bdf = f"{cl.kernel_gpu_addr(gpu)}.0"
+    logs = [
+        *_gpu_banner(cl, host, start, gpu),
+        LogLine(start, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 79, GPU has fallen off the bus.", 3),
+        LogLine(start, host, f"NVRM: GPU {bdf}: GPU has fallen off the bus.", 3),
+    ]
+    reboot_at = start + NCCL_TIMEOUT_S + float(rng.uniform(120, 300))
+    effects = (Effect("xid", host, start, None, gpu, 79), Effect("gpu_stop", host, start, reboot_at, gpu),
+               _reboot(host, reboot_at))
+    return Fault("gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs),
+                 _crash(start, cause, "nccl_timeout"), reboot_at)
+
+
+def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
+    """Double-bit ECC error: Xid 48 then a row-remap Xid 63 (64 when remapping fails); CUDA error."""
+    cause = Cause("gpu.memory", (host,), f"gpu{gpu}", dt(start))
+    addr = int(rng.integers(0x100000, 0x7FFFFFFF))
+    logs = [
+        *_gpu_banner(cl, host, start, gpu),
+        _xid(cl, host, start, gpu, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the "
+             f"framebuffer at physAddr 0x{addr:x} partition {addr % 8}, subpartition {addr % 2}."),
+        _xid(cl, host, start + 0.0001, gpu, 63, "Row Remapper: New row marked for remapping, reset gpu to activate."),
+    ]
+    reboot_at = start + float(rng.uniform(900, 1500))
+    effects = (Effect("ecc_dbe", host, start, None, gpu, 1), Effect("xid", host, start, None, gpu, 48),
+               Effect("xid", host, start + 1, None, gpu, 63), _reboot(host, reboot_at))
+    return Fault("ecc_dbe", (host,), start, cause, effects, tuple(logs),
+                 _crash(start, cause, "cuda_error", hang_s=5.0), reboot_at)
+
+
+def nvlink(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator, fatal: bool = True) -> Fault:
+    """Xid 74 with NVLink CRC/replay errors climbing; fatal -> crash, else a slowdown."""
+    cause = Cause("gpu.nvlink", (host,), f"gpu{gpu}", dt(start))
+    link = int(rng.integers(0, 18))
+    logs = [*_gpu_banner(cl, host, start, gpu),
+            _xid(cl, host, start, gpu, 74, f"NVLink: fatal error detected on link {link}"
+                 "(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)")]
+    end = start + (float(rng.uniform(900, 1500)) if fatal else 3 * 3600.0)
+    effects = [Effect("nvlink_err", host, start - 120.0, end, gpu, float(rng.uniform(5, 20))),
+               Effect("xid", host, start, None, gpu, 74)]
+    if fatal:
+        effects.append(_reboot(host, end))
+        dist = _crash(start, cause, "nccl_error", hang_s=30.0)
+        cause = replace(cause, first_signal=dt(start - 120.0))
+        dist = replace(dist, cause=cause)
+    else:
+        cause = replace(cause, first_signal=dt(start - 120.0))
+        dist = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.3, 1.5)), cause=cause)
+    return Fault("nvlink", (host,), start, cause, tuple(effects), tuple(logs), dist, end)
+
+
+def link_flap(cl: Cluster, host: str, nic: int, start: float, rng: np.random.Generator, down_s: float = 20.0) -> Fault:
+    """The link goes down and up: IB link_downed increments, mlx5 logs DOWN/ACTIVE, NCCL errors out."""
+    cause = Cause("network.link_down", (host,), f"mlx5_{nic}", dt(start))
+    logs = _link_logs(cl, host, nic, start, down_s)
+    effects = (Effect("link_down", host, start, start + down_s, nic),)
+    return Fault("link_flap", (host,), start, cause, effects, tuple(logs),
+                 _crash(start, cause, "nccl_error", hang_s=float(rng.uniform(20, 60))), start + down_s)
+
+
+def _link_logs(cl: Cluster, host: str, nic: int, start: float, down_s: float) -> list[LogLine]:
+    tag = f"mlx5_core {cl.nic_bdf(nic)} mlx5_{nic}:"
+    return [
+        LogLine(start, host, f"{tag} Port: 1 Link DOWN", 6),
+        LogLine(start + down_s - 2.0, host, f"{tag} Port: 1 Link INIT", 6),
+        LogLine(start + down_s, host, f"{tag} Port: 1 Link ACTIVE", 6),
+    ]
+
+
+def thermal_rack(cl: Cluster, rack: str, start: float, end: float, rng: np.random.Generator) -> Fault:
+    """A rack's cooling degrades: GPU temperatures climb for minutes, then thermal clock events slow it."""
+    hosts = cl.rack_hosts(rack)
+    throttle = start + float(rng.uniform(300, 600))
+    cause = Cause("cooling.thermal", hosts, rack, dt(start))
+    effects = tuple(e for h in hosts for e in (
+        Effect("gpu_heat", h, start, end, None, float(rng.uniform(18, 24))),
+        Effect("clock_event", h, throttle, end, None, SW_THERMAL | HW_THERMAL)))
+    slow = Disturbance("slowdown", dt(throttle), dt(end), factor=float(rng.uniform(1.3, 1.5)), cause=cause)
+    return Fault("thermal_rack", hosts, start, cause, effects, (), slow, end)
+
+
+def power_capping(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator,
+                  component: str) -> Fault:
+    """A power-cap policy (PDU/rack budget): power-cap bits set, clocks and power fall, steps slow."""
+    cap = float(rng.uniform(400, 480))
+    cause = Cause("power.capping", hosts, component, dt(start))
+    effects = tuple(Effect("power_cap", h, start, end, None, cap) for h in hosts) + tuple(
+        Effect("clock_event", h, start, end, None, SW_POWER_CAP) for h in hosts)
+    slow = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.25, 1.45)), cause=cause)
+    return Fault("power_capping", hosts, start, cause, effects, (), slow, end)
+
+
+def slow_storage(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator,
+                 lustre: bool = False) -> Fault:
+    """The filesystem server stalls: clients log NFS 'not responding' (or Lustre lost); saves stretch."""
+    cause = Cause("storage.slow", hosts, FS_SERVER, dt(start))
+    logs: list[LogLine] = []
+    for i, h in enumerate(hosts):
+        t0 = start + 0.3 * i
+        if lustre:
+            logs.append(LogLine(t0, h, "Lustre: scratch-OST0003-osc-ffff8f0e5c2a1000: Connection to scratch-OST0003 "
+                                "(at 10.10.0.11@o2ib) was lost; in progress operations using this service will wait "
+                                "for recovery to complete", 4))
+            logs.append(LogLine(end + 0.3 * i, h, "Lustre: scratch-OST0003-osc-ffff8f0e5c2a1000: Connection restored "
+                                "to 10.10.0.11@o2ib (at 10.10.0.11@o2ib)", 6))
+        else:
+            logs.append(LogLine(t0, h, f"nfs: server {FS_SERVER} not responding, still trying", 4))
+            logs.append(LogLine(end + 0.3 * i, h, f"nfs: server {FS_SERVER} OK", 6))
+    dist = Disturbance("slow_storage", dt(start), dt(end), factor=float(rng.uniform(4.0, 8.0)), cause=cause)
+    return Fault("slow_storage", hosts, start, cause, (), tuple(logs), dist, end)
+
+
+def preemption(cl: Cluster, hosts: tuple[str, ...], start: float) -> Fault:
+    """The scheduler preempts the job: SIGTERM, a save, exit, requeue. No hardware signal."""
+    cause = Cause("scheduler.preemption", hosts, None, dt(start))
+    return Fault("preemption", hosts, start, cause, (), (), Disturbance("preempt", dt(start), cause=cause))
+
+
+def software_crash(cl: Cluster, hosts: tuple[str, ...], start: float) -> Fault:
+    """A Python exception in the training code: a traceback and nothing in the infrastructure."""
+    cause = Cause("software.crash", hosts, None, dt(start))
+    dist = _crash(start, cause, "python_exception", hang_s=2.0)
+    return Fault("software_crash", hosts, start, cause, (), (), replace(dist, rank=0))
+
+
+def straggler(cl: Cluster, hosts: tuple[str, ...], host: str, start: float, end: float,
+              rng: np.random.Generator, rank: int) -> Fault:
+    """One rank is slow (data loading / imbalance): all ranks wait for it; no infrastructure signal."""
+    cause = Cause("workload.straggler", (host,), None, dt(start))
+    slow = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.3, 1.5)), rank=rank, cause=cause)
+    return Fault("straggler", (host,), start, cause, (), (), slow, end)
+
+
+@dataclass
+class Noise:
+    """Benign background that every healthy cluster shows."""
+
+    effects: list[Effect] = field(default_factory=list)
+    logs: list[LogLine] = field(default_factory=list)
+
+
+def benign_noise(cl: Cluster, t0: float, t1: float, rng: np.random.Generator, idle_hosts: tuple[str, ...],
+                 other_job_hosts: tuple[str, ...]) -> Noise:
+    """Single corrected AER errors, noisy-but-healthy FEC, idle-node link flaps, Xid 13/31 on other jobs."""
+    noise = Noise()
+    span = t1 - t0
+    for h in rng.choice(cl.hosts, size=max(1, cl.nodes // 4), replace=False):
+        noise.logs.extend(aer_corrected(cl, str(h), t0 + float(rng.uniform(0, span)), rng))
+    for h in rng.choice(cl.hosts, size=max(1, cl.nodes // 8), replace=False):
+        # noisy-but-healthy: a few symbol errors, FEC working, no loss, never slower
+        noise.effects.append(Effect("link_errors", str(h), t0, t1, int(rng.integers(cl.nics_per_host)), -2.0))
+    for h in idle_hosts[:2]:
+        nic, ts = int(rng.integers(cl.nics_per_host)), t0 + float(rng.uniform(0.1, 0.9)) * span
+        noise.logs.extend(_link_logs(cl, h, nic, ts, 8.0))
+        noise.effects.append(Effect("link_down", h, ts, ts + 8.0, nic))
+    for h in other_job_hosts[:2]:
+        noise.logs.extend(_app_xids(cl, h, t0 + float(rng.uniform(0.1, 0.9)) * span, int(rng.integers(8))))
+    return noise
+
+
+def aer_corrected(cl: Cluster, host: str, ts: float, rng: np.random.Generator) -> list[LogLine]:
+    port = f"0000:{int(rng.integers(0x10, 0xf0)):02x}:01.0"
+    return [
+        LogLine(ts, host, f"pcieport {port}: AER: Correctable error message received from {port}", 4),
+        LogLine(ts, host, f"pcieport {port}: PCIe Bus Error: severity=Correctable, type=Physical Layer, "
+                "(Receiver ID)", 4),
+        LogLine(ts, host, f"pcieport {port}:   device [8086:352a] error status/mask=00000001/0000e000", 4),
+        LogLine(ts, host, f"pcieport {port}:    [ 0] RxErr                  (First)", 4),
+    ]
+
+
+def _app_xids(cl: Cluster, host: str, ts: float, gpu: int) -> list[LogLine]:
+    # An application's illegal memory access on another job's node: Xid 31 then 13 (app faults, not HW).
+    return [
+        *_gpu_banner(cl, host, ts, gpu),
+        LogLine(ts, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 31, pid=2214519, name=python3, "
+                "channel 0x00000012, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC3 GPCCLIENT_T1_7 faulted @ "
+                "0x7f1c_4a000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ", 3),
+        LogLine(ts + 0.5, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 13, pid=2214519, name=python3, "
+                "Graphics SM Warp Exception on (GPC 3, TPC 1, SM 0): Out Of Range Address", 3),
+    ]

@@ -1,0 +1,279 @@
+"""The scenarios: which jobs run where, which faults strike when, and which decoys surround them.
+
+A scenario places jobs on the cluster and faults on hosts. A job feels every non-decoy fault on its
+hosts (physics, not labels: a degraded link slows whichever job uses the node). Decoys are faults
+explain must not blame on the main job: on nodes outside it, beginning after the checkpoint they might
+be blamed for, or noisy-but-healthy links. ``simulate`` runs the jobs and writes the exports.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from synestra_cli.errors import InputError
+from synestra_cli.simulate import export, groundtruth
+from synestra_cli.simulate import faults as F
+from synestra_cli.simulate.cluster import Cluster
+from synestra_cli.simulate.jobs import US
+from synestra_cli.simulate.model import Cause, JobSpec
+
+EPOCH = 1793577600.0  # 2026-11-02T00:00:00Z: fixed, so output depends on the seed alone
+MAIN_JOB = "1001"
+
+
+@dataclass
+class Plan:
+    cl: Cluster
+    t0: float
+    t1: float
+    rng: np.random.Generator
+    jobs: list[JobSpec] = field(default_factory=list)
+    faults: list[F.Fault] = field(default_factory=list)
+
+    def at(self, lo: float, hi: float) -> float:
+        """A time between fractions lo and hi of the window, on a whole second."""
+        return float(round(self.t0 + self.rng.uniform(lo, hi) * (self.t1 - self.t0)))
+
+    def pick(self, seq):
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def job(self, job_id: str, hosts: tuple[str, ...], start: float, end: float, name: str = "gpt3-175b-pretrain",
+            **kw) -> JobSpec:
+        step_s = float(self.rng.uniform(6.0, 9.0))
+        save_every = int(self.rng.choice([150, 200, 250]))
+        spec = JobSpec(
+            job_id=job_id, name=name, user=str(self.pick(("alice", "bob", "chen", "dana"))), hosts=hosts,
+            gpus_per_node=self.cl.gpus_per_node, submit=F.dt(start - 45.0), start=F.dt(start),
+            train_iters=int((end - start - 1200.0) / step_s * 0.9), time_limit_s=end - start + 7200.0,
+            step_s=step_s, save_every=save_every, save_s=float(self.rng.uniform(25, 45)),
+            restore_s=float(self.rng.uniform(40, 70)), startup_s=float(self.rng.uniform(90, 150)),
+            requeue_s=900.0, log_interval=10,
+        )
+        return replace(spec, **kw)
+
+    @property
+    def main(self) -> JobSpec:
+        return self.jobs[0]
+
+    def outside(self) -> tuple[str, ...]:
+        """Hosts no job of the plan uses (idle), else those outside the main job."""
+        used = {h for j in self.jobs for h in j.hosts}
+        idle = tuple(h for h in self.cl.hosts if h not in used)
+        return idle or tuple(h for h in self.cl.hosts if h not in self.main.hosts)
+
+
+def base_plan(cl: Cluster, hours: float, rng: np.random.Generator) -> Plan:
+    """The main job on the first half of the nodes, another job on the next quarter, the rest idle."""
+    t0, t1 = EPOCH, EPOCH + hours * 3600.0
+    plan = Plan(cl, t0, t1, rng)
+    n_main = max(2, cl.nodes // 2)
+    n_other = max(1, cl.nodes // 4)
+    plan.jobs.append(plan.job(MAIN_JOB, cl.hosts[:n_main], t0 + 300.0, t1))
+    if n_main + n_other < cl.nodes:
+        plan.jobs.append(plan.job("1002", cl.hosts[n_main:n_main + n_other], t0 + 900.0, t1, name="llama-8b-sft"))
+    return plan
+
+
+def _decoy(plan: Plan, fault: F.Fault) -> F.Fault:
+    return fault.as_decoy("outside_job")
+
+
+# ------------------------------------------------------------------ one builder per scenario
+# Each adds the scenario's fault to the main job and a decoy of the same kind outside it.
+
+def ghost_link(p: Plan) -> None:
+    host, nic = p.pick(p.main.hosts), int(p.rng.integers(p.cl.nics_per_host))
+    p.faults.append(F.ghost_link(p.cl, host, nic, p.at(0.35, 0.45), p.at(0.8, 0.9), p.rng))
+    out = p.pick(p.outside())
+    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, int(p.rng.integers(8)), p.at(0.1, 0.2), p.at(0.5, 0.6),
+                                           p.rng)))
+
+
+def gpu_fell_off_bus(p: Plan) -> None:
+    p.faults.append(F.gpu_fell_off_bus(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.gpu_fell_off_bus(p.cl, p.pick(p.outside()), int(p.rng.integers(8)),
+                                                  p.at(0.15, 0.25), p.rng)))
+
+
+def ecc_dbe(p: Plan) -> None:
+    p.faults.append(F.ecc_dbe(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.ecc_dbe(p.cl, p.pick(p.outside()), int(p.rng.integers(8)), p.at(0.15, 0.25),
+                                        p.rng)))
+
+
+def nvlink(p: Plan) -> None:
+    p.faults.append(F.nvlink(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.nvlink(p.cl, p.pick(p.outside()), int(p.rng.integers(8)), p.at(0.15, 0.25),
+                                       p.rng)))
+
+
+def link_flap(p: Plan) -> None:
+    p.faults.append(F.link_flap(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.link_flap(p.cl, p.pick(p.outside()), int(p.rng.integers(8)), p.at(0.15, 0.25),
+                                          p.rng)))
+
+
+def thermal_rack(p: Plan) -> None:
+    rack = p.cl.rack(p.pick(p.main.hosts))
+    p.faults.append(F.thermal_rack(p.cl, rack, p.at(0.35, 0.45), p.at(0.75, 0.85), p.rng))
+    others = [r for r in p.cl.racks if not set(p.cl.rack_hosts(r)) & set(p.main.hosts)]
+    if others:
+        p.faults.append(_decoy(p, F.thermal_rack(p.cl, p.pick(others), p.at(0.1, 0.2), p.at(0.3, 0.35), p.rng)))
+
+
+def power_capping(p: Plan) -> None:
+    rack = p.cl.rack(p.pick(p.main.hosts))
+    hosts = tuple(h for h in p.cl.rack_hosts(rack) if h in p.main.hosts)
+    p.faults.append(F.power_capping(p.cl, hosts, p.at(0.35, 0.45), p.at(0.75, 0.85), p.rng, rack))
+    out = p.outside()
+    p.faults.append(_decoy(p, F.power_capping(p.cl, out[:1], p.at(0.1, 0.2), p.at(0.3, 0.35), p.rng,
+                                              p.cl.rack(out[0]))))
+
+
+def slow_storage(p: Plan) -> None:
+    # The server serves every host: all of them complain. The stall spans a periodic save or two.
+    start = p.at(0.4, 0.45)
+    span = 2.5 * p.main.save_every * p.main.step_s
+    p.faults.append(F.slow_storage(p.cl, p.cl.hosts, start, start + span, p.rng, lustre=bool(p.rng.integers(2))))
+    blip = p.at(0.1, 0.15)
+    blip_fault = F.slow_storage(p.cl, p.cl.hosts, blip, blip + 40.0, p.rng)
+    p.faults.append(blip_fault.as_decoy("no_save_during", harmless=True))
+
+
+def preemption(p: Plan) -> None:
+    p.faults.append(F.preemption(p.cl, p.main.hosts, p.at(0.4, 0.5)))
+    link_decoys(p)
+
+
+def software_crash(p: Plan) -> None:
+    p.faults.append(F.software_crash(p.cl, p.main.hosts, p.at(0.4, 0.5)))
+    link_decoys(p)
+
+
+def straggler_compute(p: Plan) -> None:
+    host = p.pick(p.main.hosts)
+    rank = p.main.hosts.index(host) * p.cl.gpus_per_node + int(p.rng.integers(p.cl.gpus_per_node))
+    p.faults.append(F.straggler(p.cl, p.main.hosts, host, p.at(0.35, 0.45), p.at(0.75, 0.85), p.rng, rank))
+    link_decoys(p)
+
+
+def routine(p: Plan) -> None:
+    link_decoys(p)
+
+
+def link_decoys(p: Plan) -> None:
+    """A real degraded link outside the main job (it slows whatever runs there, not the main job)."""
+    out = p.pick(p.outside())
+    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, int(p.rng.integers(8)), p.at(0.2, 0.3), p.at(0.6, 0.7),
+                                           p.rng)))
+
+
+SCENARIOS: dict[str, Callable[[Plan], None]] = {
+    "ghost-link": ghost_link, "gpu-fell-off-bus": gpu_fell_off_bus, "ecc-dbe": ecc_dbe, "nvlink": nvlink,
+    "link-flap": link_flap, "thermal-rack": thermal_rack, "power-capping": power_capping,
+    "slow-storage": slow_storage, "preemption": preemption, "software-crash": software_crash,
+    "straggler-compute": straggler_compute, "routine": routine,
+}
+
+
+def campaign(p: Plan) -> None:
+    """Several jobs over days, one after another on rotating partitions, each meeting one fault kind."""
+    kinds = ["ghost-link", "routine", "gpu-fell-off-bus", "thermal-rack", "slow-storage", "ecc-dbe",
+             "preemption", "link-flap", "straggler-compute", "power-capping", "nvlink", "software-crash"]
+    p.jobs.clear()
+    span = p.t1 - p.t0
+    n_jobs = max(3, int(span // (8 * 3600)))
+    part = max(2, p.cl.nodes // 2)
+    for k in range(n_jobs):
+        lo = p.t0 + k * span / n_jobs
+        hosts = tuple(p.cl.hosts[(k * part // 2 + i) % p.cl.nodes] for i in range(part))
+        sub = Plan(p.cl, lo, lo + span / n_jobs, p.rng)
+        sub.jobs.append(sub.job(str(1001 + k), hosts, lo + 300.0, sub.t1 - 600.0,
+                                name=str(p.pick(("gpt3-175b-pretrain", "llama-70b-sft", "moe-8x22b")))))
+        SCENARIOS[kinds[k % len(kinds)]](sub)
+        p.jobs += sub.jobs
+        p.faults += [f if f.decoy_reason or set(f.hosts) & set(hosts) else f.as_decoy("outside_job")
+                     for f in sub.faults]
+
+
+SCENARIOS["campaign"] = campaign
+
+
+def after_checkpoint_decoy(p: Plan, tl) -> F.Fault | None:
+    """A burst of symbol errors and a corrected AER on a job host, starting just after the checkpoint
+    it might be blamed for (the first non-periodic one, else the first save): harmless by design."""
+    ckpts = [c for c in tl.checkpoints if c.trigger != "periodic"] or list(tl.checkpoints)
+    if not ckpts:
+        return None
+    c = ckpts[0]
+    start = c.end / US + float(p.rng.uniform(60, 180))
+    host, nic = p.pick(tl.spec.hosts), int(p.rng.integers(p.cl.nics_per_host))
+    cause = Cause("network.link_degraded", (host,), f"mlx5_{nic}", F.dt(start))
+    effects = (F.Effect("link_errors", host, start, start + 900.0, nic, -1.0),)
+    logs = tuple(F.aer_corrected(p.cl, host, start, p.rng))
+    return F.Fault("symbol_error_burst", (host,), start, cause, effects, logs, None, start + 900.0,
+                   "after_checkpoint")
+
+
+def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours: float = 6.0,
+             gpus_per_node: int = 8, overwrite: bool = False) -> dict:
+    """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
+
+    Everything is written into a scratch folder inside outdir and moved into place at the end: an
+    interrupted run leaves no half-written simulation behind.
+    """
+    if scenario not in SCENARIOS:
+        raise InputError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    outdir = Path(outdir)
+    targets = [outdir / "exports", outdir / "truth.json"]
+    if any(t.exists() for t in targets) and not overwrite:
+        raise InputError(f"{outdir} already holds a simulation: remove it or pass --force")
+    outdir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".simulating-", dir=outdir))
+    try:
+        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node)
+        for t in targets:
+            if t.is_dir():
+                shutil.rmtree(t)
+            elif t.exists():
+                t.unlink()
+            (scratch / t.name).rename(t)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return meta
+
+
+def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int) -> dict:
+    cl = Cluster(nodes, gpus_per_node, seed=seed)
+    rng = np.random.default_rng([seed, 1])
+    plan = base_plan(cl, hours, rng)
+    SCENARIOS[scenario](plan)
+    timelines = export.run_jobs(plan, seed)
+    # the exports cover every job to its end (a requeued job may outlive the nominal window)
+    plan.t1 = max(plan.t1, float(np.ceil(max(tl.attempts[-1].end for tl in timelines) / US / 3600.0) * 3600.0))
+    decoy = after_checkpoint_decoy(plan, timelines[0])
+    plan.faults += [decoy] if decoy else []
+    used = {h for j in plan.jobs for h in j.hosts}
+    noise = F.benign_noise(cl, plan.t0, plan.t1, rng, tuple(h for h in cl.hosts if h not in used),
+                           tuple(h for j in plan.jobs[1:] for h in j.hosts if h not in plan.main.hosts))
+    effects: dict[str, list[F.Effect]] = {}
+    for e in [e for f in plan.faults for e in f.effects] + noise.effects:
+        effects.setdefault(e.host, []).append(e)
+    root = outdir / "exports"
+    iv = export.Intervals.for_size(nodes, hours)
+    samples = export.write_telemetry(root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines),
+                                     effects)
+    logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
+    export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects)
+    export.write_jobs(root, timelines)
+    meta = {"scenario": scenario, "seed": seed, "nodes": nodes, "hours": hours, "gpus_per_node": gpus_per_node,
+            "start": groundtruth.iso(plan.t0), "end": groundtruth.iso(plan.t1), "main_job": plan.main.job_id,
+            "metric_samples": samples}
+    groundtruth.write(outdir / "truth.json", meta, timelines, export.tax_buckets(timelines), plan.faults)
+    return meta
