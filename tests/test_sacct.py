@@ -191,3 +191,10 @@ def test_sniff_recognises_sacct_headers_only():
     assert sacct.sniff("JobID,State\n1,COMPLETED\n") == 0.0  # comma CSV is not sacct output
     assert sacct.sniff("[2026-11-29 10:00:00] iteration 10/ 100 | consumed samples: 10\n") == 0.0
     assert sacct.sniff("7585175|1:0|FAILED\n") == 0.0  # sacct -n (no header): columns unknown
+
+
+def test_headerless_output_forced_as_sacct_fails_with_a_hint_and_writes_nothing(conn, tmp_path):
+    path = _write(tmp_path, "7585175|1:0|FAILED||00:00:38\n")
+    report = ingest_file(conn, path, IngestOptions(format="sacct"))
+    assert report.status == "failed" and "without -n" in report.error
+    assert _rows(conn, "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM sources)") == [(0,)]

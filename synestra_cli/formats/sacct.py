@@ -251,11 +251,11 @@ def load(ctx: LoadContext) -> LoadResult:
     sid = {"sid": ctx.source_id}
     for sql in (INSERT_ROWS_SQL, INSERT_ATTEMPTS_SQL, INSERT_JOBS_SQL, INSERT_JOB_NODES_SQL):
         ctx.conn.execute(sql, sid)
-    n_rejected, samples = ctx.conn.execute(REJECTS_SQL).fetchone()
+    n_rejected, samples = ctx.conn.execute(REJECTS_SQL).fetchall()[0]
     for line, reason, text in samples or []:
         result.reject(int(line), reason, text)
     result.rejected = n_rejected
-    (result.rows,) = ctx.conn.execute(COUNT_SQL, sid).fetchone()
+    (result.rows,) = ctx.conn.execute(COUNT_SQL, sid).fetchall()[0]
     for tmp in ("_sacct_parsed", "_sacct_nodes", "_sacct_numbered"):
         ctx.conn.execute(f"DROP TABLE IF EXISTS {tmp}")  # fixed names, no user input
     return result
