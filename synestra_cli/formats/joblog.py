@@ -40,6 +40,7 @@ SELECT row_number() OVER (ORDER BY lineno, part) AS pos, lineno, text,
 FROM clean WHERE part = 1 OR trim(text) <> ''
 """
 
+# glog's month is not zero-padded (`E626 06:24:44` is June 26, `E1206` December 6).
 # Full dates: launcher / logger prefixes at the start of a line, `[label] datetime:` anywhere,
 # Slurm's `CANCELLED AT <iso>`; MLLOG's epoch milliseconds (UTC); glog `[IWEF]MMDD hh:mm:ss` (no year).
 TIMES_SQL = r"""
@@ -50,7 +51,7 @@ SELECT *,
         nullif(regexp_extract(body, 'datetime: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})', 1), ''),
         regexp_extract(body, ' AT (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})', 1)), '') AS iso_text,
     TRY_CAST(regexp_extract(body, '^:::MLLOG .*"time_ms": (\d+)', 1) AS BIGINT) AS epoch_ms,
-    regexp_extract(body, '(?:^|\[)[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6})\d*)? ',
+    regexp_extract(body, '(?:^|\[)[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6})\d*)? ',
                    ['mo', 'dd', 'hh', 'mi', 'ss', 'frac']) AS glog
 FROM jl_seg
 """
@@ -74,7 +75,7 @@ WITH ref AS (
         make_timestamp($year, 7, 1, 0, 0, 0)) AS ref_ts
     FROM jl_full
 ), cand AS (
-    SELECT *, TRY_CAST(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), glog.mo, glog.dd, glog.hh, glog.mi,
+    SELECT *, TRY_CAST(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), lpad(glog.mo, 2, '0'), glog.dd, glog.hh, glog.mi,
                               glog.ss, CASE WHEN glog.frac = '' THEN '0' ELSE glog.frac END) AS TIMESTAMP) AS g0
     FROM ref
 ), rolled AS (
