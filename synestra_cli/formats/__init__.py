@@ -28,6 +28,7 @@ FORMAT_MODULES: list[str] = [
     "gnmi",
     "topology_csv",
     "ibnetdiscover",
+    "prometheus",
 ]
 
 

@@ -1,0 +1,158 @@
+"""Prometheus series -> Synestra rows: catalog mapping, host and entity from labels, DCGM quirks.
+
+Shared by the exposition-text parser (prometheus.py) and the HTTP API JSON parser (prom_json.py).
+A format module fills two temp tables and calls ``write_series``:
+
+    prom_series(sid INTEGER, name VARCHAR, labels MAP(VARCHAR, VARCHAR))   -- one row per distinct series
+    prom_samples(sid INTEGER, ts TIMESTAMP, value DOUBLE)                  -- raw source values
+
+Everything here runs once per distinct series (a few thousand rows), except the final ordered insert.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
+
+# Labels that name the host, the entity or the GPU's identity. Any other label of a metric that is not in
+# the catalog is appended to its entity (`gpu0{xid="42"}`) so that series differing only by it stay apart.
+IDENTITY_LABELS = [
+    "__name__", "Hostname", "hostname", "instance", "gpu", "UUID", "gpu_uuid", "pci_bus_id", "device",
+    "modelName", "model_name", "GPU_I_ID", "GPU_I_PROFILE", "DCGM_FI_DRIVER_VERSION", "container",
+    "namespace", "pod", "nvlink", "nvswitch", "ifName", "ifIndex", "ifDescr", "ifAlias", "port",
+]
+
+# DCGM clocks-event (throttle) reason bits (dcgm_fields.h DCGM_CLOCKS_EVENT_REASON_*, 1:1 with NVML).
+CLOCK_EVENT_BITS: list[tuple[int, str]] = [
+    (0x001, "gpu_idle"), (0x002, "clocks_setting"), (0x004, "sw_power_cap"), (0x008, "hw_slowdown"),
+    (0x010, "sync_boost"), (0x020, "sw_thermal"), (0x040, "hw_thermal"), (0x080, "hw_power_brake"),
+    (0x100, "display_clocks"),
+]
+
+# DCGM blanks (dcgm_structs.h): int64 0x7ffffffffffffff0..3 (all print as ~2^63 once read as a double)
+# and fp64 2^47..2^47+3; DCGM_FP64_IS_BLANK is v >= 2^47, applied to gauges where larger is meaningless.
+DCGM_BLANK_MACRO = """
+CREATE OR REPLACE TEMP MACRO dcgm_blank(v, kind) AS
+    v >= 9.223372036854775e18 OR (v >= 140737488355328.0 AND (v <= 140737488355331.0 OR kind <> 'counter'))
+"""
+
+# host:port, [v6]:port -> host
+STRIP_PORT_MACRO = """
+CREATE OR REPLACE TEMP MACRO prom_strip_port(s) AS
+    CASE WHEN s LIKE '[%]%' THEN regexp_extract(s, '^\\[([^\\]]*)\\]', 1)
+         WHEN length(s) - length(replace(s, ':', '')) = 1 THEN split_part(s, ':', 1)
+         ELSE s END
+"""
+
+# 0000:9b:00.0, 9B:00.0, 00000000:9B:00.0 -> 00000000:9B:00.0 (the DCGM/NVML form the Xid events use).
+PCI_MACRO = """
+CREATE OR REPLACE TEMP MACRO prom_pci_bus_id(p) AS
+    CASE WHEN regexp_full_match(p, '(?i)([0-9a-f]{1,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]')
+         THEN upper(lpad(CASE WHEN p LIKE '%:%:%' THEN split_part(p, ':', 1) ELSE '0' END, 8, '0')
+                    || ':' || split_part(p, ':', -2) || ':' || split_part(p, ':', -1))
+    END
+"""
+
+RESOLVE_SQL = """
+CREATE OR REPLACE TEMP TABLE prom_resolved AS
+WITH s AS (
+    SELECT sid, name, labels, m.metric AS canonical, m.scale, m.kind,
+           coalesce(labels['Hostname'], labels['hostname'], prom_strip_port(labels['instance']), $host) AS host,
+           CASE
+               WHEN labels['gpu'] IS NOT NULL THEN 'gpu' || labels['gpu']
+                   || coalesce('/gi' || labels['GPU_I_ID'], '') || coalesce('/nvlink' || labels['nvlink'], '')
+               WHEN labels['nvswitch'] IS NOT NULL
+                   THEN 'nvswitch' || labels['nvswitch'] || coalesce('/nvlink' || labels['nvlink'], '')
+               WHEN coalesce(labels['ifName'], '') <> '' THEN labels['ifName']
+               WHEN labels['ifIndex'] IS NOT NULL THEN labels['ifIndex']
+               WHEN labels['device'] IS NOT NULL THEN labels['device']
+                   || CASE WHEN coalesce(labels['port'], '1') = '1' THEN '' ELSE ':' || labels['port'] END
+           END AS base_entity,
+           list_sort(list_transform(
+               list_filter(map_entries(labels), lambda e: NOT list_contains($identity, e.key)),
+               lambda e: e.key || '="' || e.value || '"')) AS residual
+    FROM prom_series LEFT JOIN prom_source_map m ON m.source = prom_series.name
+)
+SELECT sid, name, labels, host, scale, kind, name LIKE 'DCGM\\_%' ESCAPE '\\' AS is_dcgm,
+       coalesce(canonical, name) AS metric,
+       CASE WHEN canonical IS NOT NULL OR len(residual) = 0 THEN base_entity
+            ELSE coalesce(base_entity, '') || '{' || array_to_string(residual, ',') || '}' END AS entity
+FROM s
+"""
+
+INSERT_METRICS_SQL = """
+INSERT INTO metrics (ts, host, entity, metric, value, source_id)
+SELECT p.ts, r.host, r.entity, r.metric,
+       CASE WHEN r.is_dcgm AND dcgm_blank(p.value, r.kind) THEN NULL ELSE p.value * coalesce(r.scale, 1.0) END,
+       $sid
+FROM prom_samples p JOIN prom_resolved r USING (sid)
+ORDER BY r.host, r.entity, r.metric, p.ts
+"""
+
+INSERT_GPUS_SQL = """
+INSERT INTO gpus (host, entity, pci_bus_id, uuid, model, source_id)
+SELECT host, gpu, max(pci), max(uuid), max(model), $sid
+FROM (SELECT host, 'gpu' || labels['gpu'] AS gpu, prom_pci_bus_id(labels['pci_bus_id']) AS pci,
+             coalesce(labels['UUID'], labels['gpu_uuid']) AS uuid,
+             coalesce(labels['modelName'], labels['model_name']) AS model
+      FROM prom_resolved WHERE is_dcgm AND labels['gpu'] IS NOT NULL AND host IS NOT NULL)
+GROUP BY host, gpu
+ORDER BY host, gpu
+"""
+
+INSERT_CATALOG_SQL = """
+INSERT INTO metric_catalog (metric, unit, kind, description)
+SELECT c.metric, c.unit, c.kind, c.description
+FROM prom_catalog c WHERE c.metric IN (SELECT metric FROM prom_resolved)
+ON CONFLICT DO NOTHING
+"""
+
+SAMPLE_COUNT_SQL = "SELECT count(*) FROM prom_samples JOIN prom_resolved USING (sid)"
+
+DROP_SQL = "DROP TABLE IF EXISTS prom_resolved"
+
+
+def clock_event_macro_sql() -> str:
+    """SQL defining clock_event_names(bitmask) -> VARCHAR[] (e.g. 96 -> [sw_thermal, hw_thermal])."""
+    bits = ", ".join(f"{{'bit': {bit}, 'name': '{name}'}}" for bit, name in CLOCK_EVENT_BITS)
+    return (f"CREATE OR REPLACE TEMP MACRO clock_event_names(b) AS list_transform(list_filter([{bits}], "
+            f"lambda x: (CAST(b AS UBIGINT) & x.bit) <> 0), lambda x: x.name)")
+
+
+def install_macros(conn: duckdb.DuckDBPyConnection) -> None:
+    """Session macros the Prometheus parsers use; clock_event_names is also for explain and runbooks."""
+    for sql in (DCGM_BLANK_MACRO, STRIP_PORT_MACRO, PCI_MACRO, clock_event_macro_sql()):
+        conn.execute(sql)
+
+
+def _register_catalog(conn: duckdb.DuckDBPyConnection) -> None:
+    names = list(SOURCE_MAP)
+    conn.register("prom_source_map", pa.table({
+        "source": names,
+        "metric": [SOURCE_MAP[n][0] for n in names],
+        "scale": pa.array([SOURCE_MAP[n][1] for n in names], pa.float64()),
+        "kind": [CANONICAL_BY_NAME[SOURCE_MAP[n][0]].kind for n in names],
+    }))
+    conn.register("prom_catalog", pa.table({
+        "metric": [m.name for m in CANONICAL], "unit": [m.unit for m in CANONICAL],
+        "kind": [m.kind for m in CANONICAL], "description": [m.description for m in CANONICAL],
+    }))
+
+
+def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None) -> int:
+    """Map prom_series/prom_samples into metrics, gpus and metric_catalog; returns the metric rows written."""
+    install_macros(conn)
+    _register_catalog(conn)
+    try:
+        conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
+        (rows,) = conn.execute(SAMPLE_COUNT_SQL).fetchone()
+        conn.execute(INSERT_METRICS_SQL, {"sid": source_id})
+        conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
+        conn.execute(INSERT_CATALOG_SQL)
+        return int(rows)
+    finally:
+        conn.unregister("prom_source_map")
+        conn.unregister("prom_catalog")
+        conn.execute(DROP_SQL)
