@@ -67,6 +67,14 @@ def test_date_command_output_in_utc_is_a_capture_time(conn, tmp_path):
     assert (report.rejected, report.first_ts) == (0, datetime(2026, 11, 29, 23, 17, 28))
 
 
+def test_zoneless_date_line_is_read_in_the_timezone_option(conn, tmp_path):
+    src = (FABRIC / "gh-infiniband-diags-16_perfquery-x_rhel75.txt").read_text()
+    path = tmp_path / "pq.txt"
+    path.write_text("# date\n2026-07-01 12:00:00\n" + src)
+    report = ingest_file(conn, path, IngestOptions(timezone="Europe/Paris"))
+    assert (report.rejected, report.first_ts) == (0, datetime(2026, 7, 1, 10, 0, 0))
+
+
 def test_ibqueryerrors_port_all_reads_exact_counts_not_scaled_suffixes(conn):
     path = FABRIC / "gh-ucx-9590_ibqueryerrors-port-ALL.txt"
     report = ingest_file(conn, path, IngestOptions())

@@ -63,10 +63,8 @@ _CATALOG = pa.table(
 
 
 def header_time(lines: list[str], tz: str) -> tuple[datetime | None, int]:
-    """(UTC naive time, 1-based line) of a leading capture-time line, or (None, 0)."""
+    """(UTC naive time, 1-based line) of a capture-time line among the first three, or (None, 0)."""
     for i, line in enumerate(lines[:3], start=1):
-        if not line.strip():
-            continue
         iso = ISO_LINE.match(line)
         if iso:
             ts = datetime.fromisoformat(
@@ -77,7 +75,6 @@ def header_time(lines: list[str], tz: str) -> tuple[datetime | None, int]:
         if date:
             mon, day, clock, year = date.groups()
             return datetime.strptime(f"{year} {mon} {day} {clock}", "%Y %b %d %H:%M:%S"), i
-        return None, 0
     return None, 0
 
 
