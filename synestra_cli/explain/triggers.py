@@ -1,8 +1,8 @@
 """Classify each checkpoint: periodic, reactive, restart, preemption, final or unknown.
 
 The save cadence is learned from the job itself: Megatron saves when iteration % save_interval == 0,
-so the cadence is the interval that divides most save iterations (ties go to the "rounder" number,
-as people choose intervals like 500 or 1000, then to the larger one).
+so the cadence is the interval whose multiples the job saved at, without skipping many (ties go to
+the "rounder" number, as people choose intervals like 500 or 1000, then to the larger one).
 """
 
 from __future__ import annotations
@@ -62,16 +62,20 @@ def load_checkpoints(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Check
 
 
 def learn_cadence(iterations: list[int]) -> int | None:
-    """The save interval (in iterations) that divides the most save iterations."""
+    """The save interval (in iterations) that best explains the save iterations: multiples saved
+    minus multiples skipped within the saved span (so a small common divisor does not win)."""
     its = sorted({i for i in iterations if i and i > 0})
     candidates = {b - a for a, b in zip(its, its[1:], strict=False)} | set(its)
     if not candidates:
         return None
 
-    def zeros(n: int) -> int:
-        return len(str(n)) - len(str(n).rstrip("0"))
+    def score(c: int) -> tuple[int, int, int]:
+        hits = sum(i % c == 0 for i in its)
+        expected = its[-1] // c - (its[0] - 1) // c
+        zeros = len(str(c)) - len(str(c).rstrip("0"))
+        return 2 * hits - expected, zeros, c
 
-    return max(candidates, key=lambda c: (sum(i % c == 0 for i in its), zeros(c), c))
+    return max(candidates, key=score)
 
 
 def _preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:

@@ -1,0 +1,50 @@
+"""Save cadence learned from the job, and the trigger of each checkpoint kind."""
+
+from __future__ import annotations
+
+from explain_fixtures import SAVE_S, Scenario, healthy_job
+
+from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.triggers import learn_cadence
+
+
+def test_cadence_is_the_interval_dividing_most_saves():
+    assert learn_cadence([500, 1000, 1370, 1500, 2000]) == 500
+    assert learn_cadence([1000, 2000, 2350, 3000]) == 1000
+    assert learn_cadence([1000, 1350]) == 1000  # ties: the rounder number
+    assert learn_cadence([]) is None
+
+
+def test_final_save_needs_a_finished_job_and_no_later_progress(conn):
+    healthy_job(conn, attempts_end_state="FAILED")
+    triggers = [c.trigger for c in explain_job(conn, "100").checkpoints]
+    assert triggers[-1] == "periodic"  # the attempt failed after it: not the end of training
+
+
+def test_off_cadence_save_is_reactive_and_slow_save_is_flagged(conn):
+    sc = Scenario(conn).cluster()
+    t = 0.0
+    for it, dur in ((200, SAVE_S), (400, SAVE_S), (450, SAVE_S), (600, 5 * SAVE_S), (800, SAVE_S)):
+        t = sc.steps(1, t, it - 40 if it == 450 else it - 190 if it != 600 else 460, it)
+        sc.checkpoint(1, "save", it, t, dur)
+        t += dur
+    sc.attempt(1, -60, t + 30, "RUNNING")
+    got = {c.iteration: (c.trigger, c.slow) for c in explain_job(conn, "100").checkpoints}
+    assert got == {
+        200: ("periodic", False),
+        400: ("periodic", False),
+        450: ("reactive", False),
+        600: ("periodic", True),
+        800: ("final", False),
+    }
+
+
+def test_restore_after_a_failed_attempt_is_a_restart(conn):
+    sc = Scenario(conn).cluster()
+    t = sc.steps(1, 0, 10, 200)
+    sc.checkpoint(1, "save", 200, t)
+    sc.attempt(1, -60, t + 100, "NODE_FAIL", "0:0")
+    sc.checkpoint(2, "restore", 200, t + 400, 30)
+    sc.attempt(2, t + 380, t + 900, "COMPLETED")
+    restore = [c for c in explain_job(conn, "100").checkpoints if c.kind == "restore"][0]
+    assert restore.trigger == "restart" and restore.cause is not None

@@ -1,0 +1,66 @@
+"""Anomaly windows: against the entity's own history, with floors; events typed and joined to GPUs."""
+
+from __future__ import annotations
+
+from explain_fixtures import HOSTS, OTHER, Scenario, at, bus_id
+
+from synestra_cli.signals.anomalies import anomalies, build_scope
+from synestra_cli.signals.events import typed_events
+from synestra_cli.signals.scope import load_scope
+
+
+def _scoped(conn, sc: Scenario):
+    sc.attempt(1, 0, 3600, "COMPLETED")
+    build_scope(conn, load_scope(conn, "100"), at(-1800), at(3600))
+    return anomalies(conn)
+
+
+def test_symbol_errors_rising_on_one_port_make_one_window_with_before_and_after(conn):
+    sc = Scenario(conn).cluster()
+    sc.series("gpu-002", "mlx5_0", "ib_port_symbol_errors_total", -1800, 3600, 60, 0.0, (1200, 2400, 0.5), True)
+    [a] = _scoped(conn, sc)
+    assert (a.host, a.entity, a.category, a.layer) == ("gpu-002", "mlx5_0", "network.link_degraded", "physical")
+    # The fixture's counter counts rate x interval at the sample itself: errors show from 1200 to 2340.
+    assert a.onset == at(1200) and a.end == at(2340)
+    assert a.before == 0.0 and a.after == 0.5
+
+
+def test_steady_noise_and_single_bursts_are_not_anomalies(conn):
+    sc = Scenario(conn).cluster()
+    sc.series("gpu-001", "mlx5_0", "ib_port_symbol_errors_total", -1800, 3600, 60, 0.02, counter=True)
+    sc.series("gpu-003", "mlx5_0", "ib_port_symbol_errors_total", -1800, 3600, 60, 0.0, (600, 660, 5.0), True)
+    sc.series("gpu-004", "gpu1", "gpu_temp_celsius", -1800, 3600, 60, 62.0, (900, 960, 66.0))
+    assert _scoped(conn, sc) == []
+
+
+def test_gauges_against_own_history_rx_power_drop_and_temperature_rise(conn):
+    sc = Scenario(conn).cluster()
+    sc.series("gpu-001", "mlx5_0", "optics_rx_power_dbm", -1800, 3600, 60, -2.0, (600, 3600, -7.5))
+    sc.series("gpu-004", "gpu1", "gpu_temp_celsius", -1800, 3600, 60, 62.0, (900, 3600, 88.0))
+    found = {(a.metric, a.category, a.onset) for a in _scoped(conn, sc)}
+    assert found == {
+        ("optics_rx_power_dbm", "network.link_degraded", at(600)),
+        ("gpu_temp_celsius", "cooling.thermal", at(900)),
+    }
+
+
+def test_only_the_jobs_hosts_and_their_switch_ports_are_in_scope(conn):
+    sc = Scenario(conn).cluster()
+    sc.series(OTHER, "mlx5_0", "ib_port_symbol_errors_total", -1800, 3600, 60, 0.0, (600, 3600, 1.0), True)
+    sc.series("leaf-01", "Ethernet5", "port_symbol_errors_total", -1800, 3600, 60, 0.0, (600, 3600, 1.0), True)
+    sc.series("leaf-01", "Ethernet3", "port_symbol_errors_total", -1800, 3600, 60, 0.0, (600, 3600, 1.0), True)
+    assert [(a.host, a.entity) for a in _scoped(conn, sc)] == [("leaf-01", "Ethernet3")]
+
+
+def test_events_are_typed_by_xid_and_joined_to_the_gpu_entity(conn):
+    sc = Scenario(conn).cluster()
+    sc.event(10, "gpu-001", "xid", bus_id(3), 79).event(20, "gpu-001", "xid", bus_id(4), 48)
+    sc.event(30, "gpu-002", "xid", bus_id(0), 45).event(40, "gpu-002", "xid", bus_id(1), 13)
+    sc.event(50, "gpu-003", "aer", "0000:3b:00.0", message="PCIe Bus Error: severity=Corrected")
+    sc.event(60, OTHER, "xid", bus_id(0), 79)
+    got = [(e.host, e.entity, e.category, e.weight) for e in typed_events(conn, HOSTS, at(0), at(100))]
+    assert got == [
+        ("gpu-001", "gpu3", "gpu.fell_off_bus", 1.0),
+        ("gpu-001", "gpu4", "gpu.memory", 1.0),
+        ("gpu-002", "gpu1", "gpu.other_xid", 0.3),
+    ]
