@@ -16,8 +16,11 @@ from synestra_cli.simulate import faults as F
 from synestra_cli.simulate import syslog
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.fabric import write_node_exporter, write_optics, write_snmp, write_topology
+from synestra_cli.simulate.joblog import write_megatron_log
 from synestra_cli.simulate.jobs import US, JobTimeline, simulate_job
 from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad
+from synestra_cli.simulate.model import Disturbance, JobSpec
+from synestra_cli.simulate.sacct import write_sacct
 from synestra_cli.simulate.telemetry import Grid, write_dcgm
 
 OPTICS_HEADER = b"timestamp,host,entity,metric,value\n"
@@ -40,12 +43,22 @@ def run_jobs(plan, seed: int) -> list[JobTimeline]:
     """Each job feels the (non-harmless) faults on its hosts; decoys outside it are felt by no one else."""
     out = []
     for i, spec in enumerate(plan.jobs):
-        felt = tuple(replace(f.disturbance) for f in plan.faults
+        felt = tuple(_for_job(f, spec) for f in plan.faults
                      if f.disturbance is not None and set(f.hosts) & set(spec.hosts))
         spec = replace(spec, disturbances=spec.disturbances + felt)
         plan.jobs[i] = spec
         out.append(simulate_job(spec, np.random.default_rng([seed, 21, i])))
     return out
+
+
+def _for_job(f: F.Fault, spec: JobSpec) -> Disturbance:
+    """The fault's disturbance, naming the rank of the failing GPU in this job (its global rank)."""
+    d = f.disturbance
+    assert d is not None
+    comp = f.cause.component or ""
+    if d.rank is None and comp.startswith("gpu") and f.hosts[0] in spec.hosts:
+        return replace(d, rank=spec.hosts.index(f.hosts[0]) * spec.gpus_per_node + int(comp[3:]))
+    return d
 
 
 def host_loads(cl: Cluster, timelines: list[JobTimeline]) -> dict[str, HostLoad]:
@@ -118,13 +131,8 @@ def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs
 
 
 def write_jobs(root: Path, timelines: list[JobTimeline]) -> None:
-    """Each job's Megatron-LM log (attempts appended), written by the job model's writer."""
-    from synestra_cli.simulate import joblog  # the job side's writer
-
+    """Each job's Megatron-LM log (attempts appended) and one ``sacct -P -D`` file, by the job model."""
     (root / "jobs").mkdir(parents=True, exist_ok=True)
     for tl in timelines:
-        joblog.write_megatron_log(root / "jobs", tl)
-
-
-def tax_buckets(timelines: list[JobTimeline]) -> list[dict[str, float] | None]:
-    return [None for _ in timelines]
+        write_megatron_log(root / "jobs", tl)
+    write_sacct(root / "sacct.txt", timelines)

@@ -142,7 +142,7 @@ def nvlink(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Genera
                Effect("xid", host, start, None, gpu, 74)]
     if fatal:
         effects.append(_reboot(host, end))
-        dist = _crash(start, cause, "nccl_error", hang_s=30.0)
+        dist = _crash(start, cause, "cuda_error", hang_s=5.0)  # cudaErrorNvlinkUncorrectable
         cause = replace(cause, first_signal=dt(start - 120.0))
         dist = replace(dist, cause=cause)
     else:
@@ -152,12 +152,13 @@ def nvlink(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Genera
 
 
 def link_flap(cl: Cluster, host: str, nic: int, start: float, rng: np.random.Generator, down_s: float = 20.0) -> Fault:
-    """The link goes down and up: IB link_downed increments, mlx5 logs DOWN/ACTIVE, NCCL errors out."""
+    """The link goes down and up: IB link_downed increments, mlx5 logs DOWN/ACTIVE; the collective in
+    flight loses its queue pair and the job hangs until the NCCL watchdog fires."""
     cause = Cause("network.link_down", (host,), f"mlx5_{nic}", dt(start))
     logs = _link_logs(cl, host, nic, start, down_s)
     effects = (Effect("link_down", host, start, start + down_s, nic),)
     return Fault("link_flap", (host,), start, cause, effects, tuple(logs),
-                 _crash(start, cause, "nccl_error", hang_s=float(rng.uniform(20, 60))), start + down_s)
+                 _crash(start, cause, "nccl_timeout"), start + down_s)
 
 
 def _link_logs(cl: Cluster, host: str, nic: int, start: float, down_s: float) -> list[LogLine]:

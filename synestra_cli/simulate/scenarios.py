@@ -275,5 +275,5 @@ def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, 
     meta = {"scenario": scenario, "seed": seed, "nodes": nodes, "hours": hours, "gpus_per_node": gpus_per_node,
             "start": groundtruth.iso(plan.t0), "end": groundtruth.iso(plan.t1), "main_job": plan.main.job_id,
             "metric_samples": samples}
-    groundtruth.write(outdir / "truth.json", meta, timelines, export.tax_buckets(timelines), plan.faults)
+    groundtruth.write(outdir / "truth.json", meta, timelines, plan.faults)
     return meta
