@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import REAL_SAMPLES
 
 from synestra_cli import formats
 from synestra_cli.cli.main import cli
@@ -186,3 +187,18 @@ def test_cli_job_attempts_csv_and_unknown_job_exit_code(db_path, tmp_path):
     assert lines[1].startswith("4242,1,2026-11-28T10:00:00.000Z,2026-11-28T12:00:00.000Z,7200.0,NODE_FAIL,0:0")
     missing = CliRunner().invoke(cli, ["jobs", "--db", str(db_path), "--job", "999"])
     assert missing.exit_code == 5 and missing.stdout == "" and "999" in missing.stderr
+
+
+def test_real_untimed_megatron_log_gets_step_times_from_sacct(conn, tmp_path, monkeypatch):
+    """End to end with the Megatron parser: a real log without timestamps, a sacct row for its job."""
+    monkeypatch.setattr(formats, "FORMAT_MODULES", ["sacct", "megatron"])
+    log = REAL_SAMPLES / "training" / "gh-epfllm-megatron-llm-11_iteration-lines_no-timestamp.log"
+    report = ingest_file(conn, log, IngestOptions(job_id="4242"))
+    assert report.status == "loaded" and report.format == "megatron", report.error
+    _ingest_sacct(conn, tmp_path, "JobID|State|Start|End\n4242|COMPLETED|2026-11-28T10:00:00|2026-11-28T10:09:20\n")
+    steps = conn.execute("SELECT attempt, iteration, ts, ts_precision FROM steps_reconciled ORDER BY iteration")
+    # Iterations 201..204 spread over the 560 s attempt: one per 140 s (the log prints ~139-140 s/iteration).
+    t0 = datetime(2026, 11, 28, 10)
+    expected = [(1, it, t0 + timedelta(seconds=140 * (it - 200)), "estimated") for it in range(201, 205)]
+    assert steps.fetchall() == expected
+    assert _mapping(conn) == [(1, 1, "order")]
