@@ -184,8 +184,12 @@ def load_job_log(ctx: LoadContext) -> LoadResult:
     return result
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def count_matches(head: str, pattern: str) -> int:
-    return len(re.findall(pattern, head, re.MULTILINE))
+    """Lines of the head matching pattern, colour codes removed (torchtitan colours its step lines)."""
+    return len(re.findall(pattern, ANSI.sub("", head), re.MULTILINE))
 
 
 SYSLOG_ENVELOPE = re.compile(r"^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^:\s]+(?:\[\d+\])?:", re.MULTILINE)

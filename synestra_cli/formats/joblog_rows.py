@@ -70,7 +70,8 @@ FROM jl_fa WHERE fact = 'step' AND iteration IS NOT NULL ORDER BY pos
 
 # One row per (attempt, kind, iteration): its phases' lines merged. end_ts is the end of the last
 # phase reached (finalized, else scheduled); blocking_s is what the log states (timer block, "in N
-# seconds", "Save duration"), else the time from start to scheduled (async) or to end (sync).
+# seconds", "Save duration"), else the time from start to scheduled (async) or to end (sync) when
+# both times are the lines' own (inferred times would make up a duration).
 INSERT_CHECKPOINTS_SQL = """
 INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, end_ts, ts_precision, path, is_async, phase,
                          blocking_s, source_id, line)
@@ -80,7 +81,8 @@ WITH c AS (
         min(ts) FILTER (WHERE fact = 'save_sched') AS sched_ts,
         max(ts) FILTER (WHERE fact IN ('save_end', 'load_end')) AS done_ts,
         CASE WHEN bool_or(ts_precision = 'none') THEN 'none'
-             WHEN bool_or(ts_precision = 'inferred') THEN 'inferred' ELSE 'exact' END AS ts_precision,
+             WHEN bool_or(ts_precision = 'inferred') FILTER (WHERE fact <> 'save_block') THEN 'inferred'
+             ELSE 'exact' END AS ts_precision,
         arg_min(path, pos) FILTER (WHERE path IS NOT NULL) AS path,
         coalesce(bool_or(is_async), false) AS is_async,
         max(blocking_s) AS stated_blocking_s, min(lineno) AS line
@@ -91,8 +93,8 @@ WITH c AS (
 SELECT $job, attempt, kind, iteration, start_ts, coalesce(done_ts, sched_ts), ts_precision, path,
     CASE WHEN kind = 'save' THEN is_async END,
     CASE WHEN kind = 'save' AND is_async THEN CASE WHEN done_ts IS NOT NULL THEN 'finalized' ELSE 'scheduled' END END,
-    coalesce(stated_blocking_s,
-        epoch(CASE WHEN kind = 'save' AND is_async THEN sched_ts ELSE done_ts END - start_ts)),
+    coalesce(stated_blocking_s, CASE WHEN ts_precision = 'exact' THEN
+        epoch(CASE WHEN kind = 'save' AND is_async THEN sched_ts ELSE done_ts END - start_ts) END),
     $sid, line
 FROM c ORDER BY line
 """

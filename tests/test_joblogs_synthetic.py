@@ -1,0 +1,247 @@
+"""Job logs built line by line from real wording: appended attempts, missing times, year rollover,
+job ids, failures, bad input."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from synestra_cli import formats
+from synestra_cli.formats import joblog, torch_failures
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import ingest_file
+
+
+@pytest.fixture(autouse=True)
+def only_job_logs(monkeypatch):
+    monkeypatch.setattr(formats, "FORMAT_MODULES", joblog.FACT_MODULES)
+
+
+def it_line(ts: str | None, it: int, ms: float, tflops: float = 400.0) -> str:
+    stamp = f"[{ts}] " if ts else ""
+    return (f" {stamp}iteration {it:8d}/    1000 | consumed samples: {it * 128:12d} | elapsed time per iteration (ms): "
+            f"{ms:.1f} | throughput per GPU (TFLOP/s/GPU): {tflops:.1f} | learning rate: 1.000000E-05 | "
+            "global batch size:   128 | lm loss: 5.000000E+00 | loss scale: 1.0 | grad norm: 1.000 | "
+            "number of skipped iterations:   0 | number of nan iterations:   0 |")
+
+
+def banner(ts: str) -> list[str]:
+    return ["using world size: 16, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 8, "
+            "pipeline-model-parallel size: 1",
+            "time to initialize megatron (seconds): 41.250",
+            f"[after megatron is initialized] datetime: {ts} "]
+
+
+WATCHDOG = ("[rank{r}]:[E{md} {hms}.123456789 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=5521, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+            "Timeout(ms)=600000) ran for {ran} milliseconds before timing out.")
+
+# Two attempts appended to one file (sbatch --open-mode=append): the first saves at 20, logs 30 and
+# dies in a watchdog timeout; the second loads iteration 20 and logs 30 again.
+APPENDED = [
+    "SLURM_JOB_ID=4242", "SLURM_JOB_NAME=pretrain-7b", *banner("2025-03-01 10:00:45"),
+    it_line("2025-03-01 10:02:00.000000", 10, 9500.0),
+    it_line("2025-03-01 10:03:00.000000", 20, 6000.0),
+    " [2025-03-01 10:03:01.000000] saving checkpoint at iteration      20 to /ckpt/gpt in torch_dist format",
+    "  [2025-03-01 10:03:09.500000] successfully saved checkpoint from iteration      20 to /ckpt/gpt "
+    "[ t 1/8, p 1/1 ]",
+    "(min, max) time across ranks (ms):",
+    "    save-checkpoint ................................: (8123.45, 8450.00)",
+    it_line("2025-03-01 10:04:10.000000", 30, 6000.0),
+    WATCHDOG.format(r=3, md="301", hms="10:15:10", ran=600500),
+    "SLURM_JOB_ID=4242", "SLURM_JOB_NAME=pretrain-7b", *banner("2025-03-01 10:30:40"),
+    " loading distributed checkpoint from /ckpt/gpt at iteration 20",
+    "  successfully loaded checkpoint from /ckpt/gpt [ t 1/8, p 1/1 ] at iteration 20",
+    it_line("2025-03-01 10:32:00.000000", 30, 9000.0),
+    it_line("2025-03-01 10:33:00.000000", 40, 6000.0),
+    " [2025-03-01 10:33:01.000000] saving checkpoint at iteration      40 to /ckpt/gpt in torch_dist format",
+    "  [2025-03-01 10:33:02.000000] scheduled an async checkpoint save at iteration      40 to /ckpt/gpt",
+    it_line("2025-03-01 10:34:00.000000", 50, 6000.0),
+    "  [2025-03-01 10:34:30.000000] successfully saved checkpoint from iteration      40 to /ckpt/gpt "
+    "[ t 1/8, p 1/1 ]",
+    "slurmstepd: error: *** JOB 4242 ON gpu-001 CANCELLED AT 2025-03-01T10:40:00 DUE TO PREEMPTION ***",
+    " [2025-03-01 10:40:20.000000] saving checkpoint at iteration      57 to /ckpt/gpt in torch_dist format",
+    "[exiting program after receiving SIGTERM.] datetime: 2025-03-01 10:40:31 ",
+]
+
+
+def write(tmp_path: Path, lines: list[str], name: str = "4242.log") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def ingest(conn, path: Path, **options):
+    report = ingest_file(conn, path, IngestOptions(**options))
+    assert report.status == "loaded", report.error
+    return report
+
+
+def rows(conn, sql: str) -> list[tuple]:
+    return conn.execute(sql).fetchall()
+
+
+def test_appended_attempts_are_split_and_repeated_iterations_kept_per_attempt(conn, tmp_path):
+    ingest(conn, write(tmp_path, APPENDED))
+    assert rows(conn, "SELECT job_id, name FROM jobs") == [("4242", "pretrain-7b")]
+    assert rows(conn, "SELECT attempt, start_ts, end_ts, state FROM attempts ORDER BY attempt") == [
+        (1, datetime(2025, 3, 1, 10, 0, 45), datetime(2025, 3, 1, 10, 15, 10, 123456), None),
+        (2, datetime(2025, 3, 1, 10, 30, 40), datetime(2025, 3, 1, 10, 40, 31), None)]
+    assert rows(conn, "SELECT attempt, iteration, step_time_s FROM steps ORDER BY line") == [
+        (1, 10, 9.5), (1, 20, 6.0), (1, 30, 6.0), (2, 30, 9.0), (2, 40, 6.0), (2, 50, 6.0)]
+
+
+def test_appended_attempts_checkpoints_with_timer_block_and_async_phases(conn, tmp_path):
+    ingest(conn, write(tmp_path, APPENDED))
+    got = rows(conn, "SELECT attempt, kind, iteration, start_ts, end_ts, is_async, phase, blocking_s, path "
+                     "FROM checkpoints ORDER BY line")
+    assert got == [
+        (1, "save", 20, datetime(2025, 3, 1, 10, 3, 1), datetime(2025, 3, 1, 10, 3, 9, 500000), False, None, 8.45,
+         "/ckpt/gpt"),
+        (2, "restore", 20, datetime(2025, 3, 1, 10, 30, 40), datetime(2025, 3, 1, 10, 30, 40), None, None, None,
+         "/ckpt/gpt"),
+        (2, "save", 40, datetime(2025, 3, 1, 10, 33, 1), datetime(2025, 3, 1, 10, 34, 30), True, "finalized", 1.0,
+         "/ckpt/gpt"),
+        (2, "save", 57, datetime(2025, 3, 1, 10, 40, 20), None, False, None, None, "/ckpt/gpt"),
+    ]
+    # the load lines have no time of their own: taken from the datetime banner line before them, and
+    # no duration is made up from such times
+    assert rows(conn, "SELECT ts_precision FROM checkpoints ORDER BY line") == [
+        ("exact",), ("inferred",), ("exact",), ("exact",)]
+
+
+def test_appended_attempts_incidents_belong_to_their_attempt(conn, tmp_path):
+    ingest(conn, write(tmp_path, APPENDED))
+    got = rows(conn, "SELECT attempt, kind, rank, ts, logged_ts, json_extract_string(fields, '$.reason') "
+                     "FROM job_incidents ORDER BY line")
+    assert got == [
+        (1, "nccl_timeout", 3, datetime(2025, 3, 1, 10, 5, 9, 623456), datetime(2025, 3, 1, 10, 15, 10, 123456), None),
+        (2, "sigterm", None, datetime(2025, 3, 1, 10, 40), datetime(2025, 3, 1, 10, 40), "PREEMPTION"),
+        (2, "sigterm", None, datetime(2025, 3, 1, 10, 40, 31), datetime(2025, 3, 1, 10, 40, 31), None),
+    ]
+
+
+def test_restart_without_banner_is_found_from_the_iteration_going_back(conn, tmp_path):
+    lines = [it_line("2025-03-01 10:00:00", 10, 5000.0), it_line("2025-03-01 10:01:00", 20, 5000.0),
+             it_line("2025-03-01 11:00:00", 10, 9000.0), it_line("2025-03-01 11:01:00", 20, 5000.0)]
+    ingest(conn, write(tmp_path, lines))
+    assert rows(conn, "SELECT attempt, iteration FROM steps ORDER BY line") == [(1, 10), (1, 20), (2, 10), (2, 20)]
+    assert rows(conn, "SELECT count(*) FROM attempts") == [(2,)]
+
+
+def test_log_without_any_time_keeps_null_times_for_sacct_to_fill(conn, tmp_path):
+    lines = [*banner("x")[:2], " loading distributed checkpoint from /ckpt at iteration 100",
+             "  successfully loaded checkpoint from /ckpt [ t 1/1, p 1/1 ] at iteration 100",
+             it_line(None, 110, 5000.0), " saving checkpoint at iteration     120 to /ckpt in torch_dist format",
+             "  successfully saved checkpoint from iteration     120 to /ckpt [ t 1/1, p 1/1 ]",
+             *banner("x")[:2], it_line(None, 110, 7000.0)]
+    ingest(conn, write(tmp_path, lines, "slurm-777.out"))
+    assert rows(conn, "SELECT DISTINCT ts, ts_precision FROM steps") == [(None, "none")]
+    assert rows(conn, "SELECT kind, iteration, start_ts, end_ts, ts_precision FROM checkpoints ORDER BY line") == [
+        ("restore", 100, None, None, "none"), ("save", 120, None, None, "none")]
+    assert rows(conn, "SELECT job_id, attempt, start_ts, end_ts FROM attempts ORDER BY attempt") == [
+        ("777", 1, None, None), ("777", 2, None, None)]
+
+
+def test_watchdog_glog_without_year_rolls_over_new_year(conn, tmp_path):
+    lines = [it_line("2025-12-31 23:58:00.000000", 100, 5000.0),
+             WATCHDOG.format(r=1, md="1231", hms="23:59:50", ran=600000),
+             WATCHDOG.format(r=2, md="101", hms="00:00:10", ran=620000),
+             it_line("2026-01-01 00:20:00.000000", 90, 9000.0)]
+    ingest(conn, write(tmp_path, lines), year=2031)  # the log's own dates win over --year
+    assert rows(conn, "SELECT rank, logged_ts, ts FROM job_incidents ORDER BY line") == [
+        (1, datetime(2025, 12, 31, 23, 59, 50, 123456), datetime(2025, 12, 31, 23, 49, 50, 123456)),
+        (2, datetime(2026, 1, 1, 0, 0, 10, 123456), datetime(2025, 12, 31, 23, 49, 50, 123456))]
+
+
+def test_rank_prefixed_tracebacks_are_one_incident_each_with_the_exception_line(conn, tmp_path):
+    lines = [it_line("2025-03-01 10:00:00", 10, 5000.0),
+             "[rank1]: Traceback (most recent call last):",
+             "[rank5]: Traceback (most recent call last):",
+             '[rank1]:   File "/workspace/pretrain_gpt.py", line 248, in <module>',
+             '[rank5]:   File "/workspace/pretrain_gpt.py", line 248, in <module>',
+             "[rank1]:     loss.backward()",
+             "[rank1]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+             "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+             "Traceback (most recent call last):",
+             '  File "train.py", line 3, in <module>',
+             "KeyError: 'tokens'",
+             "",
+             "During handling of the above exception, another exception occurred:",
+             "",
+             "Traceback (most recent call last):",
+             '  File "train.py", line 5, in <module>',
+             "ValueError: bad batch",
+             "terminate called after throwing an instance of 'c10::Error'",
+             "  what():  CUDA error: uncorrectable ECC error encountered"]
+    ingest(conn, write(tmp_path, lines))
+    got = rows(conn, "SELECT kind, rank, message, ts_precision FROM job_incidents ORDER BY line")
+    assert got == [
+        ("cuda_error", 1, "RuntimeError: CUDA error: uncorrectable ECC error encountered", "inferred"),
+        ("oom", 5, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "inferred"),
+        ("python_exception", None, "ValueError: bad batch", "inferred"),
+        ("cuda_error", None, "CUDA error: uncorrectable ECC error encountered", "inferred")]
+
+
+@pytest.mark.parametrize("name, content, option, expected", [
+    ("slurm-123456_7.out", "", None, "123456_7"),
+    ("slurm-123456.out", "", None, "123456"),
+    ("98765.log", "", None, "98765"),
+    ("98765.log", "SLURM_JOB_ID=55555\n", "11", "55555"),
+    ("train.log", "", "4711", "4711"),
+    ("train.log", "", None, "train"),
+])
+def test_job_id_from_content_option_or_file_name(conn, tmp_path, name, content, option, expected):
+    path = tmp_path / name
+    path.write_text(content + it_line("2025-03-01 10:00:00", 10, 5000.0) + "\n")
+    ingest(conn, path, job_id=option)
+    assert rows(conn, "SELECT DISTINCT job_id FROM steps") == [(expected,)]
+
+
+def test_broken_framework_lines_are_rejects_and_unrelated_lines_are_not(conn, tmp_path):
+    lines = [it_line("2025-03-01 10:00:00", 10, 5000.0),
+             "hello from the launcher script", "%%%%%%%% ???", "Epoch 0: 100%|##########| 10/10",
+             " [2025-03-01 10:01:00] iteration       20/    1000 | consumed samples:         2560 |",
+             ':::MLLOG {"namespace": "", "time_ms": 1709183678851, "event_type": "POINT_IN',
+             it_line("2025-03-01 10:02:00", 30, 5000.0)]
+    report = ingest(conn, write(tmp_path, lines))
+    assert report.rejected == 2
+    assert [(line, reason.split()[0]) for line, reason, _ in report.reject_samples] == [(5, "Megatron"), (6, "MLLOG")]
+    assert rows(conn, "SELECT line FROM rejects ORDER BY line") == [(5,), (6,)]
+    assert rows(conn, "SELECT iteration FROM steps ORDER BY line") == [(10,), (30,)]
+
+
+def test_strict_mode_fails_the_file_and_writes_nothing(conn, tmp_path):
+    lines = [it_line("2025-03-01 10:00:00", 10, 5000.0),
+             " [2025-03-01 10:01:00] iteration       20/    1000 | consumed samples:         2560 |"]
+    report = ingest_file(conn, write(tmp_path, lines), IngestOptions(strict=True))
+    assert report.status == "failed" and ":2:" in report.error
+    assert rows(conn, "SELECT (SELECT count(*) FROM steps) + (SELECT count(*) FROM jobs) + "
+                      "(SELECT count(*) FROM sources)") == [(0,)]
+
+
+def test_torchtitan_ansi_colours_and_current_checkpoint_wording(conn, tmp_path):
+    esc = "\x1b"
+    lines = [f"[rank0]:[titan] 2026-02-01 08:00:00,000 - root - INFO - {esc}[31mstep: 100  {esc}[32mloss:  3.2100"
+             f"  {esc}[33mmemory: 40.00GiB(50.00%)  {esc}[34mtps: 12,345  {esc}[36mtflops: 400.10  "
+             f"{esc}[35mmfu: 40.45%{esc}[39m",
+             "[rank0]:[titan] 2026-02-01 08:00:00,100 - root - INFO - Staging the checkpoint.",
+             "[rank0]:[titan] 2026-02-01 08:00:01,600 - root - INFO - Finished staging the checkpoint in 1.50 seconds.",
+             "[rank0]:[titan] 2026-02-01 09:00:00,000 - root - INFO - Loading the checkpoint from "
+             "./outputs/checkpoint/step-100.",
+             "[rank0]:[titan] 2026-02-01 09:00:12,000 - root - INFO - Finished loading the checkpoint in 12.00 seconds."]
+    ingest(conn, write(tmp_path, lines))
+    assert rows(conn, "SELECT iteration, tokens_per_s, tflops_per_gpu, loss FROM steps") == [(100, 12345.0, 400.1, 3.21)]
+    assert rows(conn, "SELECT attempt, kind, iteration, is_async, phase, blocking_s FROM checkpoints ORDER BY line") == [
+        (1, "save", 100, True, "scheduled", 1.5), (2, "restore", 100, None, None, 12.0)]
+
+
+def test_syslog_files_with_nccl_lines_are_not_claimed():
+    head = ("Mar  1 10:00:00 gpu-001 kernel: [12345.678] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus\n"
+            "Mar  1 10:00:01 gpu-001 python[4242]: gpu-001:4242:4300 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : "
+            "Got completion from peer 10.0.0.2<4000> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n")
+    assert torch_failures.sniff(head) == 0.0
+    assert torch_failures.sniff(head.split("python[4242]: ")[1]) > 0
