@@ -37,6 +37,14 @@ def test_perfquery_data_words_are_stored_as_bytes(conn):
     assert value(conn, "ib_pma_port_multicast_rcv_pkts", "lid21", "node7") == 6779
 
 
+def test_perfquery_echoed_command_names_the_hca(conn, tmp_path):
+    src = (FABRIC / "gh-netdata-2620_perfquery-x_nonzero-data.txt").read_text()
+    path = tmp_path / "pq.txt"
+    path.write_text("# perfquery -x -C mlx5_1 -P 1\n" + src)
+    ingest_file(conn, path, IngestOptions(host="node7"))
+    assert value(conn, "ib_port_xmit_data_bytes_total", "mlx5_1", "node7") == 13672645927 * 4
+
+
 def test_perfquery_without_a_date_line_takes_the_file_mtime_and_keeps_selectors_out(conn):
     path = FABRIC / "gh-infiniband-diags-16_perfquery-x_rhel75.txt"
     report = ingest_file(conn, path, IngestOptions())
@@ -94,11 +102,15 @@ def test_ibqueryerrors_node_description_names_host_and_nic(conn, tmp_path):
         '       Link info:     12    1[  ] ==( 4X 53.125 Gbps Active/  LinkUp)==>  0x248a0703 5 12[ ] "leaf" ( )\n'
         "   GUID 0x0002c90300a1b2c4 port 2: [LinkDownedCounter == 3] [bogus]\n"
         "garbage line\n"
-        "## Summary: 1 nodes checked, 1 bad nodes found\n"
+        'Errors for 0x248a070300f7a8e0 "MF0;leaf-07:MQM8700/U1"\n'
+        "   GUID 0x248a070300f7a8e0 port 12: [SymbolErrorCounter == 40]\n"
+        "## Summary: 2 nodes checked, 2 bad nodes found\n"
     )
     report = ingest_file(conn, path, IngestOptions())
     assert value(conn, "ib_port_symbol_errors_total", "mlx5_0", "gpu-001") == 12
     assert value(conn, "ib_port_link_downed_total", "mlx5_0:2", "gpu-001") == 3
+    # a switch: host = its name, entity = the port number (as switch metrics spell ports)
+    assert value(conn, "ib_port_symbol_errors_total", "12", "leaf-07") == 40
     assert report.rejected == 1
     assert report.reject_samples[0][:2] == (5, "not an ibqueryerrors node, port or summary line")
 

@@ -7,13 +7,17 @@ are kept as `ib_pma_<snake name>` (perfquery, ibqueryerrors), `ib_sysfs_<name>` 
 (sysfs `counters/` and RDMA `hw_counters/`).
 
 Entities: perfquery names only a LID (`lid10`, `lid10:2` for port 2, `lid10:all` for port 255);
-ibqueryerrors names the node (`Errors for 0x... "gpu-001 mlx5_0"` -> host gpu-001, entity mlx5_0) or
-only the port GUID (entity `0x<guid>`, `0x<guid>:all`); sysfs names the device (`mlx5_0`, `mlx5_0:2`).
+an echoed `perfquery -C mlx5_0 ...` line names the HCA instead. ibqueryerrors names the node
+(`Errors for 0x... "gpu-001 mlx5_0"` -> host gpu-001, entity mlx5_0; a switch "MF0;leaf-01:..." ->
+host leaf-01, entity the port number) or only the port GUID (entity `0x<guid>`, `0x<guid>:all`);
+sysfs names the device (`mlx5_0`, `mlx5_0:2`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import datetime
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 from synestra_cli.formats.ibnetdiscover import guid, node_names
@@ -22,47 +26,38 @@ from synestra_cli.formats.snapshot import MetricRows, fallback_host, snake, snap
 NAME = "ib_counters"
 DESCRIPTION = "InfiniBand port counters: perfquery [-x], ibqueryerrors, /sys/class/infiniband dump"
 
-# (perfquery / ibqueryerrors name, sysfs counters/ name) -> (canonical, scale)
-PMA: dict[tuple[str, str], tuple[str, float]] = {
-    ("PortXmitData", "port_xmit_data"): ("ib_port_xmit_data_bytes_total", 4.0),
-    ("PortRcvData", "port_rcv_data"): ("ib_port_rcv_data_bytes_total", 4.0),
-    ("PortXmitPkts", "port_xmit_packets"): ("ib_port_xmit_packets_total", 1.0),
-    ("PortRcvPkts", "port_rcv_packets"): ("ib_port_rcv_packets_total", 1.0),
-    ("SymbolErrorCounter", "symbol_error"): ("ib_port_symbol_errors_total", 1.0),
-    ("LinkErrorRecoveryCounter", "link_error_recovery"): ("ib_port_link_error_recovery_total", 1.0),
-    ("LinkDownedCounter", "link_downed"): ("ib_port_link_downed_total", 1.0),
-    ("PortRcvErrors", "port_rcv_errors"): ("ib_port_rcv_errors_total", 1.0),
-    ("PortRcvRemotePhysicalErrors", "port_rcv_remote_physical_errors"): (
-        "ib_port_rcv_remote_physical_errors_total",
-        1.0,
-    ),
-    ("PortRcvSwitchRelayErrors", "port_rcv_switch_relay_errors"): (
-        "ib_port_rcv_switch_relay_errors_total",
-        1.0,
-    ),
-    ("PortXmitDiscards", "port_xmit_discards"): ("ib_port_xmit_discards_total", 1.0),
-    ("PortXmitConstraintErrors", "port_xmit_constraint_errors"): (
-        "ib_port_xmit_constraint_errors_total",
-        1.0,
-    ),
-    ("PortRcvConstraintErrors", "port_rcv_constraint_errors"): ("ib_port_rcv_constraint_errors_total", 1.0),
-    ("LocalLinkIntegrityErrors", "local_link_integrity_errors"): (
-        "ib_port_local_link_integrity_errors_total",
-        1.0,
-    ),
-    ("ExcessiveBufferOverrunErrors", "excessive_buffer_overrun_errors"): (
+# (perfquery / ibqueryerrors name, sysfs counters/ name, canonical); data counters are in 4-byte words.
+PMA: list[tuple[str, str, str]] = [
+    ("PortXmitData", "port_xmit_data", "ib_port_xmit_data_bytes_total"),
+    ("PortRcvData", "port_rcv_data", "ib_port_rcv_data_bytes_total"),
+    ("PortXmitPkts", "port_xmit_packets", "ib_port_xmit_packets_total"),
+    ("PortRcvPkts", "port_rcv_packets", "ib_port_rcv_packets_total"),
+    ("SymbolErrorCounter", "symbol_error", "ib_port_symbol_errors_total"),
+    ("LinkErrorRecoveryCounter", "link_error_recovery", "ib_port_link_error_recovery_total"),
+    ("LinkDownedCounter", "link_downed", "ib_port_link_downed_total"),
+    ("PortRcvErrors", "port_rcv_errors", "ib_port_rcv_errors_total"),
+    ("PortRcvRemotePhysicalErrors", "port_rcv_remote_physical_errors", "ib_port_rcv_remote_physical_errors_total"),
+    ("PortRcvSwitchRelayErrors", "port_rcv_switch_relay_errors", "ib_port_rcv_switch_relay_errors_total"),
+    ("PortXmitDiscards", "port_xmit_discards", "ib_port_xmit_discards_total"),
+    ("PortXmitConstraintErrors", "port_xmit_constraint_errors", "ib_port_xmit_constraint_errors_total"),
+    ("PortRcvConstraintErrors", "port_rcv_constraint_errors", "ib_port_rcv_constraint_errors_total"),
+    ("LocalLinkIntegrityErrors", "local_link_integrity_errors", "ib_port_local_link_integrity_errors_total"),
+    (
+        "ExcessiveBufferOverrunErrors",
+        "excessive_buffer_overrun_errors",
         "ib_port_excessive_buffer_overrun_errors_total",
-        1.0,
     ),
-    ("VL15Dropped", "VL15_dropped"): ("ib_port_vl15_dropped_total", 1.0),
-    ("PortXmitWait", "port_xmit_wait"): ("ib_port_xmit_wait_total", 1.0),
-}
-PERFQUERY_MAP = {pq: target for (pq, _), target in PMA.items()}
-SYSFS_MAP = {fs: target for (_, fs), target in PMA.items()}
+    ("VL15Dropped", "VL15_dropped", "ib_port_vl15_dropped_total"),
+    ("PortXmitWait", "port_xmit_wait", "ib_port_xmit_wait_total"),
+]
+WORD_COUNTERS = {"ib_port_xmit_data_bytes_total", "ib_port_rcv_data_bytes_total"}
+PERFQUERY_MAP = {pq: canonical for pq, _, canonical in PMA}
+SYSFS_MAP = {fs: canonical for _, fs, canonical in PMA}
 # perfquery fields that select counters rather than count anything.
 PERFQUERY_SELECTORS = {"PortSelect", "CounterSelect", "CounterSelect2"}
 
 PQ_HEADER = re.compile(r"^# Port (?:extended )?counters: Lid (\d+) (?:port (\d+)|all ports)")
+PQ_COMMAND = re.compile(r"perfquery\b.*?(?:-C|--Ca)[ =]?(\S+)")
 PQ_FIELD = re.compile(r"^(\w+):\.*(\S+)\s*$")
 IQE_NODE = re.compile(r'^Errors for (?:(0x[0-9a-fA-F]+) )?"([^"]*)"')
 IQE_PORT = re.compile(r"^\s*GUID (0x[0-9a-fA-F]+) port (\d+|ALL):(.*)$")
@@ -93,122 +88,106 @@ def port_entity(base: str, port: str | None) -> str:
     return base if port == "1" else f"{base}:{port}"
 
 
+@dataclass
+class Sink:
+    """One file's destination: its rows, capture time, header line (not data) and rejects."""
+
+    rows: MetricRows
+    ts: datetime
+    skip: int
+    result: LoadResult
+
+    def counter(self, host, entity, name: str, text: str, naming: tuple[dict, str], at: tuple[int, str]) -> None:
+        """Add counter `name` (canonical if `naming`'s map knows it, else prefix + snake name)."""
+        if not text.strip().isdigit():
+            self.result.reject(at[0], f"counter {name} is not a non-negative integer", at[1])
+            return
+        mapping, prefix = naming
+        metric = mapping.get(name, prefix + snake(name))
+        self.rows.add(self.ts, host, entity, metric, int(text) * (4.0 if metric in WORD_COUNTERS else 1.0))
+
+
 def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
     lines = ctx.read_text().splitlines()
     ts, header_line = snapshot_time(ctx, lines, result)
-    parser = _dialect("\n".join(lines[:200])) or _sysfs
-    rows = MetricRows()
-    parser(ctx, lines, header_line, ts, rows, result)
-    result.rows = rows.write(ctx)
+    sink = Sink(MetricRows(), ts, header_line, result)
+    (_dialect("\n".join(lines[:200])) or _sysfs)(ctx, lines, sink)
+    result.rows = sink.rows.write(ctx)
     return result
 
 
-def _perfquery(ctx, lines, skip, ts, rows: MetricRows, result: LoadResult) -> None:
-    host, entity = fallback_host(ctx, result), None
+def _perfquery(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
+    host, ca, entity = fallback_host(ctx, sink.result), None, None
     for lineno, line in enumerate(lines, start=1):
-        header = PQ_HEADER.match(line)
-        field = PQ_FIELD.match(line)
+        header, field, command = PQ_HEADER.match(line), PQ_FIELD.match(line), PQ_COMMAND.search(line)
         if header:
-            entity = port_entity(f"lid{header.group(1)}", header.group(2))
-        elif lineno == skip or not line.strip() or line.startswith("#"):
+            entity = port_entity(ca or f"lid{header.group(1)}", header.group(2))
+        elif command:
+            ca = command.group(1)  # an echoed `perfquery -C mlx5_0 ...` names the HCA
+        elif lineno == sink.skip or not line.strip() or line.startswith("#"):
             continue
         elif not field or entity is None:
-            result.reject(
-                lineno, "not a perfquery `Name:....value` line after a `# Port counters` header", line
-            )
+            sink.result.reject(lineno, "not a perfquery `Name:....value` line after its `# Port` header", line)
         elif field.group(1) not in PERFQUERY_SELECTORS:
-            _add_counter(
-                rows,
-                ts,
-                host,
-                entity,
-                field.group(1),
-                field.group(2),
-                PERFQUERY_MAP,
-                "ib_pma_",
-                lineno,
-                line,
-                result,
-            )
+            sink.counter(host, entity, field.group(1), field.group(2), (PERFQUERY_MAP, "ib_pma_"), (lineno, line))
 
 
-def _ibqueryerrors(ctx, lines, skip, ts, rows: MetricRows, result: LoadResult) -> None:
-    default_host = fallback_host(ctx, result)
-    host, nic = default_host, None
+def _ibqueryerrors(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
+    default_host = fallback_host(ctx, sink.result)
+    named, nic = None, None  # what the last `Errors for ... "<description>"` line names
     for lineno, line in enumerate(lines, start=1):
         node, port = IQE_NODE.match(line), IQE_PORT.match(line)
         if node:
-            named_host, nic = node_names(node.group(2))
-            host = named_host or default_host
+            named, nic = node_names(node.group(2))
         elif port:
-            entity = port_entity(nic or guid(port.group(1)), port.group(2))
             counters = IQE_COUNTER.findall(port.group(3))
             if not counters:
-                result.reject(lineno, "ibqueryerrors port line without [Counter == N] fields", line)
+                sink.result.reject(lineno, "ibqueryerrors port line without [Counter == N] fields", line)
+            entity = _iqe_entity(named, nic, port.group(1), port.group(2))
             for name, value in counters:
-                _add_counter(
-                    rows, ts, host, entity, name, value, PERFQUERY_MAP, "ib_pma_", lineno, line, result
-                )
-        elif lineno != skip and not IQE_DECORATIVE.match(line):
-            result.reject(lineno, "not an ibqueryerrors node, port or summary line", line)
+                sink.counter(named or default_host, entity, name, value, (PERFQUERY_MAP, "ib_pma_"), (lineno, line))
+        elif lineno != sink.skip and not IQE_DECORATIVE.match(line):
+            sink.result.reject(lineno, "not an ibqueryerrors node, port or summary line", line)
 
 
-def _sysfs(ctx, lines, skip, ts, rows: MetricRows, result: LoadResult) -> None:
-    parsed = [
-        (n, SYSFS_LINE.match(line), line)
-        for n, line in enumerate(lines, start=1)
-        if line.strip() and n != skip
-    ]
+def _iqe_entity(named_host: str | None, nic: str | None, port_guid: str, port: str) -> str:
+    """`mlx5_0[:P]` for a CA named "host mlx5_0"; the port number for a named switch; else the port GUID."""
+    if nic:
+        return port_entity(nic, port)
+    if named_host:
+        return port.lower()  # switch ports are named by number, as switch metrics spell them
+    return port_entity(guid(port_guid), port)
+
+
+def _sysfs(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
+    parsed = [(n, SYSFS_LINE.match(line), line) for n, line in enumerate(lines, start=1) if line.strip()]
     descs = {m.group(1): m.group(4) for _, m, _ in parsed if m and m.group(3) == "node_desc"}
-    fallback = None if descs else fallback_host(ctx, result)
+    fallback = None if descs else fallback_host(ctx, sink.result)
     for lineno, m, line in parsed:
+        if lineno == sink.skip:
+            continue
         if not m:
-            result.reject(lineno, "not a `<device>/<path>: <value>` sysfs line", line)
+            sink.result.reject(lineno, "not a `<device>/<path>: <value>` sysfs line", line)
             continue
         device, port, path, value = m.groups()
-        host = node_names(descs.get(device))[0] or fallback
         if port is None:
-            continue  # device attributes (fw_ver, board_id, node_desc): identity, not metrics
-        entity = port_entity(device, port)
+            continue  # device attributes (fw_ver, board_id, node_desc): identity, not samples
+        host, entity = node_names(descs.get(device))[0] or fallback, port_entity(device, port)
         kind, _, name = path.rpartition("/")
-        if kind == "counters":
-            _add_counter(rows, ts, host, entity, name, value, SYSFS_MAP, "ib_sysfs_", lineno, line, result)
-        elif kind == "hw_counters":
-            _add_counter(rows, ts, host, entity, name, value, {}, "ib_hw_", lineno, line, result)
+        if kind in ("counters", "hw_counters"):
+            naming = (SYSFS_MAP, "ib_sysfs_") if kind == "counters" else ({}, "ib_hw_")
+            sink.counter(host, entity, name, value, naming, (lineno, line))
         else:
-            _add_port_attribute(rows, ts, host, entity, path, value)
+            _port_attribute(sink, host, entity, path, value)
 
 
-def _add_port_attribute(rows: MetricRows, ts, host, entity, name: str, value: str) -> None:
-    """state `4: ACTIVE`, phys_state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`; link_layer etc. are identity."""
-    number = to_float(value.split(":")[0]) if name in ("state", "phys_state") else None
-    if name == "state" and number is not None:
-        rows.add(ts, host, entity, "ib_port_state_id", number)
-    elif name == "phys_state" and number is not None:
-        rows.add(ts, host, entity, "ib_port_physical_state_id", number)
-    elif name == "rate":
-        rate = re.match(r"([\d.]+) Gb/sec", value)
-        if rate:
-            rows.add(ts, host, entity, "ib_port_rate_bytes_per_second", float(rate.group(1)) * 1e9 / 8)
-
-
-def _add_counter(
-    rows: MetricRows,
-    ts,
-    host,
-    entity,
-    name: str,
-    text: str,
-    mapping: dict,
-    prefix: str,
-    lineno: int,
-    line: str,
-    result: LoadResult,
-) -> None:
-    value = to_float(text)
-    if value is None or not text.strip().isdigit():
-        result.reject(lineno, f"counter {name} is not a non-negative integer", line)
-        return
-    metric, scale = mapping.get(name, (prefix + snake(name), 1.0))
-    rows.add(ts, host, entity, metric, value * scale)
+def _port_attribute(sink: Sink, host, entity, name: str, value: str) -> None:
+    """state `4: ACTIVE`, phys_state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`; others are identity."""
+    metric = {"state": "ib_port_state_id", "phys_state": "ib_port_physical_state_id"}.get(name)
+    number = to_float(value.split(":")[0]) if metric else None
+    rate = re.match(r"([\d.]+) Gb/sec", value) if name == "rate" else None
+    if metric and number is not None:
+        sink.rows.add(sink.ts, host, entity, metric, number)
+    elif rate:
+        sink.rows.add(sink.ts, host, entity, "ib_port_rate_bytes_per_second", float(rate.group(1)) * 1e9 / 8)
