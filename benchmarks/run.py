@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Campus-scale benchmarks: every figure next to a baseline measured in the same run.
+
+    python benchmarks/run.py                      # 512 nodes x 8 GPUs x 24 h, scales 1x 2x 4x
+    python benchmarks/run.py --nodes 64 --hours 6 --scales 1,2 --runs 3
+
+Steps (each in a child process, so peak RSS is the OS's figure for that step alone):
+1. simulate a `campaign` once into --cache (reused by later runs);
+2. per input format, ingest its largest file into a fresh store, next to the floor: DuckDB's read_csv of
+   the same file as one VARCHAR column into a table (every line materialised, nothing parsed);
+3. syslog parse rate next to Drain3 (the usual Python log-template miner) on the same file;
+4. the whole dataset into one store: time, peak RSS, store size next to input size;
+5. `synestra explain --job` as a user runs it (a new process): cold, then median of N warm runs, at each
+   store scale (scale k = the campaign simulated over k x hours);
+6. `synestra tax-report --all` latency, median of N.
+Prints a table and writes the same figures as JSON (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+SYNESTRA = [str(Path(PY).parent / "synestra")]  # the console script, as a user runs it
+
+# Child programs. Each prints one JSON line: {"seconds": ..., ...}; the parent adds peak RSS.
+INGEST_CHILD = """
+import json, sys, time
+from pathlib import Path
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import ingest_file
+from synestra_cli.store.connect import connect
+conn = connect(sys.argv[2])
+t = time.perf_counter()
+r = ingest_file(conn, Path(sys.argv[1]), IngestOptions())
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": r.rows, "format": r.format, "status": r.status,
+                  "error": r.error}))
+"""
+
+FLOOR_CHILD = """
+import duckdb, json, sys, time
+conn = duckdb.connect(sys.argv[2])
+t = time.perf_counter()
+conn.execute("CREATE TABLE t AS SELECT * FROM read_csv(?, columns={'line': 'VARCHAR'}, delim='\\x01', quote='', "
+             "escape='', header=false, auto_detect=false, strict_mode=false)", [sys.argv[1]])
+n = conn.execute("SELECT count(*) FROM t").fetchall()[0][0]
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": n}))
+"""
+
+DRAIN3_CHILD = """
+import json, sys, time
+from drain3 import TemplateMiner
+limit = int(sys.argv[2])
+lines = []
+with open(sys.argv[1], errors='replace') as f:
+    for line in f:
+        lines.append(line.rstrip('\\n'))
+        if len(lines) >= limit:
+            break
+miner = TemplateMiner()
+t = time.perf_counter()
+for line in lines:
+    miner.add_log_message(line)
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": len(lines), "templates": len(miner.drain.clusters)}))
+"""
+
+
+def run_child(args: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
+    """Run a child; return its last JSON stdout line with wall seconds and its own peak RSS (wait4)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(args, stdout=out, stderr=err, text=True, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode not in ok_codes:
+        raise RuntimeError(f"{' '.join(args[:4])} ... failed ({proc.returncode}): {stderr.strip()[-800:]}")
+    lines = stdout.strip().splitlines()
+    try:
+        doc = json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    doc.update(wall_s=wall, peak_rss_mb=usage.ru_maxrss / 1024, exit_code=proc.returncode)  # ru_maxrss: KiB
+    return doc
+
+
+def dataset(cache: Path, nodes: int, hours: float, seed: int) -> Path:
+    out = cache / f"campaign-n{nodes}-h{hours:g}-s{seed}"
+    if not (out / "truth.json").exists():
+        print(f"simulating {out.name} (cached for later runs) ...", file=sys.stderr)
+        t = time.perf_counter()
+        run_child(SYNESTRA + ["simulate", str(out), "--scenario", "campaign", "--nodes", str(nodes),
+                              "--hours", str(hours), "--seed", str(seed), "--force"])
+        print(f"  simulated in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    return out
+
+
+def largest_file_per_format(exports: Path) -> dict[str, Path]:
+    from synestra_cli import formats
+    from synestra_cli.formats.base import decode, read_head
+
+    best: dict[str, Path] = {}
+    for path in sorted(p for p in exports.rglob("*") if p.is_file()):
+        try:
+            name = formats.detect(decode(read_head(path))).NAME
+        except Exception:  # noqa: BLE001 - an unknown file is simply not benchmarked
+            continue
+        if name not in best or path.stat().st_size > best[name].stat().st_size:
+            best[name] = path
+    return best
+
+
+def bench_formats(files: dict[str, Path], work: Path) -> list[dict]:
+    rows = []
+    for name, path in sorted(files.items()):
+        size_mb = path.stat().st_size / 1e6
+        ours = run_child([PY, "-c", INGEST_CHILD, str(path), str(work / f"fmt-{name}.duckdb")])
+        floor = run_child([PY, "-c", FLOOR_CHILD, str(path), str(work / f"floor-{name}.duckdb")])
+        rows.append({
+            "format": name, "file": path.name, "mb": size_mb, "lines": floor["rows"], "rows": ours["rows"],
+            "ingest_s": ours["seconds"], "floor_s": floor["seconds"],
+            "rows_per_s": ours["rows"] / ours["seconds"], "mb_per_s": size_mb / ours["seconds"],
+            "vs_floor": floor["seconds"] / ours["seconds"], "peak_rss_mb": ours["peak_rss_mb"],
+        })
+    return rows
+
+
+def bench_drain3(syslog: Path, ours: dict, limit: int) -> dict:
+    try:
+        import drain3  # noqa: F401
+    except ImportError:
+        return {"skipped": "drain3 not installed (pip install -e '.[bench]')"}
+    d = run_child([PY, "-c", DRAIN3_CHILD, str(syslog), str(limit)])
+    drain_rate = d["rows"] / d["seconds"]
+    our_rate = ours["lines"] / ours["ingest_s"]
+    return {"file": syslog.name, "drain3_lines": d["rows"], "drain3_lines_per_s": drain_rate,
+            "synestra_lines_per_s": our_rate, "ratio": our_rate / drain_rate}
+
+
+def bench_store(exports: Path, db: Path) -> dict:
+    if db.exists():
+        db.unlink()
+    # exit 3 = some file could not be loaded: still a figure, reported with the failures counted
+    r = run_child(SYNESTRA + ["ingest", str(exports), "--db", str(db), "--json"], ok_codes=(0, 3))
+    failed = [f["path"] for f in r.get("files", []) if f["status"] == "failed"]
+    input_mb = sum(p.stat().st_size for p in exports.rglob("*") if p.is_file()) / 1e6
+    return {"ingest_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"], "input_mb": input_mb,
+            "store_mb": db.stat().st_size / 1e6, "files_failed": len(failed), "failed_examples": failed[:3]}
+
+
+def timed_command(args: list[str], runs: int) -> dict:
+    cold = run_child(args)
+    warm = [run_child(args) for _ in range(runs)]
+    return {"cold_s": cold["wall_s"], "warm_median_s": statistics.median(w["wall_s"] for w in warm),
+            "warm_runs_s": [w["wall_s"] for w in warm], "peak_rss_mb": max(w["peak_rss_mb"] for w in warm)}
+
+
+def main_job(data: Path) -> str:
+    truth = json.loads((data / "truth.json").read_text())
+    return str(truth.get("main_job") or truth["jobs"][0]["job"])
+
+
+def print_table(doc: dict) -> None:
+    print(f"\nSynestra benchmarks  ({doc['nodes']} nodes x {doc['hours']:g} h, {os.cpu_count()} cores)\n")
+    print(f"{'format':<14}{'MB':>8}{'rows':>12}{'rows/s':>12}{'MB/s':>8}{'floor s':>9}{'ours s':>8}"
+          f"{'vs floor':>9}{'RSS MB':>8}")
+    for r in doc["formats"]:
+        print(f"{r['format']:<14}{r['mb']:>8.1f}{r['rows']:>12,}{r['rows_per_s']:>12,.0f}{r['mb_per_s']:>8.1f}"
+              f"{r['floor_s']:>9.2f}{r['ingest_s']:>8.2f}{r['vs_floor']:>8.2f}x{r['peak_rss_mb']:>8.0f}")
+    d = doc["drain3"]
+    if "ratio" in d:
+        print(f"\nsyslog parse: {d['synestra_lines_per_s']:,.0f} lines/s vs Drain3 {d['drain3_lines_per_s']:,.0f}"
+              f" lines/s = {d['ratio']:.1f}x")
+    else:
+        print(f"\nsyslog vs Drain3: {d['skipped']}")
+    for s in doc["scales"]:
+        st, ex = s["store"], s["explain"]
+        print(f"\nscale {s['scale']}x: ingest {st['ingest_s']:.0f} s (peak RSS {st['peak_rss_mb']:.0f} MB), "
+              f"input {st['input_mb']:.0f} MB -> store {st['store_mb']:.0f} MB, {s['metric_samples']:,} samples"
+              + (f", {st['files_failed']} file(s) FAILED" if st["files_failed"] else ""))
+        print(f"  explain --job {s['job']}: cold {ex['cold_s']:.2f} s, warm median {ex['warm_median_s']:.2f} s")
+        if "tax_report" in s:
+            tr = s["tax_report"]
+            print(f"  tax-report --all ({s['jobs']} jobs): cold {tr['cold_s']:.2f} s, warm median "
+                  f"{tr['warm_median_s']:.2f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=512)
+    ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--scales", default="1,2,4", help="store sizes, as multiples of --hours")
+    ap.add_argument("--runs", type=int, default=5, help="warm runs per latency figure (after one cold run)")
+    ap.add_argument("--drain3-lines", type=int, default=200_000)
+    ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "cache")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")
+    args = ap.parse_args()
+
+    args.cache.mkdir(parents=True, exist_ok=True)
+    work = args.cache / "work"
+    work.mkdir(exist_ok=True)
+    for f in work.glob("*.duckdb*"):
+        f.unlink()
+    doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "cores": os.cpu_count(),
+                 "python": sys.version.split()[0]}
+    base = dataset(args.cache, args.nodes, args.hours, args.seed)
+    files = largest_file_per_format(base / "exports")
+    doc["formats"] = bench_formats(files, work)
+    syslog = next((r for r in doc["formats"] if r["format"].startswith("syslog")), None)
+    doc["drain3"] = bench_drain3(files[syslog["format"]], syslog, args.drain3_lines) if syslog \
+        else {"skipped": "no syslog file in the dataset"}
+    doc["scales"] = []
+    for k in (int(s) for s in args.scales.split(",")):
+        data = base if k == 1 else dataset(args.cache, args.nodes, args.hours * k, args.seed)
+        db = args.cache / f"store-{data.name}.duckdb"
+        truth = json.loads((data / "truth.json").read_text())
+        entry = {"scale": k, "data": data.name, "store": bench_store(data / "exports", db),
+                 "metric_samples": truth.get("metric_samples", 0), "job": main_job(data),
+                 "jobs": len(truth.get("jobs", []))}
+        entry["explain"] = timed_command(SYNESTRA + ["explain", "--job", entry["job"], "--db", str(db),
+                                                     "--format", "json"], args.runs)
+        if k == 1:
+            entry["tax_report"] = timed_command(SYNESTRA + ["tax-report", "--all", "--db", str(db),
+                                                            "--format", "json"], args.runs)
+        doc["scales"].append(entry)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2, default=str))
+    print_table(doc)
+    print(f"\nJSON: {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""The benchmark script runs end to end on a tiny dataset, so that it cannot rot (figures: docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--nodes", "4", "--hours", "1", "--scales", "1",
+         "--runs", "1", "--drain3-lines", "1000", "--cache", str(tmp_path / "cache"), "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    formats = {r["format"] for r in doc["formats"]}
+    assert {"prometheus", "syslog", "megatron", "sacct"} <= formats
+    assert all(r["rows"] > 0 and r["floor_s"] > 0 and r["vs_floor"] > 0 for r in doc["formats"])
+    (scale,) = doc["scales"]
+    assert scale["store"]["files_failed"] == 0, scale["store"]["failed_examples"]
+    assert scale["explain"]["warm_median_s"] > 0 and scale["tax_report"]["warm_median_s"] > 0
+    assert "vs floor" in proc.stdout and "explain --job" in proc.stdout
