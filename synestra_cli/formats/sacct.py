@@ -173,6 +173,10 @@ SELECT (SELECT count(*) FROM sacct_rows WHERE source_id = $sid)
      + (SELECT count(*) FROM job_nodes WHERE source_id = $sid)
 """
 
+DROP_TMP_SQL = """
+DROP TABLE IF EXISTS _sacct_parsed; DROP TABLE IF EXISTS _sacct_nodes; DROP TABLE IF EXISTS _sacct_numbered
+"""
+
 
 def _header(head: str) -> tuple[int, str] | None:
     """(1-based line number, text) of the first non-blank line."""
@@ -200,10 +204,10 @@ def sniff(head: str) -> float:
     return 0.95 if names & (set(FIELDS) | KNOWN_OTHERS) - {"jobid", "jobidraw"} else 0.5
 
 
-def _params(header_line: int, header: str, tz: str) -> dict:
+def _params(header_line: int, header: str, tz: str) -> dict[str, object]:
     delim, trailing, names = _columns(header)
-    index = {n: i for i, n in reversed(list(enumerate(names, start=1)))}
-    params = {param: index.get(name, 0) for name, param in FIELDS.items()}
+    index = {n: i for i, n in reversed(list(enumerate(names, start=1)))}  # a repeated name: its first column
+    params: dict[str, object] = {param: index.get(name, 0) for name, param in FIELDS.items()}
     params.update(trailing=trailing, delim=delim, header_line=header_line, header=header, tz=tz,
                   ncols=len(names))
     return params
@@ -228,7 +232,7 @@ def _expand_nodelists(ctx: LoadContext) -> None:
                      "WHERE reason IS NULL AND list_contains(?, nodelist)", [bad])
 
 
-def _parse_batches(ctx: LoadContext, params: dict) -> None:
+def _parse_batches(ctx: LoadContext, params: dict[str, object]) -> None:
     for sql in MACROS_SQL:
         ctx.conn.execute(sql)
     ctx.conn.execute(CREATE_TMP_SQL)
@@ -256,6 +260,5 @@ def load(ctx: LoadContext) -> LoadResult:
         result.reject(int(line), reason, text)
     result.rejected = n_rejected
     (result.rows,) = ctx.conn.execute(COUNT_SQL, sid).fetchall()[0]
-    for tmp in ("_sacct_parsed", "_sacct_nodes", "_sacct_numbered"):
-        ctx.conn.execute(f"DROP TABLE IF EXISTS {tmp}")  # fixed names, no user input
+    ctx.conn.execute(DROP_TMP_SQL)
     return result
