@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from synestra_cli.simulate.failures import ending_lines
-from synestra_cli.simulate.jobs import US, Attempt, Checkpoint, JobTimeline
+from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.logfmt import Line, ckpt_dir, mega, parallelism, stamp, stamps
 from synestra_cli.simulate.model import JobSpec
 
@@ -42,7 +42,7 @@ def write_megatron_log(outdir: Path, tl: JobTimeline) -> Path:
 def _startup(spec: JobSpec, a: Attempt) -> list[Line]:
     tp, pp, dp = parallelism(spec)
     world = len(spec.hosts) * spec.gpus_per_node
-    init_us = a.start + (a.first_step - a.start) // 3
+    init_us = a.start + ((a.loop_start or a.first_step) - a.start) // 3
     lines = [
         mega(a.start, f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
                       f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: {pp}"),
@@ -54,7 +54,9 @@ def _startup(spec: JobSpec, a: Attempt) -> list[Line]:
         lines.append(mega(init_us, f"WARNING: could not find the metadata file {ckpt_dir(spec)}/"
                                    "latest_checkpointed_iteration.txt ", 2))
         lines.append(mega(init_us, "    will not load any checkpoints and will start from random", 3))
-    lines.append(mega(a.first_step, f"[before the start of training step] datetime: {stamp(a.first_step)[:19]} ", 5))
+    if a.loop_start is not None:
+        when = stamp(a.loop_start)[:19]
+        lines.append(mega(a.loop_start, f"[before the start of training step] datetime: {when} ", 5))
     return lines
 
 
@@ -84,14 +86,10 @@ def _interval_seconds(tl: JobTimeline, a: Attempt) -> tuple[np.ndarray, np.ndarr
         return its[:0], ends[:0], np.zeros(0)
     busy = np.cumsum(s.end[sel] - s.start[sel])[idx]
     interval = np.diff(np.concatenate(([0], busy))).astype(float)
-    restores = sum(c.end - c.start for c in _own(tl.checkpoints, a, "restore"))
-    interval[0] += a.first_step - a.start - restores   # the first line after a start counts start-up
+    if a.loop_start is not None:  # the interval timer starts with the loop: the first line counts warm-up
+        interval[0] += a.first_step - a.loop_start
     count = np.diff(np.concatenate(([a.resume_iteration], its[idx])))
     return its[idx], ends[idx], interval / count / US
-
-
-def _own(ckpts: tuple[Checkpoint, ...], a: Attempt, kind: str) -> list[Checkpoint]:
-    return [c for c in ckpts if c.attempt == a.number and c.kind == kind]
 
 
 def _iterations(tl: JobTimeline, a: Attempt) -> list[Line]:

@@ -23,6 +23,7 @@ US = 1_000_000
 STEP_NOISE_SIGMA = 0.015   # lognormal sigma of step times: ~1.5% run-to-run jitter
 PHASE_NOISE_SIGMA = 0.05   # startup, save and restore durations vary more
 EXIT_US = 3 * US           # process teardown after a final or preemption save
+WARMUP_SHARE = 0.1         # share of startup_s spent in the training loop before the first step
 EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:0", "PREEMPTED": "0:0", "COMPLETED": "0:0"}
 
 
@@ -61,11 +62,12 @@ class Attempt:
     state: str                 # COMPLETED | FAILED | NODE_FAIL | PREEMPTED | TIMEOUT
     exit_code: str             # sacct "code:signal"
     first_step: int            # start of the first training step (or the failure, if none ran)
-    last_progress: int         # end of the last completed step (or first_step if none)
+    last_progress: int         # end of the last completed step or save (or first_step if none)
     resume_iteration: int      # iteration restored at start (0: from scratch)
     failure: Failure | None = None  # crash or time limit
     sigterm: int | None = None      # when SIGTERM arrived (preemption)
     cause: Cause | None = None      # why the attempt ended early (crash or preemption cause)
+    loop_start: int | None = None   # the training loop (and Megatron's interval timer) starts; None: never
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class _Run:
     saved_it: int = 0                             # last iteration on storage (survives attempts)
     reacted: set[int] = field(default_factory=set)
     streak: int | None = None                     # start of the current run of slow steps
-    last_step: int = 0                            # end of the last completed step
+    progress: int = 0                             # end of the last completed step or save
     ckpts: list[Checkpoint] = field(default_factory=list)
     chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = field(default_factory=list)
 
@@ -179,10 +181,16 @@ def _attempt(run: _Run, prev: Attempt | None, t0: int) -> Attempt:
     """One attempt: startup, restore of the last save (if any), then training until it ends."""
     spec, number = run.spec, (prev.number + 1 if prev else 1)
     limit = t0 + round(spec.time_limit_s * US)
-    run.t, run.it, run.streak, run.last_step = t0, run.saved_it, None, t0
-    base = {"number": number, "start": t0, "resume_iteration": run.saved_it}
-    phases = [("startup", spec.startup_s)] + ([("restore", spec.restore_s)] if run.saved_it > 0 else [])
+    run.t, run.it, run.streak = t0, run.saved_it, None
+    base: dict = {"number": number, "start": t0, "resume_iteration": run.saved_it}
+    # Megatron initialises, loads the checkpoint, then starts its training loop; the first step's
+    # warm-up (lazy NCCL communicators, data-loader workers) is start-up time inside that loop.
+    phases = ([("init", spec.startup_s * (1 - WARMUP_SHARE))]
+              + ([("restore", spec.restore_s)] if run.saved_it > 0 else [])
+              + [("warmup", spec.startup_s * WARMUP_SHARE)])
     for phase, seconds in phases:
+        if phase == "warmup":
+            base["loop_start"] = run.t
         end = run.t + run.jitter(seconds)
         failed = _fail(run, base, end, limit, first_step=None)
         if failed:
@@ -191,7 +199,7 @@ def _attempt(run: _Run, prev: Attempt | None, t0: int) -> Attempt:
             trigger, cause = _restore_reason(prev)
             run.ckpts.append(Checkpoint("restore", number, run.saved_it, run.t, end, trigger, cause))
         run.t = end
-    run.last_step = run.t
+    run.progress = run.t
     return _train(run, base, limit, first_step=run.t)
 
 
@@ -277,7 +285,7 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
             run.reacted.add(index)
             failed = _save(run, base, "reactive", spec.disturbances[index].cause, limit, first_step)
         elif n_crash == c < n:
-            failed = _fail(run, base, 2**62, limit, first_step, last_progress=run.last_step)
+            failed = _fail(run, base, 2**62, limit, first_step, last_progress=run.progress)
         elif c < n:
             continue  # the slowdown factor changed: regenerate the rest at the new rate
         elif run.it >= spec.train_iters:
@@ -296,7 +304,7 @@ def _commit(run: _Run, attempt: int, starts: np.ndarray, ends: np.ndarray, strea
     iterations = run.it + 1 + np.arange(c, dtype=np.int64)
     run.chunks.append((iterations, starts[:c].copy(), ends[:c].copy(), attempt))
     run.it += c
-    run.t = run.last_step = int(ends[c - 1])
+    run.t = run.progress = int(ends[c - 1])
     run.streak = int(streak[c - 1]) if streak[c - 1] >= 0 else None
 
 
@@ -309,17 +317,17 @@ def _save(run: _Run, base: dict, trigger: str, cause: Cause | None, limit: int,
     active = [(f, c) for s, e, f, c in run.storage if s <= run.t < e]
     factor = float(np.prod([f for f, _ in active] or [1.0]))
     end = run.t + run.jitter(run.spec.save_s * factor)
-    failed = _fail(run, base, end, limit, first_step, last_progress=run.last_step)
+    failed = _fail(run, base, end, limit, first_step, last_progress=run.progress)
     if failed:
         return failed
     if trigger in ("periodic", "final") and active:
         cause = active[0][1]
     run.ckpts.append(Checkpoint("save", base["number"], run.it, run.t, end, trigger, cause))
-    run.saved_it, run.t = run.it, end
+    run.saved_it, run.t, run.progress = run.it, end, end
     return None
 
 
 def _clean_exit(run: _Run, base: dict, state: str, first_step: int, sigterm: int | None = None,
                 cause: Cause | None = None) -> Attempt:
     return Attempt(**base, end=run.t + EXIT_US, state=state, exit_code=EXIT_CODES[state],
-                   first_step=first_step, last_progress=run.last_step, sigterm=sigterm, cause=cause)
+                   first_step=first_step, last_progress=run.progress, sigterm=sigterm, cause=cause)

@@ -16,7 +16,8 @@ from synestra_cli.simulate.model import Cause
 
 BUCKETS = ("productive", "checkpoint_save", "checkpoint_restore", "startup", "lost_work", "hang", "requeue",
            "degraded_throughput", "other")
-FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT")
+# Attempts that end before training is done: their unsaved work is lost and they hang until exit.
+ENDED_EARLY = ("FAILED", "NODE_FAIL", "TIMEOUT", "PREEMPTED")
 
 
 def iso(t: int | datetime) -> str:
@@ -44,7 +45,7 @@ def counted_steps(tl: JobTimeline) -> np.ndarray:
     """
     keep = np.ones(len(tl.steps.iteration), dtype=bool)
     for a in tl.attempts:
-        if a.state in FAILED_STATES:
+        if a.state in ENDED_EARLY:
             keep &= ~((tl.steps.attempt == a.number) & (tl.steps.end > resume_point(tl, a)))
     return keep
 
@@ -63,7 +64,7 @@ def buckets_us(tl: JobTimeline) -> tuple[dict[str, int], float]:
     attempts = tl.attempts
     saves = [c.end - c.start for c in tl.checkpoints if c.kind == "save"]
     restores = [c.end - c.start for c in tl.checkpoints if c.kind == "restore"]
-    failed = [a for a in attempts if a.state in FAILED_STATES]
+    failed = [a for a in attempts if a.state in ENDED_EARLY]
     b = {
         "productive": round(ideal * int(keep.sum())),
         "checkpoint_save": sum(saves),
