@@ -229,3 +229,27 @@ def test_gnmic_openconfig_interface_counters_and_channel_power(conn, tmp_path):
     assert metrics(conn, "if_in_octets_total") == {"Ethernet8": 123456}
     assert metrics(conn, "if_oper_status") == {"Ethernet8": 2.0}
     assert metrics(conn, "optics_rx_power_dbm") == {"Ethernet8/lane2": -7.3}
+
+
+def test_mlxlink_json_after_date_and_command_lines(conn, tmp_path):
+    doc = {
+        "result": {"output": {"Module Info": {"Rx Power Current [dBm]": "-1.5,-9.25 [-10..4]"}}},
+        "status": {"code": 0, "message": "success"},
+    }
+    path = tmp_path / "optics.json"
+    path.write_text("2026-11-29T10:00:00Z\n$ mlxlink -d mlx5_6 -p 1 -m --json\n" + json.dumps(doc))
+    report = ingest_file(conn, path, IngestOptions(host="gpu-006"))
+    assert (report.rejected, report.first_ts) == (0, datetime(2026, 11, 29, 10, 0))
+    assert metrics(conn, "optics_rx_power_dbm") == {"mlx5_6/lane0": -1.5, "mlx5_6/lane1": -9.25, "mlx5_6": -9.25}
+
+
+def test_mlxlink_json_with_a_failed_status_is_a_reject_not_data(conn, tmp_path):
+    doc = {
+        "result": {"output": {"Module Info": {"Temperature [C]": "0"}}},
+        "status": {"code": 1, "message": "Failed to open device"},
+    }
+    path = tmp_path / "mlxlink_mlx5_0.json"
+    path.write_text(json.dumps(doc))
+    report = ingest_file(conn, path, IngestOptions(host="gpu-006"))
+    assert report.rejected == 1 and "Failed to open device" in report.reject_samples[0][1]
+    assert conn.execute("SELECT count(*) FROM metrics").fetchone()[0] == 0

@@ -96,29 +96,30 @@ def sniff(head: str) -> float:
     text = ANSI.sub("", head)
     if TEXT_SNIFF.search(text):
         return 0.95
-    return 0.95 if text.lstrip().startswith("{") and '"result"' in text and JSON_SNIFF.search(text) else 0.0
+    body = text[text.find("{") :] if "{" in "".join(text.splitlines()[:4]) else ""
+    return 0.95 if '"result"' in body and JSON_SNIFF.search(body) else 0.0
 
 
 def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
-    text = ANSI.sub("", ctx.read_text())
-    lines = text.splitlines()
+    lines = ANSI.sub("", ctx.read_text()).splitlines()
     ts, header_line = snapshot_time(ctx, lines, result)
-    default_entity = _entity_from_name(ctx.path.name)
-    if text.lstrip().startswith("{") or (
-        header_line and "\n".join(lines[header_line:]).lstrip().startswith("{")
-    ):
-        reports = _parse_json("\n".join(lines[header_line:]), header_line, default_entity, result)
+    by_name = _entity_from_name(ctx.path.name)
+    # --json output may follow a date line and the echoed command: they are its preamble
+    json_start = next((i for i, line in enumerate(lines[:4]) if line.lstrip().startswith("{")), None)
+    if json_start is None:
+        reports = _parse_text(lines, header_line, by_name, result)
     else:
-        reports = _parse_text(lines, header_line, default_entity, result)
+        commands = [COMMAND.search(line) for line in lines[:json_start]]
+        entity = next((_command_entity(*c.groups()) for c in commands if c), by_name)
+        reports = _parse_json(lines, json_start, entity, result)
     if any(r.entity is None for r in reports):
         result.notes.append(f"{ctx.display}: mlxlink does not name the port; entity NULL (echo the command)")
     host = fallback_host(ctx, result)
     rows = MetricRows()
-    events = []
     for report in reports:
         _add_metrics(rows, ts, host, report)
-        events.append(_info_event(ts, host, report))
+    events = [_info_event(ts, host, report) for report in reports]
     result.rows = rows.write(ctx) + write_info_events(ctx, events)
     return result
 
@@ -156,21 +157,24 @@ def _parse_text(lines: list[str], skip: int, default_entity, result: LoadResult)
     return reports
 
 
-def _parse_json(text: str, offset: int, default_entity, result: LoadResult) -> list[Report]:
+def _parse_json(lines: list[str], start: int, entity: str | None, result: LoadResult) -> list[Report]:
+    text = "\n".join(lines[start:])
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         doc = _close_truncated(text)
-        reason = (
-            "truncated JSON: kept the complete sections before this point"
-            if doc
-            else f"invalid JSON: {exc.msg}"
-        )
-        result.reject(exc.lineno + offset, reason, text.splitlines()[-1] if text.strip() else "")
-    output = doc.get("result", {}).get("output", {}) if isinstance(doc, dict) else {}
-    if not isinstance(output, dict):
+        reason = "truncated JSON: kept the complete sections before this point" if doc else f"invalid JSON: {exc.msg}"
+        result.reject(exc.lineno + start, reason, lines[-1])
+    if not isinstance(doc, dict):
         return []
-    return [Report(default_entity, 1 + offset, {k: v for k, v in output.items() if isinstance(v, dict)})]
+    status = doc.get("status") or {}
+    if isinstance(status, dict) and status.get("code") not in (None, 0):
+        # mlxlink said the query failed: whatever output it left is not data
+        result.reject(start + 1, f"mlxlink status {status.get('code')}: {status.get('message')}", lines[start])
+        return []
+    output = (doc.get("result") or {}).get("output") or {}
+    sections = {k: v for k, v in output.items() if isinstance(v, dict)} if isinstance(output, dict) else {}
+    return [Report(entity, start + 1, sections)]
 
 
 def _close_truncated(text: str) -> dict | None:

@@ -67,9 +67,7 @@ def header_time(lines: list[str], tz: str) -> tuple[datetime | None, int]:
     for i, line in enumerate(lines[:3], start=1):
         iso = ISO_LINE.match(line)
         if iso:
-            ts = datetime.fromisoformat(
-                iso.group(1).replace(",", ".").replace(" ", "T") + (iso.group(2) or "")
-            )
+            ts = datetime.fromisoformat(iso.group(1).replace(",", ".").replace(" ", "T") + (iso.group(2) or ""))
             return to_utc(ts, tz), i
         date = DATE_LINE.match(line)
         if date:
@@ -100,9 +98,7 @@ def fallback_host(ctx: LoadContext, result: LoadResult) -> str | None:
     """--host, else NULL with a note: the output itself does not name its host."""
     if ctx.options.host:
         return ctx.options.host
-    result.notes.append(
-        f"{ctx.display}: the output does not name its host; stored with host NULL (use --host)"
-    )
+    result.notes.append(f"{ctx.display}: the output does not name its host; stored with host NULL (use --host)")
     return None
 
 
@@ -127,9 +123,7 @@ class MetricRows:
     def __init__(self) -> None:
         self.cols: dict[str, list] = {name: [] for name in METRIC_SCHEMA.names}
 
-    def add(
-        self, ts: datetime, host: str | None, entity: str | None, metric: str, value: float | None
-    ) -> None:
+    def add(self, ts: datetime, host: str | None, entity: str | None, metric: str, value: float | None) -> None:
         for name, v in zip(METRIC_SCHEMA.names, (ts, host, entity, metric, value), strict=True):
             self.cols[name].append(v)
 
@@ -151,28 +145,23 @@ class MetricRows:
         return len(self)
 
 
-def write_info_events(
-    ctx: LoadContext, rows: list[tuple[datetime, str | None, str | None, str, dict, int]]
-) -> int:
+def write_info_events(ctx: LoadContext, rows: list[tuple[datetime, str | None, str | None, str, dict, int]]) -> int:
     """Descriptive facts a metric cannot hold (FEC mode, module vendor): one `log` event per port.
 
     rows: (ts, host, component, message, fields, line).
     """
+    if not rows:
+        return 0
     ctx.conn.executemany(
         INSERT_EVENTS_SQL,
-        [
-            (ts, host, comp, msg, json.dumps(fields), ctx.source_id, line)
-            for ts, host, comp, msg, fields, line in rows
-        ],
+        [(ts, host, comp, msg, json.dumps(fields), ctx.source_id, line) for ts, host, comp, msg, fields, line in rows],
     )
     return len(rows)
 
 
 def write_topology(ctx: LoadContext, cols: dict[str, list]) -> int:
     """Insert topology rows from column lists host, nic, switch, switch_port, rack."""
-    table = pa.table(
-        {k: pa.array(cols[k], pa.string()) for k in ("host", "nic", "switch", "switch_port", "rack")}
-    )
+    table = pa.table({k: pa.array(cols[k], pa.string()) for k in ("host", "nic", "switch", "switch_port", "rack")})
     if not table.num_rows:
         return 0
     ctx.conn.register("topology_rows", table)
