@@ -3,8 +3,7 @@ job ids, failures, bad input."""
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -229,13 +228,17 @@ def test_torchtitan_ansi_colours_and_current_checkpoint_wording(conn, tmp_path):
              f"  {esc}[33mmemory: 40.00GiB(50.00%)  {esc}[34mtps: 12,345  {esc}[36mtflops: 400.10  "
              f"{esc}[35mmfu: 40.45%{esc}[39m",
              "[rank0]:[titan] 2026-02-01 08:00:00,100 - root - INFO - Staging the checkpoint.",
-             "[rank0]:[titan] 2026-02-01 08:00:01,600 - root - INFO - Finished staging the checkpoint in 1.50 seconds.",
+             "[rank0]:[titan] 2026-02-01 08:00:01,600 - root - INFO - Finished staging the checkpoint in 1.50 "
+             "seconds.",
              "[rank0]:[titan] 2026-02-01 09:00:00,000 - root - INFO - Loading the checkpoint from "
              "./outputs/checkpoint/step-100.",
-             "[rank0]:[titan] 2026-02-01 09:00:12,000 - root - INFO - Finished loading the checkpoint in 12.00 seconds."]
+             "[rank0]:[titan] 2026-02-01 09:00:12,000 - root - INFO - Finished loading the checkpoint in 12.00 "
+             "seconds."]
     ingest(conn, write(tmp_path, lines))
-    assert rows(conn, "SELECT iteration, tokens_per_s, tflops_per_gpu, loss FROM steps") == [(100, 12345.0, 400.1, 3.21)]
-    assert rows(conn, "SELECT attempt, kind, iteration, is_async, phase, blocking_s FROM checkpoints ORDER BY line") == [
+    assert rows(conn, "SELECT iteration, tokens_per_s, tflops_per_gpu, loss FROM steps") == [
+        (100, 12345.0, 400.1, 3.21)]
+    got = rows(conn, "SELECT attempt, kind, iteration, is_async, phase, blocking_s FROM checkpoints ORDER BY line")
+    assert got == [
         (1, "save", 100, True, "scheduled", 1.5), (2, "restore", 100, None, None, 12.0)]
 
 

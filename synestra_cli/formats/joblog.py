@@ -47,7 +47,8 @@ TIMES_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_t AS
 SELECT *,
     nullif(coalesce(
-        nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] )?(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)', 1), ''),
+        nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] )?'
+                                    '(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)', 1), ''),
         nullif(regexp_extract(body, 'datetime: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})', 1), ''),
         regexp_extract(body, ' AT (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})', 1)), '') AS iso_text,
     TRY_CAST(regexp_extract(body, '^:::MLLOG .*"time_ms": (\d+)', 1) AS BIGINT) AS epoch_ms,
@@ -192,7 +193,8 @@ def count_matches(head: str, pattern: str) -> int:
     return len(re.findall(pattern, ANSI.sub("", head), re.MULTILINE))
 
 
-SYSLOG_ENVELOPE = re.compile(r"^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^:\s]+(?:\[\d+\])?:", re.MULTILINE)
+SYSLOG_ENVELOPE = re.compile(r"^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^:\s]+(?:\[\d+\])?:",
+                             re.MULTILINE)
 
 
 def looks_like_syslog(head: str) -> bool:

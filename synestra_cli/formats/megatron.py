@@ -48,15 +48,18 @@ CKPT_SQL = r"""
 WITH m AS (
     SELECT pos, lineno, ts, ts_precision, body,
         regexp_extract(body, 'saving checkpoint at iteration\s+(\d+) to (\S+)', ['it', 'path']) AS save,
-        regexp_extract(body, 'scheduled an async checkpoint save at iteration\s+(\d+) to (\S+)', ['it', 'path']) AS sched,
+        regexp_extract(body, 'scheduled an async checkpoint save at iteration\s+(\d+) to (\S+)',
+                       ['it', 'path']) AS sched,
         regexp_extract(body, 'successfully saved (?:local )?checkpoint from iteration\s+(\d+)(?: to (\S+))?',
                        ['it', 'path']) AS saved,
         regexp_extract(body, 'loading (?:dist |distributed )?checkpoint from (\S+) at iteration (\d+)',
                        ['path', 'it']) AS load,
-        regexp_extract(body, 'successfully loaded checkpoint from (\S+).* at iteration (\d+)', ['path', 'it']) AS loaded,
+        regexp_extract(body, 'successfully loaded checkpoint from (\S+).* at iteration (\d+)',
+                       ['path', 'it']) AS loaded,
         TRY_CAST(regexp_extract(body, '^\s+save-checkpoint \.*: \(([0-9.]+), ([0-9.]+)\)', 2) AS DOUBLE) AS timer_ms
     FROM jl_lines
-    WHERE regexp_matches(body, 'checkpoint (at|from) iteration|checkpoint save at iteration|checkpoint from \S+ .*at iteration|save-checkpoint \.')
+    WHERE regexp_matches(body, 'checkpoint (at|from) iteration|checkpoint save at iteration|'
+                               'checkpoint from \S+ .*at iteration|save-checkpoint \.')
 )
 SELECT pos, lineno, ts, ts_precision,
     CASE WHEN sched.it <> '' THEN 'save_sched' WHEN saved.it <> '' THEN 'save_end' WHEN save.it <> '' THEN 'save_start'
@@ -74,7 +77,8 @@ FROM m WHERE fact IS NOT NULL
 # Start-up banners (one per process start) and the SIGTERM exit line.
 BANNER_SQL = r"""
 SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
-WHERE regexp_matches(body, '^\s*using world size: \d+|time to initialize megatron \(seconds\)|\[after megatron is initialized\] datetime:')
+WHERE regexp_matches(body, '^\s*using world size: \d+|time to initialize megatron \(seconds\)|'
+                           '\[after megatron is initialized\] datetime:')
    OR regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\tStarting job')
 """
 
@@ -113,7 +117,7 @@ def sniff(head: str) -> float:
         return 0.9
     if joblog.count_matches(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t"):
         return 0.9
-    if joblog.count_matches(head, r"(saving|loading (dist |distributed )?)checkpoint (at iteration|from \S+ at iteration)"):
+    if joblog.count_matches(head, r"(saving|loading (dist |distributed )?)checkpoint (at|from \S+ at) iteration"):
         return 0.7
     return 0.0
 

@@ -26,10 +26,13 @@ WITH n AS (
     SELECT pos, lineno, ts, ts_precision, body,
         regexp_extract(body, 'Global Checkpoint Save : Rank: \d+ : Iteration: (\d+) : Start time: [0-9.]+s : '
                        'Save duration: ([0-9.]+)s', ['it', 'dur']) AS g,
-        regexp_extract(body, 'Async checkpoint save for step (\d+) \((.*)\) finalized successfully', ['step', 'path']) AS fin,
+        regexp_extract(body, 'Async checkpoint save for step (\d+) \((.*)\) finalized successfully',
+                       ['step', 'path']) AS fin,
         regexp_extract(body, 'Epoch \d+, global step (\d+): .* saving model to ''([^'']+)''', ['step', 'path']) AS ptl
     FROM jl_lines
-    WHERE regexp_matches(body, 'Global Checkpoint Save :|Scheduled async checkpoint save for|Async checkpoint save for step|saving model to|successfully restored from|Loading distributed checkpoint with')
+    WHERE regexp_matches(body, 'Global Checkpoint Save :|Scheduled async checkpoint save for|'
+                               'Async checkpoint save for step|'
+                               'saving model to|successfully restored from|Loading distributed checkpoint with')
 )
 SELECT pos, lineno, ts_precision,
     CASE WHEN g.it <> '' THEN 'save_start' WHEN contains(body, 'Scheduled async checkpoint save for') THEN 'save_sched'

@@ -125,7 +125,8 @@ ELASTIC_SQL = r"""
 SELECT pos, lineno, 'incident' AS fact, 'elastic_restart' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('role', m.role, 'state', m.state, 'attempts_left', TRY_CAST(m.left AS INTEGER),
                 'max_restarts', TRY_CAST(m.max AS INTEGER)) AS fields
-FROM (SELECT *, regexp_extract(body, '\[(\w+)\] Worker group (FAILED|UNHEALTHY)\. (\d+)/(\d+) attempts left; will restart',
+FROM (SELECT *, regexp_extract(body,
+                               '\[(\w+)\] Worker group (FAILED|UNHEALTHY)\. (\d+)/(\d+) attempts left; will restart',
                                ['role', 'state', 'left', 'max']) AS m
       FROM jl_lines WHERE contains(body, 'attempts left; will restart worker group'))
 UNION ALL BY NAME

@@ -36,9 +36,11 @@ CKPT_SQL = r"""
 WITH c AS (
     SELECT pos, lineno, ts, ts_precision, body,
         TRY_CAST(nullif(regexp_extract(body, '(?:step-|at last step, step )(\d+)', 1), '') AS BIGINT) AS it,
-        nullif(regexp_extract(body, '(?:id=|checkpoint_id=''|Loading the checkpoint from )([^\s'',]+?)\.?(?:''|$|\s)', 1), '')
+        nullif(regexp_extract(body, '(?:id=|checkpoint_id=''|Loading the checkpoint from )'
+                                    '([^\s'',]+?)\.?(?:''|$|\s)', 1), '')
             AS path,
-        TRY_CAST(nullif(regexp_extract(body, 'the checkpoint(?: \(or staging if async is enabled\))? ?in ([0-9.]+) seconds', 1), '')
+        TRY_CAST(nullif(regexp_extract(body, 'the checkpoint(?: \(or staging if async is enabled\))? ?'
+                                             'in ([0-9.]+) seconds', 1), '')
             AS DOUBLE) AS secs
     FROM jl_lines WHERE contains(body, 'checkpoint')
 )
@@ -52,14 +54,16 @@ SELECT pos, lineno, ts, ts_precision, it AS iteration, path,
          WHEN contains(body, ' - Submitted checkpoint save request for checkpoint_id=') THEN 'save_end'
          WHEN regexp_matches(body, ' - Loading the checkpoint (from|at step)') THEN 'load_start'
          WHEN contains(body, ' - Finished loading the checkpoint in') THEN 'load_end' END AS fact,
-    CASE WHEN regexp_matches(body, ' - (Staging the checkpoint|Finished staging|Received async checkpoint|Submitted checkpoint save)')
+    CASE WHEN regexp_matches(body, ' - (Staging the checkpoint|Finished staging|'
+                                   'Received async checkpoint|Submitted checkpoint save)')
          THEN true END AS is_async,
     CASE WHEN contains(body, ' - Finished ') AND NOT contains(body, 'loading') THEN secs END AS blocking_s
 FROM c WHERE fact IS NOT NULL
 """
 
 BANNER_SQL = r"""
-SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines WHERE regexp_matches(body, '\] .* - INFO - Starting job: ')
+SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+WHERE regexp_matches(body, '\] .* - INFO - Starting job: ')
 """
 
 FACT_SQL = [STEP_SQL, CKPT_SQL, BANNER_SQL]
