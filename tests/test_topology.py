@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 from conftest import REAL_SAMPLES
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from synestra_cli.formats import ibnetdiscover, topology_csv
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
+from synestra_cli.store.connect import memory_store
 
 
 def topology(conn):
@@ -98,3 +101,46 @@ def test_node_description_rules():
     assert ibnetdiscover.node_names("gpu-001 mlx5_3") == ("gpu-001", "mlx5_3")
     assert ibnetdiscover.node_names("MT23108 InfiniHost Mellanox Technologies") == (None, None)
     assert ibnetdiscover.node_names("ISR9024 Voltaire") == (None, None)
+
+
+HOST = st.from_regex(r"[a-z][a-z0-9-]{0,8}[0-9]", fullmatch=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    cables=st.dictionaries(
+        keys=st.tuples(HOST, st.integers(0, 7)),  # (host, mlx5 index)
+        values=st.tuples(st.integers(1, 3), st.integers(1, 64)),  # (leaf number, leaf port)
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_ibnetdiscover_round_trip(cables, tmp_path_factory):
+    """Rendered as ibnetdiscover prints a fabric (switch blocks, then CA blocks), every cable comes back."""
+    assume(len(set(cables.values())) == len(cables))  # one cable per switch port
+    sw_guid = {leaf: f"{0x248A070300000000 + leaf:016x}" for leaf in (1, 2, 3)}
+    ca_guid = {key: f"{0x0C42A10300000000 + i * 16:016x}" for i, key in enumerate(sorted(cables))}
+    blocks = []
+    for leaf, guid in sw_guid.items():
+        lines = [f'Switch\t41 "S-{guid}"\t\t# "MF0;leaf-{leaf:02d}:MQM8700/U1" enhanced port 0 lid {leaf} lmc 0']
+        for (host, idx), (on_leaf, port) in sorted(cables.items()):
+            if on_leaf == leaf:
+                g = ca_guid[(host, idx)]
+                lines.append(f'[{port}]\t"H-{g}"[1]({g}) \t\t# "{host} mlx5_{idx}" lid 9 4xNDR')
+        blocks.append("\n".join(lines))
+    for (host, idx), (leaf, port) in sorted(cables.items()):
+        g = ca_guid[(host, idx)]
+        blocks.append(
+            f'Ca\t1 "H-{g}"\t\t# "{host} mlx5_{idx}"\n'
+            f'[1]({g}) \t"S-{sw_guid[leaf]}"[{port}]\t\t# lid 9 lmc 0 "MF0;leaf-{leaf:02d}:MQM8700/U1" lid {leaf} 4xNDR'
+        )
+    path = tmp_path_factory.mktemp("ibnd") / "fabric.topo"
+    path.write_text("#\n# Topology file: generated on Sun Nov 29 23:00:00 2026\n#\n\n" + "\n\n".join(blocks) + "\n")
+    conn = memory_store()
+    try:
+        report = ingest_file(conn, path, IngestOptions())
+        assert report.rejected == 0
+        want = sorted((h, f"mlx5_{i}", f"leaf-{leaf:02d}", str(p), None) for (h, i), (leaf, p) in cables.items())
+        assert topology(conn) == want
+    finally:
+        conn.close()
