@@ -19,10 +19,11 @@ from synestra_cli.simulate.scenarios import SCENARIOS, simulate
 @click.option("--hours", type=click.FloatRange(1.0, 24.0 * 14), default=6.0, show_default=True,
               help="Length of the simulated window.")
 @click.option("--gpus-per-node", type=click.IntRange(1, 8), default=8, show_default=True)
+@click.option("--gzip", "gz", is_flag=True, help="Compress the telemetry and syslog files (.gz; ingest reads them).")
 @click.option("--force", is_flag=True, help="Replace a simulation already in OUTDIR.")
 @handle_errors
 def command(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int,
-            force: bool) -> None:
+            gz: bool, force: bool) -> None:
     """Simulate a GPU cluster that fails in a known way: OUTDIR/exports/ holds syslog, DCGM, fabric
     counters, optics, topology, Megatron-LM logs and sacct; OUTDIR/truth.json says what happened.
 
@@ -34,5 +35,5 @@ def command(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gp
       synestra ingest /tmp/sim/exports && synestra explain --job 1001
     """
     meta = simulate(outdir, scenario, seed=seed, nodes=nodes, hours=hours, gpus_per_node=gpus_per_node,
-                    overwrite=force)
+                    overwrite=force, gz=gz)
     click.echo(json.dumps(meta))

@@ -20,6 +20,7 @@ from synestra_cli.simulate.joblog import write_megatron_log
 from synestra_cli.simulate.jobs import US, JobTimeline, simulate_job
 from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad
 from synestra_cli.simulate.model import Disturbance, JobSpec
+from synestra_cli.simulate.promtext import sink
 from synestra_cli.simulate.sacct import write_sacct
 from synestra_cli.simulate.telemetry import Grid, write_dcgm
 
@@ -36,7 +37,8 @@ class Intervals:
     @classmethod
     def for_size(cls, nodes: int, hours: float) -> Intervals:
         """Denser sampling for small clusters; at campus scale every 60 s keeps 10^8 samples a day."""
-        return cls(30.0, 30.0, 60.0, 60.0) if nodes * hours <= 512 else cls(60.0, 60.0, 60.0, 300.0)
+        dense = nodes * hours <= 512 and hours <= 24
+        return cls(30.0, 30.0, 60.0, 60.0) if dense else cls(60.0, 60.0, 60.0, 300.0)
 
 
 def run_jobs(plan, seed: int) -> list[JobTimeline]:
@@ -92,7 +94,7 @@ def _utc(t: datetime) -> float:
 
 
 def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv: Intervals, seed: int,
-                    loads: dict[str, HostLoad], effects: dict[str, list[F.Effect]]) -> int:
+                    loads: dict[str, HostLoad], effects: dict[str, list[F.Effect]], gz: bool = False) -> int:
     """dcgm, node_exporter and optics per host; snmp per leaf. Returns the number of metric samples."""
     t0, t1 = grid_span
     for d in ("dcgm", "node_exporter", "snmp", "optics"):
@@ -100,16 +102,16 @@ def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv:
     n = 0
     for i, h in enumerate(cl.hosts):
         eff = effects.get(h, [])
-        with open(root / "dcgm" / f"{h}.prom", "wb") as fh:
+        with sink(root / "dcgm" / f"{h}.prom", gz) as fh:
             n += write_dcgm(fh, cl, h, Grid(t0, t1, iv.dcgm).times(seed, "dcgm", i), loads[h], eff, seed)
-        with open(root / "node_exporter" / f"{h}.prom", "wb") as fh:
+        with sink(root / "node_exporter" / f"{h}.prom", gz) as fh:
             n += write_node_exporter(fh, cl, h, Grid(t0, t1, iv.ib).times(seed, "ib", i), loads[h], eff, seed)
-        with open(root / "optics" / f"{h}.csv", "wb") as fh:
+        with sink(root / "optics" / f"{h}.csv", gz) as fh:
             fh.write(OPTICS_HEADER)
             n += write_optics(fh, cl, h, Grid(t0, t1, iv.optics).times(seed, "optics", i), eff, seed)
     for leaf in range(cl.nics_per_host):
         ts = Grid(t0, t1, iv.snmp).times(seed, "snmp", 10_000 + leaf)
-        with open(root / "snmp" / f"{cl.leaf(leaf)}.prom", "wb") as fh:
+        with sink(root / "snmp" / f"{cl.leaf(leaf)}.prom", gz) as fh:
             n += write_snmp(fh, cl, leaf, ts, loads, effects, seed)
     with open(root / "topology.csv", "wb") as fh:
         write_topology(fh, cl)
@@ -117,7 +119,7 @@ def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv:
 
 
 def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs: list[F.LogLine],
-                  effects: dict[str, list[F.Effect]]) -> None:
+                  effects: dict[str, list[F.Effect]], gz: bool = False) -> None:
     (root / "syslog").mkdir(parents=True, exist_ok=True)
     by_host: dict[str, list[F.LogLine]] = {h: [] for h in cl.hosts}
     for ln in logs:
@@ -127,7 +129,7 @@ def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs
         skew = float(np.random.default_rng([seed, 31, i]).uniform(-3.0, 3.0))
         boots = syslog.boot_times(cl, h, t0, effects.get(h, []), seed)
         lines = by_host[h] + syslog.routine_lines(h, t0, t1, seed, i)
-        syslog.write_host(root / "syslog", cl, h, lines, boots, skew)
+        syslog.write_host(root / "syslog", cl, h, lines, boots, skew, gz)
 
 
 def write_jobs(root: Path, timelines: list[JobTimeline]) -> None:

@@ -30,9 +30,8 @@ def nic_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: l
     dts = np.diff(ts, prepend=ts[0] - (ts[1] - ts[0] if n > 1 else 30.0))
     down, reset = reboots(ts, effects)
     flap, _ = effect_mask(ts, effects, "link_down", k)
-    erring, err_rate = effect_mask(ts, effects, "link_errors", k)
-    lossy = erring & (err_rate > 0)        # a degraded optic: packets lost and retransmitted
-    noisy = erring & (err_rate < 0)        # noisy but healthy: a trickle of corrected symbol errors
+    lossy, err_rate = effect_mask(ts, effects, "link_errors", k, lambda e: e.value > 0)  # a degraded optic
+    noisy, _ = effect_mask(ts, effects, "link_errors", k, lambda e: e.value < 0)  # noisy but healthy
     bps = np.where(state == COMPUTE, COMPUTE_TRAFFIC_BPS / factor, np.where(state == IO, 2e9, 4e4))
     bps = bps[None, :] * rng.uniform(0.97, 1.03, (k, n)) * ~flap
     f = {"rx_bytes": bps * dts, "tx_bytes": bps * dts * rng.uniform(0.99, 1.01, (k, n))}
@@ -150,13 +149,15 @@ def write_optics(out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, effects:
     ramp = np.clip((ts[None, :] - _starts(effects, "optic_sag", k)[:, None]) / 300.0, 0, 1)
     base = rng.uniform(-1.8, -0.6, k)[:, None]
     metrics = {
-        "optics_rx_power_dbm": base - np.where(sagging, sag * ramp, 0.0) + rng.normal(0, 0.05, (k, n)),
+        # a bent or dirty fibre: a step of ~1 dB at onset, then a slow slide over five minutes
+        "optics_rx_power_dbm": base - np.where(sagging, sag * (0.3 + 0.7 * ramp), 0.0) + rng.normal(0, 0.05, (k, n)),
         "optics_tx_power_dbm": rng.uniform(-0.6, 0.4, k)[:, None] + rng.normal(0, 0.03, (k, n)),
         "optics_temp_celsius": rng.uniform(44, 52, k)[:, None] + rng.normal(0, 0.3, (k, n)),
     }
     down, reset = reboots(ts, effects)
     dts = np.diff(ts, prepend=ts[0] - (ts[1] - ts[0] if n > 1 else 60.0))
-    fec = np.where(sagging, 10.0 ** (3.0 + sag * ramp), 800.0)   # corrected codewords/s rise with the loss
+    # corrected codewords/s climb by decades with the loss (capped below the link's ~8e7 codewords/s)
+    fec = np.where(sagging, np.minimum(10.0 ** (3.0 + sag * (0.3 + 0.7 * ramp)), 2e7), 800.0)
     metrics["port_fec_corrected_codewords_total"] = cumulative(rng.poisson(fec * dts), reset)
     metrics["port_fec_uncorrectable_codewords_total"] = cumulative(
         rng.poisson(np.where(sagging & (ramp > 0.5), 2.0, 0.0) * dts), reset)

@@ -257,7 +257,8 @@ def benign_noise(cl: Cluster, t0: float, t1: float, rng: np.random.Generator, id
         noise.logs.extend(_link_logs(cl, h, nic, ts, 8.0))
         noise.effects.append(Effect("link_down", h, ts, ts + 8.0, nic))
     for h in other_job_hosts[:2]:
-        noise.logs.extend(_app_xids(cl, h, t0 + float(rng.uniform(0.1, 0.9)) * span, int(rng.integers(8))))
+        gpu = int(rng.integers(cl.gpus_per_node))
+        noise.logs.extend(_app_xids(cl, h, t0 + float(rng.uniform(0.1, 0.9)) * span, gpu))
     return noise
 
 

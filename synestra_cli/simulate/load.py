@@ -6,6 +6,7 @@ the job's slowdown factor, and the fault effects; this module evaluates those on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,12 +51,14 @@ def target_rows(e: Effect, n: int) -> np.ndarray:
     return rows
 
 
-def effect_mask(ts: np.ndarray, effects: list[Effect], kind: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(mask (n, T), value (n, T)) of the effects of one kind; where several overlap, the last wins."""
+def effect_mask(ts: np.ndarray, effects: list[Effect], kind: str, n: int,
+                keep: Callable[[Effect], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(mask (n, T), value (n, T)) of the effects of one kind (those ``keep`` accepts); where several
+    overlap, the last wins."""
     mask = np.zeros((n, ts.size), bool)
     value = np.zeros((n, ts.size))
     for e in effects:
-        if e.kind != kind:
+        if e.kind != kind or (keep is not None and not keep(e)):
             continue
         m = target_rows(e, n)[:, None] & window(ts, e)[None, :]
         mask |= m

@@ -6,11 +6,27 @@ array's data buffer *is* the file content, so a host's few hundred thousand samp
 
 from __future__ import annotations
 
+import gzip
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+
+@contextmanager
+def sink(path: Path, gz: bool = False) -> Iterator[BinaryIO]:
+    """A binary file to stream into; with gz, ``path.gz`` compressed reproducibly (no name, mtime 0)."""
+    if not gz:
+        with open(path, "wb") as fh:
+            yield fh
+        return
+    with open(f"{path}.gz", "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                                       compresslevel=6) as fh:
+        yield fh  # type: ignore[misc]
 
 
 def _bytes_of(arr: pa.Array) -> bytes:

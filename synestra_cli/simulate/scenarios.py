@@ -40,6 +40,10 @@ class Plan:
         """A time between fractions lo and hi of the window, on a whole second."""
         return float(round(self.t0 + self.rng.uniform(lo, hi) * (self.t1 - self.t0)))
 
+    def gpu(self) -> int:
+        """A random GPU (or NIC: one per GPU) index."""
+        return int(self.rng.integers(self.cl.gpus_per_node))
+
     def pick(self, seq):
         return seq[int(self.rng.integers(len(seq)))]
 
@@ -91,31 +95,31 @@ def ghost_link(p: Plan) -> None:
     host, nic = p.pick(p.main.hosts), int(p.rng.integers(p.cl.nics_per_host))
     p.faults.append(F.ghost_link(p.cl, host, nic, p.at(0.35, 0.45), p.at(0.8, 0.9), p.rng))
     out = p.pick(p.outside())
-    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, int(p.rng.integers(8)), p.at(0.1, 0.2), p.at(0.5, 0.6),
+    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, p.gpu(), p.at(0.1, 0.2), p.at(0.5, 0.6),
                                            p.rng)))
 
 
 def gpu_fell_off_bus(p: Plan) -> None:
-    p.faults.append(F.gpu_fell_off_bus(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.gpu_fell_off_bus(p.cl, p.pick(p.outside()), int(p.rng.integers(8)),
+    p.faults.append(F.gpu_fell_off_bus(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.gpu_fell_off_bus(p.cl, p.pick(p.outside()), p.gpu(),
                                                   p.at(0.15, 0.25), p.rng)))
 
 
 def ecc_dbe(p: Plan) -> None:
-    p.faults.append(F.ecc_dbe(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.ecc_dbe(p.cl, p.pick(p.outside()), int(p.rng.integers(8)), p.at(0.15, 0.25),
+    p.faults.append(F.ecc_dbe(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.ecc_dbe(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25),
                                         p.rng)))
 
 
 def nvlink(p: Plan) -> None:
-    p.faults.append(F.nvlink(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.nvlink(p.cl, p.pick(p.outside()), int(p.rng.integers(8)), p.at(0.15, 0.25),
+    p.faults.append(F.nvlink(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.nvlink(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25),
                                        p.rng)))
 
 
 def link_flap(p: Plan) -> None:
-    p.faults.append(F.link_flap(p.cl, p.pick(p.main.hosts), int(p.rng.integers(8)), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.link_flap(p.cl, p.pick(p.outside()), int(p.rng.integers(8)), p.at(0.15, 0.25),
+    p.faults.append(F.link_flap(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, F.link_flap(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25),
                                           p.rng)))
 
 
@@ -143,7 +147,7 @@ def slow_storage(p: Plan) -> None:
     p.faults.append(F.slow_storage(p.cl, p.cl.hosts, start, start + span, p.rng, lustre=bool(p.rng.integers(2))))
     blip = p.at(0.1, 0.15)
     blip_fault = F.slow_storage(p.cl, p.cl.hosts, blip, blip + 40.0, p.rng)
-    p.faults.append(blip_fault.as_decoy("no_save_during", harmless=True))
+    p.faults.append(blip_fault.as_decoy("harmless_blip", harmless=True))
 
 
 def preemption(p: Plan) -> None:
@@ -158,7 +162,7 @@ def software_crash(p: Plan) -> None:
 
 def straggler_compute(p: Plan) -> None:
     host = p.pick(p.main.hosts)
-    rank = p.main.hosts.index(host) * p.cl.gpus_per_node + int(p.rng.integers(p.cl.gpus_per_node))
+    rank = p.main.hosts.index(host) * p.cl.gpus_per_node + p.gpu()
     p.faults.append(F.straggler(p.cl, p.main.hosts, host, p.at(0.35, 0.45), p.at(0.75, 0.85), p.rng, rank))
     link_decoys(p)
 
@@ -170,7 +174,7 @@ def routine(p: Plan) -> None:
 def link_decoys(p: Plan) -> None:
     """A real degraded link outside the main job (it slows whatever runs there, not the main job)."""
     out = p.pick(p.outside())
-    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, int(p.rng.integers(8)), p.at(0.2, 0.3), p.at(0.6, 0.7),
+    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, p.gpu(), p.at(0.2, 0.3), p.at(0.6, 0.7),
                                            p.rng)))
 
 
@@ -183,18 +187,21 @@ SCENARIOS: dict[str, Callable[[Plan], None]] = {
 
 
 def campaign(p: Plan) -> None:
-    """Several jobs over days, one after another on rotating partitions, each meeting one fault kind."""
+    """Many jobs over days: parallel lanes of nodes, each running jobs back to back, each job meeting one
+    fault kind (or none). A lane's faults are decoys for the other lanes' jobs."""
     kinds = ["ghost-link", "routine", "gpu-fell-off-bus", "thermal-rack", "slow-storage", "ecc-dbe",
              "preemption", "link-flap", "straggler-compute", "power-capping", "nvlink", "software-crash"]
     p.jobs.clear()
-    span = p.t1 - p.t0
-    n_jobs = max(3, int(span // (8 * 3600)))
-    part = max(2, p.cl.nodes // 2)
-    for k in range(n_jobs):
-        lo = p.t0 + k * span / n_jobs
-        hosts = tuple(p.cl.hosts[(k * part // 2 + i) % p.cl.nodes] for i in range(part))
-        sub = Plan(p.cl, lo, lo + span / n_jobs, p.rng)
-        sub.jobs.append(sub.job(str(1001 + k), hosts, lo + 300.0, sub.t1 - 600.0,
+    part = max(2, min(8, p.cl.nodes // 2))
+    lanes = max(1, p.cl.nodes // part)
+    per_lane = max(2, int((p.t1 - p.t0) // (8 * 3600)))
+    span = (p.t1 - p.t0) / per_lane
+    for k in range(per_lane * lanes):
+        lane, slot = k % lanes, k // lanes
+        lo = p.t0 + slot * span + lane * 600.0
+        hosts = p.cl.hosts[lane * part:(lane + 1) * part]
+        sub = Plan(p.cl, lo, lo + span, p.rng)
+        sub.jobs.append(sub.job(str(1001 + k), hosts, lo + 300.0, sub.t1 - 900.0,
                                 name=str(p.pick(("gpt3-175b-pretrain", "llama-70b-sft", "moe-8x22b")))))
         SCENARIOS[kinds[k % len(kinds)]](sub)
         p.jobs += sub.jobs
@@ -222,7 +229,7 @@ def after_checkpoint_decoy(p: Plan, tl) -> F.Fault | None:
 
 
 def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours: float = 6.0,
-             gpus_per_node: int = 8, overwrite: bool = False) -> dict:
+             gpus_per_node: int = 8, overwrite: bool = False, gz: bool = False) -> dict:
     """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
 
     Everything is written into a scratch folder inside outdir and moved into place at the end: an
@@ -237,7 +244,7 @@ def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours:
     outdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".simulating-", dir=outdir))
     try:
-        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node)
+        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz)
         for t in targets:
             if t.is_dir():
                 shutil.rmtree(t)
@@ -249,7 +256,8 @@ def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours:
     return meta
 
 
-def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int) -> dict:
+def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int,
+              gz: bool) -> dict:
     cl = Cluster(nodes, gpus_per_node, seed=seed)
     rng = np.random.default_rng([seed, 1])
     plan = base_plan(cl, hours, rng)
@@ -268,9 +276,9 @@ def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, 
     root = outdir / "exports"
     iv = export.Intervals.for_size(nodes, hours)
     samples = export.write_telemetry(root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines),
-                                     effects)
+                                     effects, gz)
     logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
-    export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects)
+    export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz)
     export.write_jobs(root, timelines)
     meta = {"scenario": scenario, "seed": seed, "nodes": nodes, "hours": hours, "gpus_per_node": gpus_per_node,
             "start": groundtruth.iso(plan.t0), "end": groundtruth.iso(plan.t1), "main_job": plan.main.job_id,

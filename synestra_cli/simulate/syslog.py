@@ -19,6 +19,7 @@ import numpy as np
 
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.faults import Effect, LogLine
+from synestra_cli.simulate.promtext import sink
 
 FLAVOURS = ("rfc3164", "rfc3339", "journal")
 SUFFIX = {"rfc3164": "messages", "rfc3339": "syslog", "journal": "journal.json"}
@@ -48,18 +49,19 @@ def routine_lines(host: str, t0: float, t1: float, seed: int, index: int) -> lis
 
 
 def write_host(outdir: Path, cl: Cluster, host: str, lines: list[LogLine], boots: list[tuple[float, str]],
-               skew: float) -> Path:
+               skew: float, gz: bool = False) -> Path:
     fl = flavour(cl, host)
     lines = sorted(lines + _boot_lines(host, boots[1:]), key=lambda ln: ln.ts)
     render = {"rfc3164": _rfc3164, "rfc3339": _rfc3339, "journal": _journal}[fl]
     path = outdir / f"{host}.{SUFFIX[fl]}"
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
-        for i, ln in enumerate(lines):
-            fh.write(render(ln, ln.ts + skew, _boot_of(boots, ln.ts), i) + "\n")
+    text = "".join(render(ln, ln.ts + skew, _boot_of(boots, ln.ts), i) + "\n" for i, ln in enumerate(lines))
+    with sink(path, gz) as fh:
+        fh.write(text.encode("utf-8"))
+    written = Path(f"{path}.gz") if gz else path
     if lines:  # syslog files lack the year: their mtime (the last write) is how readers infer it
         last = lines[-1].ts + skew
-        os.utime(path, (last, last))
-    return path
+        os.utime(written, (last, last))
+    return written
 
 
 def _boot_lines(host: str, boots: list[tuple[float, str]]) -> list[LogLine]:
