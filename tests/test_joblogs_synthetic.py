@@ -100,14 +100,14 @@ def test_appended_attempts_checkpoints_with_timer_block_and_async_phases(conn, t
     assert got == [
         (1, "save", 20, datetime(2025, 3, 1, 10, 3, 1), datetime(2025, 3, 1, 10, 3, 9, 500000), False, None, 8.45,
          "/ckpt/gpt"),
-        (2, "restore", 20, datetime(2025, 3, 1, 10, 30, 40), datetime(2025, 3, 1, 10, 30, 40), None, None, None,
+        (2, "restore", 20, datetime(2025, 3, 1, 10, 30, 40), datetime(2025, 3, 1, 10, 32), None, None, None,
          "/ckpt/gpt"),
         (2, "save", 40, datetime(2025, 3, 1, 10, 33, 1), datetime(2025, 3, 1, 10, 34, 30), True, "finalized", 1.0,
          "/ckpt/gpt"),
         (2, "save", 57, datetime(2025, 3, 1, 10, 40, 20), None, False, None, None, "/ckpt/gpt"),
     ]
-    # the load lines have no time of their own: taken from the datetime banner line before them, and
-    # no duration is made up from such times
+    # the load lines have no time of their own: each takes its nearest timed line's (the banner just
+    # before "loading", the step line just after "successfully loaded"); no duration is made up from them
     assert rows(conn, "SELECT ts_precision FROM checkpoints ORDER BY line") == [
         ("exact",), ("inferred",), ("exact",), ("exact",)]
 

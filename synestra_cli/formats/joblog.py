@@ -89,15 +89,26 @@ SELECT *, coalesce(full_ts,
 FROM rolled
 """
 
+# A line without its own time takes the nearest timed line's (by line distance; the one before on a
+# tie): a traceback sits just before torchrun's timed failure report, a load line just after a banner.
 INFER_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_lines AS
+WITH n AS (
+    SELECT pos, lineno, rank, body, ts_exact,
+        last_value(ts_exact IGNORE NULLS) OVER before AS prev_ts,
+        last_value(CASE WHEN ts_exact IS NOT NULL THEN pos END IGNORE NULLS) OVER before AS prev_pos,
+        first_value(ts_exact IGNORE NULLS) OVER after AS next_ts,
+        first_value(CASE WHEN ts_exact IS NOT NULL THEN pos END IGNORE NULLS) OVER after AS next_pos
+    FROM jl_g
+    WINDOW before AS (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+           after AS (ORDER BY pos ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
+)
 SELECT pos, lineno, rank, body, ts_exact,
-    coalesce(ts_exact,
-        last_value(ts_exact IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
-        first_value(ts_exact IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)) AS ts,
-    CASE WHEN ts_exact IS NOT NULL THEN 'exact'
-         WHEN count(ts_exact) OVER () > 0 THEN 'inferred' ELSE 'none' END AS ts_precision
-FROM jl_g
+    CASE WHEN next_pos IS NOT NULL AND (prev_pos IS NULL OR next_pos - pos < pos - prev_pos) THEN next_ts
+         ELSE prev_ts END AS ts,
+    CASE WHEN ts_exact IS NOT NULL THEN 'exact' WHEN prev_ts IS NOT NULL OR next_ts IS NOT NULL THEN 'inferred'
+         ELSE 'none' END AS ts_precision
+FROM n
 """
 
 FACTS_DDL = """

@@ -77,7 +77,7 @@ FROM m WHERE fact IS NOT NULL
 # Start-up banners (one per process start) and the SIGTERM exit line.
 BANNER_SQL = r"""
 SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
-WHERE regexp_matches(body, '^\s*using world size: \d+|time to initialize megatron \(seconds\)|'
+WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+|time to initialize megatron \(seconds\)|'
                            '\[after megatron is initialized\] datetime:')
    OR regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\tStarting job')
 """
