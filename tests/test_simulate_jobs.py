@@ -14,7 +14,7 @@ from synestra_cli.formats.base import IngestOptions
 from synestra_cli.hostlist import expand
 from synestra_cli.ingest import ingest_file
 from synestra_cli.simulate.joblog import megatron_log_lines, write_megatron_log
-from synestra_cli.simulate.jobs import US, JobTimeline, simulate_job, to_us
+from synestra_cli.simulate.jobs import EXIT_US, US, JobTimeline, simulate_job, to_us
 from synestra_cli.simulate.model import Cause, Disturbance, JobSpec
 from synestra_cli.simulate.sacct import compress_hostlist, sacct_lines, write_sacct
 from synestra_cli.simulate.truth import BUCKETS, buckets_us, counted_steps, ideal_step_us, job_truth
@@ -43,7 +43,7 @@ def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
 
-def crash(minutes: float, hang_s: float = 610.0, incident: str = "nccl_timeout") -> Disturbance:
+def crash(minutes: float, hang_s: float = 600.0, incident: str = "nccl_timeout") -> Disturbance:
     return Disturbance("crash", at(minutes), hang_s=hang_s, incident=incident, rank=9, cause=XID79)
 
 
@@ -93,7 +93,8 @@ def test_a_crash_loses_exactly_the_redone_iterations_and_hangs_for_hang_s():
     assert redone and redone <= set(tl.steps.iteration[tl.steps.attempt == 2].tolist())
     buckets, _ = buckets_us(tl)
     assert buckets["lost_work"] == int((tl.steps.end - tl.steps.start)[lost].sum())
-    assert buckets["hang"] == 610 * US
+    assert first.failure is not None and first.end - first.failure.at == 610 * US + EXIT_US
+    assert buckets["hang"] == first.end - first.last_progress  # includes the step the fault interrupted
     restore = next(c for c in tl.checkpoints if c.kind == "restore")
     assert (restore.attempt, restore.iteration, restore.trigger, restore.cause) == (2, 750, "restart", XID79)
 

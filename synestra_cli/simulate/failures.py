@@ -12,7 +12,7 @@ from __future__ import annotations
 import zlib
 from datetime import timedelta
 
-from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
+from synestra_cli.simulate.jobs import EXIT_US, US, Attempt, JobTimeline
 from synestra_cli.simulate.logfmt import EPOCH, Line, mega, stamp
 
 MEGATRON = "/workspace/megatron-lm"
@@ -96,7 +96,7 @@ def _crash_lines(tl: JobTimeline, a: Attempt) -> list[Line]:
         lines.append((f.at + 2 * US, 0, f"{glog_py(f.at + 2 * US)} {pid} torch/distributed/elastic/multiprocessing/"
                       f"api.py:869] failed (exitcode: 1) local_rank: {culprit % tl.spec.gpus_per_node} "
                       f"(pid: {pid + 7 + culprit % tl.spec.gpus_per_node}) of binary: /usr/bin/python3"))
-    if f.incident == "nccl_timeout" or a.end - f.at >= 60 * US:
+    if f.incident == "nccl_timeout" or a.end - f.at >= 60 * US:  # else torchrun/Slurm end it before the watchdog
         waiting = sorted({0, world // 2, world - 1} - {culprit})
         ranks = ([culprit] if f.incident == "nccl_timeout" and f.rank is not None else []) + waiting
         lines += _watchdog(tl, a, ranks, culprit if f.rank is not None else None)
@@ -114,8 +114,7 @@ def _watchdog(tl: JobTimeline, a: Attempt, ranks: list[int], culprit: int | None
     """The watchdog pair per rank; it fires Timeout(ms) + a few ms after the fault."""
     assert a.failure is not None
     at, seed = a.failure.at, _seed(tl)
-    avail_s = (a.end - at) / US
-    timeout_s = int((avail_s - 2) // 60 * 60) if avail_s >= 122 else max(1, int(avail_s - 1))
+    timeout_s = max(1, round((a.end - EXIT_US - at) / US))  # the crash's hang_s
     done = tl.steps.iteration[tl.steps.attempt == a.number]
     seq = 40 * (int(done[-1]) + 1 if len(done) else a.resume_iteration + 1) + 3
     numel = 9_000_000 + seed % 1_000_000

@@ -22,7 +22,7 @@ from synestra_cli.simulate.model import Cause, Disturbance, JobSpec
 US = 1_000_000
 STEP_NOISE_SIGMA = 0.015   # lognormal sigma of step times: ~1.5% run-to-run jitter
 PHASE_NOISE_SIGMA = 0.05   # startup, save and restore durations vary more
-EXIT_US = 3 * US           # process teardown after a final or preemption save
+EXIT_US = 3 * US           # process teardown: after the last save, or after the watchdog / crash
 WARMUP_SHARE = 0.1         # share of startup_s spent in the training loop before the first step
 EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:0", "PREEMPTED": "0:0", "COMPLETED": "0:0"}
 
@@ -218,7 +218,7 @@ def _fail(run: _Run, base: dict, until: int, limit: int, first_step: int | None,
     progress = first if last_progress is None else last_progress
     if crash and crash[0] < limit:
         d = crash[1]
-        end = max(progress + round(d.hang_s * US), at + US)
+        end = at + round(d.hang_s * US) + EXIT_US  # the hung collective began at the fault
         return Attempt(**base, end=end, state=d.exit_state, exit_code=EXIT_CODES.get(d.exit_state, "1:0"),
                        first_step=first, last_progress=progress,
                        failure=Failure(at, d.incident, d.rank, d.cause), cause=d.cause)

@@ -31,7 +31,7 @@ class Disturbance:
     start: datetime               # when the job first feels it
     end: datetime | None = None   # slowdown / slow_storage end (None: until the job ends)
     factor: float = 1.0           # step-time multiplier (slowdown) or save-time multiplier (slow_storage)
-    hang_s: float = 0.0           # crash: last progress -> process exit (e.g. NCCL watchdog timeout)
+    hang_s: float = 0.0           # crash: fault -> process exit, less ~3 s teardown (e.g. NCCL watchdog timeout)
     incident: str | None = None   # crash: what the log prints: nccl_timeout | cuda_error | python_exception
     rank: int | None = None       # the rank that reports it, when it matters
     exit_state: str = "FAILED"    # crash: the attempt's sacct State (FAILED | NODE_FAIL)
