@@ -99,6 +99,24 @@ def test_a_crash_loses_exactly_the_redone_iterations_and_hangs_for_hang_s():
     assert (restore.attempt, restore.iteration, restore.trigger, restore.cause) == (2, 750, "restart", XID79)
 
 
+def test_a_crash_during_a_save_leaves_no_checkpoint_and_restores_the_previous_one():
+    third = [c for c in run(spec()).checkpoints if c.kind == "save"][2]  # same seed: same history until the crash
+    middle = T0 + timedelta(microseconds=(third.start + third.end) // 2 - to_us(T0))
+    tl = run(spec(Disturbance("crash", middle, hang_s=30, incident="cuda_error", rank=3, cause=XID79)))
+    assert third.iteration not in [c.iteration for c in tl.checkpoints if c.attempt == 1]
+    assert tl.attempts[1].resume_iteration == third.iteration - 250
+    assert tl.attempts[0].last_progress == third.start  # the unfinished save is hang, not progress
+    assert buckets_us(tl)[0]["lost_work"] == third.start - [c for c in tl.checkpoints if c.kind == "save"][1].end
+
+
+def test_a_fault_while_the_job_waits_in_the_queue_does_not_touch_it():
+    first = run(spec(crash(60)))
+    queued = T0 + timedelta(microseconds=(first.attempts[0].end + first.attempts[1].start) // 2 - to_us(T0))
+    tl = run(spec(crash(60), Disturbance("preempt", queued, cause=PREEMPT)))
+    assert [a.state for a in tl.attempts] == ["FAILED", "COMPLETED"]
+    assert not [c for c in tl.checkpoints if c.trigger == "preemption"]
+
+
 def test_a_preemption_saves_on_sigterm_and_restores_from_that_save():
     tl = run(spec(Disturbance("preempt", at(30), cause=PREEMPT)))
     assert [a.state for a in tl.attempts] == ["PREEMPTED", "COMPLETED"]
