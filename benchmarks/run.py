@@ -6,8 +6,8 @@
 
 Steps (each in a child process, so peak RSS is the OS's figure for that step alone):
 1. simulate a `campaign` once into --cache (reused by later runs);
-2. per input format, ingest its largest file into a fresh store, next to the floor: DuckDB's read_csv of
-   the same file as one VARCHAR column into a table (every line materialised, nothing parsed);
+2. per input format, ingest all its files into a fresh store, next to the floor: DuckDB's read_csv of the
+   same files as one VARCHAR column into a table (every line materialised, nothing parsed);
 3. syslog parse rate next to Drain3 (the usual Python log-template miner) on the same file;
 4. the whole dataset into one store: time, peak RSS, store size next to input size;
 5. `synestra explain --job` as a user runs it (a new process): cold, then median of N warm runs, at each
@@ -37,21 +37,21 @@ INGEST_CHILD = """
 import json, sys, time
 from pathlib import Path
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import ingest_file
+from synestra_cli.ingest import ingest_paths
 from synestra_cli.store.connect import connect
-conn = connect(sys.argv[2])
+conn = connect(sys.argv[1])
 t = time.perf_counter()
-r = ingest_file(conn, Path(sys.argv[1]), IngestOptions())
-print(json.dumps({"seconds": time.perf_counter() - t, "rows": r.rows, "format": r.format, "status": r.status,
-                  "error": r.error}))
+reports = ingest_paths(conn, [Path(p) for p in sys.argv[2:]], IngestOptions())
+print(json.dumps({"seconds": time.perf_counter() - t, "rows": sum(r.rows for r in reports),
+                  "failed": sum(r.status == "failed" for r in reports)}))
 """
 
 FLOOR_CHILD = """
 import duckdb, json, sys, time
-conn = duckdb.connect(sys.argv[2])
+conn = duckdb.connect(sys.argv[1])
 t = time.perf_counter()
 conn.execute("CREATE TABLE t AS SELECT * FROM read_csv(?, columns={'line': 'VARCHAR'}, delim='\\x01', quote='', "
-             "escape='', header=false, auto_detect=false, strict_mode=false)", [sys.argv[1]])
+             "escape='', header=false, auto_detect=false, strict_mode=false)", [sys.argv[2:]])
 n = conn.execute("SELECT count(*) FROM t").fetchall()[0][0]
 print(json.dumps({"seconds": time.perf_counter() - t, "rows": n}))
 """
@@ -108,44 +108,49 @@ def dataset(cache: Path, nodes: int, hours: float, seed: int) -> Path:
     return out
 
 
-def largest_file_per_format(exports: Path) -> dict[str, Path]:
+def files_per_format(exports: Path) -> dict[str, list[Path]]:
+    """Every file of the dataset, grouped by the format Synestra detects in it."""
     from synestra_cli import formats
     from synestra_cli.formats.base import decode, read_head
 
-    best: dict[str, Path] = {}
+    groups: dict[str, list[Path]] = {}
     for path in sorted(p for p in exports.rglob("*") if p.is_file()):
         try:
             name = formats.detect(decode(read_head(path))).NAME
         except Exception:  # noqa: BLE001 - an unknown file is simply not benchmarked
             continue
-        if name not in best or path.stat().st_size > best[name].stat().st_size:
-            best[name] = path
-    return best
+        groups.setdefault(name, []).append(path)
+    return groups
 
 
-def bench_formats(files: dict[str, Path], work: Path) -> list[dict]:
+def bench_formats(groups: dict[str, list[Path]], work: Path) -> list[dict]:
+    """Ingest all files of one format into a fresh store, next to read_csv of the same files."""
     rows = []
-    for name, path in sorted(files.items()):
-        size_mb = path.stat().st_size / 1e6
-        ours = run_child([PY, "-c", INGEST_CHILD, str(path), str(work / f"fmt-{name}.duckdb")])
-        floor = run_child([PY, "-c", FLOOR_CHILD, str(path), str(work / f"floor-{name}.duckdb")])
+    for name, paths in sorted(groups.items()):
+        size_mb = sum(p.stat().st_size for p in paths) / 1e6
+        args = [str(p) for p in paths]
+        ours = run_child([PY, "-c", INGEST_CHILD, str(work / f"fmt-{name}.duckdb"), *args])
+        floor = run_child([PY, "-c", FLOOR_CHILD, str(work / f"floor-{name}.duckdb"), *args])
         rows.append({
-            "format": name, "file": path.name, "mb": size_mb, "lines": floor["rows"], "rows": ours["rows"],
-            "ingest_s": ours["seconds"], "floor_s": floor["seconds"],
+            "format": name, "files": len(paths), "mb": size_mb, "lines": floor["rows"], "rows": ours["rows"],
+            "failed": ours["failed"], "ingest_s": ours["seconds"], "floor_s": floor["seconds"],
             "rows_per_s": ours["rows"] / ours["seconds"], "mb_per_s": size_mb / ours["seconds"],
-            "vs_floor": floor["seconds"] / ours["seconds"], "peak_rss_mb": ours["peak_rss_mb"],
+            "lines_per_s": floor["rows"] / ours["seconds"], "vs_floor": floor["seconds"] / ours["seconds"],
+            "peak_rss_mb": ours["peak_rss_mb"],
         })
     return rows
 
 
-def bench_drain3(syslog: Path, ours: dict, limit: int) -> dict:
+def bench_drain3(syslogs: list[Path], ours: dict, limit: int) -> dict:
+    """Drain3 mines templates from the first `limit` lines of the largest syslog file."""
+    syslog = max(syslogs, key=lambda p: p.stat().st_size)
     try:
         import drain3  # noqa: F401
     except ImportError:
         return {"skipped": "drain3 not installed (pip install -e '.[bench]')"}
     d = run_child([PY, "-c", DRAIN3_CHILD, str(syslog), str(limit)])
     drain_rate = d["rows"] / d["seconds"]
-    our_rate = ours["lines"] / ours["ingest_s"]
+    our_rate = ours["lines_per_s"]
     return {"file": syslog.name, "drain3_lines": d["rows"], "drain3_lines_per_s": drain_rate,
             "synestra_lines_per_s": our_rate, "ratio": our_rate / drain_rate}
 
@@ -175,11 +180,12 @@ def main_job(data: Path) -> str:
 
 def print_table(doc: dict) -> None:
     print(f"\nSynestra benchmarks  ({doc['nodes']} nodes x {doc['hours']:g} h, {os.cpu_count()} cores)\n")
-    print(f"{'format':<14}{'MB':>8}{'rows':>12}{'rows/s':>12}{'MB/s':>8}{'floor s':>9}{'ours s':>8}"
-          f"{'vs floor':>9}{'RSS MB':>8}")
+    print(f"{'format':<14}{'files':>6}{'MB':>8}{'lines':>11}{'rows':>12}{'rows/s':>11}{'MB/s':>7}{'floor s':>9}"
+          f"{'ours s':>8}{'vs floor':>9}{'RSS MB':>8}")
     for r in doc["formats"]:
-        print(f"{r['format']:<14}{r['mb']:>8.1f}{r['rows']:>12,}{r['rows_per_s']:>12,.0f}{r['mb_per_s']:>8.1f}"
-              f"{r['floor_s']:>9.2f}{r['ingest_s']:>8.2f}{r['vs_floor']:>8.2f}x{r['peak_rss_mb']:>8.0f}")
+        print(f"{r['format']:<14}{r['files']:>6}{r['mb']:>8.1f}{r['lines']:>11,}{r['rows']:>12,}"
+              f"{r['rows_per_s']:>11,.0f}{r['mb_per_s']:>7.1f}{r['floor_s']:>9.2f}{r['ingest_s']:>8.2f}"
+              f"{r['vs_floor']:>8.2f}x{r['peak_rss_mb']:>8.0f}")
     d = doc["drain3"]
     if "ratio" in d:
         print(f"\nsyslog parse: {d['synestra_lines_per_s']:,.0f} lines/s vs Drain3 {d['drain3_lines_per_s']:,.0f}"
@@ -218,10 +224,10 @@ def main() -> None:
     doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "cores": os.cpu_count(),
                  "python": sys.version.split()[0]}
     base = dataset(args.cache, args.nodes, args.hours, args.seed)
-    files = largest_file_per_format(base / "exports")
-    doc["formats"] = bench_formats(files, work)
+    groups = files_per_format(base / "exports")
+    doc["formats"] = bench_formats(groups, work)
     syslog = next((r for r in doc["formats"] if r["format"].startswith("syslog")), None)
-    doc["drain3"] = bench_drain3(files[syslog["format"]], syslog, args.drain3_lines) if syslog \
+    doc["drain3"] = bench_drain3(groups[syslog["format"]], syslog, args.drain3_lines) if syslog \
         else {"skipped": "no syslog file in the dataset"}
     doc["scales"] = []
     for k in (int(s) for s in args.scales.split(",")):
