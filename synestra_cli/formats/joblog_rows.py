@@ -107,10 +107,13 @@ SELECT $job, attempt, ts, coalesce(logged_ts, ts), ts_precision, kind, rank, col
 FROM jl_fa WHERE fact = 'incident' ORDER BY pos
 """
 
-REJECTS_SQL = """
+REJECT_COUNT_SQL = "SELECT count(*) FROM jl_facts WHERE fact = 'reject'"
+REJECT_SAMPLES_SQL = """
 SELECT f.lineno, f.message, l.body FROM jl_facts f JOIN jl_lines l USING (pos)
-WHERE f.fact = 'reject' ORDER BY f.pos
+WHERE f.fact = 'reject' ORDER BY f.pos LIMIT ?
 """
+
+MAX_REJECT_SAMPLES = 20  # as LoadResult.reject keeps
 
 INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
 
@@ -124,8 +127,9 @@ def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
     for sql in INSERTS:
         (n,) = conn.execute(sql, params).fetchone()
         result.rows += n
-    for lineno, reason, text in conn.execute(REJECTS_SQL).fetchall():
-        result.reject(lineno, reason, text)
+    (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
+    samples = conn.execute(REJECT_SAMPLES_SQL, [MAX_REJECT_SAMPLES]).fetchall()
+    result.reject_samples = [(line, reason, text[:200]) for line, reason, text in samples]
     conn.execute("DROP VIEW IF EXISTS jl_mllog")
     for table in ("jl_seg", "jl_t", "jl_full", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")  # fixed internal names, never user input

@@ -59,13 +59,14 @@ FROM w LEFT JOIN c ON c.rank = coalesce(w.msg_rank, w.prefix_rank) AND c.x.work 
 QUALIFY row_number() OVER (PARTITION BY w.pos ORDER BY c.pos) = 1
 """
 
-# ibv_wc_status names (rdma-core libibverbs/verbs.h), indexed from 0.
+# ibv_wc_status names (rdma-core libibverbs/verbs.h), indexed from 0; a SQL list literal of constants.
 WC_STATUS = ["SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
              "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
              "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
              "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR"]
+WC_LIST = "[" + ", ".join(f"'IBV_WC_{name}'" for name in WC_STATUS) + "]"
 
-NCCL_WARN_SQL = r"""
+NCCL_WARN_SQL = rf"""
 WITH n AS (
     SELECT pos, lineno, ts, ts_precision, rank, body,
         regexp_extract(body, '^(\S+):(\d+):(\d+) \[(\d+)\] (?:\S+ )?NCCL WARN (.*)$',
@@ -81,7 +82,7 @@ WITH n AS (
 SELECT pos, lineno, 'incident' AS fact, 'nccl_error' AS kind, ts, ts_precision, rank,
     trim(coalesce(nullif(h.msg, ''), body)) AS message,
     json_object('host', nullif(h.host, ''), 'pid', TRY_CAST(h.pid AS INTEGER), 'cuda_dev', TRY_CAST(h.dev AS INTEGER),
-                'status', status, 'status_name', CASE WHEN status IS NOT NULL THEN 'IBV_WC_' || $wc[status + 1] END,
+                'status', status, 'status_name', {WC_LIST}[status + 1],
                 'peer', peer, 'vendor_err', vendor_err, 'direction', direction) AS fields
 FROM n
 """
@@ -101,7 +102,7 @@ WITH t AS (
         regexp_matches(body, '{EXC_RE}') AND NOT contains(body, 'Watchdog caught') AS is_exc
     FROM jl_lines
 ), r AS (
-    SELECT *, lag(is_tb) OVER w AS prev_is_tb, lag(pos) OVER w AS prev_pos,
+    SELECT *, lag(is_tb) OVER w AS prev_is_tb, lag(lineno) OVER w AS tb_lineno,
         lead(is_tb) OVER w AS next_is_tb, lead(lineno) OVER w AS next_lineno
     FROM t WHERE is_tb OR is_exc
     WINDOW w AS (PARTITION BY coalesce(rank, -1) ORDER BY pos)
@@ -111,7 +112,7 @@ WITH t AS (
 )
 SELECT pos, lineno, 'incident' AS fact, {KIND_OF_EXC} AS kind, ts, ts_precision, rank, exc_line AS message,
     json_object('exception', regexp_extract(exc_line, '{EXC_RE}', 1),
-                'traceback_line', (SELECT lineno FROM jl_lines j WHERE j.pos = e.prev_pos)) AS fields
+                'traceback_line', tb_lineno) AS fields
 FROM e
 """
 
@@ -147,8 +148,7 @@ SELECT pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, rank, t
 FROM jl_lines WHERE regexp_matches(body, 'Detected \d+ oom.kill event')
 """
 
-FACT_SQL = [WATCHDOG_SQL, NCCL_WARN_SQL.replace("$wc", "list_value(" + ", ".join(f"'{s}'" for s in WC_STATUS) + ")"),
-            TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL]
+FACT_SQL = [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL]
 
 SNIFF_RE = re.compile(
     r"ProcessGroupNCCL\.cpp:\d+\]|^\S+:\d+:\d+ \[\d+\] .*NCCL (WARN|INFO) |torch[./]distributed[./]elastic|"
