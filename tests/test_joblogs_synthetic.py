@@ -248,3 +248,40 @@ def test_syslog_files_with_nccl_lines_are_not_claimed():
             "Got completion from peer 10.0.0.2<4000> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n")
     assert torch_failures.sniff(head) == 0.0
     assert torch_failures.sniff(head.split("python[4242]: ")[1]) > 0
+
+
+def test_deepspeed_steps_and_checkpoint_sequence(conn, tmp_path):
+    pre = "[2025-03-25 18:20:{s},000] [INFO] "
+    lines = [pre.format(s="00") + "[logging.py:96:log_dist] [Rank -1] DeepSpeed info: version=0.14.0, git-hash=unknown",
+             pre.format(s="10") + "[logging.py:96:log_dist] [Rank 0] step=1000, skipped=0, lr=[0.0001], "
+                                  "mom=[(0.9, 0.95)]",
+             pre.format(s="11") + "[torch_checkpoint_engine.py:21:save] [Torch] Checkpoint global_step1000 is about to "
+                                  "be saved!",
+             pre.format(s="12") + "[engine.py:3488:_save_zero_checkpoint] Saving model checkpoint: "
+                                  "/ckpt/global_step1000/zero_pp_rank_0_mp_rank_00_model_states.pt",
+             pre.format(s="40") + "[torch_checkpoint_engine.py:33:commit] [Torch] Checkpoint global_step1000 is "
+                                  "ready now!"]
+    report = ingest(conn, write(tmp_path, lines))
+    assert report.format == "deepspeed"
+    assert rows(conn, "SELECT iteration, ts FROM steps") == [(1000, datetime(2025, 3, 25, 18, 20, 10))]
+    assert rows(conn, "SELECT kind, iteration, start_ts, end_ts, is_async, blocking_s, path FROM checkpoints") == [
+        ("save", 1000, datetime(2025, 3, 25, 18, 20, 11), datetime(2025, 3, 25, 18, 20, 40), False, 29.0,
+         "/ckpt/global_step1000/zero_pp_rank_0_mp_rank_00_model_states.pt")]
+
+
+def test_ptl_verbose_save_is_stored_at_the_megatron_iteration_and_slurm_oom_is_an_incident(conn, tmp_path):
+    lines = ["[NeMo I 2025-05-01 08:00:00 nemo_logging:393] Setting up trainer",
+             "Epoch 0, global step 500: 'val_loss' reached 1.23456 (best 1.23456), saving model to "
+             "'/ckpt/model-step=500.ckpt' as top 3",
+             "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been "
+             "OOM Killed."]
+    ingest(conn, write(tmp_path, lines))
+    assert rows(conn, "SELECT kind, iteration, path FROM checkpoints") == [("save", 499, "/ckpt/model-step=500.ckpt")]
+    assert rows(conn, "SELECT kind, json_extract_string(fields, '$.source') FROM job_incidents") == [("oom", "slurm")]
+
+
+def test_every_reject_is_counted_but_only_the_first_twenty_are_sampled(conn, tmp_path):
+    broken = " [2025-03-01 10:01:00] iteration       20/    1000 | consumed samples:         2560 |"
+    report = ingest(conn, write(tmp_path, [it_line("2025-03-01 10:00:00", 10, 5000.0)] + [broken] * 25))
+    assert report.rejected == 25 and len(report.reject_samples) == 20
+    assert rows(conn, "SELECT rejected FROM sources") == [(25,)]
