@@ -191,7 +191,9 @@ def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, de
         b["hang"] += c["hang_s"]
         b["requeue"] += c["requeue_s"]
     last = cuts[-1]
-    final_iteration = (last["saved_iteration"] if last["failed"] else last["last_iteration"]) or first_iteration
+    # A finished job's model is its last iteration; the final save may name one past the last printed line.
+    reached = max(last["last_iteration"] or 0, last["saved_iteration"] or 0)
+    final_iteration = (last["saved_iteration"] if last["failed"] else reached) or first_iteration
     counted = max(final_iteration - first_iteration, 0)
     b["degraded_throughput"] = sum(w.seconds for w in degraded)
     b["productive"] = (ideal_s or 0.0) * counted
