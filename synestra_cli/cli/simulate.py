@@ -8,14 +8,15 @@ from pathlib import Path
 import click
 
 from synestra_cli.cli.common import handle_errors
-from synestra_cli.simulate.scenarios import SCENARIOS, simulate
+from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
 
 
 @click.command("simulate")
 @click.argument("outdir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--scenario", required=True, type=click.Choice(sorted(SCENARIOS)), help="What goes wrong.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same bytes.")
-@click.option("--nodes", type=click.IntRange(2, 4096), default=16, show_default=True, help="Hosts in the cluster.")
+@click.option("--nodes", type=click.IntRange(MIN_NODES, 4096), default=16, show_default=True,
+              help="Hosts in the cluster.")
 @click.option("--hours", type=click.FloatRange(1.0, 24.0 * 14), default=6.0, show_default=True,
               help="Length of the simulated window.")
 @click.option("--gpus-per-node", type=click.IntRange(1, 8), default=8, show_default=True)

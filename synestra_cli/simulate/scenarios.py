@@ -25,6 +25,7 @@ from synestra_cli.simulate.model import Cause, JobSpec
 
 EPOCH = 1793577600.0  # 2026-11-02T00:00:00Z: fixed, so output depends on the seed alone
 MAIN_JOB = "1001"
+MIN_NODES = 4  # the main job on two, a decoy outside it
 
 
 @dataclass
@@ -237,6 +238,8 @@ def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours:
     """
     if scenario not in SCENARIOS:
         raise InputError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    if nodes < MIN_NODES:
+        raise InputError(f"--nodes must be at least {MIN_NODES}: the job and a decoy outside it")
     outdir = Path(outdir)
     targets = [outdir / "exports", outdir / "truth.json"]
     if any(t.exists() for t in targets) and not overwrite:
