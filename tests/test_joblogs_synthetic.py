@@ -85,7 +85,7 @@ def rows(conn, sql: str) -> list[tuple]:
 
 def test_appended_attempts_are_split_and_repeated_iterations_kept_per_attempt(conn, tmp_path):
     ingest(conn, write(tmp_path, APPENDED))
-    assert rows(conn, "SELECT job_id, name FROM jobs") == [("4242", "pretrain-7b")]
+    assert rows(conn, "SELECT job_id, name, gpus FROM jobs") == [("4242", "pretrain-7b", 16)]  # world size
     assert rows(conn, "SELECT attempt, start_ts, end_ts, state FROM attempts ORDER BY attempt") == [
         (1, datetime(2025, 3, 1, 10, 0, 45), datetime(2025, 3, 1, 10, 15, 10, 123456), None),
         (2, datetime(2025, 3, 1, 10, 30, 40), datetime(2025, 3, 1, 10, 40, 31), None)]

@@ -82,6 +82,12 @@ WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+|time to initialize m
    OR regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\tStarting job')
 """
 
+# Megatron prints the world size (one rank per GPU) at every start: the job's GPU count.
+WORLD_SQL = r"""
+SELECT pos, lineno, 'job' AS fact, TRY_CAST(regexp_extract(body, 'using world size: (\d+)', 1) AS INTEGER) AS gpus
+FROM jl_lines WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+')
+"""
+
 SIGTERM_SQL = r"""
 SELECT pos, lineno, 'incident' AS fact, ts, ts_precision, 'sigterm' AS kind, rank, trim(body) AS message,
     json_object('source', 'megatron') AS fields
@@ -107,7 +113,7 @@ SELECT pos, lineno, 'step' AS fact, ts, ts_precision, it AS iteration, tflops AS
 FROM p WHERE tflops IS NOT NULL AND it IS NOT NULL
 """
 
-FACT_SQL = [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, SIGTERM_SQL, PROGRESS_SQL]
+FACT_SQL = [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, PROGRESS_SQL]
 
 
 def sniff(head: str) -> float:
