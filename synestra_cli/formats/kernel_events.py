@@ -162,13 +162,15 @@ UPDATE events e SET fields = json_merge_patch(e.fields, json_object('errors', d.
 FROM (
     SELECT a.line,
         list(trim(regexp_extract(n.message, $bit_re, 2)) ORDER BY n.line)
-            FILTER (WHERE n.line > a.line AND regexp_extract(n.message, $bit_re, 1) = a.component) AS errors,
+            FILTER (WHERE n.line > a.line AND n.line < a.next_line
+                    AND regexp_extract(n.message, $bit_re, 1) = a.component) AS errors,
         max(regexp_extract(n.message, $head_re, 2))
             FILTER (WHERE n.line < a.line AND regexp_extract(n.message, $head_re, 1) = a.component) AS src
-    FROM events a JOIN events n ON n.source_id = a.source_id AND n.line BETWEEN a.line - 2 AND a.line + 6
+    FROM (SELECT line, host, component, coalesce(lead(line) OVER (PARTITION BY host, component ORDER BY line),
+                                                 line + 7) AS next_line
+          FROM events WHERE source_id = $sid AND kind = 'aer') a
+    JOIN events n ON n.source_id = $sid AND n.line BETWEEN a.line - 2 AND a.line + 6
         AND n.host IS NOT DISTINCT FROM a.host AND n.kind = 'log'
-        AND n.ts BETWEEN a.ts - INTERVAL 1 SECOND AND a.ts + INTERVAL 1 SECOND  -- one report is printed at once
-    WHERE a.source_id = $sid AND a.kind = 'aer'
     GROUP BY a.line
 ) d
 WHERE e.source_id = $sid AND e.kind = 'aer' AND e.line = d.line
@@ -188,9 +190,9 @@ WHERE e.source_id = $sid AND e.line = p.line
     # Newer kernels print `oom-kill:constraint=...,pid=N` then `Out of memory: Killed process N (...)`:
     # one kill, so the second line stays a plain log line.
     ("""
-UPDATE events e SET kind = 'log'
+UPDATE events e SET kind = 'log', fields = json_object('same_kill_as_line', k.line)
 FROM events k
-WHERE e.source_id = $sid AND e.kind = 'oom_kill' AND starts_with(e.message, 'Out of memory')
+WHERE e.source_id = $sid AND e.kind = 'oom_kill' AND NOT starts_with(e.message, 'oom-kill:')
     AND k.source_id = $sid AND k.kind = 'oom_kill' AND starts_with(k.message, 'oom-kill:')
     AND k.host IS NOT DISTINCT FROM e.host AND k.line BETWEEN e.line - 5 AND e.line - 1
     AND json_extract(k.fields, '$.pid') = json_extract(e.fields, '$.pid')
