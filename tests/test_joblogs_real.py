@@ -262,3 +262,9 @@ def test_mlperf_with_launcher_stdout_reads_tracked_stats_and_nemo_restore(conn):
     (ck,) = rows(conn, "SELECT kind, start_ts, end_ts, ts_precision, blocking_s, path FROM checkpoints")
     assert ck == ("restore", datetime(2024, 4, 24, 21, 30, 47), datetime(2024, 4, 24, 21, 32, 8), "inferred", None,
                   "/ckpt")
+
+
+@pytest.mark.parametrize("doc", [TRAINING / "PROVENANCE.md", MLPERF / "PROVENANCE.md"], ids=["training", "mlperf"])
+def test_a_readme_quoting_log_lines_is_not_taken_for_a_log(conn, doc):
+    report = ingest_file(conn, doc, IngestOptions())
+    assert report.status == "failed" and "unknown format" in report.error

@@ -119,11 +119,13 @@ FACT_SQL = [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, 
 def sniff(head: str) -> float:
     if joblog.looks_like_syslog(head):
         return 0.0
-    if joblog.count_matches(head, r" iteration\s+\d+/\s*\d+ \| consumed samples:"):
+    if joblog.count_matches(head, r"^(?:\[rank\d+\]:)?\s*(?:\[[\d\- :.]+\]\s*)?iteration\s+\d+/\s*\d+ "
+                                  r"\| consumed samples:"):
         return 0.9
     if joblog.count_matches(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t"):
         return 0.9
-    if joblog.count_matches(head, r"(saving|loading (dist |distributed )?)checkpoint (at|from \S+ at) iteration"):
+    if joblog.count_matches(head, r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
+                                  r"(at|from \S+ at) iteration"):
         return 0.7
     return 0.0
 

@@ -59,7 +59,7 @@ PREPARE_SQL = [EVENTS_SQL]
 
 
 def sniff(head: str) -> float:
-    return 0.95 if ":::MLLOG {" in head else 0.0
+    return 0.95 if joblog.count_matches(head, r"^(?:\S+: )?:::MLLOG \{") else 0.0
 
 
 def load(ctx: LoadContext) -> LoadResult:

@@ -56,7 +56,7 @@ FACT_SQL = [CKPT_SQL]
 def sniff(head: str) -> float:
     if joblog.looks_like_syslog(head):
         return 0.0
-    return 0.85 if joblog.count_matches(head, r"\[NeMo [IWE] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ") else 0.0
+    return 0.85 if joblog.count_matches(head, r"^(?:\[rank\d+\]:)?\[NeMo [IWE] \d{4}-\d\d-\d\d [\d:]{8} ") else 0.0
 
 
 def load(ctx: LoadContext) -> LoadResult:

@@ -150,9 +150,12 @@ FROM jl_lines WHERE regexp_matches(body, 'Detected \d+ oom.kill event')
 
 FACT_SQL = [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL]
 
+# Log-shaped lines only (at a line start, after an optional `[rankN]:`), so that a README quoting
+# these messages is not taken for a log.
 SNIFF_RE = re.compile(
-    r"ProcessGroupNCCL\.cpp:\d+\]|^\S+:\d+:\d+ \[\d+\] .*NCCL (WARN|INFO) |torch[./]distributed[./]elastic|"
-    r"Watchdog caught collective operation timeout", re.MULTILINE)
+    r"^(?:\[rank\d+\]:)?(?:.*\])?\[[IWEF][\d :.]*ProcessGroupNCCL\.cpp:\d+\]|^\S+:\d+:\d+ \[\d+\] .*NCCL (WARN|INFO) |"
+    r"^(?:INFO|WARNING|ERROR):torch\.distributed\.elastic|^[IWEF]\d{3,4} [\d:.]+ +\d+ \S*torch/distributed/elastic/",
+    re.MULTILINE)
 
 
 def sniff(head: str) -> float:

@@ -72,7 +72,8 @@ FACT_SQL = [STEP_SQL, CKPT_SQL, BANNER_SQL]
 def sniff(head: str) -> float:
     if joblog.looks_like_syslog(head):
         return 0.0
-    return 0.9 if joblog.count_matches(head, r" - step:\s*\d+\s+loss:") else 0.0
+    step_line = r"^(?:\[rank\d+\]:)?(?:\[titan\] )?\d{4}-.* - step:\s*\d+\s+loss:"
+    return 0.9 if joblog.count_matches(head, step_line) else 0.0
 
 
 def load(ctx: LoadContext) -> LoadResult:
