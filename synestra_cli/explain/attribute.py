@@ -16,6 +16,7 @@ from synestra_cli.explain.rules import (
     MIN_SCORE,
     POST_WINDOW_S,
     PRE_WINDOW_S,
+    RACK_CATEGORIES,
     SKEW_S,
     SPREAD_PENALTY,
     TEMPLATES,
@@ -52,13 +53,44 @@ def _onset(s: Signal) -> datetime:
     return s.onset if isinstance(s, Anomaly) else s.ts
 
 
-def _key(s: Signal, scope: JobScope) -> tuple[str, str, str | None]:
-    """(category, host, component): switch ports are named switch:port, storage by its server."""
+def _cable(s: Signal, scope: JobScope) -> tuple[str, str | None] | None:
+    """The host end (host, nic) of the cable a network signal sits on, from either end (topology)."""
+    entity = (s.entity or "").split(":")[0] or None
+    for lk in scope.links:
+        if (lk.switch, lk.switch_port) == (s.host, s.entity) or (lk.host, lk.nic) == (s.host, entity):
+            return lk.host, lk.nic
+    return None
+
+
+def _key(s: Signal, scope: JobScope) -> tuple[str, str, str, str]:
+    """(category, what, where, which): a cable (both ends), a filesystem server, a rack's
+    environment, or one component of one host."""
     if isinstance(s, Event) and s.category == "storage.slow" and s.component:
-        return s.category, s.component, s.component
-    if s.host not in scope.hosts:
-        return s.category, s.host, f"{s.host}:{s.entity}"
-    return s.category, s.host, s.entity
+        return s.category, "fs", s.component, ""
+    cable = _cable(s, scope) if s.category.startswith("network.") else None
+    if cable:
+        return s.category, "cable", cable[0], cable[1] or ""
+    rack = scope.rack_of(s.host) if s.category in RACK_CATEGORIES else None
+    if rack:
+        return s.category, "rack", rack, ""
+    return s.category, "unit", s.host, s.entity or ""
+
+
+def _named(key: tuple[str, str, str, str], signals: list[Signal], scope: JobScope) -> Candidate:
+    """Name a group: the host end of a cable unless only its switch end spoke; a filesystem by its
+    server (host: the first client to complain); a rack when several GPUs or hosts of it are hot or
+    capped, else the one GPU; a switch port as switch:port."""
+    cat, what, where, which = key
+    first = min(signals, key=_onset)
+    if what == "fs":
+        return Candidate(cat, first.host, where, signals)
+    if what == "cable" and any(s.host in scope.hosts for s in signals):
+        return Candidate(cat, where, which or None, signals)
+    if what == "rack" and len({(s.host, s.entity) for s in signals}) >= 2:
+        return Candidate(cat, min(s.host for s in signals), where, signals)
+    if first.host not in scope.hosts:
+        return Candidate(cat, first.host, f"{first.host}:{first.entity}", signals)
+    return Candidate(cat, first.host, first.entity, signals)
 
 
 def _magnitude(s: Signal) -> float:
@@ -81,35 +113,15 @@ def _precedence(onset: datetime, effect: Effect) -> float:
 
 def active(s: Signal, effect: Effect) -> bool:
     """A signal still active within the window before the effect (a long-running fault counts)."""
-    end = s.end if isinstance(s, Anomaly) else s.ts
-    return end >= effect.at - timedelta(seconds=PRE_WINDOW_S) and _onset(s) < effect.deadline
+    return s.end >= effect.at - timedelta(seconds=PRE_WINDOW_S) and _onset(s) < effect.deadline
 
 
 def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
-    by_key: dict[tuple[str, str, str | None], Candidate] = {}
+    groups: dict[tuple[str, str, str, str], list[Signal]] = {}
     for s in signals:
-        if not active(s, effect) or s.category not in TEMPLATES[effect.kind]:
-            continue
-        key = _key(s, scope)
-        by_key.setdefault(key, Candidate(*key)).signals.append(s)
-    return _merge_racks(list(by_key.values()), scope)
-
-
-def _merge_racks(cands: list[Candidate], scope: JobScope) -> list[Candidate]:
-    """Thermal or power trouble on several hosts of one rack is the rack's (cooling, PDU)."""
-    out: list[Candidate] = []
-    for cat in ("cooling.thermal", "power.capping"):
-        racks: dict[str, list[Candidate]] = {}
-        for c in cands:
-            rack = scope.rack_of(c.host) if c.category == cat else None
-            if rack:
-                racks.setdefault(rack, []).append(c)
-        for rack, group in racks.items():
-            if len({c.host for c in group}) >= 2:
-                merged = Candidate(cat, min(c.host for c in group), rack, [s for c in group for s in c.signals])
-                out.append(merged)
-                cands = [c for c in cands if c not in group]
-    return cands + out
+        if active(s, effect) and s.category in TEMPLATES[effect.kind]:
+            groups.setdefault(_key(s, scope), []).append(s)
+    return [_named(k, sig, scope) for k, sig in groups.items()]
 
 
 def _score(c: Candidate, effect: Effect, spread: dict[str, int]) -> float:

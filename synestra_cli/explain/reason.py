@@ -95,6 +95,11 @@ def _attribute(
     return Reasoning(causes[0], causes[1 : 1 + MAX_ALTERNATIVES], ch.ordered(links + effects))
 
 
+def _first_node(att: Attempt | None) -> str | None:
+    """Rank 0's node: Slurm's batch host, the first of the allocation."""
+    return att.nodes[0] if att and att.nodes else None
+
+
 def _fallback(category: str, host: str | None = None, at: datetime | None = None) -> Cause:
     return Cause(category, host, None, at, FALLBACK_CONFIDENCE[category])
 
@@ -113,13 +118,13 @@ def _restart(cl: Classified, ev: Evidence) -> Reasoning:
     effects += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
     effects.append(ch.from_checkpoint(cp, cl.trigger))
     kinds = {i.kind for i in crashes}
-    host = next((i.host for i in crashes if i.host), None)
+    host = next((i.host for i in crashes if i.host), _first_node(failed))
     if kinds & {"python_exception", "cuda_error"}:
         fallback = _fallback("software.crash", host, min(i.ts for i in crashes))
     elif "oom" in kinds:
         fallback = Cause("host.oom", host, None, at, 0.6)
     else:
-        fallback = _fallback("unknown", host, None)
+        fallback = _fallback("unknown")
     deadline = cp.start or at
     return _attribute(ev, effect_window(at, end, deadline, "crash"), att_no, effects, fallback)
 
@@ -174,7 +179,7 @@ def _preemption(cl: Classified, ev: Evidence) -> Reasoning:
     links = [ch.from_incident(i) for i in sig] + ([ch.from_attempt_end(att)] if att and att.end else [])
     links.append(ch.from_checkpoint(cp, cl.trigger))
     first = min([i.ts for i in sig if i.ts] + ([att.end] if att and att.end else []), default=None)
-    return Reasoning(_fallback("scheduler.preemption", None, first), [], ch.ordered(links))
+    return Reasoning(_fallback("scheduler.preemption", _first_node(att), first), [], ch.ordered(links))
 
 
 def reason(cl: Classified, ev: Evidence) -> Reasoning:

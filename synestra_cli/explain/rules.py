@@ -203,6 +203,8 @@ EVENT_RULES: dict[str, tuple[str, str, float]] = {
     "thermal": ("gpu", "cooling.thermal", 0.9),
     "nccl_warn": ("collective", "network.link_degraded", 0.3),
 }
+# An outage logged as a start and a recovery lasts until the recovery (or the end of the scope).
+RECOVERY = {"nfs_not_responding": "nfs_ok", "lustre_lost": "lustre_restored", "link_down": "link_up"}
 # A corrected AER is benign noise (L A.3): it counts only when repeated this often in the window.
 AER_CORRECTED_MIN = 5
 
@@ -237,6 +239,8 @@ TEMPLATES: dict[str, dict[str, float]] = {
 # Specificity: one component beats many; a signal seen on more than this share of the job's peers of
 # the same kind is fabric- or fleet-wide and weighs less.
 SPREAD_PENALTY = 0.5
+# Thermal and power trouble on several GPUs or hosts of one rack is the rack's (cooling, PDU budget).
+RACK_CATEGORIES = ("cooling.thermal", "power.capping")
 # Below this score the evidence is too thin to name a cause: say unknown.
 MIN_SCORE = 0.15
 # Confidence given when no infrastructure signal exists but the job's own log tells the story.

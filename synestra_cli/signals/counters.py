@@ -59,7 +59,5 @@ def counter_rates(
     sql = METRIC_RATES_SQL.format(hosts=placeholders(len(hosts)))
     rows = conn.execute(sql, [metric, start, end, *hosts]).fetchall()
     return [
-        Rate(ts, host, entity, delta, rate)
-        for ts, host, entity, _m, _v, delta, _dt, rate in rows
-        if delta is not None
+        Rate(ts, host, entity, delta, rate) for ts, host, entity, _m, _v, delta, _dt, rate in rows if delta is not None
     ]

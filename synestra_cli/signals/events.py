@@ -15,6 +15,7 @@ import duckdb
 from synestra_cli.explain.rules import (
     AER_CORRECTED_MIN,
     EVENT_RULES,
+    RECOVERY,
     XID_APP,
     XID_CONSEQUENCE,
     XID_FELL_OFF,
@@ -23,9 +24,10 @@ from synestra_cli.explain.rules import (
 )
 
 EVENT_RULES_DDL = """
-CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE)
+CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE,
+    recovery VARCHAR)
 """
-EVENT_RULES_INSERT = "INSERT INTO _event_rules VALUES (?, ?, ?, ?)"
+EVENT_RULES_INSERT = "INSERT INTO _event_rules VALUES (?, ?, ?, ?, ?)"
 
 # Xids split by meaning (log-formats A.1.1); consequences (43/45/154) and recoveries are not causes.
 # A corrected AER is benign alone: it counts only when repeated on one device within the scope.
@@ -47,12 +49,17 @@ WITH e AS (
         CASE WHEN e.kind <> 'xid' THEN r.layer ELSE 'gpu' END AS layer,
         CASE WHEN e.kind <> 'xid' THEN r.weight
              WHEN list_contains($app, e.code) THEN 0.3 ELSE 1.0 END AS weight,
-        count(*) OVER (PARTITION BY e.host, e.component, e.kind, e.corrected) AS repeats
+        count(*) OVER (PARTITION BY e.host, e.component, e.kind, e.corrected) AS repeats, r.recovery
     FROM e LEFT JOIN _event_rules r ON r.kind = e.kind
 )
 SELECT t.ts, t.host, t.component, coalesce(g.entity, t.component) AS entity, t.kind, t.code,
-       t.message, s.path, t.line, t.layer, t.category, t.weight
+       t.message, s.path, t.line, t.layer, t.category, t.weight,
+       CASE WHEN t.recovery IS NULL THEN t.ts ELSE coalesce(r.ts, $end) END AS end_ts
 FROM typed t
+ASOF LEFT JOIN (SELECT host, component, kind, ts FROM events
+                WHERE ts BETWEEN $start AND $end AND host IN ({hosts})
+                  AND kind IN (SELECT recovery FROM _event_rules)) r
+       ON r.host = t.host AND r.component IS NOT DISTINCT FROM t.component AND r.kind = t.recovery AND r.ts >= t.ts
 LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g
        ON g.host = t.host AND upper(g.pci_bus_id) = upper(t.component)
 LEFT JOIN sources s ON s.source_id = t.source_id
@@ -84,6 +91,7 @@ class Event:
     layer: str
     category: str
     weight: float
+    end: datetime  # the logged recovery (NFS OK, link up), else the event itself
 
 
 @dataclass(frozen=True)
@@ -101,14 +109,12 @@ class Incident:
     line: int | None
 
 
-def typed_events(
-    conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datetime, end: datetime
-) -> list[Event]:
+def typed_events(conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datetime, end: datetime) -> list[Event]:
     """Events on `hosts` in [start, end] that can be a cause, with category, layer and weight."""
     if not hosts:
         return []
     conn.execute(EVENT_RULES_DDL)
-    conn.executemany(EVENT_RULES_INSERT, [(k, *v) for k, v in EVENT_RULES.items()])
+    conn.executemany(EVENT_RULES_INSERT, [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
     params = {
         "start": start,
         "end": end,

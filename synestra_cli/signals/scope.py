@@ -17,7 +17,7 @@ from synestra_cli.errors import EmptyStoreError, NotFoundError
 # recorded any, the attempts implied by the job's steps, checkpoints and incidents.
 ATTEMPTS_SQL = """
 SELECT attempt, min(start_ts), max(end_ts), any_value(state), any_value(exit_code),
-       list_distinct(flatten(list(coalesce(nodes, []::VARCHAR[]))))
+       coalesce(first(nodes), []::VARCHAR[])
 FROM attempts_reconciled WHERE job_id = ? GROUP BY attempt ORDER BY attempt
 """
 LOG_ATTEMPTS_SQL = """
@@ -34,9 +34,7 @@ SELECT (SELECT count(*) FROM jobs WHERE job_id = $job)
      + (SELECT count(*) FROM steps WHERE job_id = $job)
      + (SELECT count(*) FROM checkpoints WHERE job_id = $job)
 """
-ANY_JOB_SQL = (
-    "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM checkpoints) + (SELECT count(*) FROM steps)"
-)
+ANY_JOB_SQL = "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM checkpoints) + (SELECT count(*) FROM steps)"
 GPUS_SQL = "SELECT max(gpus) FROM jobs WHERE job_id = ?"
 LINKS_SQL = """
 SELECT DISTINCT host, nic, switch, switch_port, rack FROM topology WHERE host IN ({hosts})
@@ -104,9 +102,7 @@ def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
     hosts = {h for a in attempts for h in a.nodes}
     hosts |= {r[0] for r in conn.execute(JOB_NODES_SQL, [job_id]).fetchall()}
     ordered = sorted(hosts)
-    links = [
-        Link(*r) for r in conn.execute(LINKS_SQL.format(hosts=placeholders(len(ordered))), ordered).fetchall()
-    ]
+    links = [Link(*r) for r in conn.execute(LINKS_SQL.format(hosts=placeholders(len(ordered))), ordered).fetchall()]
     gpus = conn.execute(GPUS_SQL, [job_id]).fetchone()[0]
     return JobScope(job_id, attempts, ordered, links, gpus)
 

@@ -1,0 +1,122 @@
+"""Score `explain` against the simulator's truth.json (used by tests and benchmarks/explain_accuracy.py).
+
+A checkpoint is matched by (kind, iteration) and, among equals, the nearest start. Per checkpoint:
+trigger right; for a truth cause, category right, host among the truth's hosts, component right;
+for a routine truth checkpoint, no cause given; and no cause ever named on a decoy's component.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from synestra_cli.explain.api import explain_job
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import ingest_paths
+from synestra_cli.simulate.scenarios import simulate
+from synestra_cli.store.connect import connect
+
+
+@dataclass
+class Score:
+    checkpoints: int = 0
+    trigger_ok: int = 0
+    caused: int = 0
+    category_ok: int = 0
+    host_ok: int = 0
+    component_ok: int = 0
+    routine_blamed: int = 0
+    decoy_blamed: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    def add(self, other: Score) -> None:
+        for k in (
+            "checkpoints",
+            "trigger_ok",
+            "caused",
+            "category_ok",
+            "host_ok",
+            "component_ok",
+            "routine_blamed",
+            "decoy_blamed",
+        ):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        self.misses += other.misses
+
+    def rates(self) -> dict[str, float]:
+        def r(n: int, d: int) -> float:
+            return round(n / d, 4) if d else 1.0
+
+        return {
+            "trigger": r(self.trigger_ok, self.checkpoints),
+            "category": r(self.category_ok, self.caused),
+            "host": r(self.host_ok, self.caused),
+            "component": r(self.component_ok, self.caused),
+            "routine_blamed": self.routine_blamed,
+            "decoy_blamed": self.decoy_blamed,
+            "checkpoints": self.checkpoints,
+            "non_routine": self.caused,
+        }
+
+
+def _ts(s: str | None) -> datetime | None:
+    return datetime.fromisoformat(s.replace("Z", "")) if s else None
+
+
+def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
+    sc = Score()
+    mine = explain_job(conn, truth_job["job"]).checkpoints
+    for t in truth_job["checkpoints"]:
+        start = _ts(t["start"])
+        same = [c for c in mine if c.kind == t["kind"] and c.iteration == t["iteration"]]
+        got = min(same, key=lambda c: abs((c.start - start).total_seconds()) if c.start else 1e12, default=None)
+        sc.checkpoints += 1
+        where = f"{label} {t['kind']}@{t['iteration']}"
+        if got is None:
+            sc.misses.append(f"{where}: not found")
+            continue
+        sc.trigger_ok += got.trigger == t["trigger"]
+        if got.trigger != t["trigger"]:
+            sc.misses.append(f"{where}: trigger {got.trigger} != {t['trigger']}")
+        cause = got.cause
+        for d in decoys:
+            if truth_job["job"] in d.get("jobs_affected", []):
+                continue  # a fault outside the main job may be the real cause for this one
+            if cause and cause.component == d["component"] and cause.host in d["hosts"]:
+                sc.decoy_blamed += 1
+                sc.misses.append(f"{where}: blamed decoy {d['kind']} {cause.host} {cause.component}")
+        if t["cause"] is None:
+            if cause is not None:
+                sc.routine_blamed += 1
+                sc.misses.append(f"{where}: routine given {cause.category}")
+            continue
+        tc = t["cause"]
+        sc.caused += 1
+        ok = cause is not None and cause.category == tc["category"]
+        sc.category_ok += ok
+        sc.host_ok += cause is not None and cause.host in tc["hosts"]
+        sc.component_ok += cause is not None and cause.component == tc["component"]
+        if not ok or cause.host not in tc["hosts"] or cause.component != tc["component"]:
+            got_s = f"{cause.category} {cause.host} {cause.component}" if cause else "no cause"
+            sc.misses.append(f"{where}: {got_s} != {tc['category']} {tc['hosts'][:2]} {tc['component']}")
+    return sc
+
+
+def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: float = 6.0) -> Score:
+    """Simulate, ingest into a fresh store, explain every job of the truth and score it."""
+    out = workdir / f"{scenario}-{seed}-{nodes}"
+    simulate(out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True)
+    db = out / "store.duckdb"
+    db.unlink(missing_ok=True)
+    conn = connect(db)
+    try:
+        ingest_paths(conn, [out / "exports"], IngestOptions())
+        truth = json.loads((out / "truth.json").read_text())
+        total = Score()
+        for job in truth["jobs"]:
+            total.add(score_job(conn, job, truth.get("decoys", []), f"{scenario}/s{seed}/n{nodes}/{job['job']}"))
+        return total
+    finally:
+        conn.close()
