@@ -4,12 +4,14 @@ Shared by the exposition-text parser (prometheus.py) and the HTTP API JSON parse
 A format module fills two temp tables and calls ``write_series``:
 
     prom_series(sid INTEGER, name VARCHAR, labels MAP(VARCHAR, VARCHAR))   -- one row per distinct series
-    prom_samples(sid INTEGER, ts TIMESTAMP, value DOUBLE)                  -- raw source values
+    prom_samples(sid INTEGER, ts TIMESTAMP, value DOUBLE)   -- raw source values; ts NULL: the default time
 
 Everything here runs once per distinct series (a few thousand rows), except the final ordered insert.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import duckdb
 import pyarrow as pa
@@ -74,21 +76,24 @@ WITH s AS (
                list_filter(map_entries(labels), lambda e: NOT list_contains($identity, e.key)),
                lambda e: e.key || '="' || e.value || '"')) AS residual
     FROM prom_series LEFT JOIN prom_source_map m ON m.source = prom_series.name
+),
+r AS (
+    SELECT sid, name, labels, host, scale, kind, name LIKE 'DCGM\\_%' ESCAPE '\\' AS is_dcgm,
+           coalesce(canonical, name) AS metric,
+           CASE WHEN canonical IS NOT NULL OR len(residual) = 0 THEN base_entity
+                ELSE coalesce(base_entity, '') || '{' || array_to_string(residual, ',') || '}' END AS entity
+    FROM s
 )
-SELECT sid, name, labels, host, scale, kind, name LIKE 'DCGM\\_%' ESCAPE '\\' AS is_dcgm,
-       coalesce(canonical, name) AS metric,
-       CASE WHEN canonical IS NOT NULL OR len(residual) = 0 THEN base_entity
-            ELSE coalesce(base_entity, '') || '{' || array_to_string(residual, ',') || '}' END AS entity
-FROM s
+SELECT *, row_number() OVER (ORDER BY host, entity, metric) AS ord FROM r
 """
 
 INSERT_METRICS_SQL = """
 INSERT INTO metrics (ts, host, entity, metric, value, source_id)
-SELECT p.ts, r.host, r.entity, r.metric,
+SELECT coalesce(p.ts, $default_ts), r.host, r.entity, r.metric,
        CASE WHEN r.is_dcgm AND dcgm_blank(p.value, r.kind) THEN NULL ELSE p.value * coalesce(r.scale, 1.0) END,
        $sid
 FROM prom_samples p JOIN prom_resolved r USING (sid)
-ORDER BY r.host, r.entity, r.metric, p.ts
+ORDER BY r.ord, p.ts
 """
 
 INSERT_GPUS_SQL = """
@@ -108,8 +113,6 @@ SELECT c.metric, c.unit, c.kind, c.description
 FROM prom_catalog c WHERE c.metric IN (SELECT metric FROM prom_resolved)
 ON CONFLICT DO NOTHING
 """
-
-SAMPLE_COUNT_SQL = "SELECT count(*) FROM prom_samples JOIN prom_resolved USING (sid)"
 
 DROP_SQL = "DROP TABLE IF EXISTS prom_resolved"
 
@@ -141,14 +144,16 @@ def _register_catalog(conn: duckdb.DuckDBPyConnection) -> None:
     }))
 
 
-def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None) -> int:
-    """Map prom_series/prom_samples into metrics, gpus and metric_catalog; returns the metric rows written."""
+def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime) -> int:
+    """Map prom_series/prom_samples into metrics, gpus and metric_catalog; returns the metric rows written.
+
+    host: for series without a host label (--host); default_ts: for samples without a timestamp.
+    """
     install_macros(conn)
     _register_catalog(conn)
     try:
         conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
-        (rows,) = conn.execute(SAMPLE_COUNT_SQL).fetchone()
-        conn.execute(INSERT_METRICS_SQL, {"sid": source_id})
+        (rows,) = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchone()
         conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
         conn.execute(INSERT_CATALOG_SQL)
         return int(rows)

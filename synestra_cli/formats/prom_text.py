@@ -1,0 +1,191 @@
+"""SQL for Prometheus text lines: cut, group by series, parse labels once per series, check samples.
+
+Two ways in, one way out (prom_series + prom_samples for prom_labels.write_series):
+- fast: DuckDB's parallel CSV reader over a plain file, values and timestamps parsed while grouping.
+  It has no line numbers, so it is used only when every line parses;
+- numbered: ``ctx.line_batches()`` with line numbers, every sample checked and rejects reported.
+"""
+
+from __future__ import annotations
+
+from synestra_cli.formats.base import LoadContext, LoadResult
+
+# Cut position: the first "} " after labels, else the first space after a bare metric name.
+SPLIT = "CASE WHEN strpos(line, '{') > 0 THEN strpos(line, '} ') ELSE strpos(line, ' ') - 1 END"
+# Blank and comment lines carry no sample (trim only for the rare line that starts with a blank).
+SKIP = "(line = '' OR starts_with(line, '#') OR (starts_with(line, ' ') AND trim(line) = ''))"
+SERIES = "CASE WHEN p <= 0 THEN line ELSE substr(line, 1, p) END"
+TAIL = "CASE WHEN p <= 0 THEN '' ELSE substr(line, p + 2) END"
+
+# Timestamp token -> microseconds: ms integers (exposition, promtool dump), seconds with a fraction
+# (dump-openmetrics, or every OpenMetrics file: $seconds). Out-of-range values give NULL (a reject).
+TS_MICROS = """CASE WHEN $seconds OR contains(t, '.') OR contains(t, 'e')
+         THEN CASE WHEN abs(TRY_CAST(t AS DOUBLE)) < 1e11 THEN CAST(round(TRY_CAST(t AS DOUBLE) * 1e6) AS BIGINT) END
+     WHEN abs(TRY_CAST(t AS BIGINT)) < 100000000000000 THEN TRY_CAST(t AS BIGINT) * 1000 END"""
+
+# Fast path: DuckDB's reader cuts each line at "} " itself (a two-byte delimiter), so the series text is
+# never copied; a bare "name value [ts]" line comes as one column and is cut at its first space. A sample
+# is "bad" (-> numbered path) if its value or timestamp does not parse or more text follows (e.g. an
+# OpenMetrics exemplar); so is a line with "} " inside a label value (3 columns, a CSV reject).
+# $seconds: OpenMetrics, whose timestamps are seconds; they are kept as ms (dumps print 3 decimals).
+FAST_GROUP_SQL = """
+CREATE OR REPLACE TEMP TABLE prom_groups AS
+SELECT CASE WHEN braced THEN key || '}' ELSE key END AS series, list(value) AS vals, list(ms) AS tss,
+       count(*) FILTER (WHERE value IS NULL OR (t <> '' AND NOT coalesce(ms BETWEEN -1e13 AND 1e14, false))
+                        OR length(tail) > length(v) + length(t) + 1) AS bad
+FROM (
+    SELECT braced, key, tail, v, t, TRY_CAST(v AS DOUBLE) AS value,
+           CASE WHEN $seconds THEN TRY_CAST(round(TRY_CAST(t AS DOUBLE) * 1000) AS BIGINT)
+                ELSE TRY_CAST(t AS BIGINT) END AS ms
+    FROM (
+        SELECT *, split_part(tail, ' ', 1) AS v, split_part(tail, ' ', 2) AS t
+        FROM (
+            SELECT r IS NOT NULL AS braced,
+                   CASE WHEN r IS NOT NULL THEN s ELSE split_part(s, ' ', 1) END AS key,
+                   CASE WHEN r IS NOT NULL THEN r WHEN strpos(s, ' ') > 0 THEN substr(s, strpos(s, ' ') + 1)
+                        ELSE '' END AS tail
+            FROM read_csv($path, columns = {'s': 'VARCHAR', 'r': 'VARCHAR'}, delim = '} ', quote = '',
+                          escape = '', header = false, auto_detect = false, null_padding = true,
+                          ignore_errors = true, store_rejects = true,
+                          rejects_table = 'prom_csv_rejects', rejects_scan = 'prom_csv_scans')
+            WHERE s <> '' AND NOT starts_with(s, '#') AND NOT (starts_with(s, ' ') AND trim(s) = ''))))
+GROUP BY braced, key
+"""
+FAST_OK_SQL = """
+SELECT (SELECT count(*) FROM prom_csv_rejects WHERE NOT starts_with(csv_line, '#')) = 0
+       AND (SELECT coalesce(sum(bad), 0) FROM prom_groups) = 0
+       AND (SELECT bool_and(ok) FROM prom_dict)
+"""
+FAST_SAMPLES_SQL = """
+CREATE OR REPLACE TEMP VIEW prom_samples AS
+SELECT sid, epoch_ms(ms) AS ts, value  -- NULL: no timestamp, the file's time
+FROM (SELECT d.sid, unnest(g.vals) AS value, unnest(g.tss) AS ms FROM prom_groups g JOIN prom_dict d USING (series))
+"""
+
+# Numbered path: per batch, tails and line numbers grouped by series text.
+CREATE_GROUPS_SQL = "CREATE OR REPLACE TEMP TABLE prom_groups (series VARCHAR, tails VARCHAR[], linenos BIGINT[])"
+BATCH_GROUP_SQL = f"""
+INSERT INTO prom_groups
+SELECT series, list(tail ORDER BY lineno), list(lineno ORDER BY lineno) FROM (
+    SELECT lineno, CASE WHEN line = '# EOF' THEN line ELSE {SERIES} END AS series, {TAIL} AS tail
+    FROM (SELECT lineno, line, {SPLIT} AS p FROM prom_batch WHERE NOT {SKIP} OR line = '# EOF'))
+GROUP BY series
+"""
+
+LABEL_RE = r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"'
+SERIES_RE = (r'([A-Za-z_:][A-Za-z0-9_:]*)?\{\s*(' + LABEL_RE + r'\s*(,\s*' + LABEL_RE + r'\s*)*,?\s*)?\}'
+             r'|[A-Za-z_:][A-Za-z0-9_:]*')
+
+# One row per distinct series text: label map, metric name (promtool dumps carry it as __name__).
+DICT_SQL = """
+CREATE OR REPLACE TEMP TABLE prom_dict AS
+WITH d AS (SELECT DISTINCT series FROM prom_groups WHERE series <> '# EOF'),
+p AS (
+    SELECT series, regexp_full_match(series, $series_re) AS ok,
+           regexp_extract(series, '\\{(.*)\\}$', 1) AS body
+    FROM d
+),
+kv AS (
+    SELECT series, ok,
+           regexp_extract_all(body, $label_re, 1) AS k,
+           list_transform(regexp_extract_all(body, $label_re, 2),
+                          lambda v: replace(replace(replace(v, '\\\\', '\\'), '\\"', '"'), '\\n', chr(10))) AS v
+    FROM p
+)
+SELECT (row_number() OVER (ORDER BY series))::INTEGER AS sid, series,
+       ok AND len(list_distinct(k)) = len(k) AS ok,
+       CASE WHEN ok AND len(list_distinct(k)) = len(k) THEN map(k, v) END AS labels
+FROM kv
+"""
+
+SERIES_SQL = """
+CREATE OR REPLACE TEMP TABLE prom_series AS
+SELECT sid, coalesce(nullif(regexp_extract(series, '^[^{]+'), ''), labels['__name__']) AS name, labels
+FROM prom_dict WHERE ok
+"""
+
+# Per sample: value and timestamp tokens; an OpenMetrics exemplar ("# {...} v") is ignored. Only rejected
+# rows keep their text, so the table stays narrow.
+ROWS_SQL = f"""
+CREATE OR REPLACE TEMP TABLE prom_rows AS
+WITH u AS (
+    SELECT d.sid, d.ok, g.series, unnest(g.tails) AS tail, unnest(g.linenos) AS lineno
+    FROM prom_groups g JOIN prom_dict d USING (series)
+),
+t AS (
+    SELECT *, CASE WHEN contains(tail, '  ') OR contains(tail, '\t')
+                   THEN regexp_split_to_array(trim(tail, ' \t\r'), '[ \t]+')
+                   ELSE string_split(rtrim(tail, '\r'), ' ') END AS tok
+    FROM u
+),
+v AS (
+    SELECT *, TRY_CAST(tok[1] AS DOUBLE) AS value, CASE WHEN tok[2] <> '#' THEN tok[2] END AS t FROM t
+),
+r AS (
+    SELECT *,
+           CASE WHEN NOT ok THEN 'malformed metric name or labels'
+                WHEN tok[1] = '' THEN 'no value'
+                WHEN value IS NULL THEN 'value is not a number'
+                WHEN len(tok) > 2 AND tok[2] <> '#' AND tok[3] <> '#' THEN 'unexpected text after the timestamp'
+           END AS reason
+    FROM v
+)
+SELECT sid, lineno, value, reason,
+       CASE WHEN t IS NULL THEN $mtime ELSE make_timestamp({TS_MICROS}) END AS ts,
+       CASE WHEN reason IS NOT NULL OR ts IS NULL THEN series || ' ' || tail END AS text
+FROM r
+"""
+
+TS_REJECT_SQL = "UPDATE prom_rows SET reason = 'bad timestamp' WHERE reason IS NULL AND ts IS NULL"
+ROWS_SAMPLES_SQL = """
+CREATE OR REPLACE TEMP VIEW prom_samples AS SELECT sid, ts, value FROM prom_rows WHERE reason IS NULL
+"""
+IS_OPENMETRICS_SQL = "SELECT count(*) > 0 FROM prom_groups WHERE series = '# EOF'"
+REJECT_COUNT_SQL = "SELECT count(*) FROM prom_rows WHERE reason IS NOT NULL"
+REJECT_SAMPLES_SQL = "SELECT lineno, reason, text FROM prom_rows WHERE reason IS NOT NULL ORDER BY lineno LIMIT 20"
+CLEANUP_SQL = """
+DROP VIEW IF EXISTS prom_samples; DROP TABLE IF EXISTS prom_rows; DROP TABLE IF EXISTS prom_series;
+DROP TABLE IF EXISTS prom_dict; DROP TABLE IF EXISTS prom_groups;
+DROP TABLE IF EXISTS prom_csv_rejects; DROP TABLE IF EXISTS prom_csv_scans;
+"""
+
+
+def parse_series(ctx: LoadContext) -> None:
+    """prom_dict (every distinct series text, parsed) and prom_series (the well-formed ones)."""
+    ctx.conn.execute(DICT_SQL, {"series_re": SERIES_RE, "label_re": LABEL_RE})
+    ctx.conn.execute(SERIES_SQL)
+
+
+def fast_path(ctx: LoadContext, openmetrics: bool) -> bool:
+    """Group and parse a plain file in one parallel pass; False (nothing kept) unless every line parsed."""
+    conn = ctx.conn
+    conn.execute(FAST_GROUP_SQL, {"path": str(ctx.path), "seconds": openmetrics})
+    parse_series(ctx)
+    (ok,) = conn.execute(FAST_OK_SQL).fetchone()
+    if not ok:
+        conn.execute(CLEANUP_SQL)
+        return False
+    conn.execute(FAST_SAMPLES_SQL)
+    return True
+
+
+def numbered_path(ctx: LoadContext) -> LoadResult:
+    """Group ctx.line_batches() and check every sample; rejects carry their line numbers."""
+    conn = ctx.conn
+    conn.execute(CREATE_GROUPS_SQL)
+    for batch in ctx.line_batches():
+        conn.register("prom_batch", batch)
+        try:
+            conn.execute(BATCH_GROUP_SQL)
+        finally:
+            conn.unregister("prom_batch")
+    parse_series(ctx)
+    (seconds,) = conn.execute(IS_OPENMETRICS_SQL).fetchone()
+    conn.execute(ROWS_SQL, {"mtime": ctx.mtime, "seconds": bool(seconds)})
+    conn.execute(TS_REJECT_SQL)
+    conn.execute(ROWS_SAMPLES_SQL)
+    result = LoadResult()
+    for line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
+        result.reject(line, reason, text)
+    (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
+    return result
