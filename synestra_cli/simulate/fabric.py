@@ -7,6 +7,8 @@ transmit discards on both ends while the link stays up; a flap zeroes traffic an
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -17,9 +19,11 @@ from synestra_cli.simulate import promtext
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.faults import Effect
 from synestra_cli.simulate.load import COMPUTE, IO, HostLoad, cumulative, effect_mask, reboots
-from synestra_cli.simulate.telemetry import COMPUTE_TRAFFIC_BPS, _rng
+from synestra_cli.simulate.promtext import sink
+from synestra_cli.simulate.telemetry import COMPUTE_TRAFFIC_BPS, SOURCES, _rng
 
 MTU_BYTES = 4096
+SNMP_SOURCE = SOURCES["snmp"]
 
 
 def nic_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
@@ -113,31 +117,39 @@ IF_FAMILIES = [  # (IF-MIB object, frame key seen from the switch, help as snmp_
 ]
 
 
-def write_snmp(out: BinaryIO, cl: Cluster, leaf: int, ts: np.ndarray, loads: dict[str, HostLoad],
-               effects: dict[str, list[Effect]], seed: int, block: int = 64) -> int:
-    """One leaf's host-facing ports, a block of ports at a time (each block repeats HELP/TYPE)."""
+def write_snmp(root: Path, cl: Cluster, t0: float, t1: float, interval: float, loads: dict[str, HostLoad],
+               effects: dict[str, list[Effect]], seed: int, gz: bool = False, block: int = 64) -> int:
+    """Every leaf's host-facing ports into ``root/<leaf>.prom``, a block of hosts at a time.
+
+    One Prometheus scrapes all leaves: each leaf's samples are the shared grid shifted by its own
+    scrape offset. A block's ports repeat HELP/TYPE in each leaf file (a file of concatenated scrapes).
+    """
+    grid = t0 + np.arange(int((t1 - t0) // interval)) * interval
+    offsets = [np.random.default_rng([seed, SNMP_SOURCE, leaf]).uniform(0.0, 3.0) for leaf in range(cl.nics_per_host)]
     n = 0
-    name = cl.leaf(leaf)
-    for lo in range(0, cl.nodes, block):
-        hosts = cl.hosts[lo:lo + block]
-        rows = [_switch_port(cl, h, leaf, ts, loads[h], effects.get(h, []), seed) for h in hosts]
-        labels = [f'{{ifAlias="{h}:mlx5_{leaf}",ifDescr="{cl.switch_port(h)}",ifIndex="{cl.host_index(h) + 1}",'
-                  f'ifName="{cl.switch_port(h)}",instance="{name}",job="snmp"}}' for h in hosts]
-        for obj, key, help_ in IF_FAMILIES:
-            vals = np.stack([r[key] for r in rows])
-            kind = "gauge" if key == "oper" else "counter"
-            n += promtext.family(out, obj, kind, help_, labels, vals, np.broadcast_to(ts, vals.shape), None, True)
+    with ExitStack() as stack:
+        files = [stack.enter_context(sink(root / f"{cl.leaf(leaf)}.prom", gz)) for leaf in range(cl.nics_per_host)]
+        for lo in range(0, cl.nodes, block):
+            hosts = cl.hosts[lo:lo + block]
+            frames = [_switch_side(cl, h, grid, loads[h], effects.get(h, []), seed) for h in hosts]
+            for leaf, out in enumerate(files):
+                labels = [f'{{ifAlias="{h}:mlx5_{leaf}",ifDescr="{cl.switch_port(h)}",ifIndex="{cl.host_index(h) + 1}",'
+                          f'ifName="{cl.switch_port(h)}",instance="{cl.leaf(leaf)}",job="snmp"}}' for h in hosts]
+                ts = np.broadcast_to(grid + offsets[leaf], (len(hosts), grid.size))
+                for obj, key, help_ in IF_FAMILIES:
+                    vals = np.stack([fr[key][leaf] for fr in frames])
+                    kind = "gauge" if key == "oper" else "counter"
+                    n += promtext.family(out, obj, kind, help_, labels, vals, ts, None, True)
     return n
 
 
-def _switch_port(cl: Cluster, host: str, leaf: int, ts: np.ndarray, load: HostLoad, effects: list[Effect],
+def _switch_side(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
                  seed: int) -> dict[str, np.ndarray]:
-    """The leaf side of a host NIC: its own counters (never reset by the host's reboot)."""
-    mine = [e for e in effects if e.kind != "reboot" and (e.target in (None, leaf))]
-    rng = _rng(seed, "snmp", cl.host_index(host) * 64 + leaf)
-    frame, _ = nic_frame(cl, host, ts, load, mine, rng)
-    out = {k: frame[k][leaf] for k in ("tx_bytes", "rx_bytes", "rcv_errors", "xmit_discards")}
-    out["oper"] = np.where(frame["state"][leaf] == 1, 2, 1)
+    """The leaf ports of a host's NICs: their own counters, which the host's reboot does not reset."""
+    mine = [e for e in effects if e.kind != "reboot"]
+    frame, _ = nic_frame(cl, host, ts, load, mine, _rng(seed, "snmp", cl.host_index(host)))
+    out = {k: frame[k] for k in ("tx_bytes", "rx_bytes", "rcv_errors", "xmit_discards")}
+    out["oper"] = np.where(frame["state"] == 1, 2, 1)
     return out
 
 

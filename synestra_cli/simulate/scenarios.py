@@ -284,7 +284,7 @@ def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, 
     export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz)
     export.write_jobs(root, timelines)
     meta = {"scenario": scenario, "seed": seed, "nodes": nodes, "hours": hours, "gpus_per_node": gpus_per_node,
-            "start": groundtruth.iso(plan.t0), "end": groundtruth.iso(plan.t1), "main_job": plan.main.job_id,
-            "metric_samples": samples}
+            "gzip": gz, "start": groundtruth.iso(plan.t0), "end": groundtruth.iso(plan.t1),
+            "main_job": plan.main.job_id, "metric_samples": samples}
     groundtruth.write(outdir / "truth.json", meta, timelines, plan.faults)
     return meta

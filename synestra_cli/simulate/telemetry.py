@@ -20,7 +20,6 @@ from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad, cumulative, 
 
 SOURCES = {"dcgm": 1, "ib": 2, "snmp": 3, "optics": 4}
 MAX_SKEW_S = 3.0
-NIC_RATE_BPS = 50e9          # 400 Gb/s NDR
 COMPUTE_TRAFFIC_BPS = 18e9   # all-reduce traffic per rail while training (bytes/s)
 
 
