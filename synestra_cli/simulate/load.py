@@ -71,7 +71,7 @@ def reboots(ts: np.ndarray, effects: list[Effect]) -> tuple[np.ndarray, np.ndarr
     down = np.zeros(ts.size, bool)
     reset = np.zeros(ts.size, bool)
     for e in effects:
-        if e.kind == "reboot":
+        if e.kind == "reboot" and e.end is not None:
             down |= window(ts, e)
             after = np.searchsorted(ts, e.end)
             if after < ts.size:
@@ -88,4 +88,5 @@ def cumulative(increments: np.ndarray, reset: np.ndarray, offset: np.ndarray | f
     at_reset = np.where(reset, total - increments, 0.0)
     base = np.maximum.accumulate(at_reset, axis=-1)
     before_first = np.cumsum(reset) == 0
-    return total - base + np.where(before_first, offset if np.ndim(offset) == 0 else offset[..., None], 0.0)
+    start = np.asarray(offset)[..., None] if np.ndim(offset) else offset
+    return total - base + np.where(before_first, start, 0.0)

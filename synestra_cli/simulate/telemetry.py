@@ -130,8 +130,8 @@ def _gpu_counters(g: int, ts: np.ndarray, dts: np.ndarray, power: np.ndarray, bi
 def _last_xid(g: int, ts: np.ndarray, effects: list[Effect]) -> np.ndarray:
     """DCGM_FI_DEV_XID_ERRORS: the last Xid, sticky until the exporter restarts (a reboot clears it)."""
     out = np.zeros((g, ts.size))
-    marks = [(e.start, e.target, e.value) for e in effects if e.kind == "xid"]
-    marks += [(e.end, None, 0.0) for e in effects if e.kind == "reboot"]
+    marks: list[tuple[float, int | None, float]] = [(e.start, e.target, e.value) for e in effects if e.kind == "xid"]
+    marks += [(e.end, None, 0.0) for e in effects if e.kind == "reboot" and e.end is not None]
     for start, target, code in sorted(marks, key=lambda m: m[0]):
         out[slice(None) if target is None else target, ts >= start] = code
     return out
