@@ -29,6 +29,7 @@ FORMAT_MODULES: list[str] = [
     "topology_csv",
     "ibnetdiscover",
     "prometheus",
+    "prom_json",
 ]
 
 

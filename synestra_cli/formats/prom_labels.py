@@ -37,7 +37,8 @@ CLOCK_EVENT_BITS: list[tuple[int, str]] = [
 # and fp64 2^47..2^47+3; DCGM_FP64_IS_BLANK is v >= 2^47, applied to gauges where larger is meaningless.
 DCGM_BLANK_MACRO = """
 CREATE OR REPLACE TEMP MACRO dcgm_blank(v, kind) AS
-    v >= 9.223372036854775e18 OR (v >= 140737488355328.0 AND (v <= 140737488355331.0 OR kind <> 'counter'))
+    NOT isnan(v) AND (v >= 9.223372036854775e18
+                      OR (v >= 140737488355328.0 AND (v <= 140737488355331.0 OR kind <> 'counter')))
 """
 
 # host:port, [v6]:port -> host
@@ -156,8 +157,8 @@ def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | No
         (rows,) = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchone()
         conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
         conn.execute(INSERT_CATALOG_SQL)
+        conn.execute(DROP_SQL)
         return int(rows)
     finally:
         conn.unregister("prom_source_map")
         conn.unregister("prom_catalog")
-        conn.execute(DROP_SQL)

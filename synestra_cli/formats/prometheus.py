@@ -44,15 +44,13 @@ def _is_sample(line: str) -> bool:
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    try:
-        if _is_plain(ctx) and prom_text.fast_path(ctx, _ends_with_eof(ctx)):
-            result = LoadResult()
-        else:
-            result = prom_text.numbered_path(ctx)
-        result.rows = prom_labels.write_series(ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime)
-        return result
-    finally:
-        ctx.conn.execute(prom_text.CLEANUP_SQL)
+    if _is_plain(ctx) and prom_text.fast_path(ctx, _ends_with_eof(ctx)):
+        result = LoadResult()
+    else:
+        result = prom_text.numbered_path(ctx)
+    result.rows = prom_labels.write_series(ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime)
+    ctx.conn.execute(prom_text.CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
+    return result
 
 
 def _is_plain(ctx: LoadContext) -> bool:
