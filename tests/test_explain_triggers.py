@@ -11,7 +11,9 @@ from synestra_cli.explain.triggers import learn_cadence
 def test_cadence_is_the_interval_dividing_most_saves():
     assert learn_cadence([500, 1000, 1370, 1500, 2000]) == 500
     assert learn_cadence([1000, 2000, 2350, 3000]) == 1000
-    assert learn_cadence([1000, 1350]) == 1000  # ties: the rounder number
+    assert learn_cadence([1000, 2000, 2350]) == 1000
+    assert learn_cadence([1000, 2000, 3000, 3400]) == 1000  # ties (1000 vs 3400 - 3000): the rounder
+    assert learn_cadence([4, 9]) is None and learn_cadence([1, 800]) is None  # too little evidence
     assert learn_cadence([]) is None
 
 

@@ -76,9 +76,9 @@ def _cause(c: Cause, prefix: str = "cause") -> Text:
 
 
 def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
-    when = cp.start.strftime("%Y-%m-%d %H:%M:%S") if cp.start else "?"
+    when = cp.start.strftime("%Y-%m-%d %H:%M:%SZ") if cp.start else "time not logged"
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
-    head = Text(f"{cp.kind} @ iteration {cp.iteration}  {when}Z  {dur}  ")
+    head = Text(f"{cp.kind} @ iteration {cp.iteration}  {when}  {dur}  ")
     head.append(cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
     branch = node.add(head)
     if cp.cause:

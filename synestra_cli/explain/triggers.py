@@ -63,7 +63,8 @@ def load_checkpoints(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Check
 
 def learn_cadence(iterations: list[int]) -> int | None:
     """The save interval (in iterations) that best explains the save iterations: multiples saved
-    minus multiples skipped within the saved span (so a small common divisor does not win)."""
+    minus multiples skipped within the saved span (so a small common divisor does not win).
+    None when no interval is seen at least twice: too little evidence to call a save periodic."""
     its = sorted({i for i in iterations if i and i > 0})
     candidates = {b - a for a, b in zip(its, its[1:], strict=False)} | set(its)
     if not candidates:
@@ -75,7 +76,9 @@ def learn_cadence(iterations: list[int]) -> int | None:
         zeros = len(str(c)) - len(str(c).rstrip("0"))
         return 2 * hits - expected, zeros, c
 
-    return max(candidates, key=score)
+    best = max(candidates, key=score)
+    hits = sum(i % best == 0 for i in its)
+    return best if hits >= 2 and score(best)[0] > 0 else None
 
 
 def _preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
