@@ -285,3 +285,12 @@ def test_every_reject_is_counted_but_only_the_first_twenty_are_sampled(conn, tmp
     report = ingest(conn, write(tmp_path, [it_line("2025-03-01 10:00:00", 10, 5000.0)] + [broken] * 25))
     assert report.rejected == 25 and len(report.reject_samples) == 20
     assert rows(conn, "SELECT rejected FROM sources") == [(25,)]
+
+
+def test_every_rank_printing_steps_gives_one_rank_s_steps_and_no_false_restarts(conn, tmp_path):
+    line = ("[rank{r}]:[titan] 2026-02-01 08:00:{s:02d},000 - root - INFO - step: {it}  loss:  3.0000  "
+            "memory: 40.00GiB(50.00%)  tps: 1,000  tflops: 100.00  mfu: 10.00%")
+    lines = [line.format(r=r, s=it // 10, it=it) for it in (10, 20, 30) for r in (1, 0, 2)]
+    ingest(conn, write(tmp_path, lines))
+    assert rows(conn, "SELECT iteration FROM steps ORDER BY line") == [(10,), (20,), (30,)]
+    assert rows(conn, "SELECT count(*) FROM attempts") == [(1,)]

@@ -18,7 +18,7 @@ NAME = "deepspeed"
 DESCRIPTION = "DeepSpeed training log ([ts] [LEVEL] [file:line:func] lines, step= and checkpoint lines)"
 
 STEP_SQL = r"""
-SELECT pos, lineno, 'step' AS fact, ts, ts_precision,
+SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, '\] step=(\d+), skipped=', 1) AS BIGINT) AS iteration
 FROM jl_lines WHERE regexp_matches(body, '\] step=\d+, skipped=\d+')
 """

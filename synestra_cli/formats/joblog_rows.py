@@ -12,6 +12,13 @@ from __future__ import annotations
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 
+# torchrun --tee without --local-ranks-filter prints every rank's step lines: the steps of the
+# lowest rank that prints them are the job's (Megatron prints from the last rank only).
+ONE_RANK_STEPS_SQL = """
+DELETE FROM jl_facts WHERE fact = 'step'
+    AND coalesce(rank, -1) <> (SELECT min(coalesce(rank, -1)) FROM jl_facts WHERE fact = 'step')
+"""
+
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
 
 BOUNDS_SQL = f"""
@@ -120,6 +127,7 @@ INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPO
 
 def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
     conn = ctx.conn
+    conn.execute(ONE_RANK_STEPS_SQL)
     conn.execute(BOUNDS_SQL)
     conn.execute(ATTEMPT_OF_LINE_SQL)
     conn.execute(FACTS_A_SQL)

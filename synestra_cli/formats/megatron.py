@@ -26,7 +26,7 @@ DESCRIPTION = "Megatron-LM training log (iteration lines, checkpoint save/load, 
 ITER_RE = r" iteration\s+(\d+)/\s*\d+ \|"
 
 STEP_SQL = rf"""
-SELECT pos, lineno, 'step' AS fact, ts, ts_precision,
+SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, '{ITER_RE}', 1) AS BIGINT) AS iteration,
     TRY_CAST(regexp_extract(body, 'elapsed time per iteration \(ms\): ([0-9.]+)', 1) AS DOUBLE) / 1000 AS step_time_s,
     TRY_CAST(nullif(regexp_extract(body, 'throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)', 1), '') AS DOUBLE)

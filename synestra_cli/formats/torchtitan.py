@@ -24,7 +24,7 @@ NAME = "torchtitan"
 DESCRIPTION = "torchtitan training log (step lines, checkpoint save/stage/load)"
 
 STEP_SQL = r"""
-SELECT pos, lineno, 'step' AS fact, ts, ts_precision,
+SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, ' - step:\s*(\d+)\s', 1) AS BIGINT) AS iteration,
     TRY_CAST(regexp_extract(body, '\sloss:\s*([0-9.]+)', 1) AS DOUBLE) AS loss,
     TRY_CAST(replace(regexp_extract(body, '\stps:\s*([0-9,]+)', 1), ',', '') AS DOUBLE) AS tokens_per_s,
