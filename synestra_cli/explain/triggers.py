@@ -110,9 +110,9 @@ def _save_trigger(cp: Checkpoint, ctx: _Context) -> str:
         return "preemption"
     if cp is ctx.saves[-1] and ctx.job_finished and cp.iteration >= ctx.max_iteration:
         return "final"
-    if ctx.cadence and cp.iteration % ctx.cadence == 0:
-        return "periodic"
-    return "reactive"
+    if ctx.cadence is None:
+        return "unknown"  # no cadence to be off: too few saves to tell periodic from reactive
+    return "periodic" if cp.iteration % ctx.cadence == 0 else "reactive"
 
 
 def _restore_trigger(cp: Checkpoint, ctx: _Context) -> str:
