@@ -63,9 +63,14 @@ lines AS (  -- each iteration line covers the iterations since the previous one
     WINDOW w AS (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts)
 ),
 progress AS (
-    SELECT job_id, attempt, min(ts - to_microseconds(CAST(n * step_time_s * 1e6 AS BIGINT))) AS t_first,
-           max(ts) AS t_last_step, max(iteration) AS last_iteration
-    FROM lines GROUP BY ALL
+    -- The first line after a start averages in the warm-up (compilation, first batches): its
+    -- iterations are dated at the ideal step time, so the warm-up counts as start-up, as
+    -- ml-goodput-measurement's PROGRAM_STARTUP does.
+    SELECT l.job_id, l.attempt,
+           arg_min(l.ts - to_microseconds(CAST(l.n * coalesce(i.ideal_s, l.step_time_s) * 1e6 AS BIGINT)),
+                   l.iteration) AS t_first,
+           max(l.ts) AS t_last_step, max(l.iteration) AS last_iteration
+    FROM lines l LEFT JOIN ideal i USING (job_id) GROUP BY ALL
 ),
 hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ran for")
     SELECT job_id, attempt, min(ts) AS hang_start
@@ -146,12 +151,18 @@ def _register(conn: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> No
     conn.register(name, table)
 
 
-def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> list[dict]:
+def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str], ideal: dict[str, float]) -> list[dict]:
     """Per attempt: the cut instants and the time-based buckets, for every job in job_ids."""
     _register(conn, "sel", pa.table({"job_id": pa.array(job_ids, pa.string())}))
+    _register_ideal(conn, ideal)
     cur = conn.execute(ATTEMPT_BUCKETS_SQL.replace("$clean", _sql_list(CLEAN_END_STATES)))
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def _register_ideal(conn: duckdb.DuckDBPyConnection, ideal: dict[str, float]) -> None:
+    _register(conn, "ideal", pa.table({"job_id": pa.array(list(ideal), pa.string()),
+                                       "ideal_s": pa.array(list(ideal.values()), pa.float64())}))
 
 
 def _sql_list(values: tuple[str, ...]) -> str:
@@ -164,7 +175,7 @@ def degraded_windows(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: d
     """Per job, each degradation window with the seconds of step time above the ideal inside it."""
     if not windows or not ideal:
         return {}
-    _register(conn, "ideal", pa.table({"job_id": list(ideal), "ideal_s": list(ideal.values())}))
+    _register_ideal(conn, ideal)
     _register(conn, "windows", pa.table({
         "job_id": [w[0] for w in windows], "window_id": list(range(len(windows))),
         "start_ts": pa.array([w[1] for w in windows], pa.timestamp("us")),

@@ -92,8 +92,8 @@ def _interval(conn: duckdb.DuckDBPyConnection, jb: JobBuckets, failures: int) ->
 def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[JobTax]:
     """Buckets for every job in one SQL pass; degradation windows and ideal step time from signals."""
     job_ids = [r[0] for r in job_rows]
-    cuts = attempt_cuts(conn, job_ids)
     ideal = {j: s for j in job_ids if (s := ideal_step_time(conn, j)) is not None}
+    cuts = attempt_cuts(conn, job_ids, ideal)
     windows = [(j, w.onset, w.end) for j in job_ids for w in degradation_windows(conn, j)]
     degraded = degraded_windows(conn, cuts, ideal, windows)
     out = []

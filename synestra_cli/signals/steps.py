@@ -89,8 +89,8 @@ def baselines(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Baseline]:
 
 def ideal_step_time(conn: duckdb.DuckDBPyConnection, job_id: str) -> float | None:
     """Mean step time of the job's steps at or below median + 3 MAD, in seconds (None: no steps)."""
-    row = conn.execute(IDEAL_SQL, [job_id, MAD_K]).fetchone()
-    return row[0] if row else None
+    rows = conn.execute(IDEAL_SQL, [job_id, MAD_K]).fetchall()  # drained: DuckDB 2 blocks new work otherwise
+    return rows[0][0] if rows else None
 
 
 def degradation_windows(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[DegradationWindow]:
