@@ -30,6 +30,7 @@ FORMAT_MODULES: list[str] = [
     "ibnetdiscover",
     "prometheus",
     "prom_json",
+    "metrics_long",
 ]
 
 

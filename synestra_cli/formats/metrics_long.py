@@ -33,8 +33,9 @@ CSV_BATCH_SQL = """
 INSERT INTO mlong_raw
 SELECT lineno, len(f), f[$ts], f[$host], f[$entity], f[$metric], f[$value]
 FROM (
-    SELECT lineno, list_transform(regexp_extract_all(line || ',', '("(?:[^"]|"")*"|[^,]*),', 1),
-                                  lambda x: CASE WHEN starts_with(x, '"') THEN replace(x[2:-2], '""', '"') ELSE x END) AS f
+    SELECT lineno,
+           list_transform(regexp_extract_all(line || ',', '("(?:[^"]|"")*"|[^,]*),', 1),
+                          lambda x: CASE WHEN starts_with(x, '"') THEN replace(x[2:-2], '""', '"') ELSE x END) AS f
     FROM mlong_batch WHERE lineno > 1 AND trim(line) <> ''
 )
 """
