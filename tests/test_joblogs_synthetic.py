@@ -294,3 +294,20 @@ def test_every_rank_printing_steps_gives_one_rank_s_steps_and_no_false_restarts(
     ingest(conn, write(tmp_path, lines))
     assert rows(conn, "SELECT iteration FROM steps ORDER BY line") == [(10,), (20,), (30,)]
     assert rows(conn, "SELECT count(*) FROM attempts") == [(1,)]
+
+
+def test_nemo2_progress_printer_steps_share_the_checkpoint_iteration_numbering(conn, tmp_path):
+    # as in the Evo2 run whose checkpoint lines are in real_samples (max_steps=10)
+    step = ("Training epoch 0, iteration {it}/9 | lr: 2e-05 | global_batch_size: 1 | global_step: {it} | "
+            "reduced_train_loss: 1.37 | train_step_timing in s: {t}")
+    lines = ["[NeMo W 2025-06-18 21:57:03 rerun_state_machine:239] RerunStateMachine initialized in mode "
+             "RerunMode.DISABLED",
+             step.format(it=0, t=2.193), step.format(it=1, t=0.3513) + " | consumed_samples: 2",
+             step.format(it=9, t=0.35) + " | consumed_samples: 10",
+             "[NeMo I 2025-06-18 21:57:23 nemo_logging:393] Global Checkpoint Save : Rank: 0 : Iteration: 9 : "
+             "Start time: 1750309040.832s : Save duration: 2.746s"]
+    report = ingest(conn, write(tmp_path, lines))
+    assert report.format == "nemo"
+    assert rows(conn, "SELECT iteration, step_time_s, loss, ts_precision FROM steps ORDER BY line") == [
+        (0, 2.193, 1.37, "inferred"), (1, 0.3513, 1.37, "inferred"), (9, 0.35, 1.37, "inferred")]
+    assert rows(conn, "SELECT iteration FROM checkpoints") == [(9,)]

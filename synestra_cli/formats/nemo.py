@@ -50,13 +50,30 @@ SELECT pos, lineno, ts_precision,
 FROM n WHERE fact IS NOT NULL
 """
 
-FACT_SQL = [CKPT_SQL]
+# NeMo 2 progress printer (one line per step, no time of its own; `0: ` / launcher prefixes allowed):
+#   Training epoch 0, iteration 1/9 | lr: 2e-05 | global_batch_size: 1 | global_step: 1 | reduced_train_loss: 1.37
+#       | train_step_timing in s: 0.3513 | consumed_samples: 2 [| TFLOPS_per_GPU: 865.7]
+#       [| tokens_per_sec_per_gpu: 1.07e+04]
+# Its iteration is 0-based, as NeMo's own "Successfully saved checkpoint from iteration 9" (max_steps=10).
+STEP_SQL = r"""
+SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
+    CAST(regexp_extract(body, 'Training epoch \d+, iteration (\d+)/\d+ \|', 1) AS BIGINT) AS iteration,
+    TRY_CAST(nullif(regexp_extract(body, '\| train_step_timing in s: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS step_time_s,
+    TRY_CAST(nullif(regexp_extract(body, '\| reduced_train_loss: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS loss,
+    TRY_CAST(nullif(regexp_extract(body, '\| TFLOPS_per_GPU: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS tflops_per_gpu,
+    TRY_CAST(nullif(regexp_extract(body, '\| tokens_per_sec_per_gpu: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS tokens_per_s
+FROM jl_lines WHERE regexp_matches(body, 'Training epoch \d+, iteration \d+/\d+ \|')
+"""
+
+FACT_SQL = [CKPT_SQL, STEP_SQL]
 
 
 def sniff(head: str) -> float:
     if joblog.looks_like_syslog(head):
         return 0.0
-    return 0.85 if joblog.count_matches(head, r"^(?:\[rank\d+\]:)?\[NeMo [IWE] \d{4}-\d\d-\d\d [\d:]{8} ") else 0.0
+    if joblog.count_matches(head, r"^(?:\[rank\d+\]:)?\[NeMo [IWE] \d{4}-\d\d-\d\d [\d:]{8} "):
+        return 0.85
+    return 0.8 if joblog.count_matches(head, r"^(?:\S+ )?Training epoch \d+, iteration \d+/\d+ \| ") else 0.0
 
 
 def load(ctx: LoadContext) -> LoadResult:
