@@ -11,7 +11,7 @@ from synestra_cli.signals.scope import load_scope
 
 def _scoped(conn, sc: Scenario):
     sc.attempt(1, 0, 3600, "COMPLETED")
-    build_scope(conn, load_scope(conn, "100"), at(-1800), at(3600))
+    build_scope(conn, load_scope(conn, "100"), [(at(-1800), at(3600))])
     return anomalies(conn)
 
 

@@ -13,8 +13,8 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.chain import ChainLink
-from synestra_cli.explain.reason import Cause, Evidence, reason
-from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, SCHEMA
+from synestra_cli.explain.reason import Cause, Evidence, plan, reason
+from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA, SKEW_S
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.anomalies import anomalies, build_scope
 from synestra_cli.signals.events import incidents, typed_events
@@ -105,26 +105,43 @@ def _selected(
     return [c for c, ts in t if (since is None or (ts and ts >= since)) and (until is None or (ts and ts <= until))]
 
 
+def _telemetry_windows(items: list[Classified], ev: Evidence) -> list[tuple[datetime, datetime]]:
+    """Per effect to explain: from the baseline lookback before the attribution window to the
+    checkpoint; overlapping windows merged, so each sample is read once."""
+    spans = []
+    for cl in items:
+        p = plan(cl, ev)
+        if p is not None and p.effect is not None:
+            lo = p.effect.at - timedelta(seconds=PRE_WINDOW_S + LOOKBACK_S)
+            spans.append((lo, p.effect.deadline + timedelta(seconds=SKEW_S)))
+    merged: list[tuple[datetime, datetime]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
 def _evidence(conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list) -> Evidence:
-    """Telemetry and events of the job's hosts, read once, only when some checkpoint needs a cause."""
-    windows = degradation_windows(conn, scope.job_id)
-    times = [t for c in items for t in (c.checkpoint.start, c.checkpoint.end) if t]
-    times += [t for t in (scope.start, scope.end) if t]
-    needs = any(c.trigger in ("restart", "reactive") or c.slow for c in items)
-    if not needs or not times:
-        return Evidence(scope, [], windows, inc)
-    t0 = min(times) - timedelta(seconds=LOOKBACK_S)
-    t1 = max(times) + timedelta(seconds=POST_WINDOW_S)
-    build_scope(conn, scope, t0, t1)
+    """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
+    ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc)
+    spans = _telemetry_windows(items, ev)
+    if not spans:
+        return ev
+    build_scope(conn, scope, spans)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
+    # Events are few: read them from the job's start, so an outage logged long ago still counts.
+    t0 = min(spans[0][0], (scope.start or spans[0][0]) - timedelta(seconds=LOOKBACK_S))
+    t1 = spans[-1][1] + timedelta(seconds=POST_WINDOW_S)
     events = [
         e
         for e in typed_events(conn, scope.hosts + switches, t0, t1)
         if e.host in scope.hosts or (e.host, e.component) in ports
     ]
-    signals = [*anomalies(conn), *events]
-    return Evidence(scope, signals, windows, inc)
+    ev.signals = [*anomalies(conn), *events]
+    return ev
 
 
 def explain_job(

@@ -104,8 +104,18 @@ def _fallback(category: str, host: str | None = None, at: datetime | None = None
     return Cause(category, host, None, at, FALLBACK_CONFIDENCE[category])
 
 
-def _restart(cl: Classified, ev: Evidence) -> Reasoning:
-    """A restore after a failure: explain the failure of the attempt before it."""
+@dataclass
+class Plan:
+    """What a non-routine checkpoint is the effect of, before any telemetry is read."""
+
+    effect: Effect | None  # None: nothing to attribute (the fallback stands)
+    attempt: int | None  # whose hosts may hold the cause
+    links: list[ch.ChainLink]  # the effect side of the chain
+    fallback: Cause  # what to say when no candidate survives
+
+
+def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
+    """A restore after a failure: the failure of the attempt before it is the effect."""
     cp = cl.checkpoint
     prev = [a for a in ev.scope.attempts if cp.attempt is not None and a.attempt < cp.attempt]
     failed: Attempt | None = prev[-1] if prev else None
@@ -114,9 +124,9 @@ def _restart(cl: Classified, ev: Evidence) -> Reasoning:
     end = failed.end if failed else None
     times = [i.ts for i in crashes] + ([end] if end else [])
     at = min(times) if times else (cp.start or datetime.min)
-    effects = [ch.from_incident(i) for i in crashes] + ([ch.from_attempt_end(failed)] if failed and end else [])
-    effects += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
-    effects.append(ch.from_checkpoint(cp, cl.trigger))
+    links = [ch.from_incident(i) for i in crashes] + ([ch.from_attempt_end(failed)] if failed and end else [])
+    links += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
+    links.append(ch.from_checkpoint(cp, cl.trigger))
     kinds = {i.kind for i in crashes}
     host = next((i.host for i in crashes if i.host), _first_node(failed))
     if kinds & {"python_exception", "cuda_error"}:
@@ -125,8 +135,7 @@ def _restart(cl: Classified, ev: Evidence) -> Reasoning:
         fallback = Cause("host.oom", host, None, at, 0.6)
     else:
         fallback = _fallback("unknown")
-    deadline = cp.start or at
-    return _attribute(ev, effect_window(at, end, deadline, "crash"), att_no, effects, fallback)
+    return Plan(effect_window(at, end, cp.start or at, "crash"), att_no, links, fallback)
 
 
 def _window_before(
@@ -134,34 +143,41 @@ def _window_before(
 ) -> DegradationWindow | None:
     """The slowdown a reactive save reacts to: the latest one that began before it, recent enough."""
     recent = cp_start - timedelta(seconds=PRE_WINDOW_S)
-    fits = [
-        w
-        for w in windows
-        if w.attempt == attempt and w.first_slow <= cp_start + timedelta(seconds=SKEW_S) and w.end >= recent
-    ]
+    skew = timedelta(seconds=SKEW_S)
+    fits = [w for w in windows if w.attempt == attempt and w.first_slow <= cp_start + skew and w.end >= recent]
     return max(fits, key=lambda w: w.first_slow, default=None)
 
 
-def _reactive(cl: Classified, ev: Evidence) -> Reasoning:
+def _plan_reactive(cl: Classified, ev: Evidence) -> Plan:
     cp = cl.checkpoint
     start = cp.start or cp.end
     w = _window_before(start, cp.attempt, ev.windows) if start else None
-    effects = [ch.from_checkpoint(cp, cl.trigger)]
-    if w is None:
-        return Reasoning(_fallback("unknown"), [], effects)
-    effects.append(ch.from_window(w))
+    links = [ch.from_checkpoint(cp, cl.trigger)]
+    if w is None or start is None:
+        return Plan(None, cp.attempt, links, _fallback("unknown"))
+    links.append(ch.from_window(w))
     effect = effect_window(w.first_slow, w.first_slow, start, "slowdown")
-    return _attribute(ev, effect, cp.attempt, effects, _fallback("workload.straggler", None, w.first_slow))
+    return Plan(effect, cp.attempt, links, _fallback("workload.straggler", None, w.first_slow))
 
 
-def _slow_save(cl: Classified, ev: Evidence) -> Reasoning:
+def _plan_slow_save(cl: Classified, ev: Evidence) -> Plan:
     cp = cl.checkpoint
-    effects = [ch.from_checkpoint(cp, cl.trigger)]
+    links = [ch.from_checkpoint(cp, cl.trigger)]
     if cp.start is None:
-        return Reasoning(_fallback("unknown"), [], effects)
+        return Plan(None, cp.attempt, links, _fallback("unknown"))
     end = cp.end or cp.start
-    effect = Effect("slow_save", cp.start, end, end)
-    return _attribute(ev, effect, cp.attempt, effects, _fallback("unknown"))
+    return Plan(Effect("slow_save", cp.start, end, end), cp.attempt, links, _fallback("unknown"))
+
+
+def plan(cl: Classified, ev: Evidence) -> Plan | None:
+    """The effect to explain for a restart, a reactive or a slow save; None for the others."""
+    if cl.trigger == "restart":
+        return _plan_restart(cl, ev)
+    if cl.trigger == "reactive":
+        return _plan_reactive(cl, ev)
+    if cl.slow and cl.trigger != "preemption":
+        return _plan_slow_save(cl, ev)
+    return None
 
 
 def _preemption(cl: Classified, ev: Evidence) -> Reasoning:
@@ -186,10 +202,9 @@ def reason(cl: Classified, ev: Evidence) -> Reasoning:
     """Cause, alternatives and chain of one classified checkpoint (none for a routine one)."""
     if cl.trigger == "preemption":
         return _preemption(cl, ev)
-    if cl.trigger == "restart":
-        return _restart(cl, ev)
-    if cl.trigger == "reactive":
-        return _reactive(cl, ev)
-    if cl.slow:
-        return _slow_save(cl, ev)
-    return Reasoning()
+    p = plan(cl, ev)
+    if p is None:
+        return Reasoning()
+    if p.effect is None:
+        return Reasoning(p.fallback, [], ch.ordered(p.links))
+    return _attribute(ev, p.effect, p.attempt, p.links, p.fallback)
