@@ -30,6 +30,8 @@ def stamp(us: int) -> str:
 
 def stamps(us: np.ndarray) -> np.ndarray:
     """Vectorised stamp()."""
+    if us.size == 0:  # an attempt that died before its first logged iteration
+        return np.array([], dtype=str)
     return np.char.replace(np.datetime_as_string(us.astype("datetime64[us]"), unit="us"), "T", " ")
 
 
