@@ -4,8 +4,8 @@ A job log is small (MBs), so it is read whole into an Arrow lines table and pars
 1. ``jl_lines``: one row per segment of a line (``\\r`` progress bars glue other messages onto
    one physical line, so a line is split on ``\\r``), with ANSI colour codes and the torchrun
    ``[rankN]:`` prefix removed, and the line's own time (``ts_exact``) when it has one;
-2. times for lines without one are taken from the nearest timed line before (else after) them
-   and marked ``inferred``; a log without any time keeps ts NULL, precision ``none``;
+2. times for lines without one are taken from the nearest timed line (by line distance) and
+   marked ``inferred``; a log without any time keeps ts NULL, precision ``none``;
 3. every job-log module contributes FACT_SQL: SELECTs over ``jl_lines`` inserted BY NAME into
    ``jl_facts`` (steps, checkpoint phases, incidents, banners, rejects). All rules run on every
    job log, so a NeMo log with Megatron checkpoint lines or an MLPerf log with NeMo lines is read
