@@ -49,8 +49,7 @@ def test_a_vector_answer_maps_dcgm_names_and_string_values(conn, tmp_path):
 
 def test_an_error_answer_is_refused_with_the_api_message(conn, tmp_path):
     path = tmp_path / "err.json"
-    path.write_text('{"status":"error","errorType":"bad_data","error":"parse error at char 4",'
-                    '"data":{"resultType":""}}')
+    path.write_text('{"status":"error","errorType":"bad_data","error":"parse error at char 4"}')
     report = ingest_file(conn, path, IngestOptions())
     assert report.status == "failed"
     assert "parse error at char 4" in report.error

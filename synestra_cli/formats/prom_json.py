@@ -63,12 +63,12 @@ DROP VIEW IF EXISTS prom_samples; DROP TABLE IF EXISTS prom_json_rows; DROP TABL
 DROP TABLE IF EXISTS prom_json_pairs;
 """
 
-_RESULT_TYPE = re.compile(r'"resultType"\s*:\s*"')
+_RESULT_TYPE = re.compile(r'"(resultType|errorType)"\s*:\s*"')
 _STATUS = re.compile(r'"status"\s*:\s*"')
 
 
 def sniff(head: str) -> float:
-    """A JSON object with "status" and "data"."resultType", as the API returns it."""
+    """A JSON object with "status" and "data"."resultType" (or "errorType"), as the API returns it."""
     text = head.lstrip()
     if text.startswith("{") and _RESULT_TYPE.search(text) and _STATUS.search(text):
         return 0.9
