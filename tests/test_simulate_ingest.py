@@ -11,14 +11,11 @@ from synestra_cli.ingest import ingest_paths
 from synestra_cli.simulate.scenarios import SCENARIOS, simulate
 from synestra_cli.store.connect import memory_store
 
-OPTICS_PARSER_MISSING = "no parser for the long metrics CSV (timestamp,host,entity,metric,value) yet: owner of formats/"
-
 
 def _ingest(out, subdirs=None):
     conn = memory_store()
     exports = out / "exports"
-    paths = [exports / d for d in subdirs] if subdirs else [
-        p for p in sorted(exports.iterdir()) if p.name != "optics"]
+    paths = [exports / d for d in subdirs] if subdirs else [exports]
     return conn, ingest_paths(conn, paths, IngestOptions())
 
 
@@ -55,13 +52,13 @@ def test_gzip_exports_ingest_like_plain_ones(tmp_path):
     assert counts[0] == counts[1] and counts[0][0] > 0
 
 
-@pytest.mark.xfail(reason=OPTICS_PARSER_MISSING, strict=False)
 def test_optics_long_csv_ingests_with_zero_rejects(tmp_path):
     simulate(tmp_path, "ghost-link", seed=3, nodes=8, hours=1.0, gpus_per_node=2)
     conn, reports = _ingest(tmp_path, ["optics"])
     try:
         assert all(r.status == "loaded" and not r.rejected for r in reports)
-        (n,) = conn.execute("SELECT count(*) FROM metrics WHERE metric = 'optics_rx_power_dbm'").fetchone()
-        assert n > 0
+        (n, hosts) = conn.execute("SELECT count(*), count(DISTINCT host) FROM metrics "
+                                  "WHERE metric = 'optics_rx_power_dbm' AND entity LIKE 'mlx5_%'").fetchone()
+        assert n > 0 and hosts == 8
     finally:
         conn.close()

@@ -180,9 +180,10 @@ def test_not_the_infrastructure_scenarios_leave_no_hardware_signal_on_the_job(si
 def test_decoys_are_outside_the_job_or_begin_after_the_checkpoint_they_could_be_blamed_for(sims, scenario):
     _, truth = sims(scenario)
     job = main_job(truth)
-    reasons = {d["decoy"] for d in truth["decoys"]}
-    assert "after_checkpoint" in reasons and reasons & {"outside_job", "harmless_blip"}
-    for d in truth["decoys"]:
+    placed = [f for f in truth["faults"] + truth["decoys"] if f["decoy"]]
+    assert {"after_checkpoint"} < {f["decoy"] for f in placed}
+    assert all(d["decoy"] and not d["jobs_affected"] for d in truth["decoys"])  # decoys touched no job
+    for d in placed:
         assert truth["main_job"] not in d["jobs_affected"]
         if d["decoy"] == "outside_job":
             assert not set(d["hosts"]) & set(job["hosts"])

@@ -33,9 +33,14 @@ def fault_json(f: F.Fault, jobs: list[JobTimeline]) -> dict[str, Any]:
 
 
 def write(path: Path, meta: dict[str, Any], jobs: list[JobTimeline], faults: list[F.Fault]) -> None:
-    """The whole truth: run metadata, each job (the job model's truth), the faults, the decoys."""
+    """The whole truth: run metadata, each job (the job model's truth), the faults, the decoys.
+
+    A fault that touched a job is a fault (even when placed as a decoy for the main job: a degraded link
+    outside it still slows whatever runs there); one that touched no job is a decoy, never to be blamed.
+    """
+    entries = [fault_json(f, jobs) for f in faults]
     doc = {"schema": SCHEMA, **meta,
            "jobs": [job_truth(tl) for tl in jobs],
-           "faults": [fault_json(f, jobs) for f in faults if f.decoy_reason is None],
-           "decoys": [fault_json(f, jobs) for f in faults if f.decoy_reason is not None]}
+           "faults": [d for d in entries if d["jobs_affected"]],
+           "decoys": [d for d in entries if not d["jobs_affected"]]}
     path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")
