@@ -76,18 +76,21 @@ hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ra
     SELECT job_id, attempt, min(ts) AS hang_start
     FROM job_incidents_reconciled WHERE kind = 'nccl_timeout' AND job_id IN (SELECT job_id FROM sel) GROUP BY ALL
 ),
-cut AS (
+cut0 AS (
     SELECT a.*, coalesce(r.restore_s, 0) AS restore_s, coalesce(v.save_s, 0) AS save_s,
-           v.saved_iteration, p.last_iteration,
+           v.saved_iteration, p.last_iteration, v.resume, p.t_last_step, h.hang_start,
            a.state IS NULL OR NOT (split_part(a.state, ' ', 1) IN $clean) AS failed,
-           least(greatest(coalesce(p.t_first, a.end_ts), coalesce(r.restore_end, a.start_ts), a.start_ts),
-                 a.end_ts) AS t_first,
-           least(greatest(coalesce(p.t_last_step, a.start_ts), coalesce(v.resume, a.start_ts),
-                          coalesce(h.hang_start, a.start_ts)), a.end_ts) AS t_last,
-           v.resume
+           -- an attempt that died before its first step "starts training" when it hung
+           least(greatest(coalesce(p.t_first, h.hang_start, a.end_ts), coalesce(r.restore_end, a.start_ts),
+                          a.start_ts), a.end_ts) AS t_first
     FROM att a
     LEFT JOIN restores r USING (job_id, attempt) LEFT JOIN save_totals v USING (job_id, attempt)
     LEFT JOIN progress p USING (job_id, attempt) LEFT JOIN hangs h USING (job_id, attempt)
+),
+cut AS (  -- t_last never precedes t_first: the intervals stay disjoint
+    SELECT *, least(greatest(t_first, coalesce(t_last_step, t_first), coalesce(resume, t_first),
+                             coalesce(hang_start, t_first)), end_ts) AS t_last
+    FROM cut0
 )
 SELECT job_id, attempt, start_ts, end_ts, state, failed, is_last, t_first, t_last,
        coalesce(greatest(resume, t_first), t_first) AS resume_ts,

@@ -3,7 +3,7 @@
 Attempts appended to one file (Slurm `--open-mode=append`, requeue) are told apart by three
 markers: a start-up banner, a checkpoint load, and an iteration count that goes back (a step whose
 iteration is not above the previous step's). Such a marker opens a new attempt only if training
-activity (a step or a save) happened since the previous marker: a restart prints a banner, then
+activity (a step or a save) or a fatal failure happened since the previous marker: a restart prints a banner, then
 a load, then steps, and that cluster is one boundary, not three. Attempt numbers are 1..n in log
 order; state and exit code are left NULL for the sacct reconciliation to fill.
 """
@@ -20,13 +20,17 @@ DELETE FROM jl_facts WHERE fact = 'step'
 """
 
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
+# A failure that ends the process also closes its attempt, even one that died before its first step.
+FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom')"
 
 BOUNDS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE jl_bounds AS
 WITH f AS (
-    SELECT pos, fact, fact IN {ACTIVITY} AS is_act,
+    SELECT pos, fact, fact IN {ACTIVITY} OR (fact = 'incident' AND kind IN {FATAL}) AS is_act,
         fact = 'step' AND iteration <= lag(iteration) OVER (PARTITION BY fact = 'step' ORDER BY pos) AS went_back
-    FROM jl_facts WHERE fact IN {ACTIVITY} OR fact IN ('banner', 'load_start', 'load_end')
+    FROM jl_facts
+    WHERE fact IN {ACTIVITY} OR fact IN ('banner', 'load_start', 'load_end')
+       OR (fact = 'incident' AND kind IN {FATAL})
 ), g AS (
     SELECT *, coalesce(went_back, false) OR fact IN ('banner', 'load_start', 'load_end') AS is_marker,
         sum(is_act::INT) OVER (ORDER BY pos, fact ROWS UNBOUNDED PRECEDING) AS act_through
