@@ -65,6 +65,14 @@ def _ts(s: str | None) -> datetime | None:
     return datetime.fromisoformat(s.replace("Z", "")) if s else None
 
 
+def _is_truth(cause, truth: dict | None) -> bool:
+    """Same component as the real cause, first seen no earlier than it (not an earlier decoy blip)."""
+    if truth is None or cause.component != truth["component"] or cause.host not in truth["hosts"]:
+        return False
+    first = _ts(truth["first_signal"])
+    return cause.first_signal is None or first is None or (first - cause.first_signal).total_seconds() <= 60
+
+
 def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
     sc = Score()
     mine = explain_job(conn, truth_job["job"]).checkpoints
@@ -84,7 +92,12 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         for d in decoys:
             if truth_job["job"] in d.get("jobs_affected", []):
                 continue  # a fault outside the main job may be the real cause for this one
-            if cause and cause.component == d["component"] and cause.host in d["hosts"]:
+            if (
+                cause
+                and cause.component == d["component"]
+                and cause.host in d["hosts"]
+                and not _is_truth(cause, t["cause"])
+            ):
                 sc.decoy_blamed += 1
                 sc.misses.append(f"{where}: blamed decoy {d['kind']} {cause.host} {cause.component}")
         if t["cause"] is None:
