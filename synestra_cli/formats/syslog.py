@@ -11,6 +11,7 @@ and writes the file's events ordered by (host, ts).
 from __future__ import annotations
 
 import duckdb
+import pyarrow as pa
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import kernel_events as kev
@@ -21,7 +22,7 @@ NAME = "syslog"
 DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
                "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager")
 
-MAX_SAMPLES = 20
+STAGE_CHUNK_ROWS = 122_880
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
 DROP_STAGE_SQL = "DROP TABLE IF EXISTS _syslog_stage"
@@ -63,15 +64,13 @@ DROP_LOOSE_SQL = "DROP TABLE IF EXISTS _syslog_loose"
 
 # The UTC time of each staged message, per envelope time kind (see syslog_envelope).
 TIMED_SQL = {
+    # $wraps: line numbers where the month goes down (a new year); WRAPS_SQL finds them on two narrow columns.
     "noyear": """
-y AS (SELECT *, month(ts) AS mon, lag(month(ts)) OVER (ORDER BY lineno) AS prev FROM _syslog_stage),
-w AS (SELECT *, CAST(coalesce(sum((mon < prev)::INTEGER) OVER (ORDER BY lineno), 0) AS INTEGER) AS wraps FROM y),
 timed AS (
-    SELECT lineno, to_utc(ts + to_years(CAST($year - 2000 + wraps - CASE WHEN $anchor_last
-               THEN max(wraps) OVER () + (arg_max(mon, lineno) OVER () > $mtime_month)::INTEGER ELSE 0 END
-               AS INTEGER)), $tz) AS ts,
-           up, host, sev, tag, pid, msg
-    FROM w)""",
+    SELECT * REPLACE (to_utc(ts + to_years(CAST($year - 2000 - $shift + CASE WHEN len($wraps) = 0 THEN 0
+                                                ELSE len(list_filter($wraps, lambda w: w <= lineno)) END
+                                                AS INTEGER)), $tz) AS ts)
+    FROM _syslog_stage)""",
     "local": "timed AS (SELECT * REPLACE (to_utc(ts, $tz) AS ts) FROM _syslog_stage)",
     "utc": "timed AS (SELECT * FROM _syslog_stage)",
     "uptime": """
@@ -87,7 +86,7 @@ timed AS (
     "none": "timed AS (SELECT * REPLACE ($mtime AS ts) FROM _syslog_stage)",
 }
 TIME_PARAMS = {
-    "noyear": ("year", "anchor_last", "mtime_month", "tz"),
+    "noyear": ("year", "shift", "wraps", "tz"),
     "local": ("tz",),
     "utc": (),
     "uptime": ("mtime",),
@@ -99,6 +98,10 @@ INSERT INTO events (ts, host, component, kind, code, severity, message, fields, 
 WITH {timed}, classified AS ({classify})
 SELECT ts, host, component, kind, code, severity, message, fields, $sid, lineno
 FROM classified ORDER BY host, ts, lineno
+"""
+WRAPS_SQL = """
+SELECT coalesce(list(lineno ORDER BY lineno) FILTER (WHERE mon < prev), []), arg_max(mon, lineno)
+FROM (SELECT lineno, month(ts) AS mon, lag(month(ts)) OVER (ORDER BY lineno) AS prev FROM _syslog_stage)
 """
 CHECK_TZ_SQL = "SELECT to_utc(TIMESTAMP '2000-01-01', ?)"
 
@@ -145,6 +148,8 @@ def _stage(ctx: LoadContext, envelope: env.Envelope) -> None:
     sql = env.stage_sql(envelope)
     params = {} if envelope is env.JOURNAL_JSON else {"pattern": envelope.pattern, "time_kind": envelope.time_kind}
     for batch in ctx.line_batches():
+        # Record batches of ~one row group let DuckDB's Arrow scan parse them on several threads.
+        batch = pa.Table.from_batches(batch.to_batches(max_chunksize=STAGE_CHUNK_ROWS))
         ctx.conn.register("_syslog_batch", batch)
         try:
             ctx.conn.execute(sql, params)
@@ -173,15 +178,20 @@ def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, resu
 def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
     kind = envelope.time_kind
     sql = INSERT_SQL.format(timed=TIMED_SQL[kind], classify=kev.CLASSIFY_SQL)
-    available = {
-        "year": ctx.options.year or ctx.mtime.year,
-        "anchor_last": ctx.options.year is None,  # --year names the year the file starts in
-        "mtime_month": ctx.mtime.month,
-        "tz": ctx.options.timezone,
-        "mtime": ctx.mtime,
-    }
+    available = {"tz": ctx.options.timezone, "mtime": ctx.mtime}
+    if kind == "noyear":
+        available.update(_year_params(ctx))
     params = {name: available[name] for name in TIME_PARAMS[kind]}
     ctx.conn.execute(sql, {**params, **kev.PATTERNS, "host": ctx.options.host, "sid": ctx.source_id})
+
+
+def _year_params(ctx: LoadContext) -> dict:
+    """--year is the year the file starts in; else its last line falls in the mtime's year (or the one before)."""
+    wraps, last_month = ctx.conn.execute(WRAPS_SQL).fetchone()
+    if ctx.options.year:
+        return {"year": ctx.options.year, "shift": 0, "wraps": wraps}
+    shift = len(wraps) + (1 if last_month and last_month > ctx.mtime.month else 0)
+    return {"year": ctx.mtime.year, "shift": shift, "wraps": wraps}
 
 
 def _uptime_note(envelope: env.Envelope) -> str:

@@ -61,6 +61,11 @@ class Envelope:
     loose: bool = False  # lines matching nothing are continuation lines even when not indented
 
 
+def _ts_sql(year_sql: str, time_sql: str) -> str:
+    # date + time: an impossible date (Feb 30) gives NULL, so the line is rejected rather than failing the file.
+    return f"try(make_date({year_sql}, {MONTHS_SQL}, TRY_CAST(m.day AS INTEGER))) + TRY_CAST({time_sql} AS TIME)"
+
+
 def _tail_cols(sev_sql: str) -> str:
     return TAIL_COLS.format(sev=sev_sql)
 
@@ -69,8 +74,7 @@ RFC3164 = Envelope(
     "rfc3164",
     r"^(?:<(\d{1,3})>)?([^\s\d\[<]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d)(\.\d{1,9})? " + TAIL,
     "['pri','mon','day','hms','frac'," + TAIL_NAMES + "]",
-    "TRY_CAST(printf('2000-%02d-%02d %s%s', " + MONTHS_SQL + ", TRY_CAST(m.day AS INTEGER), m.hms, m.frac)"
-    " AS TIMESTAMP) AS ts, " + _tail_cols("coalesce(" + sev_num("nullif(m.pri, '')") + ", "
+    _ts_sql("2000", "m.hms || m.frac") + " AS ts, " + _tail_cols("coalesce(" + sev_num("nullif(m.pri, '')") + ", "
                                           + sev_word("m.sev") + ")"),
     "m.mon <> ''",
     "noyear",
@@ -101,8 +105,8 @@ DMESG_CTIME = Envelope(
     "dmesg_ctime",
     r"^\[[^\s\d\]]{2,5} ([^\s\d\]]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\] ?(.*)$",
     "['mon','day','hms','year','msg']",
-    "TRY_CAST(printf('%s-%02d-%02d %s', m.year, " + MONTHS_SQL + ", TRY_CAST(m.day AS INTEGER), m.hms)"
-    " AS TIMESTAMP) AS ts, NULL::DOUBLE AS up, NULL AS host, NULL AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms")
+    + " AS ts, NULL::DOUBLE AS up, NULL AS host, NULL AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
     "m.mon <> ''",
     "local",
 )
@@ -150,8 +154,7 @@ FABRICMANAGER = Envelope(
     "fabricmanager",
     r"^\[([^\s\d\]]{3,6}) (\d{1,2}) (\d{4}) (\d\d:\d\d:\d\d)\] \[([A-Z]+)\] ?(.*)$",
     "['mon','day','year','hms','lvl','msg']",
-    "TRY_CAST(printf('%s-%02d-%02d %s', m.year, " + MONTHS_SQL + ", TRY_CAST(m.day AS INTEGER), m.hms)"
-    " AS TIMESTAMP) AS ts, NULL::DOUBLE AS up, NULL AS host, " + sev_word("m.lvl")
+    _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms") + " AS ts, NULL::DOUBLE AS up, NULL AS host, " + sev_word("m.lvl")
     + " AS sev, 'nv-fabricmanager' AS tag, NULL AS pid, m.msg AS msg",
     "m.mon <> ''",
     "local",
