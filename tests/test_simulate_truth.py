@@ -168,6 +168,20 @@ def test_slow_storage_complaints_start_at_the_first_signal_and_saves_stretch(sim
     assert slow and min(c["duration_s"] for c in slow) > 2 * max(normal)
 
 
+def test_a_straggler_is_the_one_gpu_below_full_utilisation_while_the_others_spin(sims):
+    exports, truth = sims("straggler-compute")
+    f, job = main_fault(truth), main_job(truth)
+    react = ts(next(c for c in job["checkpoints"] if c["trigger"] == "reactive")["start"])
+    low = []
+    for host in job["hosts"]:
+        for gpu in range(GPUS):
+            t, util = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_DEV_GPU_UTIL", gpu=str(gpu))
+            window = (t > ts(f["first_signal"]) + 60) & (t < react - 60) & (util > 30)
+            if util[window].mean() < 90:
+                low.append(host)
+    assert low == f["hosts"]
+
+
 @pytest.mark.parametrize("scenario", ["software-crash", "straggler-compute", "preemption"])
 def test_not_the_infrastructure_scenarios_leave_no_hardware_signal_on_the_job(sims, scenario):
     exports, truth = sims(scenario)

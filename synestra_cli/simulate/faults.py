@@ -26,7 +26,7 @@ SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x04, 0x08, 0x20, 0x40
 class Effect:
     """One change to a host's telemetry. ``target`` is a GPU or NIC index (None: all of them)."""
 
-    kind: str        # gpu_stop | gpu_heat | clock_event | power_cap | xid | ecc_dbe | ecc_sbe | nvlink_err
+    kind: str        # gpu_stop | gpu_heat | clock_event | power_cap | util_scale | xid | ecc_dbe | nvlink_err
     host: str        # | optic_sag | link_errors | link_down | reboot
     start: float
     end: float | None = None
@@ -230,8 +230,12 @@ def straggler(cl: Cluster, hosts: tuple[str, ...], host: str, start: float, end:
               rng: np.random.Generator, rank: int) -> Fault:
     """One rank is slow (data loading / imbalance): all ranks wait for it; no infrastructure signal."""
     cause = Cause("workload.straggler", (host,), None, dt(start))
-    slow = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.3, 1.5)), rank=rank, cause=cause)
-    return Fault("straggler", (host,), start, cause, (), (), slow, end)
+    factor = float(rng.uniform(1.3, 1.5))
+    slow = Disturbance("slowdown", dt(start), dt(end), factor=factor, rank=rank, cause=cause)
+    # the slow rank's GPU idles while its input pipeline catches up: the only GPU of the job whose
+    # utilisation falls below 100% (the others spin in NCCL waiting for it)
+    idle = Effect("util_scale", host, start, end, rank % cl.gpus_per_node, 1.0 / factor)
+    return Fault("straggler", (host,), start, cause, (idle,), (), slow, end)
 
 
 @dataclass

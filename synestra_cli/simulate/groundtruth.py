@@ -25,11 +25,26 @@ def iso(t: datetime | float | int | None, us: bool = False) -> str | None:
     return d.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def felt(f: F.Fault, tl: JobTimeline) -> bool:
+    """Did the job feel the fault: a checkpoint or attempt end names its cause, or it trained on one of
+    the fault's hosts while the slowdown lasted (a slowdown too short for a reactive save still costs)."""
+    d = f.disturbance
+    if d is None or not set(f.hosts) & set(tl.spec.hosts):
+        return False
+    if any(c.cause == f.cause for c in tl.checkpoints) or any(a.cause == f.cause for a in tl.attempts):
+        return True
+    if d.kind != "slowdown":  # a stall only costs when a save falls in it (then the save names it)
+        return False
+    lo = d.start.replace(tzinfo=UTC).timestamp() * US
+    hi = d.end.replace(tzinfo=UTC).timestamp() * US if d.end else float("inf")
+    return any(a.first_step < hi and lo < a.last_progress for a in tl.attempts)
+
+
 def fault_json(f: F.Fault, jobs: list[JobTimeline]) -> dict[str, Any]:
-    felt = [tl.spec.job_id for tl in jobs if f.disturbance is not None and set(f.hosts) & set(tl.spec.hosts)]
+    felt_by = [tl.spec.job_id for tl in jobs if felt(f, tl)]
     return {"kind": f.kind, "category": f.cause.category, "hosts": list(f.hosts), "component": f.cause.component,
             "start": iso(f.start), "end": iso(f.end), "first_signal": iso(f.cause.first_signal),
-            "reported_healthy": f.cause.reported_healthy, "jobs_affected": felt, "decoy": f.decoy_reason}
+            "reported_healthy": f.cause.reported_healthy, "jobs_affected": felt_by, "decoy": f.decoy_reason}
 
 
 def write(path: Path, meta: dict[str, Any], jobs: list[JobTimeline], faults: list[F.Fault]) -> None:

@@ -76,6 +76,8 @@ def gpu_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: l
     noise = lambda s: rng.normal(0.0, s, (g, n))  # noqa: E731
     f = {}
     util = np.where(comp | hang, 100.0, np.where(io, 22.0, 0.0))   # NCCL kernels spin at 100% while hung
+    starved, scale = effect_mask(ts, effects, "util_scale", g)
+    util = np.where(starved & comp, util * scale, util)
     f["DCGM_FI_DEV_GPU_UTIL"] = np.clip(util - np.abs(noise(1.0)) * busy, 0, 100)
     sm = np.where(comp, 0.86 / factor, np.where(io, 0.06, np.where(hang, 0.03, 0.0)))
     sm = np.clip(sm + noise(0.01) * busy, 0, 1)
