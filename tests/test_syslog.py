@@ -360,3 +360,42 @@ def test_forcing_syslog_on_other_content_is_a_clear_error(conn):
     path = REAL_DATA / "loghub-2k" / "HPC" / "HPC_2k.log"
     report = ingest_file(conn, path, IngestOptions(format="syslog"))
     assert report.status == "failed" and "does not look like syslog" in report.error
+
+
+def test_rfc5424_with_structured_data_and_pri(conn, tmp_path):
+    # RFC 5424 section 6.5 examples (no real GPU-node capture exists; log-formats.md A.0).
+    path = write(tmp_path, "rfc5424.log",
+                 "<34>1 2003-10-11T22:14:15.003Z mymachine.example.com su - ID47 - 'su root' failed for lonvick\n"
+                 '<165>1 2003-10-11T22:14:15.003-07:00 gpu-002 evntslog - ID47 [exampleSDID@32473 iut="3" '
+                 'eventSource="Application" eventID="1011"] An application event log entry\n')
+    load(conn, path)
+    su, app = events(conn, path)
+    assert (su["ts"], su["host"], su["severity"], su["message"]) == (
+        datetime(2003, 10, 11, 22, 14, 15, 3000), "mymachine", "crit", "su: 'su root' failed for lonvick")
+    assert (app["ts"], app["severity"], app["message"]) == (
+        datetime(2003, 10, 12, 5, 14, 15, 3000), "notice", "evntslog: An application event log entry")
+
+
+def test_impossible_date_is_rejected_not_fatal(conn, tmp_path):
+    path = write(tmp_path, "feb30.log", "Feb 28 10:00:00 n1 kernel: a\nFeb 30 10:00:00 n1 kernel: b\n",
+                 mtime=datetime(2026, 3, 1))
+    report = load(conn, path)
+    assert (report.rows, report.rejected, report.reject_samples[0][0]) == (1, 1, 2)
+
+
+def test_kmsg_dictionary_lines_fold_into_their_record(conn, tmp_path):
+    # /dev/kmsg continuation lines (Documentation/ABI/testing/dev-kmsg) start with a space.
+    path = write(tmp_path, "kmsg.log", "7,160,424069,-;pci_root PNP0A03:00: host bridge window [io  0x0000-0x0cf7]\n"
+                 " SUBSYSTEM=acpi\n DEVICE=+acpi:PNP0A03:00\n6,339,5140900,-;NET: Registered protocol family 10\n")
+    load(conn, path)
+    first, second = events(conn, path)
+    assert first["message"].endswith("DEVICE=+acpi:PNP0A03:00") and first["severity"] == "debug"
+    assert (second["ts"] - first["ts"]).total_seconds() == pytest.approx(5140900e-6 - 424069e-6)
+
+
+def test_events_of_a_file_are_written_in_host_time_order(conn, tmp_path):
+    path = write(tmp_path, "merged.log", "Jun 14 15:00:02 b kernel: 1\nJun 14 15:00:01 a kernel: 2\n"
+                 "Jun 14 15:00:00 b kernel: 3\n", mtime=datetime(2026, 7, 1))
+    load(conn, path)
+    rows = conn.execute("SELECT host, line FROM events").fetchall()  # storage order
+    assert rows == [("a", 2), ("b", 3), ("b", 1)]
