@@ -130,6 +130,28 @@ def test_ecc_dbe_logs_xid_48_and_counts_the_double_bit_error(sims):
     assert dbe[t < t0].max() == 0 and dbe[(t > t0) & (t < t0 + 60)].min() == 1
 
 
+def test_nvlink_errors_climb_from_the_first_signal_before_xid_74(sims):
+    exports, truth = sims("nvlink")
+    f = main_fault(truth)
+    host, gpu, t0 = f["hosts"][0], f["component"][3:], ts(f["first_signal"])
+    (xid_at,) = syslog_times(exports, host, "): 74, ", 2026)
+    assert xid_at - t0 > 60
+    t, crc = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", gpu=gpu)
+    assert crc[t < t0 - SKEW_S].max() == 0 and crc[(t > t0 + 30) & (t < xid_at)].max() > 0
+
+
+def test_power_capping_sets_the_power_cap_bit_and_holds_power_under_the_cap(sims):
+    exports, truth = sims("power-capping")
+    f = main_fault(truth)
+    t0, t1 = ts(f["first_signal"]), ts(f["end"])
+    for host in f["hosts"]:
+        t, bits = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu="1")
+        _, power = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_DEV_POWER_USAGE", gpu="1")
+        during = (t > t0 + SKEW_S) & (t < t1 - SKEW_S)
+        assert (bits[during].astype(int) & 0x4).all() and not (bits[t < t0 - SKEW_S].astype(int) & 0x4).any()
+        assert power[during].max() < 480 < power[(t < t0) & (bits == 0)].max()
+
+
 def test_link_flap_logs_port_down_and_bumps_link_downed(sims):
     exports, truth = sims("link-flap")
     f = main_fault(truth)
