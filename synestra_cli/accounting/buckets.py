@@ -21,6 +21,8 @@ from datetime import datetime
 import duckdb
 import pyarrow as pa
 
+from synestra_cli.explain.rules import MAD_K
+
 BUCKETS = ("productive", "checkpoint_save", "checkpoint_restore", "startup", "lost_work", "hang", "requeue",
            "degraded_throughput", "other")
 # Buckets that make the checkpoint tax (startup only of attempts after the first: a restart's cost).
@@ -103,6 +105,21 @@ SELECT job_id, attempt, start_ts, end_ts, state, failed, is_last, t_first, t_las
 FROM cut ORDER BY job_id, attempt
 """
 
+# ml-goodput-measurement's ideal step time (mean of the steps at or below median + 3 MAD), over the
+# lines outside degradation windows: when a slowdown covers much of a job, the raw formula admits
+# the slow steps, and productive time would count what degraded_throughput charges.
+IDEAL_SQL = """
+WITH s AS (
+    SELECT st.job_id, st.step_time_s AS x FROM steps_reconciled st
+    WHERE st.job_id IN (SELECT job_id FROM sel) AND st.step_time_s > 0
+      AND NOT EXISTS (SELECT 1 FROM windows w
+                      WHERE w.job_id = st.job_id AND st.ts > w.start_ts AND st.ts <= w.end_ts)
+), m AS (SELECT job_id, median(x) AS med FROM s GROUP BY job_id),
+d AS (SELECT job_id, median(abs(x - med)) AS mad FROM s JOIN m USING (job_id) GROUP BY job_id)
+SELECT job_id, avg(x) FROM s JOIN m USING (job_id) JOIN d USING (job_id)
+WHERE x <= med + $k * mad GROUP BY job_id
+"""
+
 # Degraded throughput: inside explain's degradation windows, the printed step time above the ideal,
 # for lines outside the lost-work segment (lost work already charges that time).
 DEGRADED_SQL = """
@@ -173,16 +190,29 @@ def _sql_list(values: tuple[str, ...]) -> str:
     return "(" + ", ".join("'" + v + "'" for v in values) + ")"
 
 
+def register_windows(conn: duckdb.DuckDBPyConnection, windows: list[tuple[str, datetime, datetime]]) -> None:
+    _register(conn, "windows", pa.table({
+        "job_id": pa.array([w[0] for w in windows], pa.string()),
+        "window_id": pa.array(range(len(windows)), pa.int64()),
+        "start_ts": pa.array([w[1] for w in windows], pa.timestamp("us")),
+        "end_ts": pa.array([w[2] for w in windows], pa.timestamp("us"))}))
+
+
+def ideal_step_times(conn: duckdb.DuckDBPyConnection, job_ids: list[str],
+                     windows: list[tuple[str, datetime, datetime]]) -> dict[str, float]:
+    """Ideal step time per job (seconds), from the iteration lines outside its degradation windows."""
+    _register(conn, "sel", pa.table({"job_id": pa.array(job_ids, pa.string())}))
+    register_windows(conn, windows)
+    return {job: x for job, x in conn.execute(IDEAL_SQL, {"k": MAD_K}).fetchall() if x is not None}
+
+
 def degraded_windows(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: dict[str, float],
                      windows: list[tuple[str, datetime, datetime]]) -> dict[str, list[DegradedWindow]]:
     """Per job, each degradation window with the seconds of step time above the ideal inside it."""
     if not windows or not ideal:
         return {}
     _register_ideal(conn, ideal)
-    _register(conn, "windows", pa.table({
-        "job_id": [w[0] for w in windows], "window_id": list(range(len(windows))),
-        "start_ts": pa.array([w[1] for w in windows], pa.timestamp("us")),
-        "end_ts": pa.array([w[2] for w in windows], pa.timestamp("us"))}))
+    register_windows(conn, windows)
     _register(conn, "cuts", pa.Table.from_pylist(
         [{"job_id": c["job_id"], "attempt": c["attempt"], "failed": c["failed"], "resume_ts": c["resume_ts"]}
          for c in cuts]))

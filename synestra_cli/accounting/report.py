@@ -8,10 +8,17 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.accounting.buckets import BUCKETS, JobBuckets, assemble, attempt_cuts, degraded_windows
+from synestra_cli.accounting.buckets import (
+    BUCKETS,
+    JobBuckets,
+    assemble,
+    attempt_cuts,
+    degraded_windows,
+    ideal_step_times,
+)
 from synestra_cli.accounting.interval import IntervalAdvice, advise
 from synestra_cli.errors import EmptyStoreError, NotFoundError
-from synestra_cli.signals.steps import degradation_windows, ideal_step_time
+from synestra_cli.signals.steps import degradation_windows
 
 SCHEMA = "synestra.tax/1"
 
@@ -92,9 +99,9 @@ def _interval(conn: duckdb.DuckDBPyConnection, jb: JobBuckets, failures: int) ->
 def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[JobTax]:
     """Buckets for every job in one SQL pass; degradation windows and ideal step time from signals."""
     job_ids = [r[0] for r in job_rows]
-    ideal = {j: s for j in job_ids if (s := ideal_step_time(conn, j)) is not None}
-    cuts = attempt_cuts(conn, job_ids, ideal)
     windows = [(j, w.onset, w.end) for j in job_ids for w in degradation_windows(conn, j)]
+    ideal = ideal_step_times(conn, job_ids, windows)
+    cuts = attempt_cuts(conn, job_ids, ideal)
     degraded = degraded_windows(conn, cuts, ideal, windows)
     out = []
     for job_id, gpus, _first, _last in job_rows:

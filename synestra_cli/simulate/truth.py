@@ -56,10 +56,24 @@ def resume_point(tl: JobTimeline, a: Attempt) -> int:
     return max(ends, default=a.first_step)
 
 
+def in_windows(tl: JobTimeline) -> np.ndarray:
+    """Mask of the steps that start inside a slowdown window."""
+    inside = np.zeros(len(tl.steps.start), dtype=bool)
+    for start, end in tl.windows:
+        inside |= (tl.steps.start >= start) & (tl.steps.start < end)
+    return inside
+
+
 def buckets_us(tl: JobTimeline) -> tuple[dict[str, int], float]:
-    """The nine buckets in µs (summing exactly to the wall time) and the ideal step time in µs."""
+    """The nine buckets in µs (summing exactly to the wall time) and the ideal step time in µs.
+
+    The ideal step time is taken over the steps outside slowdown windows: when a slowdown covers
+    much of a job, median + 3 MAD over all steps admits the slow steps, and productive time would
+    then count the very time that degraded_throughput charges (docs/accounting.md).
+    """
     durations = tl.steps.end - tl.steps.start
-    ideal = ideal_step_us(durations, tl.spec.step_s * US)
+    inside = in_windows(tl)
+    ideal = ideal_step_us(durations[~inside] if (~inside).any() else durations, tl.spec.step_s * US)
     keep = counted_steps(tl)
     attempts = tl.attempts
     saves = [c.end - c.start for c in tl.checkpoints if c.kind == "save"]
@@ -73,18 +87,10 @@ def buckets_us(tl: JobTimeline) -> tuple[dict[str, int], float]:
         "lost_work": sum(max(0, a.last_progress - resume_point(tl, a)) for a in failed),
         "hang": sum(a.end - a.last_progress for a in failed),
         "requeue": sum(n.start - p.end for p, n in zip(attempts, attempts[1:], strict=False)),
-        "degraded_throughput": round(_degraded_excess(tl, durations, keep, ideal)),
+        "degraded_throughput": round(float(np.clip(durations[inside & keep] - ideal, 0, None).sum())),
     }
     b["other"] = attempts[-1].end - attempts[0].start - sum(b.values())
     return {k: b[k] for k in BUCKETS}, ideal
-
-
-def _degraded_excess(tl: JobTimeline, durations: np.ndarray, keep: np.ndarray, ideal: float) -> float:
-    """Sum over counted steps starting inside a slowdown window of their time above the ideal."""
-    inside = np.zeros(len(durations), dtype=bool)
-    for start, end in tl.windows:
-        inside |= (tl.steps.start >= start) & (tl.steps.start < end)
-    return float(np.clip(durations[inside & keep] - ideal, 0, None).sum())
 
 
 def cause_dict(cause: Cause | None) -> dict | None:
