@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from synestra_cli.explain.api import explain_job
@@ -65,12 +65,14 @@ def _ts(s: str | None) -> datetime | None:
     return datetime.fromisoformat(s.replace("Z", "")) if s else None
 
 
-def _is_truth(cause, truth: dict | None) -> bool:
-    """Same component as the real cause, first seen no earlier than it (not an earlier decoy blip)."""
-    if truth is None or cause.component != truth["component"] or cause.host not in truth["hosts"]:
+def _on_decoy(cause, decoy: dict, truth: dict | None) -> bool:
+    """Blamed on the decoy: its component, and either not the real cause's or seen in the decoy's time."""
+    if cause is None or cause.component != decoy["component"] or cause.host not in decoy["hosts"]:
         return False
-    first = _ts(truth["first_signal"])
-    return cause.first_signal is None or first is None or (first - cause.first_signal).total_seconds() <= 60
+    same_as_truth = truth is not None and cause.component == truth["component"] and cause.host in truth["hosts"]
+    lo, hi = _ts(decoy["start"]), _ts(decoy["end"])
+    in_decoy_time = bool(cause.first_signal and lo and hi and lo - timedelta(seconds=120) <= cause.first_signal <= hi)
+    return not same_as_truth or in_decoy_time
 
 
 def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
@@ -92,12 +94,7 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         for d in decoys:
             if truth_job["job"] in d.get("jobs_affected", []):
                 continue  # a fault outside the main job may be the real cause for this one
-            if (
-                cause
-                and cause.component == d["component"]
-                and cause.host in d["hosts"]
-                and not _is_truth(cause, t["cause"])
-            ):
+            if _on_decoy(cause, d, t["cause"]):
                 sc.decoy_blamed += 1
                 sc.misses.append(f"{where}: blamed decoy {d['kind']} {cause.host} {cause.component}")
         if t["cause"] is None:

@@ -20,8 +20,9 @@ def test_symbol_errors_rising_on_one_port_make_one_window_with_before_and_after(
     sc.series("gpu-002", "mlx5_0", "ib_port_symbol_errors_total", -1800, 3600, 60, 0.0, (1200, 2400, 0.5), True)
     [a] = _scoped(conn, sc)
     assert (a.host, a.entity, a.category, a.layer) == ("gpu-002", "mlx5_0", "network.link_degraded", "physical")
-    # The fixture's counter counts rate x interval at the sample itself: errors show from 1200 to 2340.
-    assert a.onset == at(1200) and a.end == at(2340)
+    # The fixture's counter counts rate x interval at the sample itself: errors show from 1200 to 2340;
+    # the onset is placed midway between the last clean sample (1140) and the first erring one.
+    assert a.onset == at(1170) and a.end == at(2340)
     assert a.before == 0.0 and a.after == 0.5
 
 
@@ -38,9 +39,10 @@ def test_gauges_against_own_history_rx_power_drop_and_temperature_rise(conn):
     sc.series("gpu-001", "mlx5_0", "optics_rx_power_dbm", -1800, 3600, 60, -2.0, (600, 3600, -7.5))
     sc.series("gpu-004", "gpu1", "gpu_temp_celsius", -1800, 3600, 60, 62.0, (900, 3600, 88.0))
     found = {(a.metric, a.category, a.onset) for a in _scoped(conn, sc)}
+    # onsets midway between the last normal sample and the first anomalous one
     assert found == {
-        ("optics_rx_power_dbm", "network.link_degraded", at(600)),
-        ("gpu_temp_celsius", "cooling.thermal", at(900)),
+        ("optics_rx_power_dbm", "network.link_degraded", at(570)),
+        ("gpu_temp_celsius", "cooling.thermal", at(870)),
     }
 
 

@@ -46,7 +46,16 @@ class Candidate:
 
     @property
     def first_signal(self) -> datetime:
-        return min(_onset(s) for s in self.signals)
+        """Each signal bounds the start between two samples (an event: exactly); the start is the
+        middle of the bounds the signals share, from the earliest signal on."""
+        bounds = sorted(
+            (s.bounds if isinstance(s, Anomaly) else (s.ts, s.ts) for s in self.signals), key=lambda b: b[1]
+        )
+        lo, hi = bounds[0]
+        for a, b in bounds[1:]:
+            if a <= hi and b >= lo:
+                lo, hi = max(lo, a), min(hi, b)
+        return lo + (hi - lo) / 2
 
 
 def _onset(s: Signal) -> datetime:

@@ -156,7 +156,9 @@ def _plan_reactive(cl: Classified, ev: Evidence) -> Plan:
     if w is None or start is None:
         return Plan(None, cp.attempt, links, _fallback("unknown"))
     links.append(ch.from_window(w))
-    effect = effect_window(w.first_slow, w.first_slow, start, "slowdown")
+    # The job reacted at the save: the freshest trouble before it is the likeliest trigger, and a
+    # slowdown that began long before (another fault) fades with its age.
+    effect = effect_window(start, start, start, "slowdown")
     return Plan(effect, cp.attempt, links, _fallback("workload.straggler", None, w.first_slow))
 
 

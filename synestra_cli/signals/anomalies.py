@@ -41,7 +41,7 @@ WHERE ts BETWEEN ? AND ? AND host IN ({hosts}) AND metric IN ({metrics})
 
 ANOMALIES_SQL = f"""
 WITH sig AS (
-    SELECT s.ts, s.host, s.entity, r.*, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+    SELECT s.ts, s.prev_ts, s.host, s.entity, r.*, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
     FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
 ), base AS (
     SELECT host, entity, metric,
@@ -59,9 +59,11 @@ WITH sig AS (
     FROM flagged WHERE bad
 )
 SELECT host, entity, metric, any_value(layer), any_value(category), any_value(weight),
-       min(ts) AS onset, max(ts) AS last, any_value(b) AS before, median(x) AS after,
+       -- the change happened between the last normal sample and the first anomalous one: midway
+       min(ts) - coalesce((min(ts) - arg_min(prev_ts, ts)) / 2, INTERVAL 0 SECOND) AS onset,
+       max(ts) AS last, any_value(b) AS before, median(x) AS after,
        CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak, count(*) AS n,
-       any_value(kind)
+       any_value(kind), coalesce(arg_min(prev_ts, ts), min(ts)) AS last_normal
 FROM islands GROUP BY host, entity, metric, island
 HAVING count(*) >= ? OR bool_or(discrete)
 ORDER BY onset
@@ -76,13 +78,20 @@ class Anomaly:
     layer: str
     category: str
     weight: float
-    onset: datetime  # first anomalous sample
+    onset: datetime  # midway between the last normal sample and the first anomalous one
     end: datetime  # last anomalous sample
     before: float  # the entity's own baseline (a rate per second for counters)
     after: float  # median inside the window
     peak: float
     samples: int
     is_rate: bool
+    last_normal: datetime  # the sample before the window: the change happened after it
+
+    @property
+    def bounds(self) -> tuple[datetime, datetime]:
+        """When the change happened: after the last normal sample, by the first anomalous one."""
+        first_bad = self.onset + (self.onset - self.last_normal)
+        return self.last_normal, first_bad
 
     @property
     def magnitude(self) -> float:
@@ -120,6 +129,6 @@ def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
     """Anomaly windows over `_scope` (build_scope first), in onset order."""
     rows = conn.execute(ANOMALIES_SQL, [MIN_ANOMALY_SAMPLES]).fetchall()
     return [
-        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter")
-        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind in rows
+        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal)
+        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal in rows
     ]

@@ -16,7 +16,7 @@ from synestra_cli.signals.scope import placeholders
 
 # Over any relation with (ts, host, entity, metric, value): per-sample delta and rate.
 _RATES = """
-SELECT ts, host, entity, metric, value,
+SELECT ts, host, entity, metric, value, prev_ts,
        CASE WHEN prev IS NULL THEN NULL WHEN value < prev THEN value ELSE value - prev END AS delta,
        epoch(ts) - epoch(prev_ts) AS dt_s,
        CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
@@ -59,5 +59,7 @@ def counter_rates(
     sql = METRIC_RATES_SQL.format(hosts=placeholders(len(hosts)))
     rows = conn.execute(sql, [metric, start, end, *hosts]).fetchall()
     return [
-        Rate(ts, host, entity, delta, rate) for ts, host, entity, _m, _v, delta, _dt, rate in rows if delta is not None
+        Rate(ts, host, entity, delta, rate)
+        for ts, host, entity, _m, _v, _prev, delta, _dt, rate in rows
+        if delta is not None
     ]
