@@ -399,3 +399,9 @@ def test_events_of_a_file_are_written_in_host_time_order(conn, tmp_path):
     load(conn, path)
     rows = conn.execute("SELECT host, line FROM events").fetchall()  # storage order
     assert rows == [("a", 2), ("b", 3), ("b", 1)]
+
+
+def test_a_reboot_inside_an_uptime_only_file_is_reported(conn, tmp_path):
+    path = write(tmp_path, "boots.log", "[ 5000.000000] before\n[    1.000000] after reboot\n[    2.000000] x\n")
+    report = load(conn, path)
+    assert any("reboot; first at line 2" in n for n in report.notes)

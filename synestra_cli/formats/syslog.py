@@ -103,6 +103,10 @@ WRAPS_SQL = """
 SELECT coalesce(list(lineno ORDER BY lineno) FILTER (WHERE mon < prev), []), arg_max(mon, lineno)
 FROM (SELECT lineno, month(ts) AS mon, lag(month(ts)) OVER (ORDER BY lineno) AS prev FROM _syslog_stage)
 """
+REBOOTS_SQL = """
+SELECT min(lineno), count(*) FROM (SELECT lineno, up < lag(up) OVER (ORDER BY lineno) AS back FROM _syslog_stage)
+WHERE back
+"""
 CHECK_TZ_SQL = "SELECT to_utc(TIMESTAMP '2000-01-01', ?)"
 
 
@@ -129,6 +133,8 @@ def load(ctx: LoadContext) -> LoadResult:
     for sql, params in kev.POST_SQL:
         conn.execute(sql, {"sid": ctx.source_id, **params})
     (result.rows,) = conn.execute("SELECT count(*) FROM events WHERE source_id = ?", [ctx.source_id]).fetchone()
+    if envelope.time_kind == "uptime":
+        _note_reboots(conn, result)
     conn.execute(DROP_STAGE_SQL)
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):
@@ -192,6 +198,13 @@ def _year_params(ctx: LoadContext) -> dict:
         return {"year": ctx.options.year, "shift": 0, "wraps": wraps}
     shift = len(wraps) + (1 if last_month and last_month > ctx.mtime.month else 0)
     return {"year": ctx.mtime.year, "shift": shift, "wraps": wraps}
+
+
+def _note_reboots(conn: duckdb.DuckDBPyConnection, result: LoadResult) -> None:
+    (first_line, n) = conn.execute(REBOOTS_SQL).fetchone()
+    if n:
+        result.notes.append(f"uptime goes back {n} time(s) (a reboot; first at line {first_line}): lines before the "
+                            "last reboot are placed as if they belonged to the last boot, so their times are wrong")
 
 
 def _uptime_note(envelope: env.Envelope) -> str:
