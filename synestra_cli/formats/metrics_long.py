@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import re
 
-import pyarrow as pa
-
-from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
 from synestra_cli.errors import InputError
+from synestra_cli.formats import prom_labels
 from synestra_cli.formats.base import LoadContext, LoadResult, read_head
 
 NAME = "metrics_long"
@@ -72,7 +70,7 @@ SELECT lineno, ts, coalesce(nullif(trim(host), ''), $host) AS host, nullif(trim(
             WHEN value IS NULL THEN 'value is not a number'
        END AS reason,
        concat_ws(',', ts_txt, q.host, entity, q.metric, value_txt) AS text
-FROM q LEFT JOIN mlong_source_map m ON m.source = trim(q.metric)
+FROM q LEFT JOIN prom_source_map m ON m.source = trim(q.metric)
 """
 
 INSERT_SQL = """
@@ -82,7 +80,7 @@ ORDER BY host, entity, metric, ts
 """
 CATALOG_SQL = """
 INSERT INTO metric_catalog (metric, unit, kind, description)
-SELECT metric, unit, kind, description FROM mlong_catalog
+SELECT metric, unit, kind, description FROM prom_catalog
 WHERE metric IN (SELECT metric FROM mlong_rows WHERE reason IS NULL)
 ON CONFLICT DO NOTHING
 """
@@ -113,20 +111,17 @@ def load(ctx: LoadContext) -> LoadResult:
         nfields = len(COLUMNS)
     else:
         nfields = _load_csv(ctx)
-    _register_catalog(conn)
-    try:
-        conn.execute(ROWS_SQL, {"tz": ctx.options.timezone, "host": ctx.options.host, "nfields": nfields})
-        result = LoadResult()
-        for line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
-            result.reject(line, reason, text)
-        (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
-        (result.rows,) = conn.execute(INSERT_SQL, {"sid": ctx.source_id}).fetchone()
-        conn.execute(CATALOG_SQL)
-        conn.execute(CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
-        return result
-    finally:
-        conn.unregister("mlong_source_map")
-        conn.unregister("mlong_catalog")
+    prom_labels.create_lookups(conn)
+    conn.execute(ROWS_SQL, {"tz": ctx.options.timezone, "host": ctx.options.host, "nfields": nfields})
+    result = LoadResult()
+    for line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
+        result.reject(line, reason, text)
+    (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
+    (result.rows,) = conn.execute(INSERT_SQL, {"sid": ctx.source_id}).fetchone()
+    conn.execute(CATALOG_SQL)
+    conn.execute(CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
+    conn.execute(prom_labels.DROP_LOOKUPS_SQL)
+    return result
 
 
 def _load_csv(ctx: LoadContext) -> int:
@@ -145,15 +140,3 @@ def _load_csv(ctx: LoadContext) -> int:
         finally:
             ctx.conn.unregister("mlong_batch")
     return len(header or COLUMNS)
-
-
-def _register_catalog(conn) -> None:
-    names = list(SOURCE_MAP)
-    conn.register("mlong_source_map", pa.table({
-        "source": names, "metric": [SOURCE_MAP[n][0] for n in names],
-        "scale": pa.array([SOURCE_MAP[n][1] for n in names], pa.float64()),
-    }))
-    conn.register("mlong_catalog", pa.table({
-        "metric": [m.name for m in CANONICAL], "unit": [m.unit for m in CANONICAL],
-        "kind": [m.kind for m in CANONICAL], "description": [CANONICAL_BY_NAME[m.name].description for m in CANONICAL],
-    }))

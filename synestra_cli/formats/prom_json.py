@@ -54,7 +54,8 @@ FROM (SELECT sid, labels, pair, TRY_CAST(pair->>0 AS DOUBLE) AS epoch_s, TRY_CAS
 
 SAMPLES_SQL = """
 CREATE OR REPLACE TEMP VIEW prom_samples AS
-SELECT sid, make_timestamp(CAST(round(epoch_s * 1e6) AS BIGINT)) AS ts, value FROM prom_json_rows WHERE reason IS NULL
+SELECT sid, list(CAST(round(epoch_s * 1000) AS BIGINT) ORDER BY epoch_s) AS ms, list(value ORDER BY epoch_s) AS vals
+FROM prom_json_rows WHERE reason IS NULL GROUP BY sid
 """
 REJECT_COUNT_SQL = "SELECT count(*) FROM prom_json_rows WHERE reason IS NOT NULL"
 REJECT_SAMPLES_SQL = "SELECT reason, text FROM prom_json_rows WHERE reason IS NOT NULL ORDER BY sid LIMIT 20"

@@ -1,12 +1,15 @@
 """Prometheus series -> Synestra rows: catalog mapping, host and entity from labels, DCGM quirks.
 
 Shared by the exposition-text parser (prometheus.py) and the HTTP API JSON parser (prom_json.py).
-A format module fills two temp tables and calls ``write_series``:
+A format module fills two relations (tables or views) and calls ``write_series``:
 
     prom_series(sid INTEGER, name VARCHAR, labels MAP(VARCHAR, VARCHAR))   -- one row per distinct series
-    prom_samples(sid INTEGER, ts TIMESTAMP, value DOUBLE)   -- raw source values; ts NULL: the default time
+    prom_samples(sid INTEGER, ms BIGINT[], vals DOUBLE[])   -- a series' samples: epoch ms (NULL: the
+                                                            -- default time) and raw source values
 
-Everything here runs once per distinct series (a few thousand rows), except the final ordered insert.
+Everything here runs once per distinct series (a few thousand rows), except the final insert, which
+orders the series by (host, entity, metric) before unnesting them: rows land grouped by host, so the
+zonemaps prune by host, without sorting a million rows.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from __future__ import annotations
 from datetime import datetime
 
 import duckdb
-import pyarrow as pa
 
 from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
 
@@ -90,11 +92,11 @@ SELECT *, row_number() OVER (ORDER BY host, entity, metric) AS ord FROM r
 
 INSERT_METRICS_SQL = """
 INSERT INTO metrics (ts, host, entity, metric, value, source_id)
-SELECT coalesce(p.ts, $default_ts), r.host, r.entity, r.metric,
-       CASE WHEN r.is_dcgm AND dcgm_blank(p.value, r.kind) THEN NULL ELSE p.value * coalesce(r.scale, 1.0) END,
-       $sid
-FROM prom_samples p JOIN prom_resolved r USING (sid)
-ORDER BY r.ord, p.ts
+SELECT coalesce(epoch_ms(ms), $default_ts), host, entity, metric,
+       CASE WHEN is_dcgm AND dcgm_blank(value, kind) THEN NULL ELSE value * coalesce(scale, 1.0) END, $sid
+FROM (SELECT r.host, r.entity, r.metric, r.is_dcgm, r.kind, r.scale, unnest(p.vals) AS value, unnest(p.ms) AS ms
+      FROM prom_samples p JOIN prom_resolved r USING (sid)
+      ORDER BY r.ord)
 """
 
 INSERT_GPUS_SQL = """
@@ -115,7 +117,8 @@ FROM prom_catalog c WHERE c.metric IN (SELECT metric FROM prom_resolved)
 ON CONFLICT DO NOTHING
 """
 
-DROP_SQL = "DROP TABLE IF EXISTS prom_resolved"
+DROP_SQL = "DROP TABLE prom_resolved"
+DROP_LOOKUPS_SQL = "DROP TABLE prom_source_map; DROP TABLE prom_catalog"
 
 
 def clock_event_macro_sql() -> str:
@@ -131,18 +134,29 @@ def install_macros(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute(sql)
 
 
-def _register_catalog(conn: duckdb.DuckDBPyConnection) -> None:
+# Small lookup tables from Python lists (list parameters: no Arrow registration, which imports pandas).
+SOURCE_MAP_SQL = """
+CREATE OR REPLACE TEMP TABLE prom_source_map AS
+SELECT unnest($source) AS source, unnest($metric) AS metric, unnest($scale) AS scale, unnest($kind) AS kind
+"""
+CATALOG_TABLE_SQL = """
+CREATE OR REPLACE TEMP TABLE prom_catalog AS
+SELECT unnest($metric) AS metric, unnest($unit) AS unit, unnest($kind) AS kind, unnest($description) AS description
+"""
+
+
+def create_lookups(conn: duckdb.DuckDBPyConnection) -> None:
+    """Temp tables prom_source_map(source, metric, scale, kind) and prom_catalog (CANONICAL)."""
     names = list(SOURCE_MAP)
-    conn.register("prom_source_map", pa.table({
-        "source": names,
-        "metric": [SOURCE_MAP[n][0] for n in names],
-        "scale": pa.array([SOURCE_MAP[n][1] for n in names], pa.float64()),
+    conn.execute(SOURCE_MAP_SQL, {
+        "source": names, "metric": [SOURCE_MAP[n][0] for n in names],
+        "scale": [float(SOURCE_MAP[n][1]) for n in names],
         "kind": [CANONICAL_BY_NAME[SOURCE_MAP[n][0]].kind for n in names],
-    }))
-    conn.register("prom_catalog", pa.table({
+    })
+    conn.execute(CATALOG_TABLE_SQL, {
         "metric": [m.name for m in CANONICAL], "unit": [m.unit for m in CANONICAL],
         "kind": [m.kind for m in CANONICAL], "description": [m.description for m in CANONICAL],
-    }))
+    })
 
 
 def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime) -> int:
@@ -151,14 +165,11 @@ def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | No
     host: for series without a host label (--host); default_ts: for samples without a timestamp.
     """
     install_macros(conn)
-    _register_catalog(conn)
-    try:
-        conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
-        (rows,) = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchone()
-        conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
-        conn.execute(INSERT_CATALOG_SQL)
-        conn.execute(DROP_SQL)
-        return int(rows)
-    finally:
-        conn.unregister("prom_source_map")
-        conn.unregister("prom_catalog")
+    create_lookups(conn)
+    conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
+    (rows,) = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchone()
+    conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
+    conn.execute(INSERT_CATALOG_SQL)
+    conn.execute(DROP_SQL)  # on failure the file's rollback drops the temp tables
+    conn.execute(DROP_LOOKUPS_SQL)
+    return int(rows)
