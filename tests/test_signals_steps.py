@@ -40,3 +40,10 @@ def test_windows_are_found_per_attempt(conn):
 def test_job_without_steps_has_no_baseline(conn):
     assert baselines(conn, "100") == [] and ideal_step_time(conn, "100") is None
     assert degradation_windows(conn, "100") == []
+
+
+def test_a_slowdown_covering_more_than_half_the_job_is_still_a_window(conn):
+    sc = Scenario(conn).cluster()
+    sc.steps(1, 0, 10, 1000, slow=(400, 1e9, 1.3))  # 60 of the 100 lines are slow
+    [w] = degradation_windows(conn, "100")
+    assert w.baseline_s == STEP_S and w.factor == 1.3

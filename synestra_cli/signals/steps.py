@@ -2,7 +2,8 @@
 
 Megatron prints one iteration line per log interval with the step time averaged over it, so a slow
 line means "some steps since the previous line were slow": a window's onset is bounded below by the
-previous (healthy) line. Baselines are median / MAD, robust to the slow lines they are meant to find.
+previous (healthy) line. Baselines are median / MAD over the faster half of the lines, so that a
+slowdown covering even most of a job (up to about two thirds) cannot become its own baseline.
 """
 
 from __future__ import annotations
@@ -14,17 +15,21 @@ import duckdb
 
 from synestra_cli.explain.rules import MAD_K, MIN_SLOW_LINES, SLOW_FACTOR
 
-# Median and MAD of the printed step time, per attempt (attempt NULL = the whole job).
+# Median and MAD of the faster half of the printed step times, per attempt (NULL = the whole job).
 BASELINE_SQL = """
 WITH s AS (
     SELECT attempt, step_time_s AS x FROM steps_reconciled
     WHERE job_id = ? AND step_time_s IS NOT NULL AND step_time_s > 0
-), grouped AS (
-    SELECT attempt, median(x) AS med, count(*) AS n FROM s GROUP BY GROUPING SETS ((attempt), ())
+), halves AS (
+    SELECT attempt, median(x) AS mid, count(*) AS n FROM s GROUP BY GROUPING SETS ((attempt), ())
+), fast AS (
+    SELECT h.attempt, h.n, s.x FROM halves h JOIN s ON (h.attempt IS NULL OR s.attempt = h.attempt) AND s.x <= h.mid
+), base AS (
+    SELECT attempt, any_value(n) AS n, median(x) AS med FROM fast GROUP BY attempt
 )
-SELECT g.attempt, g.med, g.n,
-       (SELECT median(abs(s.x - g.med)) FROM s WHERE g.attempt IS NULL OR s.attempt = g.attempt) AS mad
-FROM grouped g ORDER BY g.attempt NULLS FIRST
+SELECT b.attempt, b.med, b.n, median(abs(f.x - b.med)) AS mad
+FROM base b JOIN fast f ON f.attempt IS NOT DISTINCT FROM b.attempt
+GROUP BY b.attempt, b.med, b.n ORDER BY b.attempt NULLS FIRST
 """
 
 # ml-goodput-measurement's ideal step time: mean of the steps at or below median + 3 MAD (issue 6).
