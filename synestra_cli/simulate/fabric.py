@@ -119,28 +119,54 @@ IF_FAMILIES = [  # (IF-MIB object, frame key seen from the switch, help as snmp_
 
 def write_snmp(root: Path, cl: Cluster, t0: float, t1: float, interval: float, loads: dict[str, HostLoad],
                effects: dict[str, list[Effect]], seed: int, gz: bool = False, block: int = 64) -> int:
-    """Every leaf's host-facing ports into ``root/<leaf>.prom``, a block of hosts at a time.
+    """Every leaf's ports into ``root/<leaf>.prom``: host-facing ports a block of hosts at a time, then
+    its spine uplinks.
 
     One Prometheus scrapes all leaves: each leaf's samples are the shared grid shifted by its own
-    scrape offset. A block's ports repeat HELP/TYPE in each leaf file (a file of concatenated scrapes).
+    scrape offset. Each block repeats HELP/TYPE in each leaf file (a file of concatenated scrapes).
     """
     grid = t0 + np.arange(int((t1 - t0) // interval)) * interval
     offsets = [np.random.default_rng([seed, SNMP_SOURCE, leaf]).uniform(0.0, 3.0) for leaf in range(cl.nics_per_host)]
+    uplink = {key: np.zeros((cl.nics_per_host, grid.size)) for key in ("tx_bytes", "rx_bytes")}
     n = 0
     with ExitStack() as stack:
         files = [stack.enter_context(sink(root / f"{cl.leaf(leaf)}.prom", gz)) for leaf in range(cl.nics_per_host)]
         for lo in range(0, cl.nodes, block):
             hosts = cl.hosts[lo:lo + block]
             frames = [_switch_side(cl, h, grid, loads[h], effects.get(h, []), seed) for h in hosts]
+            for key, total in uplink.items():
+                total += sum(fr[key] for fr in frames)
             for leaf, out in enumerate(files):
-                labels = [f'{{ifAlias="{h}:mlx5_{leaf}",ifDescr="{cl.switch_port(h)}",ifIndex="{cl.host_index(h) + 1}",'
-                          f'ifName="{cl.switch_port(h)}",instance="{cl.leaf(leaf)}",job="snmp"}}' for h in hosts]
-                ts = np.broadcast_to(grid + offsets[leaf], (len(hosts), grid.size))
-                for obj, key, help_ in IF_FAMILIES:
-                    vals = np.stack([fr[key][leaf] for fr in frames])
-                    kind = "gauge" if key == "oper" else "counter"
-                    n += promtext.family(out, obj, kind, help_, labels, vals, ts, None, True)
+                ports = [(h, cl.switch_port(h), cl.host_index(h) + 1, f"{h}:mlx5_{leaf}") for h in hosts]
+                rows = {key: np.stack([fr[key][leaf] for fr in frames]) for _, key, _ in IF_FAMILIES}
+                n += _if_block(out, cl.leaf(leaf), ports, rows, grid + offsets[leaf])
+        for leaf, out in enumerate(files):
+            n += _uplinks(out, cl, leaf, {k: v[leaf] for k, v in uplink.items()}, grid + offsets[leaf])
     return n
+
+
+def _if_block(out: BinaryIO, leaf: str, ports: list[tuple[str, str, int, str]], rows: dict[str, np.ndarray],
+              ts: np.ndarray) -> int:
+    """IF-MIB families for some ports of one leaf: ports are (host, ifName, ifIndex, ifAlias)."""
+    labels = [f'{{ifAlias="{alias}",ifDescr="{name}",ifIndex="{index}",ifName="{name}",instance="{leaf}",'
+              f'job="snmp"}}' for _, name, index, alias in ports]
+    tsb = np.broadcast_to(ts, (len(ports), ts.size))
+    return sum(promtext.family(out, obj, "gauge" if key == "oper" else "counter", help_, labels, rows[key], tsb,
+                               None, True) for obj, key, help_ in IF_FAMILIES)
+
+
+def _uplinks(out: BinaryIO, cl: Cluster, leaf: int, hosts_total: dict[str, np.ndarray], ts: np.ndarray) -> int:
+    """A leaf's spine uplinks: the share of its hosts' traffic that leaves the rail (pipeline and
+    cross-rail collectives), spread over the uplinks; clean and up (the faults simulated are host links)."""
+    names = cl.uplink_ports()
+    k = len(names)
+    share = 0.08 / k
+    ports = [("", name, cl.nodes + u + 1, f"spine-{u + 1:02d}:Ethernet{4 * leaf}") for u, name in enumerate(names)]
+    rows = {"tx_bytes": np.tile(hosts_total["rx_bytes"] * share, (k, 1)),  # ifHCInOctets: from the spine
+            "rx_bytes": np.tile(hosts_total["tx_bytes"] * share, (k, 1)),
+            "rcv_errors": np.zeros((k, ts.size)), "xmit_discards": np.zeros((k, ts.size)),
+            "oper": np.ones((k, ts.size))}
+    return _if_block(out, cl.leaf(leaf), ports, rows, ts)
 
 
 def _switch_side(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
