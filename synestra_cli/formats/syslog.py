@@ -132,7 +132,7 @@ def load(ctx: LoadContext) -> LoadResult:
     _insert_events(ctx, envelope)
     for sql, params in kev.POST_SQL:
         conn.execute(sql, {"sid": ctx.source_id, **params})
-    (result.rows,) = conn.execute("SELECT count(*) FROM events WHERE source_id = ?", [ctx.source_id]).fetchone()
+    (result.rows,) = _one(conn, "SELECT count(*) FROM events WHERE source_id = ?", [ctx.source_id])
     if envelope.time_kind == "uptime":
         _note_reboots(conn, result)
     conn.execute(DROP_STAGE_SQL)
@@ -140,6 +140,13 @@ def load(ctx: LoadContext) -> LoadResult:
     if envelope.time_kind in ("uptime", "relative", "none"):
         result.notes.append(_uptime_note(envelope))
     return result
+
+
+def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple:
+    """The single row of an aggregate query."""
+    row = conn.execute(sql, params or []).fetchone()
+    assert row is not None  # an aggregate without GROUP BY always returns one row
+    return row
 
 
 def _check_timezone(ctx: LoadContext) -> None:
@@ -164,7 +171,7 @@ def _stage(ctx: LoadContext, envelope: env.Envelope) -> None:
 
 
 def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, result: LoadResult) -> None:
-    (n,) = conn.execute(LOOSE_SQL).fetchone()
+    (n,) = _one(conn, LOOSE_SQL)
     if not n:
         return
     conn.execute(MARK_LOOSE_SQL, {"loose": envelope.loose})
@@ -193,7 +200,7 @@ def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
 
 def _year_params(ctx: LoadContext) -> dict:
     """--year is the year the file starts in; else its last line falls in the mtime's year (or the one before)."""
-    wraps, last_month = ctx.conn.execute(WRAPS_SQL).fetchone()
+    wraps, last_month = _one(ctx.conn, WRAPS_SQL)
     if ctx.options.year:
         return {"year": ctx.options.year, "shift": 0, "wraps": wraps}
     shift = len(wraps) + (1 if last_month and last_month > ctx.mtime.month else 0)
@@ -201,7 +208,7 @@ def _year_params(ctx: LoadContext) -> dict:
 
 
 def _note_reboots(conn: duckdb.DuckDBPyConnection, result: LoadResult) -> None:
-    (first_line, n) = conn.execute(REBOOTS_SQL).fetchone()
+    (first_line, n) = _one(conn, REBOOTS_SQL)
     if n:
         result.notes.append(f"uptime goes back {n} time(s) (a reboot; first at line {first_line}): lines before the "
                             "last reboot are placed as if they belonged to the last boot, so their times are wrong")
