@@ -20,16 +20,20 @@ BASELINE_SQL = """
 WITH s AS (
     SELECT attempt, step_time_s AS x FROM steps_reconciled
     WHERE job_id = ? AND step_time_s IS NOT NULL AND step_time_s > 0
-), halves AS (
-    SELECT attempt, median(x) AS mid, count(*) AS n FROM s GROUP BY GROUPING SETS ((attempt), ())
+), scoped AS (
+    SELECT true AS whole, NULL::INTEGER AS attempt, x FROM s
+    UNION ALL SELECT false, attempt, x FROM s
 ), fast AS (
-    SELECT h.attempt, h.n, s.x FROM halves h JOIN s ON (h.attempt IS NULL OR s.attempt = h.attempt) AND s.x <= h.mid
+    SELECT * FROM (
+        SELECT whole, attempt, x, count(*) OVER w AS n, row_number() OVER (w ORDER BY x) AS r
+        FROM scoped WINDOW w AS (PARTITION BY whole, attempt)
+    ) WHERE r <= (n + 1) // 2
 ), base AS (
-    SELECT attempt, any_value(n) AS n, median(x) AS med FROM fast GROUP BY attempt
+    SELECT whole, attempt, any_value(n) AS n, median(x) AS med FROM fast GROUP BY whole, attempt
 )
 SELECT b.attempt, b.med, b.n, median(abs(f.x - b.med)) AS mad
-FROM base b JOIN fast f ON f.attempt IS NOT DISTINCT FROM b.attempt
-GROUP BY b.attempt, b.med, b.n ORDER BY b.attempt NULLS FIRST
+FROM base b JOIN fast f ON f.whole = b.whole AND f.attempt IS NOT DISTINCT FROM b.attempt
+GROUP BY b.whole, b.attempt, b.med, b.n ORDER BY b.whole DESC, b.attempt
 """
 
 # ml-goodput-measurement's ideal step time: mean of the steps at or below median + 3 MAD (issue 6).
@@ -87,7 +91,7 @@ class DegradationWindow:
 
 
 def baselines(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Baseline]:
-    """Median / MAD step time for the whole job (attempt None, first) and for each attempt."""
+    """Median / MAD step time of the faster half, for the whole job (first) and for each attempt."""
     rows = conn.execute(BASELINE_SQL, [job_id]).fetchall()
     return [Baseline(a, med, mad or 0.0, n) for a, med, n, mad in rows if med is not None]
 
