@@ -16,7 +16,8 @@ import numpy as np
 from synestra_cli.simulate.cluster import FS_SERVER, Cluster
 from synestra_cli.simulate.model import Cause, Disturbance
 
-NCCL_TIMEOUT_S = 600.0  # torch.distributed default NCCL watchdog timeout (10 min)
+NCCL_TIMEOUT_S = 600.0
+LUSTRE_TARGET = "scratch-OST0003"  # torch.distributed default NCCL watchdog timeout (10 min)
 
 # clocks-event bits (DCGM_CLOCKS_EVENT_REASON_*, dcgm_fields.h)
 SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x04, 0x08, 0x20, 0x40
@@ -196,16 +197,15 @@ def power_capping(cl: Cluster, hosts: tuple[str, ...], start: float, end: float,
 def slow_storage(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator,
                  lustre: bool = False) -> Fault:
     """The filesystem server stalls: clients log NFS 'not responding' (or Lustre lost); saves stretch."""
-    cause = Cause("storage.slow", hosts, FS_SERVER, dt(start))
+    cause = Cause("storage.slow", hosts, LUSTRE_TARGET if lustre else FS_SERVER, dt(start))
     logs: list[LogLine] = []
     for i, h in enumerate(hosts):
         t0 = start + 0.3 * i
-        if lustre:
-            logs.append(LogLine(t0, h, "Lustre: scratch-OST0003-osc-ffff8f0e5c2a1000: Connection to scratch-OST0003 "
-                                "(at 10.10.0.11@o2ib) was lost; in progress operations using this service will wait "
-                                "for recovery to complete", 4))
-            logs.append(LogLine(end + 0.3 * i, h, "Lustre: scratch-OST0003-osc-ffff8f0e5c2a1000: Connection restored "
-                                "to 10.10.0.11@o2ib (at 10.10.0.11@o2ib)", 6))
+        if lustre:  # the object storage target is what the client names (aws-parallelcluster#2701)
+            osc = f"Lustre: {LUSTRE_TARGET}-osc-ffff8f0e5c2a1000: Connection"
+            logs.append(LogLine(t0, h, f"{osc} to {LUSTRE_TARGET} (at 10.10.0.11@o2ib) was lost; in progress "
+                                "operations using this service will wait for recovery to complete", 4))
+            logs.append(LogLine(end + 0.3 * i, h, f"{osc} restored to {LUSTRE_TARGET} (at 10.10.0.11@o2ib)", 6))
         else:
             logs.append(LogLine(t0, h, f"nfs: server {FS_SERVER} not responding, still trying", 4))
             logs.append(LogLine(end + 0.3 * i, h, f"nfs: server {FS_SERVER} OK", 6))
