@@ -17,15 +17,13 @@ import duckdb
 
 from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
-from synestra_cli.signals.scope import JobScope, placeholders
+from synestra_cli.signals.scope import JobScope, insert_rows, placeholders
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
     ratio DOUBLE, delta DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE, discrete BOOLEAN)
 """
-RULES_INSERT = "INSERT INTO _rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
-PORTS_INSERT = "INSERT INTO _ports VALUES (?, ?)"
 
 # Job hosts: every entity; switches: only the ports cabled to the job's hosts.
 SCOPE_DDL = """
@@ -103,7 +101,7 @@ class Anomaly:
 
 def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RULES_DDL)
-    conn.executemany(RULES_INSERT, [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
+    insert_rows(conn, "_rules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
 
 
 def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[tuple[datetime, datetime]]) -> None:
@@ -111,8 +109,7 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
-    if ports:
-        conn.executemany(PORTS_INSERT, ports)
+    insert_rows(conn, "_ports", ports)
     hosts = sorted(set(scope.hosts) | {p[0] for p in ports})
     metrics = [r.metric for r in METRIC_RULES]
     sql = SCOPE_SQL.format(

@@ -22,12 +22,12 @@ from synestra_cli.explain.rules import (
     XID_MEMORY,
     XID_NVLINK,
 )
+from synestra_cli.signals.scope import insert_rows
 
 EVENT_RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE,
     recovery VARCHAR)
 """
-EVENT_RULES_INSERT = "INSERT INTO _event_rules VALUES (?, ?, ?, ?, ?)"
 
 # Xids split by meaning (log-formats A.1.1); consequences (43/45/154) and recoveries are not causes.
 # A corrected AER is benign alone: it counts only when repeated on one device within the scope.
@@ -114,7 +114,7 @@ def typed_events(conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datet
     if not hosts:
         return []
     conn.execute(EVENT_RULES_DDL)
-    conn.executemany(EVENT_RULES_INSERT, [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
+    insert_rows(conn, "_event_rules", [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
     params = {
         "start": start,
         "end": end,

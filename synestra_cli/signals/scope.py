@@ -107,5 +107,13 @@ def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
     return JobScope(job_id, attempts, ordered, links, gpus)
 
 
+def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
+    """Insert rows into a temp table in one statement (executemany pays a round trip per row).
+    `table` is one of this package's own temp tables, never user input; values are parameters."""
+    if rows:
+        one = "(" + ", ".join("?" * len(rows[0])) + ")"
+        conn.execute(f"INSERT INTO {table} VALUES " + ", ".join([one] * len(rows)), [v for r in rows for v in r])
+
+
 def padded(t: datetime | None, seconds: float) -> datetime | None:
     return None if t is None else t + timedelta(seconds=seconds)
