@@ -309,14 +309,15 @@ def test_severity_from_the_envelope(conn):
 def test_lines_fitting_no_envelope_are_rejected_with_line_numbers(conn, tmp_path):
     path = write(tmp_path, "mixed.log", "Jun 14 15:16:01 combo sshd[1]: a\nthis is not syslog\n"
                  "Jun 14 15:16:02 combo sshd[1]: b\n    indented continuation\n-- Boot 3f2a --\n"
-                 "Jun 14 15:17:00 combo kernel: c\n")
+                 "Jun 14 15:17:00 combo kernel: c\n-- Reboot --\n")
     report = load(conn, path)
     assert report.rejected == 1
     assert report.reject_samples[0][:2] == (2, "does not match the rfc3164 envelope of this file")
     got = [(e["line"], e["message"]) for e in events(conn, path)]
     assert got == [(1, "sshd[1]: a"), (3, "sshd[1]: b\n    indented continuation"), (5, "-- Boot 3f2a --"),
-                   (6, "c")]
-    assert events(conn, path)[2]["ts"] == events(conn, path)[3]["ts"]  # a marker takes the next line's time
+                   (6, "c"), (7, "-- Reboot --")]
+    stamps = [e["ts"] for e in events(conn, path)]
+    assert stamps[2] == stamps[3] == stamps[4]  # a marker takes the next line's time, or the last one's
 
 
 def test_loghub_linux_tags_and_pids_match_the_ground_truth(conn):

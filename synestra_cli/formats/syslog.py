@@ -47,12 +47,14 @@ FROM (SELECT head, string_agg(msg, chr(10) ORDER BY lineno) AS txt FROM _syslog_
       WHERE what = 'continuation' GROUP BY head) f
 WHERE s.lineno = f.head
 """
-# A journal marker takes the time and host of the message that follows it.
+# A journal marker takes the time and host of the message that follows it (at the end: the one before).
 MARKER_SQL = """
 UPDATE _syslog_stage s SET ok = true, ts = n.ts, up = n.up, host = n.host
-FROM (SELECT c.lineno, h.ts, h.up, h.host
+FROM (SELECT c.lineno, coalesce(nx.ts, pv.ts) AS ts, coalesce(nx.up, pv.up) AS up,
+             CASE WHEN nx.nl IS NULL THEN pv.host ELSE nx.host END AS host
       FROM (SELECT lineno FROM _syslog_loose WHERE what = 'marker') c
-      ASOF JOIN (SELECT lineno, ts, up, host FROM _syslog_stage WHERE ok) h ON c.lineno <= h.lineno) n
+      ASOF LEFT JOIN (SELECT lineno AS nl, ts, up, host FROM _syslog_stage WHERE ok) nx ON c.lineno <= nx.nl
+      ASOF LEFT JOIN (SELECT lineno AS pl, ts, up, host FROM _syslog_stage WHERE ok) pv ON c.lineno >= pv.pl) n
 WHERE s.lineno = n.lineno
 """
 REJECT_COUNT_SQL = "SELECT what, count(*) FROM _syslog_loose WHERE what IN ('reject', 'orphan') GROUP BY what"
