@@ -46,6 +46,7 @@ _SEV = "EMERG|ALERT|CRIT|ERR|ERROR|WARNING|WARN|NOTICE|INFO|DEBUG"
 TAIL = (r"(?:([^\s:\[\]]+) )?(?:(" + _SEV + r") )?(?:([^\s\[:]+)(?:\[(\d+)\])?: )?"
         r"(?:\[ *(\d+\.\d+)\] )?(.*)$")
 TAIL_NAMES = "'host','sev','tag','pid','up','msg'"
+TAIL_NO_HOST = TAIL.removeprefix(r"(?:([^\s:\[\]]+) )?")
 TAIL_COLS = """nullif(m.host, '') AS host, {sev} AS sev, nullif(m.tag, '') AS tag, nullif(m.pid, '') AS pid,
  TRY_CAST(nullif(m.up, '') AS DOUBLE) AS up, m.msg AS msg"""
 
@@ -161,6 +162,18 @@ FABRICMANAGER = Envelope(
     loose=True,  # its inband-message dumps continue on unindented "Message payload details:" lines
 )
 
+# loghub Thunderbird (Sandia IB cluster, 2005): `<alert label> <epoch> <date> <node> <syslog line>`, the
+# syslog line's own host field being `node/node` or `src@node`. The epoch is UTC and wins.
+THUNDERBIRD = Envelope(
+    "loghub_thunderbird",
+    r"^\S+ (\d{9,10}) \d{4}\.\d\d\.\d\d (\S+) [^\s\d]{3} +\d{1,2} \d\d:\d\d:\d\d \S+ " + TAIL_NO_HOST,
+    "['epoch','node'," + TAIL_NAMES.replace("'host',", "") + "]",
+    "make_timestamp(TRY_CAST(m.epoch AS BIGINT) * 1000000) AS ts, m.node AS host, "
+    + _tail_cols(sev_word("m.sev")).replace("nullif(m.host, '') AS host, ", ""),
+    "m.epoch <> ''",
+    "utc",
+)
+
 # `dmesg -t` / journal lines stripped of their stamp: kernel subsystem prefixes only, so that plain
 # text is not claimed. Every line of such a file is a message (ts = the file's mtime).
 NOTIME = Envelope(
@@ -189,7 +202,7 @@ JOURNAL_JSON = Envelope(
 JOURNAL_SNIFF = re.compile(r'^\{.*"__REALTIME_TIMESTAMP" ?: ?"\d+"')
 
 ENVELOPES: list[Envelope] = [RFC3164, RFC3339, RFC5424, DMESG_CTIME, DMESG_ISO, DMESG_RAW, DMESG_RELATIVE,
-                             KMSG, FABRICMANAGER]
+                             KMSG, FABRICMANAGER, THUNDERBIRD]
 BY_NAME = {e.name: e for e in [*ENVELOPES, NOTIME, JOURNAL_JSON]}
 _COMPILED = [(e, re.compile(e.pattern)) for e in ENVELOPES]
 
