@@ -185,3 +185,17 @@ def test_a_promql_answer_pasted_as_text_is_refused_as_unknown_format(conn):
     report = ingest_file(conn, DCGM / "gh-dcgm-235_promql-result_xid-errors-err_code.txt", IngestOptions())
     assert report.status == "failed"
     assert "unknown format" in report.error
+
+
+def test_crlf_lines_blank_lines_and_braces_inside_label_values_still_parse(conn, tmp_path):
+    path = tmp_path / "odd.prom"
+    path.write_bytes(b'# HELP x a "} " in help text\r\n'
+                     b'x{gpu="0",Hostname="h1",note="a} b"} 1 1795000000000\r\n'
+                     b"\r\n"
+                     b"   \r\n"
+                     b'x{gpu="0",Hostname="h1",note="c"} 2 1795000000000\r\n'
+                     b"bare_metric 3 1795000000000\r\n")
+    report = ingest(conn, path)
+    assert (report.rows, report.rejected) == (3, 0)
+    assert [(e, v) for _, e, v, _ in metric(conn, "x")] == [('gpu0{note="a} b"}', 1.0), ('gpu0{note="c"}', 2.0)]
+    assert [v for _, _, v, _ in metric(conn, "bare_metric")] == [3.0]

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 
-# Cut position: the first "} " after labels, else the first space after a bare metric name.
-SPLIT = "CASE WHEN strpos(line, '{') > 0 THEN strpos(line, '} ') ELSE strpos(line, ' ') - 1 END"
+# Cut position: the first "} " after labels, else the first space after a bare metric name. When a "}"
+# follows that cut (a "} " inside a quoted label value, an exemplar), a regex finds the real end of the
+# labels, quotes respected.
+LABELS_END_RE = r'^[^{]*\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}'
+SPLIT = f"""CASE WHEN strpos(line, '{{') = 0 THEN strpos(line, ' ') - 1
+     WHEN strpos(substr(line, strpos(line, '}} ') + 2), '}}') > 0
+         THEN length(regexp_extract(line, '{LABELS_END_RE}'))
+     ELSE strpos(line, '}} ') END"""
 # Blank and comment lines carry no sample (trim only for the rare line that starts with a blank).
 SKIP = "(line = '' OR starts_with(line, '#') OR (starts_with(line, ' ') AND trim(line) = ''))"
 SERIES = "CASE WHEN p <= 0 THEN line ELSE substr(line, 1, p) END"
@@ -49,7 +55,9 @@ FROM (
                           escape = '', header = false, auto_detect = false, null_padding = true,
                           ignore_errors = true, store_rejects = true,
                           rejects_table = 'prom_csv_rejects', rejects_scan = 'prom_csv_scans')
-            WHERE s <> '' AND NOT starts_with(s, '#') AND NOT (starts_with(s, ' ') AND trim(s) = ''))))
+            -- a CASE, not an AND chain: DuckDB evaluates it once per row, cheaply (measured)
+            WHERE CASE WHEN starts_with(s, '#') OR s = '' THEN false
+                       WHEN starts_with(s, ' ') THEN trim(s) <> '' ELSE true END)))
 GROUP BY braced, key
 """
 FAST_OK_SQL = """
