@@ -43,6 +43,10 @@ def test_stdout_is_the_run_summary_and_the_layout_is_exports_plus_truth(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exports", "truth.json"]
     assert {p.name for p in (tmp_path / "exports").iterdir()} == {
         "dcgm", "jobs", "node_exporter", "optics", "sacct.txt", "snmp", "syslog", "topology.csv"}
+    assert {p.name for p in (tmp_path / "exports" / "snmp").iterdir()} == {
+        "leaf-01.prom", "leaf-02.prom", "spine-uplinks.query_range.json"}
+    uplinks = json.loads((tmp_path / "exports" / "snmp" / "spine-uplinks.query_range.json").read_text())
+    assert uplinks["data"]["resultType"] == "matrix" and len(uplinks["data"]["result"]) == 2 * 4 * 5
     truth = json.loads((tmp_path / "truth.json").read_text())
     assert truth["schema"] == "synestra.simulate.truth/1" and truth["jobs"][0]["job"] == meta["main_job"]
 

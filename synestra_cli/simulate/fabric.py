@@ -119,8 +119,8 @@ IF_FAMILIES = [  # (IF-MIB object, frame key seen from the switch, help as snmp_
 
 def write_snmp(root: Path, cl: Cluster, t0: float, t1: float, interval: float, loads: dict[str, HostLoad],
                effects: dict[str, list[Effect]], seed: int, gz: bool = False, block: int = 64) -> int:
-    """Every leaf's ports into ``root/<leaf>.prom``: host-facing ports a block of hosts at a time, then
-    its spine uplinks.
+    """Every leaf's host-facing ports into ``root/<leaf>.prom``, a block of hosts at a time; the spine
+    uplinks of all leaves as a Prometheus ``query_range`` answer (``spine-uplinks.query_range.json``).
 
     One Prometheus scrapes all leaves: each leaf's samples are the shared grid shifted by its own
     scrape offset. Each block repeats HELP/TYPE in each leaf file (a file of concatenated scrapes).
@@ -140,8 +140,10 @@ def write_snmp(root: Path, cl: Cluster, t0: float, t1: float, interval: float, l
                 ports = [(h, cl.switch_port(h), cl.host_index(h) + 1, f"{h}:mlx5_{leaf}") for h in hosts]
                 rows = {key: np.stack([fr[key][leaf] for fr in frames]) for _, key, _ in IF_FAMILIES}
                 n += _if_block(out, cl.leaf(leaf), ports, rows, grid + offsets[leaf])
-        for leaf, out in enumerate(files):
-            n += _uplinks(out, cl, leaf, {k: v[leaf] for k, v in uplink.items()}, grid + offsets[leaf])
+    series = [ser for leaf in range(cl.nics_per_host) for ser in _uplinks(cl, leaf, {k: v[leaf] for k, v in
+                                                                                 uplink.items()})]
+    with sink(root / "spine-uplinks.query_range.json", gz) as fh:
+        n += promtext.query_range(fh, series, grid)
     return n
 
 
@@ -155,18 +157,20 @@ def _if_block(out: BinaryIO, leaf: str, ports: list[tuple[str, str, int, str]], 
                                None, True) for obj, key, help_ in IF_FAMILIES)
 
 
-def _uplinks(out: BinaryIO, cl: Cluster, leaf: int, hosts_total: dict[str, np.ndarray], ts: np.ndarray) -> int:
-    """A leaf's spine uplinks: the share of its hosts' traffic that leaves the rail (pipeline and
-    cross-rail collectives), spread over the uplinks; clean and up (the faults simulated are host links)."""
-    names = cl.uplink_ports()
-    k = len(names)
-    share = 0.08 / k
-    ports = [("", name, cl.nodes + u + 1, f"spine-{u + 1:02d}:Ethernet{4 * leaf}") for u, name in enumerate(names)]
-    rows = {"tx_bytes": np.tile(hosts_total["rx_bytes"] * share, (k, 1)),  # ifHCInOctets: from the spine
-            "rx_bytes": np.tile(hosts_total["tx_bytes"] * share, (k, 1)),
-            "rcv_errors": np.zeros((k, ts.size)), "xmit_discards": np.zeros((k, ts.size)),
-            "oper": np.ones((k, ts.size))}
-    return _if_block(out, cl.leaf(leaf), ports, rows, ts)
+def _uplinks(cl: Cluster, leaf: int, hosts_total: dict[str, np.ndarray]) -> list[tuple[dict[str, str], np.ndarray]]:
+    """A leaf's spine uplinks as (labels, values): the share of its hosts' traffic that leaves the rail
+    (pipeline and cross-rail collectives), spread over the uplinks; clean and up (the simulated faults
+    are host links)."""
+    share = 0.08 / len(cl.uplink_ports())
+    values = {"tx_bytes": hosts_total["rx_bytes"] * share,   # ifHCInOctets: from the spine, for the hosts
+              "rx_bytes": hosts_total["tx_bytes"] * share, "rcv_errors": np.zeros_like(hosts_total["tx_bytes"]),
+              "xmit_discards": np.zeros_like(hosts_total["tx_bytes"]), "oper": np.ones_like(hosts_total["tx_bytes"])}
+    out = []
+    for u, name in enumerate(cl.uplink_ports()):
+        labels = {"ifAlias": f"spine-{u + 1:02d}:Ethernet{4 * leaf}", "ifDescr": name,
+                  "ifIndex": str(cl.nodes + u + 1), "ifName": name, "instance": cl.leaf(leaf), "job": "snmp"}
+        out += [({"__name__": obj, **labels}, np.rint(values[key])) for obj, key, _ in IF_FAMILIES]
+    return out
 
 
 def _switch_side(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],

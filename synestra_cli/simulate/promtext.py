@@ -7,6 +7,7 @@ array's data buffer *is* the file content, so a host's few hundred thousand samp
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,3 +77,18 @@ def iso_utc(ts: np.ndarray) -> pa.Array:
     """ISO-8601 UTC with milliseconds and Z: ``2026-11-02T03:04:05.123Z``."""
     ms = np.round(ts * 1000.0).astype("datetime64[ms]")
     return pa.array(np.char.add(np.datetime_as_string(ms, unit="ms"), "Z"))
+
+
+def query_range(out: BinaryIO, series: list[tuple[dict[str, str], np.ndarray]], ts: np.ndarray) -> int:
+    """A Prometheus ``/api/v1/query_range`` answer (matrix): float-second timestamps on the step grid,
+    values as strings, one result per series (prometheus docs/querying/api.md)."""
+    stamps = [round(float(t), 3) for t in ts]
+    result = [{"metric": labels, "values": [[t, _prom_value(v)] for t, v in zip(stamps, vals.tolist(), strict=True)]}
+              for labels, vals in series]
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    out.write(json.dumps(doc, separators=(",", ":")).encode())
+    return len(series) * len(stamps)
+
+
+def _prom_value(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
