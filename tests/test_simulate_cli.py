@@ -74,7 +74,7 @@ def test_fabric_is_rail_optimised_nic_n_of_every_host_on_leaf_n():
     assert {(nic, switch) for _, nic, switch, _, _ in rows} == {(f"mlx5_{n}", f"leaf-{n + 1:02d}") for n in range(8)}
     ports = {(h, port) for h, _, _, port, _ in rows}
     assert len(ports) == 12  # one port number per host, the same on every rail
-    assert cl.rack("gpu-005") == "rack-02" and cl.peer("gpu-003", 1) == "leaf-02:Ethernet8"
+    assert cl.rack("gpu-005") == "rack-02" and (cl.leaf(1), cl.switch_port("gpu-003")) == ("leaf-02", "Ethernet8")
     assert cl.gpu_bus_id(4) == "00000000:9A:00.0" and cl.kernel_gpu_addr(4) == "0000:9a:00"
 
 

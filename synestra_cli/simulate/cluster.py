@@ -66,10 +66,6 @@ class Cluster:
         base = 4 * self.nodes
         return tuple(f"Ethernet{base + 4 * u}" for u in range(UPLINKS_PER_LEAF))
 
-    def peer(self, host: str, nic: int) -> str:
-        """Explain's component name for the switch side of a host NIC: ``leaf-02:Ethernet8``."""
-        return f"{self.leaf(nic)}:{self.switch_port(host)}"
-
     def gpu_bus_id(self, gpu: int) -> str:
         """DCGM's form: 8-digit domain, upper case, with function."""
         return f"00000000:{GPU_BUSES[gpu % len(GPU_BUSES)]}:00.0"
