@@ -155,8 +155,9 @@ def test_scraped_text_without_timestamps_takes_the_file_mtime(conn, tmp_path):
     when = datetime(2026, 11, 29, 3, 0, 0)
     epoch = calendar.timegm(when.timetuple())
     os.utime(path, (epoch, epoch))
-    ingest(conn, path)
+    report = ingest(conn, path)
     assert metric(conn, "gpu_power_watts") == [("gpu-003", "gpu0", 312.5, when)]
+    assert report.notes == ["1 samples carry no timestamp: stamped with the file's mtime 2026-11-29 03:00:00 UTC"]
 
 
 def test_malformed_lines_are_counted_with_their_line_numbers_and_the_rest_loads(conn, tmp_path):

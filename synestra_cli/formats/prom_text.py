@@ -75,7 +75,7 @@ SELECT d.sid, g.tss AS ms, g.vals FROM prom_groups g JOIN prom_dict d USING (ser
 CREATE_GROUPS_SQL = "CREATE OR REPLACE TEMP TABLE prom_groups (series VARCHAR, tails VARCHAR[], linenos BIGINT[])"
 BATCH_GROUP_SQL = f"""
 INSERT INTO prom_groups
-SELECT series, list(tail ORDER BY lineno), list(lineno ORDER BY lineno) FROM (
+SELECT series, list(tail), list(lineno) FROM (
     SELECT lineno, CASE WHEN line = '# EOF' THEN line ELSE {SERIES} END AS series, {TAIL} AS tail
     FROM (SELECT lineno, line, {SPLIT} AS p FROM prom_batch WHERE NOT {SKIP} OR line = '# EOF'))
 GROUP BY series
@@ -139,18 +139,20 @@ r AS (
            END AS reason
     FROM v
 )
-SELECT sid, lineno, value, reason,
-       CASE WHEN t IS NULL THEN $mtime ELSE make_timestamp({TS_MICROS}) END AS ts,
-       CASE WHEN reason IS NOT NULL OR ts IS NULL THEN series || ' ' || tail END AS text
+SELECT sid, lineno, value, reason, t IS NULL AS untimed,
+       CASE WHEN t IS NOT NULL THEN make_timestamp({TS_MICROS}) END AS ts,
+       CASE WHEN reason IS NOT NULL OR (ts IS NULL AND t IS NOT NULL) THEN series || ' ' || tail END AS text
 FROM r
 """
 
-TS_REJECT_SQL = "UPDATE prom_rows SET reason = 'bad timestamp' WHERE reason IS NULL AND ts IS NULL"
+TS_REJECT_SQL = "UPDATE prom_rows SET reason = 'bad timestamp' WHERE reason IS NULL AND ts IS NULL AND NOT untimed"
 ROWS_SAMPLES_SQL = """
 CREATE OR REPLACE TEMP VIEW prom_samples AS
 SELECT sid, list(epoch_ms(ts) ORDER BY lineno) AS ms, list(value ORDER BY lineno) AS vals
 FROM prom_rows WHERE reason IS NULL GROUP BY sid
 """
+# Samples without a timestamp (a saved scrape): they get the file's time, and the report says so.
+UNTIMED_SQL = "SELECT coalesce(sum(len(ms) - list_count(ms)), 0) FROM prom_samples"
 IS_OPENMETRICS_SQL = "SELECT count(*) > 0 FROM prom_groups WHERE series = '# EOF'"
 REJECT_COUNT_SQL = "SELECT count(*) FROM prom_rows WHERE reason IS NOT NULL"
 REJECT_SAMPLES_SQL = "SELECT lineno, reason, text FROM prom_rows WHERE reason IS NOT NULL ORDER BY lineno LIMIT 20"
@@ -159,6 +161,14 @@ DROP VIEW IF EXISTS prom_samples; DROP TABLE IF EXISTS prom_rows; DROP TABLE IF 
 DROP TABLE IF EXISTS prom_dict; DROP TABLE IF EXISTS prom_groups;
 DROP TABLE IF EXISTS prom_csv_rejects; DROP TABLE IF EXISTS prom_csv_scans;
 """
+
+
+def untimed_note(ctx: LoadContext) -> list[str]:
+    """A note for the ingest report when samples had no timestamp and took the file's mtime."""
+    (n,) = ctx.conn.execute(UNTIMED_SQL).fetchone()
+    if not n:
+        return []
+    return [f"{n} samples carry no timestamp: stamped with the file's mtime {ctx.mtime:%Y-%m-%d %H:%M:%S} UTC"]
 
 
 def parse_series(ctx: LoadContext) -> None:
@@ -192,7 +202,7 @@ def numbered_path(ctx: LoadContext) -> LoadResult:
             conn.unregister("prom_batch")
     parse_series(ctx)
     (seconds,) = conn.execute(IS_OPENMETRICS_SQL).fetchone()
-    conn.execute(ROWS_SQL, {"mtime": ctx.mtime, "seconds": bool(seconds)})
+    conn.execute(ROWS_SQL, {"seconds": bool(seconds)})
     conn.execute(TS_REJECT_SQL)
     conn.execute(ROWS_SAMPLES_SQL)
     result = LoadResult()
