@@ -6,14 +6,14 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
 
 from synestra_cli import formats
 from synestra_cli.errors import InputError, SynestraError
-from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, content_mtime, decode, read_head
 from synestra_cli.store.sql import fetch_one
 
 SOURCE_SPAN_SQL = """
@@ -123,8 +123,8 @@ def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions
     conn.execute("BEGIN TRANSACTION")
     try:
         (source_id,) = fetch_one(conn, "SELECT nextval('source_id_seq')")
-        mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
-        ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options, mtime=mtime)
+        ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options,
+                          mtime=content_mtime(path))
         result: LoadResult = fmt.load(ctx)
         if options.strict and result.rejected:
             line, reason, _ = result.reject_samples[0]

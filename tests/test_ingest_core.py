@@ -209,3 +209,20 @@ def test_cli_on_an_empty_store_exits_6(tmp_path):
     result = CliRunner().invoke(cli, ["sources", "--db", str(tmp_path / "none.duckdb")])
     assert result.exit_code == ExitCode.EMPTY_STORE
     assert "synestra ingest" in result.stderr
+
+
+def test_a_gzip_header_mtime_dates_the_content_even_after_a_checkout_resets_the_file(tmp_path):
+    import os
+    from datetime import datetime
+
+    from synestra_cli.formats.base import content_mtime
+
+    f = tmp_path / "old.log.gz"
+    with open(f, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=1_700_000_000) as gz:
+        gz.write(b"line a\n")
+    os.utime(f, (2_000_000_000, 2_000_000_000))  # what a fresh clone would do
+    assert content_mtime(f) == datetime(2023, 11, 14, 22, 13, 20)
+    plain = tmp_path / "plain.log"
+    plain.write_text("line a\n")
+    os.utime(plain, (2_000_000_000, 2_000_000_000))
+    assert content_mtime(plain) == datetime(2033, 5, 18, 3, 33, 20)

@@ -12,7 +12,7 @@ import gzip
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -75,6 +75,18 @@ def open_binary(path: Path):
     with open(path, "rb") as f:
         magic = f.read(2)
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def content_mtime(path: Path) -> datetime:
+    """When the content was last written (UTC, naive): a gzip header's MTIME when set (gunzip restores
+    it: it survives copies and checkouts that reset the file's own), else the file's mtime."""
+    with open(path, "rb") as f:
+        header = f.read(8)
+    if header[:2] == b"\x1f\x8b" and len(header) == 8:
+        stamp = int.from_bytes(header[4:8], "little")
+        if stamp:
+            return datetime.fromtimestamp(stamp, UTC).replace(tzinfo=None)
+    return datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
 
 
 def read_bytes(path: Path) -> bytes:

@@ -19,13 +19,14 @@ import pyarrow.compute as pc
 
 
 @contextmanager
-def sink(path: Path, gz: bool = False) -> Iterator[BinaryIO]:
-    """A binary file to stream into; with gz, ``path.gz`` compressed reproducibly (no name, mtime 0)."""
+def sink(path: Path, gz: bool = False, mtime: int = 0) -> Iterator[BinaryIO]:
+    """A binary file to stream into; with gz, ``path.gz`` compressed reproducibly (no name, the given
+    header mtime: 0, or the content's own time for files whose readers need it)."""
     if not gz:
         with open(path, "wb") as fh:
             yield fh
         return
-    with open(f"{path}.gz", "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+    with open(f"{path}.gz", "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime,
                                                        compresslevel=6) as fh:
         yield fh  # type: ignore[misc]
 

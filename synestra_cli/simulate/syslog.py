@@ -55,11 +55,13 @@ def write_host(outdir: Path, cl: Cluster, host: str, lines: list[LogLine], boots
     render = {"rfc3164": _rfc3164, "rfc3339": _rfc3339, "journal": _journal}[fl]
     path = outdir / f"{host}.{SUFFIX[fl]}"
     text = "".join(render(ln, ln.ts + skew, _boot_of(boots, ln.ts), i) + "\n" for i, ln in enumerate(lines))
-    with sink(path, gz) as fh:
+    # RFC3164 lines lack the year: readers infer it from the file's mtime (the last write). A gzip
+    # header carries that mtime through a git checkout, where the file's own mtime does not survive.
+    last = lines[-1].ts + skew if lines else 0.0
+    with sink(path, gz, mtime=int(last)) as fh:
         fh.write(text.encode("utf-8"))
     written = Path(f"{path}.gz") if gz else path
-    if lines:  # syslog files lack the year: their mtime (the last write) is how readers infer it
-        last = lines[-1].ts + skew
+    if lines:
         os.utime(written, (last, last))
     return written
 
