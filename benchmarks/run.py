@@ -97,13 +97,13 @@ def run_child(args: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
     return doc
 
 
-def dataset(cache: Path, nodes: int, hours: float, seed: int) -> Path:
-    out = cache / f"campaign-n{nodes}-h{hours:g}-s{seed}"
+def dataset(cache: Path, nodes: int, hours: float, seed: int, gz: bool) -> Path:
+    out = cache / f"campaign-n{nodes}-h{hours:g}-s{seed}{'-gz' if gz else ''}"
     if not (out / "truth.json").exists():
         print(f"simulating {out.name} (cached for later runs) ...", file=sys.stderr)
         t = time.perf_counter()
         run_child(SYNESTRA + ["simulate", str(out), "--scenario", "campaign", "--nodes", str(nodes),
-                              "--hours", str(hours), "--seed", str(seed), "--force"])
+                              "--hours", str(hours), "--seed", str(seed), "--force"] + (["--gzip"] if gz else []))
         print(f"  simulated in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     return out
 
@@ -212,6 +212,8 @@ def main() -> None:
     ap.add_argument("--scales", default="1,2,4", help="store sizes, as multiples of --hours")
     ap.add_argument("--runs", type=int, default=5, help="warm runs per latency figure (after one cold run)")
     ap.add_argument("--drain3-lines", type=int, default=200_000)
+    ap.add_argument("--gzip", action="store_true",
+                    help="simulate gzipped exports (as sites archive them; 1x uncompressed is ~30 GB)")
     ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "cache")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")
     args = ap.parse_args()
@@ -221,9 +223,9 @@ def main() -> None:
     work.mkdir(exist_ok=True)
     for f in work.glob("*.duckdb*"):
         f.unlink()
-    doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "cores": os.cpu_count(),
+    doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "gzip": args.gzip, "cores": os.cpu_count(),
                  "python": sys.version.split()[0]}
-    base = dataset(args.cache, args.nodes, args.hours, args.seed)
+    base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
     groups = files_per_format(base / "exports")
     doc["formats"] = bench_formats(groups, work)
     syslog = next((r for r in doc["formats"] if r["format"].startswith("syslog")), None)
@@ -231,7 +233,7 @@ def main() -> None:
         else {"skipped": "no syslog file in the dataset"}
     doc["scales"] = []
     for k in (int(s) for s in args.scales.split(",")):
-        data = base if k == 1 else dataset(args.cache, args.nodes, args.hours * k, args.seed)
+        data = base if k == 1 else dataset(args.cache, args.nodes, args.hours * k, args.seed, args.gzip)
         db = args.cache / f"store-{data.name}.duckdb"
         truth = json.loads((data / "truth.json").read_text())
         entry = {"scale": k, "data": data.name, "store": bench_store(data / "exports", db),
