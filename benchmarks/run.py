@@ -223,7 +223,8 @@ def main() -> None:
     work.mkdir(exist_ok=True)
     for f in work.glob("*.duckdb*"):
         f.unlink()
-    doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "gzip": args.gzip, "cores": os.cpu_count(),
+    doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "gzip": args.gzip,
+                 "cores": os.cpu_count(),
                  "python": sys.version.split()[0]}
     base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
     groups = files_per_format(base / "exports")
