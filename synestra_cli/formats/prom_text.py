@@ -30,20 +30,22 @@ TS_MICROS = """CASE WHEN $seconds OR contains(t, '.') OR contains(t, 'e')
      WHEN abs(TRY_CAST(t AS BIGINT)) < 100000000000000 THEN TRY_CAST(t AS BIGINT) * 1000 END"""
 
 # Fast path: DuckDB's reader cuts each line at "} " itself (a two-byte delimiter), so the series text is
-# never copied; a bare "name value [ts]" line comes as one column and is cut at its first space. A sample
-# is "bad" (-> numbered path) if its value or timestamp does not parse or more text follows (e.g. an
-# OpenMetrics exemplar); so is a line with "} " inside a label value (3 columns, a CSV reject).
-# $seconds: OpenMetrics, whose timestamps are seconds; they are kept as ms (dumps print 3 decimals).
-FAST_GROUP_SQL = """
+# never copied; a bare "name value [ts]" line comes as one column and is cut at its first space. Only two
+# list aggregates per series; the checks run afterwards on the lists. A sample whose value does not parse
+# or that has more text after the timestamp (an OpenMetrics exemplar) gets a NULL value; an unparsable
+# timestamp becomes BAD_MS; either sends the file to the numbered path, as does a line with "} " inside a
+# label value (3 columns: a CSV reject). No timestamp: NULL (the file's time). $seconds: OpenMetrics,
+# whose timestamps are seconds; they are kept as ms (dumps print 3 decimals).
+BAD_MS = -(2**62)
+FAST_GROUP_SQL = f"""
 CREATE OR REPLACE TEMP TABLE prom_groups AS
-SELECT CASE WHEN braced THEN key || '}' ELSE key END AS series, list(value) AS vals, list(ms) AS tss,
-       -- plain aggregates, cheaper than a filtered count: unparsed values or timestamps, text left over
-       count(*) - count(value) + count(nullif(t, '')) - count(ms) AS bad,
-       min(ms) AS min_ms, max(ms) AS max_ms, max(length(tail) - length(v) - length(t)) AS slack
+SELECT CASE WHEN braced THEN key || '}}' ELSE key END AS series, list(value) AS vals, list(ms) AS tss
 FROM (
-    SELECT braced, key, tail, v, t, TRY_CAST(v AS DOUBLE) AS value,
-           CASE WHEN $seconds THEN TRY_CAST(round(TRY_CAST(t AS DOUBLE) * 1000) AS BIGINT)
-                ELSE TRY_CAST(t AS BIGINT) END AS ms
+    SELECT braced, key,
+           CASE WHEN length(tail) - length(v) - length(t) <= 1 THEN TRY_CAST(v AS DOUBLE) END AS value,
+           CASE WHEN t = '' THEN NULL
+                WHEN $seconds THEN coalesce(TRY_CAST(round(TRY_CAST(t AS DOUBLE) * 1000) AS BIGINT), {BAD_MS})
+                ELSE coalesce(TRY_CAST(t AS BIGINT), {BAD_MS}) END AS ms
     FROM (
         SELECT *, split_part(tail, ' ', 1) AS v, split_part(tail, ' ', 2) AS t
         FROM (
@@ -51,7 +53,7 @@ FROM (
                    CASE WHEN r IS NOT NULL THEN s ELSE split_part(s, ' ', 1) END AS key,
                    CASE WHEN r IS NOT NULL THEN r WHEN strpos(s, ' ') > 0 THEN substr(s, strpos(s, ' ') + 1)
                         ELSE '' END AS tail
-            FROM read_csv($path, columns = {'s': 'VARCHAR', 'r': 'VARCHAR'}, delim = '} ', quote = '',
+            FROM read_csv($path, columns = {{'s': 'VARCHAR', 'r': 'VARCHAR'}}, delim = '}} ', quote = '',
                           escape = '', header = false, auto_detect = false, null_padding = true,
                           ignore_errors = true, store_rejects = true,
                           rejects_table = 'prom_csv_rejects', rejects_scan = 'prom_csv_scans')
@@ -62,8 +64,8 @@ GROUP BY braced, key
 """
 FAST_OK_SQL = """
 SELECT (SELECT count(*) FROM prom_csv_rejects WHERE NOT starts_with(csv_line, '#')) = 0
-       AND (SELECT coalesce(sum(bad), 0) = 0 AND coalesce(min(min_ms) >= -1e13 AND max(max_ms) <= 1e14, true)
-                   AND coalesce(max(slack), 0) <= 1 FROM prom_groups)
+       AND (SELECT coalesce(bool_and(list_count(vals) = len(vals) AND coalesce(list_min(tss) >= -1e13, true)
+                                     AND coalesce(list_max(tss) <= 1e14, true)), true) FROM prom_groups)
        AND (SELECT bool_and(ok) FROM prom_dict)
 """
 FAST_SAMPLES_SQL = """
