@@ -200,3 +200,16 @@ def test_crlf_lines_blank_lines_and_braces_inside_label_values_still_parse(conn,
     assert (report.rows, report.rejected) == (3, 0)
     assert [(e, v) for _, e, v, _ in metric(conn, "x")] == [('gpu0{note="a} b"}', 1.0), ('gpu0{note="c"}', 2.0)]
     assert [v for _, _, v, _ in metric(conn, "bare_metric")] == [3.0]
+
+
+def test_a_truncated_gzip_is_refused_with_a_clear_message_and_multi_member_gzip_loads(conn, tmp_path):
+    body = "".join(f'x{{Hostname="h",gpu="0"}} {i} {1795000000000 + i * 1000}\n' for i in range(5000)).encode()
+    cut = tmp_path / "cut.prom.gz"
+    cut.write_bytes(gzip.compress(body)[:2000])
+    report = ingest_file(conn, cut, IngestOptions(format="prometheus"))
+    assert report.status == "failed"
+    assert "truncated or corrupt gzip" in report.error
+    assert conn.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
+    two = tmp_path / "two.prom.gz"
+    two.write_bytes(gzip.compress(body[:40]) + gzip.compress(body[40:80]))  # two whole lines, one per member
+    assert ingest(conn, two).rows == 2

@@ -55,7 +55,7 @@ FROM (
                         ELSE '' END AS tail
             FROM read_csv($path, columns = {{'s': 'VARCHAR', 'r': 'VARCHAR'}}, delim = '}} ', quote = '',
                           escape = '', header = false, auto_detect = false, null_padding = true,
-                          ignore_errors = true, store_rejects = true,
+                          compression = $compression, ignore_errors = true, store_rejects = true,
                           rejects_table = 'prom_csv_rejects', rejects_scan = 'prom_csv_scans')
             -- a CASE, not an AND chain: DuckDB evaluates it once per row, cheaply (measured)
             WHERE CASE WHEN starts_with(s, '#') OR s = '' THEN false
@@ -179,10 +179,10 @@ def parse_series(ctx: LoadContext) -> None:
     ctx.conn.execute(SERIES_SQL)
 
 
-def fast_path(ctx: LoadContext, openmetrics: bool) -> bool:
+def fast_path(ctx: LoadContext, compression: str, openmetrics: bool) -> bool:
     """Group and parse a plain file in one parallel pass; False (nothing kept) unless every line parsed."""
     conn = ctx.conn
-    conn.execute(FAST_GROUP_SQL, {"path": str(ctx.path), "seconds": openmetrics})
+    conn.execute(FAST_GROUP_SQL, {"path": str(ctx.path), "compression": compression, "seconds": openmetrics})
     parse_series(ctx)
     (ok,) = conn.execute(FAST_OK_SQL).fetchone()
     if not ok:

@@ -9,11 +9,14 @@ are parsed, mapped and resolved once per distinct series (prom_text.py, prom_lab
 from __future__ import annotations
 
 import re
+import zlib
 
+from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels, prom_text
-from synestra_cli.formats.base import LoadContext, LoadResult, read_head
+from synestra_cli.formats.base import LoadContext, LoadResult
 
 NAME = "prometheus"
+GZIP_MAGIC = b"\x1f\x8b"
 DESCRIPTION = "Prometheus exposition text (dcgm-exporter, node_exporter, snmp_exporter), promtool tsdb dumps"
 
 _SAMPLE = re.compile(r'^(?:[A-Za-z_:][\w:]*)?(?:\{.*\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d+)?)?[ \t]*$')
@@ -44,7 +47,9 @@ def _is_sample(line: str) -> bool:
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    if _is_plain(ctx) and prom_text.fast_path(ctx, _ends_with_eof(ctx)):
+    compression, tail = _inspect(ctx)
+    openmetrics = tail.rstrip().endswith(b"# EOF")  # then timestamps are seconds, even without a fraction
+    if compression and prom_text.fast_path(ctx, compression, openmetrics):
         result = LoadResult()
     else:
         result = prom_text.numbered_path(ctx)
@@ -54,13 +59,23 @@ def load(ctx: LoadContext) -> LoadResult:
     return result
 
 
-def _is_plain(ctx: LoadContext) -> bool:
-    # gzip takes the numbered path: Python's reader reports a truncated stream as a clear InputError.
-    return read_head(ctx.path, 2) != b"\x1f\x8b"
+def _inspect(ctx: LoadContext) -> tuple[str | None, bytes]:
+    """(compression for DuckDB's reader, or None for the numbered path; the last bytes of the text).
 
-
-def _ends_with_eof(ctx: LoadContext) -> bool:
-    """OpenMetrics ends with "# EOF"; its timestamps are seconds even without a fraction."""
+    A gzip stream is checked first, so that a truncated file is a clear InputError rather than a failed
+    statement in the file's transaction; a multi-member gzip goes the numbered way (Python reads those).
+    """
     with open(ctx.path, "rb") as f:
-        f.seek(max(0, ctx.path.stat().st_size - 64))
-        return f.read().rstrip().endswith(b"# EOF")
+        if f.read(2) != GZIP_MAGIC:
+            f.seek(max(0, ctx.path.stat().st_size - 64))
+            return "none", f.read()
+    inflater, tail = zlib.decompressobj(16 + zlib.MAX_WBITS), b""
+    try:
+        with open(ctx.path, "rb") as f:
+            while block := f.read(1 << 20):
+                tail = (tail + inflater.decompress(block))[-64:]
+    except zlib.error as exc:
+        raise InputError(f"{ctx.display}: truncated or corrupt gzip ({exc})") from exc
+    if not inflater.eof:
+        raise InputError(f"{ctx.display}: truncated or corrupt gzip (stream ends early)")
+    return (None if inflater.unused_data else "gzip"), tail
