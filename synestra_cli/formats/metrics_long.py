@@ -116,8 +116,8 @@ def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
     for line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
         result.reject(line, reason, text)
-    (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
-    (result.rows,) = conn.execute(INSERT_SQL, {"sid": ctx.source_id}).fetchone()
+    result.rejected = conn.execute(REJECT_COUNT_SQL).fetchall()[0][0]
+    result.rows = conn.execute(INSERT_SQL, {"sid": ctx.source_id}).fetchall()[0][0]
     conn.execute(CATALOG_SQL)
     conn.execute(CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
     conn.execute(prom_labels.DROP_LOOKUPS_SQL)

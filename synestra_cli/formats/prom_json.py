@@ -78,7 +78,7 @@ def sniff(head: str) -> float:
 
 def load(ctx: LoadContext) -> LoadResult:
     conn, text = ctx.conn, ctx.read_text()
-    status, result_type, error = conn.execute(HEADER_SQL, {"text": text}).fetchone()
+    status, result_type, error = conn.execute(HEADER_SQL, {"text": text}).fetchall()[0]
     if status != "success":
         raise InputError(f"{ctx.display}: not a successful Prometheus API answer "
                          f"(status {status or 'missing or not JSON'}{': ' + error if error else ''})")
@@ -90,7 +90,7 @@ def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
     for reason, sample in conn.execute(REJECT_SAMPLES_SQL).fetchall():
         result.reject(None, reason, sample)
-    (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
+    result.rejected = conn.execute(REJECT_COUNT_SQL).fetchall()[0][0]
     result.rows = prom_labels.write_series(conn, ctx.source_id, ctx.options.host, ctx.mtime)
     conn.execute(CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
     return result

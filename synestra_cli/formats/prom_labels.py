@@ -167,7 +167,7 @@ def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | No
     install_macros(conn)
     create_lookups(conn)
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
-    (rows,) = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchone()
+    rows = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchall()[0][0]
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
     conn.execute(INSERT_CATALOG_SQL)
     conn.execute(DROP_SQL)  # on failure the file's rollback drops the temp tables

@@ -167,7 +167,7 @@ DROP TABLE IF EXISTS prom_csv_rejects; DROP TABLE IF EXISTS prom_csv_scans;
 
 def untimed_note(ctx: LoadContext) -> list[str]:
     """A note for the ingest report when samples had no timestamp and took the file's mtime."""
-    (n,) = ctx.conn.execute(UNTIMED_SQL).fetchone()
+    n = ctx.conn.execute(UNTIMED_SQL).fetchall()[0][0]
     if not n:
         return []
     return [f"{n} samples carry no timestamp: stamped with the file's mtime {ctx.mtime:%Y-%m-%d %H:%M:%S} UTC"]
@@ -184,7 +184,7 @@ def fast_path(ctx: LoadContext, compression: str, openmetrics: bool) -> bool:
     conn = ctx.conn
     conn.execute(FAST_GROUP_SQL, {"path": str(ctx.path), "compression": compression, "seconds": openmetrics})
     parse_series(ctx)
-    (ok,) = conn.execute(FAST_OK_SQL).fetchone()
+    ok = conn.execute(FAST_OK_SQL).fetchall()[0][0]
     if not ok:
         conn.execute(CLEANUP_SQL)
         return False
@@ -203,12 +203,12 @@ def numbered_path(ctx: LoadContext) -> LoadResult:
         finally:
             conn.unregister("prom_batch")
     parse_series(ctx)
-    (seconds,) = conn.execute(IS_OPENMETRICS_SQL).fetchone()
+    seconds = conn.execute(IS_OPENMETRICS_SQL).fetchall()[0][0]
     conn.execute(ROWS_SQL, {"seconds": bool(seconds)})
     conn.execute(TS_REJECT_SQL)
     conn.execute(ROWS_SAMPLES_SQL)
     result = LoadResult()
     for line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
         result.reject(line, reason, text)
-    (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
+    result.rejected = conn.execute(REJECT_COUNT_SQL).fetchall()[0][0]
     return result
