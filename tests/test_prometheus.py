@@ -213,3 +213,10 @@ def test_a_truncated_gzip_is_refused_with_a_clear_message_and_multi_member_gzip_
     two = tmp_path / "two.prom.gz"
     two.write_bytes(gzip.compress(body[:40]) + gzip.compress(body[40:80]))  # two whole lines, one per member
     assert ingest(conn, two).rows == 2
+
+
+def test_openmetrics_integer_timestamps_are_seconds(conn, tmp_path):
+    path = tmp_path / "om.txt"
+    path.write_text('# TYPE x gauge\nx{Hostname="h"} 1 1795000000\n# EOF\n')
+    ingest(conn, path)
+    assert metric(conn, "x")[0][3] == datetime(2026, 11, 18, 11, 6, 40)

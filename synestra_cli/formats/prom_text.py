@@ -1,8 +1,8 @@
 """SQL for Prometheus text lines: cut, group by series, parse labels once per series, check samples.
 
 Two ways in, one way out (prom_series + prom_samples for prom_labels.write_series):
-- fast: DuckDB's parallel CSV reader over a plain file, values and timestamps parsed while grouping.
-  It has no line numbers, so it is used only when every line parses;
+- fast: DuckDB's parallel CSV reader over the file (plain, or gzip once checked), values and timestamps
+  parsed while grouping. It has no line numbers, so it is kept only when every line parses;
 - numbered: ``ctx.line_batches()`` with line numbers, every sample checked and rejects reported.
 """
 
@@ -180,7 +180,7 @@ def parse_series(ctx: LoadContext) -> None:
 
 
 def fast_path(ctx: LoadContext, compression: str, openmetrics: bool) -> bool:
-    """Group and parse a plain file in one parallel pass; False (nothing kept) unless every line parsed."""
+    """Group and parse the file in one parallel pass; False (nothing kept) unless every line parsed."""
     conn = ctx.conn
     conn.execute(FAST_GROUP_SQL, {"path": str(ctx.path), "compression": compression, "seconds": openmetrics})
     parse_series(ctx)
