@@ -78,10 +78,17 @@ def test_fault_beginning_after_the_checkpoint_is_not_blamed(conn):
     assert cause.category == "workload.straggler" and cause.host is None
 
 
-def test_slowdown_without_infrastructure_signal_is_a_straggler(conn):
-    _reactive_job(conn)
+def test_slowdown_with_healthy_telemetry_is_a_straggler(conn):
+    sc, end = _reactive_job(conn)
+    _ports(sc, "port_symbol_errors_total", end + 600, None)  # every job port clean
     cause = _by_iteration(conn)[("save", 330)].cause
     assert cause.category == "workload.straggler"
+
+
+def test_slowdown_without_any_telemetry_says_unknown_not_straggler(conn):
+    _reactive_job(conn)
+    cause = _by_iteration(conn)[("save", 330)].cause
+    assert cause.category == "unknown" and cause.confidence < 0.3
 
 
 def _crashed_job(conn, incident: str = "nccl_timeout") -> Scenario:

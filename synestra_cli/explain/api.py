@@ -130,7 +130,7 @@ def _evidence(conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Clas
     spans = _telemetry_windows(items, ev)
     if not spans:
         return ev
-    build_scope(conn, scope, spans)
+    ev.observed = build_scope(conn, scope, spans) > 0
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     # Events are few: read them from the job's start, so an outage logged long ago still counts.

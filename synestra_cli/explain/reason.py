@@ -4,7 +4,8 @@ Routine checkpoints (periodic or final saves of normal duration) get no cause. F
 effect is found first (the failure behind a restart, the slowdown behind a reactive save, the slow
 save itself), then the candidates in its window are ranked (attribute.py). When no infrastructure
 signal explains it, the job's own log decides: a traceback is `software.crash`, a slowdown is
-`workload.straggler`, and anything else is `unknown` with low confidence.
+`workload.straggler` (only when the job's telemetry was there to rule the infrastructure out), and
+anything else is `unknown` with low confidence.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Evidence:
     signals: list[Signal]
     windows: list[DegradationWindow]
     incidents: list[Incident]
+    observed: bool = False  # any telemetry of the job's hosts: without it, "not the infrastructure" is a guess
 
 
 def _hosts_of(ev: Evidence, attempt: int | None) -> set[str]:
@@ -159,7 +161,8 @@ def _plan_reactive(cl: Classified, ev: Evidence) -> Plan:
     # The job reacted at the save: the freshest trouble before it is the likeliest trigger, and a
     # slowdown that began long before (another fault) fades with its age.
     effect = effect_window(start, start, start, "slowdown")
-    return Plan(effect, cp.attempt, links, _fallback("workload.straggler", None, w.first_slow))
+    fallback = _fallback("workload.straggler", None, w.first_slow) if ev.observed else _fallback("unknown")
+    return Plan(effect, cp.attempt, links, fallback)
 
 
 def _plan_slow_save(cl: Classified, ev: Evidence) -> Plan:

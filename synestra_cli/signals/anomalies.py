@@ -104,8 +104,8 @@ def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
     insert_rows(conn, "_rules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
 
 
-def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[tuple[datetime, datetime]]) -> None:
-    """Copy the job's telemetry inside the (disjoint) windows into the temp table `_scope`."""
+def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[tuple[datetime, datetime]]) -> int:
+    """Copy the job's telemetry inside the (disjoint) windows into the temp table `_scope`; its rows."""
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
@@ -120,6 +120,7 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     conn.execute(SCOPE_DDL)
     for start, end in windows:
         conn.execute(sql, [start, end, *hosts, *metrics, *scope.hosts])
+    return conn.execute("SELECT count(*) FROM _scope").fetchone()[0]
 
 
 def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
