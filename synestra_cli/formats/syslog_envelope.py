@@ -203,7 +203,6 @@ JOURNAL_SNIFF = re.compile(r'^\{.*"__REALTIME_TIMESTAMP" ?: ?"\d+"')
 
 ENVELOPES: list[Envelope] = [RFC3164, RFC3339, RFC5424, DMESG_CTIME, DMESG_ISO, DMESG_RAW, DMESG_RELATIVE,
                              KMSG, FABRICMANAGER, THUNDERBIRD]
-BY_NAME = {e.name: e for e in [*ENVELOPES, NOTIME, JOURNAL_JSON]}
 _COMPILED = [(e, re.compile(e.pattern)) for e in ENVELOPES]
 
 STAGE_COLUMNS = "lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHAR, sev VARCHAR, tag VARCHAR, " \
@@ -253,10 +252,10 @@ def _fits(env: Envelope, match: re.Match | None) -> bool:
 
 def detect(head: str) -> tuple[Envelope | None, float]:
     """The envelope most lines of the head carry, and the fraction of (non-continuation) lines it fits."""
-    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
+    lines = head.splitlines()
     if len(lines) > 1 and not head.endswith("\n"):
         lines = lines[:-1]  # the head may cut the last line short
-    lines = [ln for ln in lines if not _is_continuation(ln)]
+    lines = [ln for ln in lines[:200] if ln.strip() and not _is_continuation(ln)]
     if not lines:
         return None, 0.0
     if JOURNAL_SNIFF.match(lines[0]):
