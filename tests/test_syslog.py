@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import os
 from datetime import UTC, datetime
@@ -421,3 +422,15 @@ def test_a_reboot_inside_an_uptime_only_file_is_reported(conn, tmp_path):
     path = write(tmp_path, "boots.log", "[ 5000.000000] before\n[    1.000000] after reboot\n[    2.000000] x\n")
     report = load(conn, path)
     assert any("reboot; first at line 2" in n for n in report.notes)
+
+
+def test_gzipped_syslog_gives_the_same_events(conn, tmp_path):
+    plain = SYSLOG / "gh-gpu-operator-1146_rfc3164_xid48_xid64.log"
+    packed = tmp_path / "messages.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    stamp = plain.stat().st_mtime
+    os.utime(packed, (stamp, stamp))
+    load(conn, plain)
+    load(conn, packed)
+    strip = [{k: v for k, v in e.items() if k != "source_id"} for e in events(conn, plain)]
+    assert strip == [{k: v for k, v in e.items() if k != "source_id"} for e in events(conn, packed)]
