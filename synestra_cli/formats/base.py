@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from synestra_cli.errors import InputError
 
@@ -110,14 +110,37 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
         raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
 
 
-def lines_to_table(text: str, first_lineno: int) -> pa.Table:
-    """Split text into lines with Arrow kernels (no Python object per line)."""
-    if text.endswith("\n"):
-        text = text[:-1]
-    parts = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
-    parts = pc.utf8_rtrim(parts, "\r")
-    n = len(parts)
-    return pa.table({"lineno": pa.array(range(first_lineno, first_lineno + n), pa.int64()), "line": parts})
+def lines_to_table(text: str | bytes, first_lineno: int) -> pa.Table:
+    """Split into lines (lineno int64, line string) with numpy and Arrow buffers: no Python object
+    per line. LF or CRLF endings; a last line without a newline is kept; invalid UTF-8 is replaced."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    if not _valid_utf8(data):
+        data = decode(data).encode("utf-8")
+    if b"\r\n" in data:
+        data = data.replace(b"\r\n", b"\n")
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if data.endswith(b"\r"):
+        data = data[:-1]
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    n = len(newlines) + 1
+    # In the packed buffer (newlines removed), line k ends where its newline was, less the k before it.
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:n] = newlines - np.arange(len(newlines), dtype=np.int64)
+    offsets[n] = len(data) - len(newlines)
+    packed = data.replace(b"\n", b"") if len(newlines) else data
+    lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(packed))
+    return pa.table({"lineno": pa.array(np.arange(first_lineno, first_lineno + n, dtype=np.int64)),
+                     "line": lines})
+
+
+def _valid_utf8(data: bytes) -> bool:
+    try:
+        pa.array([data], pa.binary()).cast(pa.string())  # validates in C, no Python str built
+        return True
+    except pa.ArrowInvalid:
+        return False
 
 
 def iter_line_batches(path: Path, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
@@ -135,10 +158,10 @@ def iter_line_batches(path: Path, batch_bytes: int = BATCH_BYTES) -> Iterator[pa
                     carry = block
                     continue
                 carry = block[cut + 1 :]
-                table = lines_to_table(decode(block[: cut + 1]), lineno)
+                table = lines_to_table(block[: cut + 1], lineno)
                 lineno += table.num_rows
                 yield table
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
     if carry:
-        yield lines_to_table(decode(carry), lineno)
+        yield lines_to_table(carry, lineno)
