@@ -14,7 +14,7 @@ import pytest
 from synestra_cli.formats import syslog
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
-from tests.conftest import REAL_DATA, REAL_SAMPLES
+from conftest import REAL_DATA, REAL_SAMPLES
 
 SYSLOG = REAL_SAMPLES / "syslog"
 SAMPLES = sorted(p for p in SYSLOG.glob("*.log"))
