@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 
-# Cut position: the first "} " after labels, else the first space after a bare metric name. When a "}"
-# follows that cut (a "} " inside a quoted label value, an exemplar), a regex finds the real end of the
-# labels, quotes respected.
+# Cut position: the first "} " after labels, else the first space after a bare metric name. If that
+# leaves an odd number of quotes in the series text, the "} " was inside a quoted label value: those few
+# lines are cut again by a regex that respects quotes (REPAIR_SQL).
+SPLIT = "CASE WHEN strpos(line, '{') = 0 THEN strpos(line, ' ') - 1 ELSE strpos(line, '} ') END"
 LABELS_END_RE = r'^[^{]*\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}'
-SPLIT = f"""CASE WHEN strpos(line, '{{') = 0 THEN strpos(line, ' ') - 1
-     WHEN strpos(substr(line, strpos(line, '}} ') + 2), '}}') > 0
-         THEN length(regexp_extract(line, '{LABELS_END_RE}'))
-     ELSE strpos(line, '}} ') END"""
-# Blank and comment lines carry no sample (trim only for the rare line that starts with a blank).
-SKIP = "(line = '' OR starts_with(line, '#') OR (starts_with(line, ' ') AND trim(line) = ''))"
+ODD_QUOTES = "(length(series) - length(replace(series, '\"', ''))) % 2 = 1"
+# Blank and comment lines carry no sample (a CASE: DuckDB evaluates it cheaply, once per row).
+SKIP = """CASE WHEN line = '' OR starts_with(line, '#') THEN true
+     WHEN starts_with(line, ' ') THEN trim(line) = '' ELSE false END"""
 SERIES = "CASE WHEN p <= 0 THEN line ELSE substr(line, 1, p) END"
 TAIL = "CASE WHEN p <= 0 THEN '' ELSE substr(line, p + 2) END"
 
@@ -81,6 +80,18 @@ SELECT series, list(tail), list(lineno) FROM (
     SELECT lineno, CASE WHEN line = '# EOF' THEN line ELSE {SERIES} END AS series, {TAIL} AS tail
     FROM (SELECT lineno, line, {SPLIT} AS p FROM prom_batch WHERE NOT {SKIP} OR line = '# EOF'))
 GROUP BY series
+"""
+REPAIR_SQL = f"""
+CREATE OR REPLACE TEMP TABLE prom_repair AS
+SELECT series || ' ' || tail AS line, lineno
+FROM (SELECT series, unnest(tails) AS tail, unnest(linenos) AS lineno FROM prom_groups WHERE {ODD_QUOTES});
+DELETE FROM prom_groups WHERE {ODD_QUOTES};
+INSERT INTO prom_groups
+SELECT series, list(tail), list(lineno) FROM (
+    SELECT lineno, {SERIES} AS series, {TAIL} AS tail
+    FROM (SELECT lineno, line, length(regexp_extract(line, '{LABELS_END_RE}')) AS p FROM prom_repair))
+GROUP BY series;
+DROP TABLE prom_repair;
 """
 
 LABEL_RE = r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"'
@@ -202,6 +213,7 @@ def numbered_path(ctx: LoadContext) -> LoadResult:
             conn.execute(BATCH_GROUP_SQL)
         finally:
             conn.unregister("prom_batch")
+    conn.execute(REPAIR_SQL)
     parse_series(ctx)
     seconds = conn.execute(IS_OPENMETRICS_SQL).fetchall()[0][0]
     conn.execute(ROWS_SQL, {"seconds": bool(seconds)})
