@@ -65,3 +65,23 @@ def test_job_or_all_is_required(db_path):
     _store(db_path)
     res = CliRunner().invoke(cli, ["explain", "--db", str(db_path)])
     assert res.exit_code == 2
+
+
+def test_since_until_select_checkpoints_and_accept_a_z_suffix(db_path):
+    _store(db_path)
+    args = [
+        "explain",
+        "--db",
+        str(db_path),
+        "--job",
+        "100",
+        "--format",
+        "json",
+        "--since",
+        "2026-03-01T12:05:00Z",
+        "--until",
+        "2026-03-01 12:15:00",
+    ]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert [c["iteration"] for c in json.loads(res.stdout)["checkpoints"]] == [400, 600, 800]

@@ -8,12 +8,17 @@ import click
 
 from synestra_cli.cli.common import db_option, format_option, handle_errors
 
+# ISO-8601 as explain prints it (with Z) or without; always read as UTC.
+UTC_TIME = click.DateTime(
+    ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"]
+)
+
 
 @click.command("explain")
 @click.option("--job", "job_id", help="Job id (sacct JobID, as `synestra jobs` lists it).")
 @click.option("--checkpoint", type=int, help="Only the checkpoint(s) at this iteration.")
-@click.option("--since", type=click.DateTime(), help="Only checkpoints from this UTC time.")
-@click.option("--until", type=click.DateTime(), help="Only checkpoints up to this UTC time.")
+@click.option("--since", type=UTC_TIME, help="Only checkpoints from this UTC time.")
+@click.option("--until", type=UTC_TIME, help="Only checkpoints up to this UTC time.")
 @click.option("--all", "all_jobs", is_flag=True, help="Every job with checkpoints in the window.")
 @db_option
 @format_option("table", "json", "jsonl")
