@@ -31,7 +31,7 @@ Signal = Anomaly | Event
 @dataclass(frozen=True)
 class Effect:
     kind: str  # slowdown | crash | slow_save
-    at: datetime  # when the job first felt it (hang start, degradation onset, save start)
+    at: datetime  # the effect: a failure's hang start or crash; a reactive or slow save's start
     until: datetime  # latest time a late-detected cause may still appear (failure + 5 min)
     deadline: datetime  # nothing at or after the checkpoint can have caused it
 
