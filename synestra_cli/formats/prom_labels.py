@@ -28,9 +28,10 @@ IDENTITY_LABELS = [
     "namespace", "pod", "nvlink", "nvswitch", "ifName", "ifIndex", "ifDescr", "ifAlias", "port",
 ]
 
-# DCGM clocks-event (throttle) reason bits (dcgm_fields.h DCGM_CLOCKS_EVENT_REASON_*, 1:1 with NVML).
+# DCGM clocks-event (throttle) reason bits (dcgm_fields.h DCGM_CLOCKS_EVENT_REASON_*, 1:1 with NVML), named
+# as dcgm-exporter names them in the clock_event label of DCGM_EXP_CLOCK_EVENTS_COUNT.
 CLOCK_EVENT_BITS: list[tuple[int, str]] = [
-    (0x001, "gpu_idle"), (0x002, "clocks_setting"), (0x004, "sw_power_cap"), (0x008, "hw_slowdown"),
+    (0x001, "gpu_idle"), (0x002, "clocks_setting"), (0x004, "power_cap"), (0x008, "hw_slowdown"),
     (0x010, "sync_boost"), (0x020, "sw_thermal"), (0x040, "hw_thermal"), (0x080, "hw_power_brake"),
     (0x100, "display_clocks"),
 ]
