@@ -2,8 +2,8 @@
 `promtool tsdb dump-openmetrics` (seconds, ends with `# EOF`).
 
 Series repeat: a 1M-sample file holds a few thousand distinct label sets. So each line is only cut in
-two with plain string functions (series text | "value [timestamp]") and grouped by series text; labels
-are parsed, mapped and resolved once per distinct series (prom_text.py, prom_labels.py).
+two (series text | "value [timestamp]", by DuckDB's CSV reader at "} ") and grouped by series text;
+labels are parsed, mapped and resolved once per distinct series (prom_text.py, prom_labels.py).
 """
 
 from __future__ import annotations
