@@ -37,6 +37,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 MAX_HOSTS_LISTED = 1000
+PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _check_readable(path: Path) -> str:
     head = read_head(path)
     if not head.strip():
         raise InputError(f"{path}: empty file")
-    if b"\x00" in head[:8192]:
+    if b"\x00" in head[:8192] and not head.startswith(PARQUET_MAGIC):
         raise InputError(f"{path}: binary file, not a log or metric export")
     return decode(head)
 

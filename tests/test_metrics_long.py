@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from synestra_cli.formats import metrics_long
-from synestra_cli.formats.base import IngestOptions, LoadContext
+from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 
 CSV = """timestamp,host,entity,metric,value
@@ -62,11 +62,8 @@ def test_parquet_rows_load_with_typed_timestamps(conn, tmp_path):
         "metric": ["optics_rx_power_dbm", "optics_rx_power_dbm"], "value": [-3.5, -9.25],
     }), path)
     assert metrics_long.sniff(path.read_bytes()[:64].decode("latin-1")) > 0.5
-    # The orchestrator refuses files with NUL bytes as binary before any parser sees them: load directly.
-    ctx = LoadContext(conn=conn, source_id=1, path=path, display=str(path), options=IngestOptions(),
-                      mtime=datetime(2026, 11, 29))
-    result = metrics_long.load(ctx)
-    assert (result.rows, result.rejected) == (2, 0)
+    report = ingest_file(conn, path, IngestOptions())  # binary, yet not refused: Parquet is a format we read
+    assert (report.status, report.format, report.rows, report.rejected) == ("loaded", "metrics_long", 2, 0)
     assert rows(conn) == [
         (datetime(2026, 11, 29, 14, 0), "leaf-02", "Ethernet21", "optics_rx_power_dbm", -3.5),
         (datetime(2026, 11, 29, 14, 1), "leaf-02", "Ethernet21", "optics_rx_power_dbm", -9.25),
