@@ -157,17 +157,22 @@ def _record_source(conn, source_id: int, path: Path, sha: str, fmt_name: str, re
 
 
 ProgressFn = Callable[[Path, int, int], None]
+ReportFn = Callable[[FileReport], None]
 
 
 def ingest_paths(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path], options: IngestOptions,
-                 on_file: ProgressFn | None = None) -> list[FileReport]:
-    """Ingest every file under paths; one report per file, in order."""
+                 on_file: ProgressFn | None = None, on_report: ReportFn | None = None) -> list[FileReport]:
+    """Ingest every file under paths; one report per file, in order (each also passed to on_report
+    as soon as its file is done, so that a long ingest reports as it goes)."""
     files = list(iter_files(paths))
     reports = []
     for i, path in enumerate(files):
         if on_file:
             on_file(path, i, len(files))
-        reports.append(ingest_file(conn, path, options))
+        report = ingest_file(conn, path, options)
+        if on_report:
+            on_report(report)
+        reports.append(report)
     if on_file:
         on_file(Path(""), len(files), len(files))
     return reports

@@ -17,39 +17,48 @@ from synestra_cli.store import open_store
 REJECTS_SHOWN = 3
 
 
-def _progress(total_hint: int):
-    """A progress callback drawing a bar on stderr (only when stderr is a terminal)."""
-    from rich.progress import Progress
+class Reporter:
+    """Per-file lines on stderr as each file finishes; on a terminal, under a progress bar that rich
+    redraws below them (writing around rich's live display would tear the bar)."""
 
-    progress = Progress(transient=True, console=None)
-    progress.console.stderr = True  # type: ignore[attr-defined]
-    task = None
+    def __init__(self, tty: bool) -> None:
+        self.progress = None
+        self.task = None
+        if tty:
+            from rich.console import Console
+            from rich.progress import Progress
 
-    def on_file(path: Path, i: int, n: int) -> None:
-        nonlocal task
-        if task is None:
-            progress.start()
-            task = progress.add_task("ingest", total=n)
-        progress.update(task, completed=i, description=path.name[:40])
+            self.progress = Progress(transient=True, console=Console(stderr=True, highlight=False))
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text, markup=False, soft_wrap=True)
+        else:
+            click.echo(text, err=True)
+
+    def on_file(self, path: Path, i: int, n: int) -> None:
+        if self.progress is None:
+            return
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task("ingest", total=n)
+        self.progress.update(self.task, completed=i, description=path.name[:40])
         if i >= n:
-            progress.stop()
+            self.progress.stop()
 
-    return on_file
-
-
-def _print_report(r: FileReport) -> None:
-    if r.status == "failed":
-        click.echo(f"error: {r.error}", err=True)
-        return
-    if r.status == "skipped":
-        click.echo(f"{r.path}: skipped, {r.error}", err=True)
-        return
-    span = f"{r.first_ts:%Y-%m-%d %H:%M:%S} .. {r.last_ts:%Y-%m-%d %H:%M:%S}" if r.first_ts else "no timestamps"
-    click.echo(f"{r.path}: {r.format}, {r.rows} rows, {r.rejected} rejected, {span}", err=True)
-    for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
-        click.echo(f"  reject {r.path}:{line}: {reason}: {text[:80]!r}", err=True)
-    for note in r.notes:
-        click.echo(f"  note: {note}", err=True)
+    def on_report(self, r: FileReport) -> None:
+        if r.status == "failed":
+            self.say(f"error: {r.error}")
+            return
+        if r.status == "skipped":
+            self.say(f"{r.path}: skipped, {r.error}")
+            return
+        span = f"{r.first_ts:%Y-%m-%d %H:%M:%S} .. {r.last_ts:%Y-%m-%d %H:%M:%S}" if r.first_ts else "no timestamps"
+        self.say(f"{r.path}: {r.format}, {r.rows} rows, {r.rejected} rejected, {span}")
+        for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
+            self.say(f"  reject {r.path}:{line}: {reason}: {text[:80]!r}")
+        for note in r.notes:
+            self.say(f"  note: {note}")
 
 
 @click.command("ingest")
@@ -76,11 +85,9 @@ def command(paths, db, input_format, timezone, year, host, job_id, strict, as_js
     """
     options = IngestOptions(timezone=timezone, year=year, host=host, job_id=job_id, strict=strict,
                             format=input_format)
-    on_file = _progress(len(paths)) if sys.stderr.isatty() else None
+    reporter = Reporter(tty=sys.stderr.isatty())
     with open_store(db) as conn:
-        reports = ingest_paths(conn, paths, options, on_file=on_file)
-    for r in reports:
-        _print_report(r)
+        reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(
