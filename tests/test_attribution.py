@@ -80,3 +80,23 @@ def test_unknown_job_exits_5(db_path):
         crash_and_resume(c)
     out = CliRunner().invoke(cli, ["tax-report", "--job", "999", "--db", str(db_path)])
     assert out.exit_code == ExitCode.NOT_FOUND and out.stdout == ""
+
+
+def test_a_slowdown_that_outlives_its_reactive_save_and_a_restart_stays_with_its_cause():
+    from datetime import timedelta
+
+    from synestra_cli.accounting.attribution import _window_cause
+
+    thermal = NS(category="cooling.thermal", host="gpu-001", component="rack-01")
+    bus = NS(category="gpu.fell_off_bus", host="gpu-002", component="gpu0")
+    reactive = NS(**vars(_cp("save", 1, 180, 1000, 40, thermal)), trigger="reactive")
+    restart = NS(**vars(_cp("restore", 2, 150, 5000, 60, bus)), trigger="restart")
+    caused = [reactive, restart]
+
+    def window(a, b):
+        return NS(start=T0 + timedelta(seconds=a), end=T0 + timedelta(seconds=b))
+
+    assert _window_cause(window(700, 3000), caused) is reactive     # the save it provoked, inside it
+    assert _window_cause(window(3500, 4000), caused) is restart     # ended in the crash: the restart after
+    assert _window_cause(window(6000, 9000), caused) is reactive    # after the restart, still slow
+    assert _window_cause(window(6000, 9000), [restart]) is None     # nothing explains it: unknown

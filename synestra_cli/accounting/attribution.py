@@ -3,8 +3,9 @@ say what it cost. Each charge is (category, host, component, bucket, seconds).
 
 - A failed attempt's lost work, hang and requeue, and the next attempt's start-up and restore, are
   charged to the cause of the restore that follows it (trigger restart or preemption).
-- A degradation window's hidden tax goes to the first non-routine checkpoint at or after its onset
-  (the reactive save it provoked, or the restart after the crash it ended in).
+- A degradation window's hidden tax goes to the first caused checkpoint inside it or just after it
+  (the reactive save it provoked, or the restart after the crash it ended in); a slowdown that outlives
+  its reactive save and a restart goes to the last reactive save before it.
 - A save's blocking time goes to its cause when it has one (reactive, preemption, abnormally slow);
   routine saves are charged to `checkpoint.routine`.
 Whatever explain cannot attribute is charged to `unknown`, never dropped.
@@ -25,6 +26,7 @@ from synestra_cli.accounting.report import JobTax, TaxReport, tax_report
 ROUTINE = "checkpoint.routine"
 UNKNOWN = "unknown"
 SKEW = timedelta(seconds=30)  # clock skew between the job log and the degradation window
+RESTART_WITHIN = timedelta(hours=2)  # a crash ends a window; its restart comes after hang, requeue, start-up
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,24 @@ def _save_and_restore_charges(checkpoints: list) -> Iterable[Charge]:
             yield Charge(*_who(cp), "checkpoint_restore", secs, _key(cp))
 
 
+def _window_cause(window, caused: list):
+    """The checkpoint whose cause explains a degradation window: the first caused checkpoint inside it
+    (a reactive or abnormally slow save); else the restart after the crash it ended in; else, for a
+    slowdown that outlived its reactive save and a restart, the last reactive save before it."""
+    def at(c):
+        return c.start or c.end
+
+    inside = [c for c in caused if window.start - SKEW <= at(c) <= window.end + SKEW]
+    restart = [c for c in caused if c.trigger == "restart" and window.end < at(c) <= window.end + RESTART_WITHIN]
+    before = [c for c in caused if at(c) < window.start and c.trigger == "reactive"]
+    return (inside or restart or [None])[0] or (before[-1] if before else None)
+
+
 def _degraded_charges(job: JobTax, checkpoints: list) -> Iterable[Charge]:
     caused = sorted((c for c in checkpoints if c.cause is not None and (c.start or c.end)),
                     key=lambda c: c.start or c.end)
     for w in job.buckets.degraded_windows:
-        cp = next((c for c in caused if (c.start or c.end) >= w.start - SKEW), None)
+        cp = _window_cause(w, caused)
         yield Charge(*_who(cp), "degraded_throughput", w.seconds, _key(cp) if cp else None)
 
 
