@@ -85,3 +85,14 @@ def test_since_until_select_checkpoints_and_accept_a_z_suffix(db_path):
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     assert [c["iteration"] for c in json.loads(res.stdout)["checkpoints"]] == [400, 600, 800]
+
+
+def test_tax_flag_adds_the_job_tax_summary(db_path):
+    _store(db_path)
+    plain = CliRunner().invoke(cli, ["explain", "--db", str(db_path), "--job", "100", "--format", "json"])
+    taxed = CliRunner().invoke(cli, ["explain", "--db", str(db_path), "--job", "100", "--format", "json", "--tax"])
+    assert json.loads(plain.stdout)["tax"] is None
+    doc = json.loads(taxed.stdout)
+    assert doc["tax"]["gpus"] == 32 and doc["checkpoints"][0]["tax"]["buckets_s"]["checkpoint_save"] > 0
+    table = CliRunner().invoke(cli, ["explain", "--db", str(db_path), "--job", "100", "--tax"])
+    assert "tax: checkpoint" in table.stdout

@@ -20,6 +20,12 @@ UTC_TIME = click.DateTime(
 @click.option("--since", type=UTC_TIME, help="Only checkpoints from this UTC time.")
 @click.option("--until", type=UTC_TIME, help="Only checkpoints up to this UTC time.")
 @click.option("--all", "all_jobs", is_flag=True, help="Every job with checkpoints in the window.")
+@click.option(
+    "--tax",
+    "with_tax",
+    is_flag=True,
+    help="Add each checkpoint's cost and the job's checkpoint tax (as tax-report computes it).",
+)
 @db_option
 @format_option("table", "json", "jsonl")
 @handle_errors
@@ -29,6 +35,7 @@ def command(
     since: datetime | None,
     until: datetime | None,
     all_jobs: bool,
+    with_tax: bool,
     db,
     fmt: str,
 ) -> None:
@@ -36,6 +43,8 @@ def command(
     the non-routine ones the root cause, its causal chain with evidence, and ranked alternatives.
 
     \b
+    With --tax each checkpoint also carries its cost and the badput charged through its cause, and
+    the job ends with its checkpoint-tax summary (whole-job views only).
     Exit codes: 0 explained, 5 unknown job or checkpoint, 6 store without jobs.
     JSON schema: synestra.explain/1 (docs/explain.md).
 
@@ -50,9 +59,14 @@ def command(
     from synestra_cli.explain.api import explain_job, jobs_in_window
     from synestra_cli.store import open_store
 
+    explain = explain_job
+    if with_tax:  # lazily: tax-report's buckets cost ~0.4 s more (pyarrow, bucket queries)
+        from synestra_cli.explain.tax import explain_with_tax
+
+        explain = explain_with_tax
     with open_store(db, read_only=True) as conn:
         ids = jobs_in_window(conn, since, until) if all_jobs else [job_id]
-        docs = [explain_job(conn, j, checkpoint, since, until) for j in ids]
+        docs = [explain(conn, j, checkpoint, since, until) for j in ids]
     _render(docs, fmt, all_jobs)
 
 

@@ -75,6 +75,11 @@ def _cause(c: Cause, prefix: str = "cause") -> Text:
     return text
 
 
+def _charged(tax: dict) -> Text:
+    parts = ", ".join(f"{b} {s:,.0f} s" for b, s in sorted(tax["buckets_s"].items(), key=lambda kv: -kv[1]))
+    return Text(f"tax charged to this cause here: {parts}  = {tax['gpu_hours']:,.2f} GPU-h", style="yellow")
+
+
 def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
     when = cp.start.strftime("%Y-%m-%d %H:%M:%SZ") if cp.start else "time not logged"
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
@@ -83,6 +88,8 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
     branch = node.add(head)
     if cp.cause:
         branch.add(_cause(cp.cause))
+    if cp.tax and cp.tax["seconds"] > 0:
+        branch.add(_charged(cp.tax))
     for lk in cp.chain:
         branch.add(_link(lk, cp.start))
     for alt in cp.alternatives:
@@ -114,4 +121,21 @@ def render_job(console: Console, job: JobExplanation) -> None:
         _folded(tree, run)
     if not job.checkpoints:
         tree.add(Text("no checkpoints logged for this job", style="dim"))
+    if job.tax:
+        _tax_summary(tree, job.tax)
     console.print(tree)
+
+
+def _tax_summary(tree: Tree, tax: dict) -> None:
+    node = tree.add(
+        Text(
+            f"tax: checkpoint {tax['checkpoint_tax']:.1%}  hidden {tax['hidden_tax']:.1%}  goodput "
+            f"{tax['goodput']:.1%}  of {tax['gpu_hours']:,.1f} GPU-h ({tax['gpus']} GPUs)",
+            style="bold",
+        )
+    )
+    shown = [f"{b} {s:,.0f} s" for b, s in tax["buckets_s"].items() if s > 0]
+    node.add(Text("buckets: " + ", ".join(shown), style="dim"))
+    for c in tax["by_cause"]:
+        where = " ".join(p for p in (c["host"], c["component"]) if p)
+        node.add(Text(f"{c['category']} {where}: {c['seconds']:,.0f} s = {c['gpu_hours']:,.2f} GPU-h"))

@@ -44,6 +44,7 @@ class CheckpointExplanation:
     cause: Cause | None
     chain: list[ChainLink] = field(default_factory=list)
     alternatives: list[Cause] = field(default_factory=list)
+    tax: dict[str, Any] | None = None  # its cost and the badput charged through it (explain/tax.py)
 
     @property
     def routine(self) -> bool:
@@ -57,6 +58,7 @@ class JobExplanation:
     attempts: int
     cadence: int | None
     checkpoints: list[CheckpointExplanation]
+    tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (explain/tax.py)
 
     def to_json(self) -> dict[str, Any]:
         """The `synestra.explain/1` document (datetimes still as datetime: render serialises them)."""
@@ -67,6 +69,7 @@ class JobExplanation:
             "attempts": self.attempts,
             "save_cadence_iterations": self.cadence,
             "checkpoints": [_checkpoint_json(c) for c in self.checkpoints],
+            "tax": self.tax,
         }
 
 
@@ -94,6 +97,7 @@ def _checkpoint_json(c: CheckpointExplanation) -> dict[str, Any]:
         "cause": _cause_json(c.cause) if c.cause else None,
         "chain": [asdict(lk) for lk in c.chain],
         "alternatives": [_cause_json(a) for a in c.alternatives],
+        "tax": c.tax,
     }
 
 

@@ -1,0 +1,71 @@
+"""The checkpoint tax printed with the chain (issue 6, item 6).
+
+Each checkpoint carries its own cost (its save or restore seconds) and, when it has a cause, the
+badput tax-report charges to that cause through it (the degraded throughput before it, the lost work,
+hang, requeue and restart around it); the job carries tax-report's headlines, buckets and top causes.
+Both come from tax-report's own buckets and charging rules (accounting/), applied to this
+explanation, so `explain` and `tax-report` agree to the second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from synestra_cli.errors import NotFoundError
+from synestra_cli.explain.api import JobExplanation
+
+TOP_CAUSES = 5
+
+
+def _per_checkpoint(charges: list, gpus: int) -> dict[tuple, dict[str, Any]]:
+    out: dict[tuple, dict[str, Any]] = {}
+    for c in charges:
+        if c.checkpoint is None:
+            continue
+        row = out.setdefault(c.checkpoint, {"seconds": 0.0, "buckets_s": {}})
+        row["seconds"] += c.seconds
+        row["buckets_s"][c.bucket] = row["buckets_s"].get(c.bucket, 0.0) + c.seconds
+    for row in out.values():
+        row["gpu_hours"] = row["seconds"] * gpus / 3600.0
+    return out
+
+
+def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
+    """Fill `tax` on the job and on each of its checkpoints (left None when the store lacks the
+    attempt times tax-report needs). Meant for a whole-job explanation: charges follow the job's
+    non-routine checkpoints, so a filtered view would move them."""
+    from synestra_cli.accounting.attribution import by_cause, charges_for
+    from synestra_cli.accounting.report import tax_report
+
+    try:
+        report = tax_report(conn, job.job)
+    except NotFoundError:
+        return
+    jt = report.jobs[0]
+    b = jt.buckets
+    charges = charges_for(jt, job.checkpoints)
+    per = _per_checkpoint(charges, b.gpus)
+    for cp in job.checkpoints:
+        cp.tax = per.get((cp.kind, cp.attempt, cp.iteration), {"seconds": 0.0, "buckets_s": {}, "gpu_hours": 0.0})
+    job.tax = {
+        "gpus": b.gpus,
+        "wall_s": b.wall_s,
+        "gpu_hours": b.wall_s * b.gpus / 3600.0,
+        "buckets_s": dict(b.buckets_s),
+        **jt.headlines(None),
+        "by_cause": by_cause(jt, charges, None)[:TOP_CAUSES],
+    }
+
+
+def explain_with_tax(
+    conn: duckdb.DuckDBPyConnection, job_id: str, checkpoint: int | None = None, since=None, until=None
+) -> JobExplanation:
+    """explain_job, with the tax attached when the whole job is explained (see attach_tax)."""
+    from synestra_cli.explain.api import explain_job
+
+    job = explain_job(conn, job_id, checkpoint, since, until)
+    if checkpoint is None and since is None and until is None:
+        attach_tax(conn, job)
+    return job
