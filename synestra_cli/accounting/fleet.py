@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 
 from synestra_cli.accounting.buckets import BUCKETS
+from synestra_cli.accounting.interval import advise
 from synestra_cli.accounting.report import TaxReport
 
 GROUP_KEYS = ("category", "host", "component", "job")
@@ -20,7 +22,7 @@ def ranked_causes(report: TaxReport, by: str = "category", top: int | None = Non
         for charge in job.by_cause:
             key = (job.buckets.job_id,) if by == "job" else (charge.get(by),) if by != "component" \
                 else (charge.get("host"), charge.get("component"))
-            row = acc.setdefault(key, {"key": " ".join(str(k) for k in key if k is not None) or "unattributed",
+            row = acc.setdefault(key, {"key": " ".join(str(k) for k in key if k is not None) or f"(no {by})",
                                        "seconds": 0.0, "gpu_hours": 0.0, "categories": set()})
             row["seconds"] += charge["seconds"]
             row["gpu_hours"] += charge["gpu_hours"]
@@ -64,4 +66,20 @@ def fleet_summary(report: TaxReport) -> dict:
         doc["usd"] = {"allocated": allocated * report.price, "checkpoint_tax": tax * report.price,
                       "hidden_tax": gh["degraded_throughput"] * report.price}
     doc["top_offenders"] = {k: ranked_causes(report, k, top=5) for k in ("host", "component")}
+    doc["interval"] = pooled_interval(report)
     return doc
+
+
+def pooled_interval(report: TaxReport) -> dict:
+    """Interval advice from the whole fleet: one job rarely fails often enough to estimate its MTBF,
+    jobs of one cluster together do (save cost and interval: medians over the jobs that have them)."""
+    jobs = [j for j in report.jobs if j.interval.save_cost_s]
+    wall = sum(j.buckets.wall_s for j in report.jobs)
+    failures = sum(j.failures for j in report.jobs)
+    restarts = [j.interval.restart_s for j in report.jobs if j.interval.restart_s]
+    currents = [j.interval.current_interval_s for j in jobs if j.interval.current_interval_s]
+    advice = advise(statistics.median(j.interval.save_cost_s for j in jobs) if jobs else None, failures, wall,
+                    statistics.median(currents) if currents else None,
+                    statistics.median(restarts) if restarts else None)
+    return {k: getattr(advice, k) for k in ("save_cost_s", "failures", "mtbf_s", "current_interval_s", "restart_s",
+                                              "young_s", "daly_s", "waste_current", "waste_recommended", "note")}

@@ -46,6 +46,16 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def console(stderr: bool = False):
+    """A rich console; when the output is not a terminal, wide enough that reports do not wrap."""
+    import sys
+
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 120, soft_wrap=False)
+
+
 def render_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, title: str | None = None) -> None:
     """Write rows to stdout in fmt. Columns fix the order (and the CSV header even when rows is empty)."""
     if fmt == "json":

@@ -7,7 +7,7 @@ import sys
 import click
 
 from synestra_cli.cli.common import db_option, handle_errors
-from synestra_cli.cli.render import dumps, render_rows
+from synestra_cli.cli.render import console, dumps, render_rows
 from synestra_cli.errors import ExitCode
 
 BAR_WIDTH = 40
@@ -45,6 +45,12 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
     console.print(f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated, "
                   f"checkpoint tax {fleet['checkpoint_tax']:.1%}, hidden tax {fleet['hidden_tax']:.1%}, "
                   f"ETTR {fleet['ettr']:.1%}, {fleet['failures']} failures")
+    iv = fleet["interval"]
+    if iv["daly_s"]:
+        console.print(f"fleet interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h "
+                      f"({iv['failures']} failures), current {(iv['current_interval_s'] or 0) / 60:.1f} min -> "
+                      f"Daly {iv['daly_s'] / 60:.1f} min (waste {iv['waste_current'] or 0:.1%} -> "
+                      f"{iv['waste_recommended']:.1%})")
     if "economic_availability_capacity" in fleet:
         console.print(f"economic availability vs capacity: {fleet['economic_availability_capacity']:.1%}")
     if causes:
@@ -92,12 +98,10 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
         rows = [{**d, **{f"{k}_s": v for k, v in d["buckets_s"].items()}} for d in docs]
         render_rows(rows, JOB_CSV_COLUMNS + [f"{b}_s" for b in BUCKETS], "csv")
     else:
-        from rich.console import Console
-
-        console = Console()
+        out = console()
         for d in docs:
-            _print_job(d, console)
-        _print_fleet(fleet, causes, by, console)
+            _print_job(d, out)
+        _print_fleet(fleet, causes, by, out)
     key = "hidden_tax" if hidden else "checkpoint_tax"
     if fail_over is not None and any(d[key] * 100 > fail_over for d in docs):
         worst = max(docs, key=lambda d: d[key])
