@@ -105,8 +105,7 @@ def _named(key: tuple[str, str, str, str], signals: list[Signal], scope: JobScop
 def _magnitude(s: Signal) -> float:
     if isinstance(s, Event):
         return 1.0
-    m = s.magnitude
-    return 1.0 if math.isinf(m) else min(1.0, 0.6 + 0.2 * math.log10(max(m, 1.0)))
+    return min(1.0, 0.5 + 0.15 * math.log10(max(s.magnitude, 1.0)))
 
 
 def _precedence(onset: datetime, effect: Effect) -> float:

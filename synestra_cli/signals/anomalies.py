@@ -48,6 +48,8 @@ WITH sig AS (
     FROM sig WHERE x IS NOT NULL GROUP BY host, entity, metric
 ), flagged AS (
     SELECT sig.*, base.b,
+           CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
+                ELSE least(floor, b * ratio - delta) END AS threshold,
            coalesce(CASE WHEN direction = 'up' THEN x >= floor AND x > b * ratio + delta
                          ELSE x <= floor AND x < b * ratio - delta END, false) AS bad,
            row_number() OVER (PARTITION BY sig.host, sig.entity, sig.metric ORDER BY ts) AS rn
@@ -61,7 +63,7 @@ SELECT host, entity, metric, any_value(layer), any_value(category), any_value(we
        min(ts) - coalesce((min(ts) - arg_min(prev_ts, ts)) / 2, INTERVAL 0 SECOND) AS onset,
        max(ts) AS last, any_value(b) AS before, median(x) AS after,
        CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak, count(*) AS n,
-       any_value(kind), coalesce(arg_min(prev_ts, ts), min(ts)) AS last_normal
+       any_value(kind), coalesce(arg_min(prev_ts, ts), min(ts)) AS last_normal, any_value(threshold)
 FROM islands GROUP BY host, entity, metric, island
 HAVING count(*) >= ? OR bool_or(discrete)
 ORDER BY onset
@@ -84,6 +86,7 @@ class Anomaly:
     samples: int
     is_rate: bool
     last_normal: datetime  # the sample before the window: the change happened after it
+    threshold: float  # the level this entity had to cross to be anomalous
 
     @property
     def bounds(self) -> tuple[datetime, datetime]:
@@ -93,10 +96,10 @@ class Anomaly:
 
     @property
     def magnitude(self) -> float:
-        """How far past its baseline, as a ratio (>= 1); for level gauges, the margin in units."""
-        if self.before and self.after and self.before > 0 and self.after > 0:
-            return max(self.after / self.before, self.before / self.after)
-        return float("inf") if self.after != self.before else 1.0
+        """How many times the anomaly threshold's margin over the baseline the window's median
+        reached (>= about 1): a symbol error per scrape is ~2, a dying optic thousands."""
+        margin = abs(self.threshold - self.before)
+        return abs(self.after - self.before) / margin if margin > 0 else 1.0
 
 
 def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
@@ -127,6 +130,6 @@ def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
     """Anomaly windows over `_scope` (build_scope first), in onset order."""
     rows = conn.execute(ANOMALIES_SQL, [MIN_ANOMALY_SAMPLES]).fetchall()
     return [
-        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal)
-        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal in rows
+        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr)
+        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr in rows
     ]
