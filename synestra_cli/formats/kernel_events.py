@@ -31,9 +31,15 @@ PATTERNS: dict[str, str] = {
     "oom_re": r"(Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (\d+) \(([^)]*)\)",
     "nccl_re": r"(?:(\S+):(\d+):(\d+) )?(?:\[(\d+)\] )?NCCL WARN (.*)$",
     "pude_re": r"sx_netdev_handle_pude_event: Called for logical port - (\d+) status (UP|DOWN)",
+    # Every substring test of CLASSIFY_SQL in one RE2 DFA pass (a superset: the tests below decide).
+    "typed_re": r"NVRM: Xid|fallen off the bus| Link |Port module event|PCIe Bus Error|^nfs: server |^Lustre: |"
+                r"emory|^oom-kill:|NCCL WARN|sx_netdev_handle_pude_event|High temperature|"
+                r"temperature above threshold",
 }
 
-# One row per message line; the CASEs keep every regex behind a substring pre-test.
+# One row per message line. Most lines are plain `log` lines: only those that pass one prefilter pass
+# ($typed_re) go through the matchers (m, k -> typed, each regex behind its own substring test), and
+# join back by line number; the others get the plain-log columns directly.
 CLASSIFY_SQL = """
 WITH t AS (
     SELECT lineno, ts, sev, up, tag, pid,
@@ -66,7 +72,7 @@ WITH t AS (
         CASE WHEN contains(text, 'sx_netdev_handle_pude_event') THEN regexp_extract(text, $pude_re,
             ['port', 'state']) END AS pude,
         contains(text, 'High temperature') OR contains(text, 'temperature above threshold') AS hot
-    FROM t
+    FROM t WHERE regexp_matches(text, $typed_re)
 ), k AS (
     SELECT *, CASE
         WHEN xid.code <> '' THEN 'xid'
@@ -87,8 +93,8 @@ WITH t AS (
         WHEN hot THEN 'thermal'
         ELSE 'log' END AS kind
     FROM m
-)
-SELECT ts, host,
+), typed AS (
+SELECT lineno,
     CASE kind
         WHEN 'xid' THEN upper(lpad(xid.dom, 8, '0') || ':' || xid.bus || ':' || xid.dev || '.'
                               || coalesce(nullif(xid.fn, ''), '0'))
@@ -105,8 +111,6 @@ SELECT ts, host,
     END AS component,
     kind,
     CASE WHEN kind = 'xid' THEN TRY_CAST(xid.code AS INTEGER) END AS code,
-    sev AS severity,
-    text AS message,
     CASE kind
         WHEN 'log' THEN CASE WHEN tag IS NOT NULL OR up IS NOT NULL
                              THEN json_object('tag', tag, 'pid', pid, 'uptime_s', up) END
@@ -147,9 +151,15 @@ SELECT ts, host,
         WHEN 'link_down' THEN json_object('device', coalesce(nullif(link.dev, ''), 'sx_netdev'),
             'port', TRY_CAST(nullif(pude.port, '') AS INTEGER), 'state', 'down', 'pci', nullif(link.pci, ''))
         ELSE json_object('uptime_s', up)
-    END AS fields,
-    lineno
+    END AS fields
 FROM k
+)
+SELECT t.ts, t.host, y.component, coalesce(y.kind, 'log') AS kind, y.code, t.sev AS severity, t.text AS message,
+    CASE WHEN y.lineno IS NOT NULL THEN y.fields
+         WHEN t.tag IS NOT NULL OR t.up IS NOT NULL THEN json_object('tag', t.tag, 'pid', t.pid, 'uptime_s', t.up)
+    END AS fields,
+    t.lineno
+FROM t LEFT JOIN typed y ON y.lineno = t.lineno
 """
 
 # Neighbour-line completions, each over the few typed events of one source ($sid).

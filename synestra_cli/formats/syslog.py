@@ -65,15 +65,17 @@ DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
 DROP_LOOSE_SQL = "DROP TABLE IF EXISTS _syslog_loose"
 
 # The UTC time of each staged message, per envelope time kind (see syslog_envelope).
+# zoned: to_utc, skipped for UTC (the default), where it is the identity but costs a zone lookup per line.
+ZONED_MACRO_SQL = "CREATE OR REPLACE TEMP MACRO zoned(ts, tz) AS CASE WHEN tz = 'UTC' THEN ts ELSE to_utc(ts, tz) END"
 TIMED_SQL = {
     # $wraps: line numbers where the month goes down (a new year); WRAPS_SQL finds them on two narrow columns.
     "noyear": """
 timed AS (
-    SELECT * REPLACE (to_utc(ts + to_years(CAST($year - 2000 - $shift + CASE WHEN len($wraps) = 0 THEN 0
-                                                ELSE len(list_filter($wraps, lambda w: w <= lineno)) END
-                                                AS INTEGER)), $tz) AS ts)
+    SELECT * REPLACE (zoned(ts + to_years(CAST($year - 2000 - $shift + CASE WHEN len($wraps) = 0 THEN 0
+                                               ELSE len(list_filter($wraps, lambda w: w <= lineno)) END
+                                               AS INTEGER)), $tz) AS ts)
     FROM _syslog_stage)""",
-    "local": "timed AS (SELECT * REPLACE (to_utc(ts, $tz) AS ts) FROM _syslog_stage)",
+    "local": "timed AS (SELECT * REPLACE (zoned(ts, $tz) AS ts) FROM _syslog_stage)",
     "utc": "timed AS (SELECT * FROM _syslog_stage)",
     "uptime": """
 timed AS (
@@ -99,11 +101,18 @@ INSERT_SQL = """
 INSERT INTO events (ts, host, component, kind, code, severity, message, fields, source_id, line)
 WITH {timed}, classified AS ({classify})
 SELECT ts, host, component, kind, code, severity, message, fields, $sid, lineno
-FROM classified ORDER BY host, ts, lineno
+FROM classified {order}
 """
-WRAPS_SQL = """
-SELECT coalesce(list(lineno ORDER BY lineno) FILTER (WHERE mon < prev), []), arg_max(mon, lineno)
-FROM (SELECT lineno, month(ts) AS mon, lag(month(ts)) OVER (ORDER BY lineno) AS prev FROM _syslog_stage)
+ORDER_BY = "ORDER BY host, ts, lineno"
+# On two narrow columns: the line numbers where the month goes down (a new year, for noyear files),
+# the last line's month, and whether the lines are already in (host, ts) order: one host and no time
+# going back but at a new year. That is the norm for one node's log, and spares sorting the wide rows.
+ORDER_SQL = """
+SELECT coalesce(list(lineno ORDER BY lineno) FILTER (WHERE mon < prev_mon), []), arg_max(mon, lineno),
+    count(*) FILTER (WHERE ts < prev_ts AND NOT ($noyear AND mon < prev_mon)) = 0
+        AND count(DISTINCT host) + max(CASE WHEN host IS NULL THEN 1 ELSE 0 END) <= 1
+FROM (SELECT lineno, ts, host, month(ts) AS mon, lag(month(ts)) OVER w AS prev_mon, lag(ts) OVER w AS prev_ts
+      FROM _syslog_stage WINDOW w AS (ORDER BY lineno))
 """
 REBOOTS_SQL = """
 SELECT min(lineno), count(*) FROM (SELECT lineno, up < lag(up) OVER (ORDER BY lineno) AS back FROM _syslog_stage)
@@ -144,7 +153,7 @@ def load(ctx: LoadContext) -> LoadResult:
     return result
 
 
-def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> tuple:
+def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> tuple:
     """The single row of an aggregate query."""
     row = conn.execute(sql, params or []).fetchone()
     assert row is not None  # an aggregate without GROUP BY always returns one row
@@ -162,6 +171,8 @@ def _check_timezone(ctx: LoadContext) -> None:
 def _stage(ctx: LoadContext, envelope: env.Envelope) -> None:
     sql = env.stage_sql(envelope)
     params = {} if envelope is env.JOURNAL_JSON else {"pattern": envelope.pattern, "time_kind": envelope.time_kind}
+    if envelope.fast:
+        params["fast"] = envelope.fast
     for batch in ctx.line_batches():
         # Record batches of ~one row group let DuckDB's Arrow scan parse them on several threads.
         batch = pa.Table.from_batches(batch.to_batches(max_chunksize=STAGE_CHUNK_ROWS))
@@ -192,17 +203,21 @@ def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, resu
 
 def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
     kind = envelope.time_kind
-    sql = INSERT_SQL.format(timed=TIMED_SQL[kind], classify=kev.CLASSIFY_SQL)
     available = {"tz": ctx.options.timezone, "mtime": ctx.mtime}
-    if kind == "noyear":
-        available.update(_year_params(ctx))
+    in_order = False  # uptime-based clocks: always sorted (small dmesg files)
+    if kind in ("noyear", "local", "utc"):
+        wraps, last_month, in_order = _one(ctx.conn, ORDER_SQL, {"noyear": kind == "noyear"})
+        if kind == "noyear":
+            available.update(_year_params(ctx, wraps, last_month))
+    # Rows keep the stage's (line) order when it is already the (host, ts) order.
+    sql = INSERT_SQL.format(timed=TIMED_SQL[kind], classify=kev.CLASSIFY_SQL, order="" if in_order else ORDER_BY)
+    ctx.conn.execute(ZONED_MACRO_SQL)
     params = {name: available[name] for name in TIME_PARAMS[kind]}
     ctx.conn.execute(sql, {**params, **kev.PATTERNS, "host": ctx.options.host, "sid": ctx.source_id})
 
 
-def _year_params(ctx: LoadContext) -> dict:
+def _year_params(ctx: LoadContext, wraps: list[int], last_month: int | None) -> dict:
     """--year is the year the file starts in; else its last line falls in the mtime's year (or the one before)."""
-    wraps, last_month = _one(ctx.conn, WRAPS_SQL)
     if ctx.options.year:
         return {"year": ctx.options.year, "shift": 0, "wraps": wraps}
     shift = len(wraps) + (1 if last_month and last_month > ctx.mtime.month else 0)
