@@ -193,3 +193,11 @@ def test_unknown_job_and_empty_store_raise_documented_errors(conn):
     with pytest.raises(NotFoundError):
         explain_job(conn, "100", checkpoint=12345)
     assert [c.iteration for c in explain_job(conn, "100", checkpoint=400).checkpoints] == [400]
+
+
+def test_a_few_seconds_of_clock_skew_do_not_break_precedence(conn):
+    sc = _crashed_job(conn)
+    hang = conn.execute("SELECT epoch(ts) - epoch(TIMESTAMP '2026-03-01 12:00:00') FROM job_incidents").fetchone()[0]
+    sc.event(hang + 20, "gpu-003", "xid", bus_id(3), 79)  # syslog clock 20 s ahead of the job log's
+    cause = _by_iteration(conn)[("restore", 200)].cause
+    assert (cause.category, cause.component) == ("gpu.fell_off_bus", "gpu3") and cause.confidence > 0.6
