@@ -14,6 +14,7 @@ import pytest
 from synestra_cli.formats import syslog
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
+from synestra_cli.store.connect import memory_store
 from conftest import REAL_DATA, REAL_SAMPLES
 
 SYSLOG = REAL_SAMPLES / "syslog"
@@ -434,3 +435,57 @@ def test_gzipped_syslog_gives_the_same_events(conn, tmp_path):
     load(conn, packed)
     strip = [{k: v for k, v in e.items() if k != "source_id"} for e in events(conn, plain)]
     assert strip == [{k: v for k, v in e.items() if k != "source_id"} for e in events(conn, packed)]
+
+
+MIXED = """Nov  1 00:00:00 gpu-017 systemd[1]: Started Session 1 of User slurm.
+  an indented continuation line
+Nov  1 00:00:01 gpu-017 kernel: [  100.000001] NVRM: Xid (PCI:0000:9b:00): 119, pid=77, name=python, Timeout
+Nov  1 00:00:02 gpu-017 kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE
+<13>Nov  1 00:00:03 gpu-017 slurmd[42]: pri-prefixed line
+Nov 1 00:00:04 gpu-017 sshd[7]: one-space day
+Nov  1 00:00:05.250 gpu-017 sshd[7]: fractional seconds
+Nov  1 00:00:06 gpu-017 INFO swss#orchagent: severity word (SONiC)
+Nov  1 00:00:07 gpu-017 no tag at all here
+Ene  1 00:00:08 gpu-017 cron[9]: Spanish month
+Feb 30 00:00:09 gpu-017 cron[9]: impossible date
+Nov  1 24:00:10 gpu-017 cron[9]: hour 24
+Nov  1 00:00:11 gpu-017 python3[5]: [rank0] a bracket that is no printk stamp
+Nov  1 00:00:12 gpu-017 kernel: [  101.5] nfs: server fs01 not responding, still trying
+Nov  1 00:00:13 gpu-017 foo[x]: a pid that is no number
+"""
+
+
+def test_fast_path_reads_every_line_as_the_envelope_pattern_does(tmp_path, monkeypatch):
+    # The fast path and the plain pattern must store the same events, whichever lines each takes.
+    path = write(tmp_path, "mixed.log", MIXED, mtime=datetime(2026, 11, 2))
+    results = []
+    for fast in (True, False):  # forced: the file is too mixed for the fast path to be chosen
+        monkeypatch.setattr(syslog.env, "fast_fits", lambda env, head, fast=fast: fast)
+        store = memory_store()
+        report = load(store, path)
+        results.append((report.rows, report.reject_samples, events(store, path)))
+    assert results[0] == results[1]
+    rows, rejects, evs = results[0]
+    assert rows == 12 and [line for line, _, _ in rejects] == [11, 12]  # Feb 30, 24:00:00
+    assert evs[0]["message"].endswith("\n  an indented continuation line")
+    assert [(e["kind"], e["severity"], e["fields"].get("uptime_s")) for e in evs[1:4]] == [
+        ("xid", None, 100.000001), ("ib_port_state", None, None), ("log", "notice", None)]
+
+
+@pytest.mark.parametrize("path", [p for p in SAMPLES if "rfc3164" in p.name or "rfc3339" in p.name] + [LINUX],
+                         ids=lambda p: p.name[:40])
+def test_fast_path_agrees_with_the_pattern_on_real_samples(path, monkeypatch):
+    fast_store, plain_store = memory_store(), memory_store()
+    load(fast_store, path)
+    monkeypatch.setattr(syslog.env, "fast_fits", lambda env, head: False)
+    load(plain_store, path)
+    assert events(fast_store, path) == events(plain_store, path)
+
+
+def test_fast_path_is_taken_for_plain_syslog_and_not_for_other_envelopes():
+    env = syslog.env
+    assert not env.fast_fits(env.RFC3164, MIXED)  # 8 of 14 lines only (the continuation aside)
+    assert env.fast_fits(env.RFC3164, MIXED.splitlines()[0] + "\n" + MIXED.splitlines()[2] + "\n")
+    assert not env.fast_fits(env.RFC3164, "<13>Nov  1 00:00:03 h t[1]: x\n" * 5)
+    assert env.fast_fits(env.RFC3339, "2026-11-29T14:02:11.123456+00:00 h t[1]: x\n")
+    assert not env.fast_fits(env.DMESG_RAW, "[    1.000000] x\n")

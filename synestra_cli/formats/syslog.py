@@ -27,6 +27,8 @@ STAGE_CHUNK_ROWS = 122_880
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
 DROP_STAGE_SQL = "DROP TABLE IF EXISTS _syslog_stage"
 
+SLOW_COUNT_SQL = "SELECT count(*) FROM _syslog_stage WHERE ok IS NULL"
+
 # Lines the envelope does not fit: continuation (folded into the message before), marker, or reject.
 LOOSE_SQL = """
 SELECT count(*) FROM _syslog_stage WHERE NOT ok
@@ -129,7 +131,8 @@ def sniff(head: str) -> float:
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    envelope, fit = env.detect(decode(read_head(ctx.path)))
+    head = decode(read_head(ctx.path))
+    envelope, fit = env.detect(head)
     if envelope is None or fit < 0.5:
         raise InputError(f"{ctx.display}: does not look like syslog or a kernel log (no known envelope fits "
                          "most lines); see `synestra formats`")
@@ -138,7 +141,7 @@ def load(ctx: LoadContext) -> LoadResult:
     conn = ctx.conn
     # The staging tables live in the file's transaction: a failure rolls them back with everything else.
     conn.execute(CREATE_STAGE_SQL)
-    _stage(ctx, envelope)
+    _stage(ctx, envelope, env.fast_fits(envelope, head))
     _resolve_loose(conn, envelope, result)
     _insert_events(ctx, envelope)
     for sql, params in kev.POST_SQL:
@@ -168,11 +171,10 @@ def _check_timezone(ctx: LoadContext) -> None:
             from exc
 
 
-def _stage(ctx: LoadContext, envelope: env.Envelope) -> None:
-    sql = env.stage_sql(envelope)
-    params = {} if envelope is env.JOURNAL_JSON else {"pattern": envelope.pattern, "time_kind": envelope.time_kind}
-    if envelope.fast:
-        params["fast"] = envelope.fast
+def _stage(ctx: LoadContext, envelope: env.Envelope, fast: bool) -> None:
+    sql = env.stage_sql(envelope, fast)
+    regex_params = {"pattern": envelope.pattern, "time_kind": envelope.time_kind}
+    params = {} if envelope is env.JOURNAL_JSON else {"fast": envelope.fast} if fast else regex_params
     for batch in ctx.line_batches():
         # Record batches of ~one row group let DuckDB's Arrow scan parse them on several threads.
         batch = pa.Table.from_batches(batch.to_batches(max_chunksize=STAGE_CHUNK_ROWS))
@@ -181,6 +183,8 @@ def _stage(ctx: LoadContext, envelope: env.Envelope) -> None:
             ctx.conn.execute(sql, params)
         finally:
             ctx.conn.unregister("_syslog_batch")
+    if fast and _one(ctx.conn, SLOW_COUNT_SQL)[0]:
+        ctx.conn.execute(env.slow_sql(envelope), regex_params)
 
 
 def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, result: LoadResult) -> None:
