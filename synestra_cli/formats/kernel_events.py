@@ -41,12 +41,11 @@ PATTERNS: dict[str, str] = {
 # ($typed_re) go through the matchers (m, k -> typed, each regex behind its own substring test), and
 # join back by line number; the others get the plain-log columns directly.
 CLASSIFY_SQL = """
-WITH t AS (
+WITH t AS NOT MATERIALIZED (
     SELECT lineno, ts, sev, up, tag, pid,
         coalesce(CASE WHEN contains(host, '.') AND NOT regexp_full_match(host, '[0-9.]+')
                       THEN split_part(host, '.', 1) ELSE host END, $host) AS host,
-        CASE WHEN tag IS NULL OR tag = 'kernel' THEN msg
-             ELSE tag || coalesce('[' || pid || ']', '') || ': ' || msg END AS text
+        msg AS text
     FROM timed
 ), m AS (
     SELECT *,

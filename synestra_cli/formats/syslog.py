@@ -72,24 +72,24 @@ ZONED_MACRO_SQL = "CREATE OR REPLACE TEMP MACRO zoned(ts, tz) AS CASE WHEN tz = 
 TIMED_SQL = {
     # $wraps: line numbers where the month goes down (a new year); WRAPS_SQL finds them on two narrow columns.
     "noyear": """
-timed AS (
+timed AS NOT MATERIALIZED (
     SELECT * REPLACE (zoned(ts + to_years(CAST($year - 2000 - $shift + CASE WHEN len($wraps) = 0 THEN 0
                                                ELSE len(list_filter($wraps, lambda w: w <= lineno)) END
                                                AS INTEGER)), $tz) AS ts)
     FROM _syslog_stage)""",
-    "local": "timed AS (SELECT * REPLACE (zoned(ts, $tz) AS ts) FROM _syslog_stage)",
-    "utc": "timed AS (SELECT * FROM _syslog_stage)",
+    "local": "timed AS NOT MATERIALIZED (SELECT * REPLACE (zoned(ts, $tz) AS ts) FROM _syslog_stage)",
+    "utc": "timed AS NOT MATERIALIZED (SELECT * FROM _syslog_stage)",
     "uptime": """
-timed AS (
+timed AS NOT MATERIALIZED (
     SELECT * REPLACE ($mtime - to_microseconds(CAST(round(
         ((SELECT arg_max(up, lineno) FROM _syslog_stage) - up) * 1e6) AS BIGINT)) AS ts)
     FROM _syslog_stage)""",
     "relative": """
 c AS (SELECT * REPLACE (sum(up) OVER (ORDER BY lineno) AS up) FROM _syslog_stage),
-timed AS (
+timed AS NOT MATERIALIZED (
     SELECT * REPLACE ($mtime - to_microseconds(CAST(round(((SELECT max(up) FROM c) - up) * 1e6) AS BIGINT)) AS ts)
     FROM c)""",
-    "none": "timed AS (SELECT * REPLACE ($mtime AS ts) FROM _syslog_stage)",
+    "none": "timed AS NOT MATERIALIZED (SELECT * REPLACE ($mtime AS ts) FROM _syslog_stage)",
 }
 TIME_PARAMS = {
     "noyear": ("year", "shift", "wraps", "tz"),

@@ -2,7 +2,10 @@
 
 One file has one envelope (detected from its head); every line is parsed with that envelope's single
 RE2 pattern in DuckDB (``regexp_extract`` into a struct, one regex pass per line) and staged as
-(lineno, ok, ts, up, host, sev, tag, pid, msg). What ``ts`` means depends on the envelope's time kind:
+(lineno, ok, ts, up, host, sev, tag, pid, msg), msg being the message as stored (``tag[pid]: text``
+but for kernel lines; the raw line when not ok). RFC3164 and RFC3339 files take a fast path first
+(FAST_TAG): a short pattern reads the common ``<time> host tag[pid]: text`` lines, the full pattern
+only those it leaves. What ``ts`` means depends on the envelope's time kind:
 
   noyear    local wall time without a year (placeholder year 2000; the year is inferred later)
   local     local wall time with a year (converted with --timezone)
@@ -226,9 +229,13 @@ _COMPILED = [(e, re.compile(e.pattern)) for e in ENVELOPES]
 STAGE_COLUMNS = "lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHAR, sev VARCHAR, tag VARCHAR, " \
                 "pid VARCHAR, msg VARCHAR"
 
+# The message as stored: the tag and pid kept, but for kernel lines.
+TEXT_SQL = "CASE WHEN tag IS NULL OR tag = 'kernel' THEN msg ELSE tag || coalesce('[' || pid || ']', '') || ': ' || msg END"
+
 # {source}/{columns}/{ok}/{names} are this module's constants, never user input; patterns are parameters.
 STAGE_REGEX_SQL = """
-SELECT lineno, ok, CASE WHEN ok THEN ts END AS ts, up, host, sev, tag, pid, CASE WHEN ok THEN msg ELSE line END AS msg
+SELECT lineno, ok, CASE WHEN ok THEN ts END AS ts, up, host, sev, tag, pid,
+    CASE WHEN ok THEN {text} ELSE line END AS msg
 FROM (
     SELECT lineno, line, ({ok}) AND (ts IS NOT NULL OR $time_kind NOT IN ('noyear', 'local', 'utc')) AS ok, *
         EXCLUDE (lineno, line, m)
@@ -240,17 +247,23 @@ BATCH_SOURCE = "_syslog_batch WHERE line <> ''"
 # Fast-path lines are staged, the printk stamp `[ 12.3] ` split off the message here; the others (no
 # match, or a time strptime cannot read) get ok NULL and the line as msg, for SLOW_SQL to parse with
 # the envelope's pattern once the file is staged: the fast path never rejects a line.
+# The stored message of a usual line is the line from its tag on: cut, not rebuilt.
 STAGE_FAST_SQL = """
 INSERT INTO _syslog_stage
-SELECT lineno, ok, ts,
-    CASE WHEN stamp THEN TRY_CAST(split_part(substr(body, 2), ']', 1) AS DOUBLE) END,
+SELECT lineno, ok, ts, CASE WHEN stamp THEN TRY_CAST(split_part(substr(body, 2), ']', 1) AS DOUBLE) END,
     nullif(f.host, ''), NULL, nullif(f.tag, ''), nullif(f.pid, ''),
-    CASE WHEN ok IS NULL THEN line WHEN stamp THEN substr(body, position('] ' IN body) + 2) ELSE body END
+    CASE WHEN ok IS NULL THEN line
+         WHEN f.tag = 'kernel' THEN text
+         WHEN stamp THEN f.tag || CASE WHEN f.pid <> '' THEN '[' || f.pid || ']' ELSE '' END || ': ' || text
+         ELSE substr(line, colon - length(f.tag) - CASE WHEN f.pid <> '' THEN length(f.pid) + 2 ELSE 0 END) END
 FROM (
-    SELECT *, CASE WHEN f.host <> '' AND ts IS NOT NULL THEN true END AS ok,
-        starts_with(body, '[') AND regexp_matches(body, '^\\[ *\\d+\\.\\d+\\] ') AS stamp
-    FROM (SELECT *, {ts} AS ts, substr(line, position(': ' IN line) + 2) AS body
-          FROM (SELECT lineno, line, regexp_extract(line, $fast, {names}) AS f FROM _syslog_batch WHERE line <> ''))
+    SELECT *, CASE WHEN stamp THEN substr(body, position('] ' IN body) + 2) ELSE body END AS text
+    FROM (SELECT *, CASE WHEN f.host <> '' AND ts IS NOT NULL THEN true END AS ok,
+              starts_with(body, '[') AND regexp_matches(body, '^\\[ *\\d+\\.\\d+\\] ') AS stamp
+          FROM (SELECT *, {ts} AS ts, substr(line, colon + 2) AS body
+                FROM (SELECT *, position(': ' IN line) AS colon
+                      FROM (SELECT lineno, line, regexp_extract(line, $fast, {names}) AS f
+                            FROM _syslog_batch WHERE line <> ''))))
 )
 """
 # An UPDATE of the few lines the fast path left, so that the stage stays in line order.
@@ -264,7 +277,7 @@ SLOW_SOURCE = "(SELECT lineno, msg AS line FROM _syslog_stage WHERE ok IS NULL)"
 
 STAGE_JSON_SQL = """
 INSERT INTO _syslog_stage
-SELECT lineno, ok, CASE WHEN ok THEN ts END, up, host, sev, tag, pid, CASE WHEN ok THEN msg ELSE line END
+SELECT lineno, ok, CASE WHEN ok THEN ts END, up, host, sev, tag, pid, CASE WHEN ok THEN {text} ELSE line END
 FROM (
     SELECT lineno, line, ({ok}) AND ts IS NOT NULL AS ok, * EXCLUDE (lineno, line, j)
     FROM (SELECT lineno, line, j, {columns}
@@ -279,7 +292,7 @@ FROM (
 def stage_sql(env: Envelope, fast: bool) -> str:
     """The INSERT staging one batch of lines (_syslog_batch)."""
     if env is JOURNAL_JSON:
-        return STAGE_JSON_SQL.format(ok=env.ok, columns=env.columns)
+        return STAGE_JSON_SQL.format(ok=env.ok, columns=env.columns, text=TEXT_SQL)
     if fast:
         return STAGE_FAST_SQL.format(ts=env.fast_ts, names=env.fast_names)
     return "INSERT INTO _syslog_stage " + _regex_select(env, BATCH_SOURCE)
@@ -291,7 +304,7 @@ def slow_sql(env: Envelope) -> str:
 
 
 def _regex_select(env: Envelope, source: str) -> str:
-    return STAGE_REGEX_SQL.format(ok=env.ok, columns=env.columns, names=env.names, source=source)
+    return STAGE_REGEX_SQL.format(ok=env.ok, columns=env.columns, names=env.names, source=source, text=TEXT_SQL)
 
 
 def fast_fits(env: Envelope, head: str) -> bool:
