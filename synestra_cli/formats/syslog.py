@@ -27,6 +27,7 @@ STAGE_CHUNK_ROWS = 122_880
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
 DROP_STAGE_SQL = "DROP TABLE IF EXISTS _syslog_stage"
 
+KINDS_SQL = "SELECT kind, count(*) FROM events WHERE source_id = ? GROUP BY kind"
 SLOW_COUNT_SQL = "SELECT count(*) FROM _syslog_stage WHERE ok IS NULL"
 
 # Lines the envelope does not fit: continuation (folded into the message before), marker, or reject.
@@ -144,9 +145,11 @@ def load(ctx: LoadContext) -> LoadResult:
     _stage(ctx, envelope, env.fast_fits(envelope, head))
     _resolve_loose(conn, envelope, result)
     _insert_events(ctx, envelope)
-    for sql, params in kev.POST_SQL:
-        conn.execute(sql, {"sid": ctx.source_id, **params})
-    (result.rows,) = _one(conn, "SELECT count(*) FROM events WHERE source_id = ?", [ctx.source_id])
+    kinds = dict(conn.execute(KINDS_SQL, [ctx.source_id]).fetchall())
+    result.rows = sum(kinds.values())
+    for kind, sql, params in kev.POST_SQL:
+        if kind in kinds:
+            conn.execute(sql, {"sid": ctx.source_id, **params})
     if envelope.time_kind == "uptime":
         _note_reboots(conn, result)
     conn.execute(DROP_STAGE_SQL)

@@ -230,7 +230,8 @@ STAGE_COLUMNS = "lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHA
                 "pid VARCHAR, msg VARCHAR"
 
 # The message as stored: the tag and pid kept, but for kernel lines.
-TEXT_SQL = "CASE WHEN tag IS NULL OR tag = 'kernel' THEN msg ELSE tag || coalesce('[' || pid || ']', '') || ': ' || msg END"
+TEXT_SQL = ("CASE WHEN tag IS NULL OR tag = 'kernel' THEN msg "
+            "ELSE tag || coalesce('[' || pid || ']', '') || ': ' || msg END")
 
 # {source}/{columns}/{ok}/{names} are this module's constants, never user input; patterns are parameters.
 STAGE_REGEX_SQL = """
