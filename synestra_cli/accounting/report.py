@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -32,16 +31,25 @@ HAVING ($job IS NULL OR a.job_id = $job)
 ORDER BY first_ts, a.job_id
 """
 
-SAVES_SQL = """
-SELECT attempt, start_ts, end_ts, coalesce(blocking_s, epoch(end_ts - start_ts)) AS blocking_s
-FROM checkpoints_reconciled WHERE job_id = ? AND kind = 'save' AND end_ts IS NOT NULL
-  AND coalesce(phase, 'blocking') <> 'finalized'
-ORDER BY start_ts
-"""
-
-FIRST_ITERATION_SQL = """
-SELECT coalesce(min(iteration) FILTER (WHERE kind = 'restore' AND attempt = 1), 0)
-FROM checkpoints_reconciled WHERE job_id = ?
+# Per job: the iteration it started from, its median blocking save (delta) and the median compute
+# time between one save's end and the next save's start within an attempt (the current interval).
+JOB_SAVES_SQL = """
+WITH c AS (
+    SELECT * FROM checkpoints_reconciled WHERE job_id IN (SELECT job_id FROM sel)
+), s AS (
+    SELECT job_id, start_ts, coalesce(blocking_s, epoch(end_ts - start_ts)) AS blocking_s,
+           lag(end_ts) OVER (PARTITION BY job_id, attempt ORDER BY start_ts) AS prev_end
+    FROM c WHERE kind = 'save' AND end_ts IS NOT NULL AND coalesce(phase, 'blocking') <> 'finalized'
+), saves AS (
+    SELECT job_id, median(blocking_s) AS delta,
+           median(epoch(start_ts - prev_end)) FILTER (WHERE prev_end IS NOT NULL) AS current
+    FROM s GROUP BY job_id
+), firsts AS (
+    SELECT job_id, min(iteration) FILTER (WHERE kind = 'restore' AND attempt = 1) AS first_iteration
+    FROM c GROUP BY job_id
+)
+SELECT sel.job_id, coalesce(f.first_iteration, 0), v.delta, v.current
+FROM sel LEFT JOIN firsts f USING (job_id) LEFT JOIN saves v USING (job_id)
 """
 
 UNPLANNED_PREFIXES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "REQUEUED", "BOOT_FAIL")
@@ -85,11 +93,7 @@ def _failures(cuts: list[dict]) -> int:
                and (c["state"] is None or c["state"].startswith(UNPLANNED_PREFIXES)))
 
 
-def _interval(conn: duckdb.DuckDBPyConnection, jb: JobBuckets, failures: int) -> IntervalAdvice:
-    saves = conn.execute(SAVES_SQL, [jb.job_id]).fetchall()
-    delta = statistics.median(s[3] for s in saves) if saves else None
-    gaps = [(b[1] - a[2]).total_seconds() for a, b in zip(saves, saves[1:], strict=False) if a[0] == b[0]]
-    current = statistics.median(gaps) if gaps else None
+def _interval(jb: JobBuckets, failures: int, delta: float | None, current: float | None) -> IntervalAdvice:
     b = jb.buckets_s
     restart = (b["checkpoint_restore"] + b["startup"] - jb.first_attempt_startup_s + b["requeue"] + b["hang"]) \
         / failures if failures else None
@@ -97,21 +101,24 @@ def _interval(conn: duckdb.DuckDBPyConnection, jb: JobBuckets, failures: int) ->
 
 
 def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[JobTax]:
-    """Buckets for every job in one SQL pass; degradation windows and ideal step time from signals."""
+    """Buckets for every job in a few SQL passes; degradation windows from signals."""
     job_ids = [r[0] for r in job_rows]
     windows = [(j, w.onset, w.end) for j in job_ids for w in degradation_windows(conn, j)]
     ideal = ideal_step_times(conn, job_ids, windows)
     cuts = attempt_cuts(conn, job_ids, ideal)
     degraded = degraded_windows(conn, cuts, ideal, windows)
+    saves = {r[0]: r[1:] for r in conn.execute(JOB_SAVES_SQL).fetchall()}  # `sel` registered by attempt_cuts
+    cuts_of: dict[str, list[dict]] = {}
+    for c in cuts:
+        cuts_of.setdefault(c["job_id"], []).append(c)
     out = []
     for job_id, gpus, _first, _last in job_rows:
-        job_cuts = [c for c in cuts if c["job_id"] == job_id]
-        if not job_cuts:
+        if job_id not in cuts_of:
             continue
-        (first_iter,) = conn.execute(FIRST_ITERATION_SQL, [job_id]).fetchall()[0]
-        jb = assemble(job_id, gpus or 0, job_cuts, ideal.get(job_id), degraded.get(job_id, []), first_iter)
-        failures = _failures(job_cuts)
-        out.append(JobTax(jb, _interval(conn, jb, failures), failures))
+        first_iter, delta, current = saves[job_id]
+        jb = assemble(job_id, gpus or 0, cuts_of[job_id], ideal.get(job_id), degraded.get(job_id, []), first_iter)
+        failures = _failures(cuts_of[job_id])
+        out.append(JobTax(jb, _interval(jb, failures, delta, current), failures))
     return out
 
 
