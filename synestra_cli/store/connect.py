@@ -15,6 +15,7 @@ from synestra_cli.store.migrations import apply_migrations
 
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
+MEMORY_LIMIT = "1GB"
 # How long a second writer waits for the first to finish before giving up (seconds).
 LOCK_WAIT_S = float(os.environ.get("SYNESTRA_LOCK_WAIT", "5"))
 
@@ -67,6 +68,9 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
         for sql in SESSION_SQL:
             conn.execute(sql)
         conn.execute("SET threads = ?", [int(os.environ.get("SYNESTRA_THREADS", os.cpu_count() or 2))])
+        # DuckDB takes 80% of RAM by default; bounded, it spills big sorts to disk instead, so that
+        # ingesting a file of any size stays within a laptop's memory (docs/performance.md).
+        conn.execute("SET memory_limit = ?", [os.environ.get("SYNESTRA_MEMORY_LIMIT", MEMORY_LIMIT)])
         if not read_only:
             apply_migrations(conn)
     except BaseException:
