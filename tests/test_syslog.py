@@ -489,3 +489,31 @@ def test_fast_path_is_taken_for_plain_syslog_and_not_for_other_envelopes():
     assert not env.fast_fits(env.RFC3164, "<13>Nov  1 00:00:03 h t[1]: x\n" * 5)
     assert env.fast_fits(env.RFC3339, "2026-11-29T14:02:11.123456+00:00 h t[1]: x\n")
     assert not env.fast_fits(env.DMESG_RAW, "[    1.000000] x\n")
+
+
+EDGES = """Nov  1 00:00:00 n1 kernel: GPU 0000:3b:00.0 has fallen off the bus (no NVRM prefix)
+Nov  1 00:00:01 n1 kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 2 Link INIT
+Nov  1 00:00:02 n1 kernel: mlx5_core 0000:01:00.1 eth1: Link flapping
+Nov  1 00:00:03 n1 nvidia-smi[4]: GPU 2 temperature above threshold
+Nov  1 00:00:04 n1 ipmi[5]: High temperature on CPU1
+Nov  1 00:00:05 n1 kernel: Memory cgroup out of memory: Killed process 1234 (python) total-vm:1kB
+Nov  1 00:00:06 n1 nfs: server fs01 not responding, timed out
+Nov  1 00:00:07 n1 kernel: Link is up on some other driver
+"""
+
+
+def test_candidate_prefilter_drops_no_typed_event(tmp_path, monkeypatch):
+    # With the prefilter made always true, every line goes through the matchers: same events.
+    path = write(tmp_path, "edges.log", EDGES, mtime=datetime(2026, 11, 2))
+    paths = [path] + [p for p in SAMPLES if "xid" in p.name or "mlx5" in p.name or "aer" in p.name][:6]
+    filtered = memory_store()
+    for p in paths:
+        load(filtered, p)
+    monkeypatch.setattr(syslog.kev, "CLASSIFY_SQL",
+                        syslog.kev.CLASSIFY_SQL.replace(syslog.kev.CANDIDATE_SQL, "true"))
+    unfiltered = memory_store()
+    for p in paths:
+        load(unfiltered, p)
+        assert events(filtered, p) == events(unfiltered, p)
+    kinds = [e["kind"] for e in events(filtered, path)]
+    assert kinds == ["log", "ib_port_state", "log", "thermal", "thermal", "oom_kill", "nfs_not_responding", "log"]

@@ -31,15 +31,19 @@ PATTERNS: dict[str, str] = {
     "oom_re": r"(Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (\d+) \(([^)]*)\)",
     "nccl_re": r"(?:(\S+):(\d+):(\d+) )?(?:\[(\d+)\] )?NCCL WARN (.*)$",
     "pude_re": r"sx_netdev_handle_pude_event: Called for logical port - (\d+) status (UP|DOWN)",
-    # Every substring test of CLASSIFY_SQL in one RE2 DFA pass (a superset: the tests below decide).
-    "typed_re": r"NVRM: Xid|fallen off the bus| Link |Port module event|PCIe Bus Error|^nfs: server |^Lustre: |"
-                r"emory|^oom-kill:|NCCL WARN|sx_netdev_handle_pude_event|High temperature|"
-                r"temperature above threshold",
 }
 
-# One row per message line. Most lines are plain `log` lines: only those that pass one prefilter pass
-# ($typed_re) go through the matchers (m, k -> typed, each regex behind its own substring test), and
-# join back by line number; the others get the plain-log columns directly.
+# One row per message line. Most lines are plain `log` lines: only those that pass CANDIDATE_SQL go
+# through the matchers (m, k -> typed, each regex behind its own substring test) and join back by
+# line number; the others get the plain-log columns directly.
+# What some matcher's regex needs to match at all (or, for the fallen-off-bus and thermal tests, what
+# their substring test needs): a line failing it would come out of the matchers as a plain log line.
+# Seven scans and four prefix tests: ~0.17 s per 1M lines against ~0.2 s for one RE2 alternation.
+CANDIDATE_SQL = """(starts_with(text, 'mlx5_core ') OR starts_with(text, 'nfs: server ')
+    OR starts_with(text, 'Lustre: ') OR starts_with(text, 'oom-kill:') OR contains(text, 'NVRM: ')
+    OR contains(text, 'Port module event') OR contains(text, 'PCIe Bus Error') OR contains(text, ': Kill')
+    OR contains(text, 'NCCL WARN') OR contains(text, 'sx_netdev_handle_pude_event') OR contains(text, 'temperature'))"""
+
 CLASSIFY_SQL = """
 WITH t AS NOT MATERIALIZED (
     SELECT lineno, ts, sev, up, tag, pid,
@@ -71,7 +75,7 @@ WITH t AS NOT MATERIALIZED (
         CASE WHEN contains(text, 'sx_netdev_handle_pude_event') THEN regexp_extract(text, $pude_re,
             ['port', 'state']) END AS pude,
         contains(text, 'High temperature') OR contains(text, 'temperature above threshold') AS hot
-    FROM t WHERE regexp_matches(text, $typed_re)
+    FROM t WHERE {candidate}
 ), k AS (
     SELECT *, CASE
         WHEN xid.code <> '' THEN 'xid'
@@ -159,7 +163,7 @@ SELECT t.ts, t.host, y.component, coalesce(y.kind, 'log') AS kind, y.code, t.sev
     END AS fields,
     t.lineno
 FROM t LEFT JOIN typed y ON y.lineno = t.lineno
-"""
+""".replace("{candidate}", CANDIDATE_SQL)
 
 # Neighbour-line completions, each over the few typed events of one source ($sid).
 _AER_BIT_RE = r"^\S+ (\S+): (?:AER: )?\s+\[\s*\d+\] (.*?)\s*(?:\(First\))?\s*$"
