@@ -37,23 +37,34 @@ WHERE ts BETWEEN ? AND ? AND host IN ({hosts}) AND metric IN ({metrics})
        OR EXISTS (SELECT 1 FROM _ports p WHERE p.host = metrics.host AND p.entity = metrics.entity))
 """
 
-ANOMALIES_SQL = f"""
-WITH sig AS (
-    SELECT s.ts, s.prev_ts, s.host, s.entity, r.*, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
-    FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
-), base AS (
-    SELECT host, entity, metric,
-           CASE WHEN any_value(direction) = 'up' THEN quantile_cont(x, 0.25)
-                ELSE quantile_cont(x, 0.75) END AS b
-    FROM sig WHERE x IS NOT NULL GROUP BY host, entity, metric
+# Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
+SIGNAL_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _sig AS
+SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
+"""
+
+# Per series: its baseline and threshold; only series whose extreme crosses it go on to the windows.
+ANOMALIES_SQL = """
+WITH base AS (
+    SELECT host, entity, metric, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
+    FROM _sig WHERE x IS NOT NULL GROUP BY host, entity, metric
+), cand AS (
+    SELECT host, entity, metric, hi, lo, r.* EXCLUDE (metric),
+           CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
+    FROM base JOIN _rules r USING (metric)
+), limits AS (
+    SELECT *, CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
+                   ELSE least(floor, b * ratio - delta) END AS threshold
+    FROM cand
+    WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
+               ELSE lo <= floor AND lo < b * ratio - delta END
 ), flagged AS (
-    SELECT sig.*, base.b,
-           CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
-                ELSE least(floor, b * ratio - delta) END AS threshold,
-           coalesce(CASE WHEN direction = 'up' THEN x >= floor AND x > b * ratio + delta
-                         ELSE x <= floor AND x < b * ratio - delta END, false) AS bad,
-           row_number() OVER (PARTITION BY sig.host, sig.entity, sig.metric ORDER BY ts) AS rn
-    FROM sig JOIN base USING (host, entity, metric)
+    SELECT s.ts, s.prev_ts, s.x, l.*,
+           coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
+                         ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad,
+           row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts) AS rn
+    FROM _sig s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
 ), islands AS (
     SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY ts) AS island
     FROM flagged WHERE bad
@@ -128,6 +139,7 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
 
 def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
     """Anomaly windows over `_scope` (build_scope first), in onset order."""
+    conn.execute(SIGNAL_SQL)
     rows = conn.execute(ANOMALIES_SQL, [MIN_ANOMALY_SAMPLES]).fetchall()
     return [
         Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr)
