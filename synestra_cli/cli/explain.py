@@ -65,7 +65,7 @@ def command(
 
         explain = explain_with_tax
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn, since, until) if all_jobs else [job_id]
+        ids = jobs_in_window(conn, since, until) if all_jobs else [str(job_id)]
         docs = [explain(conn, j, checkpoint, since, until) for j in ids]
     _render(docs, fmt, all_jobs)
 

@@ -18,7 +18,7 @@ from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, 
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.anomalies import anomalies, build_scope
 from synestra_cli.signals.events import incidents, typed_events
-from synestra_cli.signals.scope import JobScope, load_scope
+from synestra_cli.signals.scope import ANY_JOB_SQL, JobScope, load_scope, scalar
 from synestra_cli.signals.steps import degradation_windows
 
 JOBS_IN_WINDOW_SQL = """
@@ -196,6 +196,6 @@ def jobs_in_window(
 ) -> list[str]:
     """Jobs with checkpoints or attempts overlapping [since, until] (--all)."""
     rows = conn.execute(JOBS_IN_WINDOW_SQL, {"since": since, "until": until}).fetchall()
-    if not rows and not conn.execute("SELECT count(*) FROM jobs").fetchone()[0]:
+    if not rows and not scalar(conn, ANY_JOB_SQL):
         raise EmptyStoreError("the store holds no jobs: ingest job logs or sacct first")
     return [r[0] for r in rows]

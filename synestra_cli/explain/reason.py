@@ -123,8 +123,9 @@ def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
     failed: Attempt | None = prev[-1] if prev else None
     att_no = failed.attempt if failed else cp.attempt
     crashes = [i for i in ev.incidents if i.attempt == att_no and i.kind in CRASH_INCIDENTS and i.ts]
+    crash_times = [i.ts for i in crashes if i.ts]
     end = failed.end if failed else None
-    times = [i.ts for i in crashes] + ([end] if end else [])
+    times = crash_times + ([end] if end else [])
     at = min(times) if times else (cp.start or datetime.min)
     links = [ch.from_incident(i) for i in crashes] + ([ch.from_attempt_end(failed)] if failed and end else [])
     links += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
@@ -132,7 +133,7 @@ def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
     kinds = {i.kind for i in crashes}
     host = next((i.host for i in crashes if i.host), _first_node(failed))
     if kinds & {"python_exception", "cuda_error"}:
-        fallback = _fallback("software.crash", host, min(i.ts for i in crashes))
+        fallback = _fallback("software.crash", host, min(crash_times))
     elif "oom" in kinds:
         fallback = Cause("host.oom", host, None, at, 0.6)
     else:

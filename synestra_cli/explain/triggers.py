@@ -105,7 +105,7 @@ def _is_preemption_save(
 def _save_trigger(cp: Checkpoint, ctx: _Context) -> str:
     if cp.iteration is None:
         return "unknown"
-    att = ctx.attempts.get(cp.attempt)
+    att = ctx.attempts.get(cp.attempt) if cp.attempt is not None else None
     if _is_preemption_save(cp, att, ctx.saves, ctx.incidents):
         return "preemption"
     if cp is ctx.saves[-1] and ctx.job_finished and cp.iteration >= ctx.max_iteration:

@@ -17,7 +17,7 @@ import duckdb
 
 from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
-from synestra_cli.signals.scope import JobScope, insert_rows, placeholders
+from synestra_cli.signals.scope import JobScope, insert_rows, placeholders, scalar
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
@@ -134,7 +134,7 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     conn.execute(SCOPE_DDL)
     for start, end in windows:
         conn.execute(sql, [start, end, *hosts, *metrics, *scope.hosts])
-    return conn.execute("SELECT count(*) FROM _scope").fetchone()[0]
+    return int(scalar(conn, "SELECT count(*) FROM _scope"))
 
 
 def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:

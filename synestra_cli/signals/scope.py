@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import duckdb
 
@@ -94,8 +95,8 @@ def _attempts(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Attempt]:
 
 def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
     """The job's attempts, hosts and links; NotFoundError / EmptyStoreError with how to fix it."""
-    if conn.execute(JOB_EXISTS_SQL, {"job": job_id}).fetchone()[0] == 0:
-        if conn.execute(ANY_JOB_SQL).fetchone()[0] == 0:
+    if scalar(conn, JOB_EXISTS_SQL, {"job": job_id}) == 0:
+        if scalar(conn, ANY_JOB_SQL) == 0:
             raise EmptyStoreError("the store holds no jobs: ingest job logs or sacct first")
         raise NotFoundError(f"job {job_id!r} is not in the store: `synestra jobs` lists the known jobs")
     attempts = _attempts(conn, job_id)
@@ -103,8 +104,15 @@ def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
     hosts |= {r[0] for r in conn.execute(JOB_NODES_SQL, [job_id]).fetchall()}
     ordered = sorted(hosts)
     links = [Link(*r) for r in conn.execute(LINKS_SQL.format(hosts=placeholders(len(ordered))), ordered).fetchall()]
-    gpus = conn.execute(GPUS_SQL, [job_id]).fetchone()[0]
-    return JobScope(job_id, attempts, ordered, links, gpus)
+    gpus = scalar(conn, GPUS_SQL, [job_id])
+    return JobScope(job_id, attempts, ordered, links, gpus if isinstance(gpus, int) else None)
+
+
+def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> Any:
+    """The single value a one-row query returns."""
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None, "a one-row query returned no row"
+    return row[0]
 
 
 def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
