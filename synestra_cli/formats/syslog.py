@@ -11,6 +11,7 @@ and writes the file's events ordered by (host, ts).
 from __future__ import annotations
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
@@ -107,16 +108,10 @@ SELECT ts, host, component, kind, code, severity, message, fields, $sid, lineno
 FROM classified {order}
 """
 ORDER_BY = "ORDER BY host, ts, lineno"
-# On two narrow columns: the line numbers where the month goes down (a new year, for noyear files),
-# the last line's month, and whether the lines are already in (host, ts) order: one host and no time
-# going back but at a new year. That is the norm for one node's log, and spares sorting the wide rows.
-ORDER_SQL = """
-SELECT coalesce(list(lineno ORDER BY lineno) FILTER (WHERE mon < prev_mon), []), arg_max(mon, lineno),
-    count(*) FILTER (WHERE ts < prev_ts AND NOT ($noyear AND mon < prev_mon)) = 0
-        AND count(DISTINCT host) + max(CASE WHEN host IS NULL THEN 1 ELSE 0 END) <= 1
-FROM (SELECT lineno, ts, host, month(ts) AS mon, lag(month(ts)) OVER w AS prev_mon, lag(ts) OVER w AS prev_ts
-      FROM _syslog_stage WINDOW w AS (ORDER BY lineno))
-"""
+# The stage's clock in storage order, as numpy arrays (see _clock_order), and its number of hosts.
+CLOCK_SQL = "SELECT lineno, coalesce(epoch_us(ts), 0) AS us, coalesce(month(ts), 0) AS mon FROM _syslog_stage"
+HOSTS_SQL = ("SELECT count(DISTINCT host) + coalesce(max(CASE WHEN host IS NULL THEN 1 ELSE 0 END), 0) "
+             "FROM _syslog_stage")
 REBOOTS_SQL = """
 SELECT min(lineno), count(*) FROM (SELECT lineno, up < lag(up) OVER (ORDER BY lineno) AS back FROM _syslog_stage)
 WHERE back
@@ -213,7 +208,7 @@ def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
     available = {"tz": ctx.options.timezone, "mtime": ctx.mtime}
     in_order = False  # uptime-based clocks: always sorted (small dmesg files)
     if kind in ("noyear", "local", "utc"):
-        wraps, last_month, in_order = _one(ctx.conn, ORDER_SQL, {"noyear": kind == "noyear"})
+        wraps, last_month, in_order = _clock_order(ctx.conn, kind == "noyear")
         if kind == "noyear":
             available.update(_year_params(ctx, wraps, last_month))
     # Rows keep the stage's (line) order when it is already the (host, ts) order.
@@ -221,6 +216,26 @@ def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
     ctx.conn.execute(ZONED_MACRO_SQL)
     params = {name: available[name] for name in TIME_PARAMS[kind]}
     ctx.conn.execute(sql, {**params, **kev.PATTERNS, "host": ctx.options.host, "sid": ctx.source_id})
+
+
+def _clock_order(conn: duckdb.DuckDBPyConnection, noyear: bool) -> tuple[list[int], int | None, bool]:
+    """The line numbers where the month goes down (a new year, for noyear files), the last line's month,
+    and whether the stage is stored in (host, ts) order: one host, lines stored in order, no time going
+    back but at a new year. That is the norm for one node's log, and spares sorting the wide rows.
+    Vectorised numpy over three narrow columns: a window over lineno would sort them (~0.1 s per 1M)."""
+    cols = conn.execute(CLOCK_SQL).fetchnumpy()
+    lineno, us, mon = (np.asarray(cols[name]) for name in ("lineno", "us", "mon"))
+    stored_in_order = not np.any(np.diff(lineno) < 0)
+    if not stored_in_order:
+        by_line = np.argsort(lineno, kind="stable")
+        lineno, us, mon = lineno[by_line], us[by_line], mon[by_line]
+    down = mon[1:] < mon[:-1]
+    back = us[1:] < us[:-1]
+    if noyear:
+        back &= ~down
+    (hosts,) = _one(conn, HOSTS_SQL)
+    last_month = int(mon[-1]) if len(mon) else None
+    return lineno[1:][down].tolist(), last_month, stored_in_order and not back.any() and hosts <= 1
 
 
 def _year_params(ctx: LoadContext, wraps: list[int], last_month: int | None) -> dict:
