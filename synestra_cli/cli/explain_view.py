@@ -17,6 +17,9 @@ from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 
+MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
+SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")
+
 LAYER_STYLE = {
     "physical": "red",
     "link": "magenta",
@@ -90,10 +93,25 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
         branch.add(_cause(cp.cause))
     if cp.tax and cp.tax["seconds"] > 0:
         branch.add(_charged(cp.tax))
-    for lk in cp.chain:
-        branch.add(_link(lk, cp.start))
+    _chain(branch, cp)
     for alt in cp.alternatives:
         branch.add(_cause(alt, "alternative"))
+
+
+def _chain(branch: Tree, cp: CheckpointExplanation) -> None:
+    """A rack-wide fault has dozens of signals: show the first few, every effect, and count the rest
+    (the JSON keeps them all)."""
+    hidden = 0
+    signals = 0
+    for lk in cp.chain:
+        if lk.layer in SIGNAL_LAYERS:
+            signals += 1
+            if signals > MAX_SIGNALS:
+                hidden += 1
+                continue
+        if lk.layer == "checkpoint" and hidden:
+            branch.add(Text(f"      ... {hidden} more signal(s): --format json lists them all", style="dim"))
+        branch.add(_link(lk, cp.start))
 
 
 def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:

@@ -108,13 +108,17 @@ def _magnitude(s: Signal) -> float:
     return min(1.0, 0.5 + 0.15 * math.log10(max(s.magnitude, 1.0)))
 
 
-def _precedence(onset: datetime, effect: Effect) -> float:
-    """1 up to the effect (+ skew), fading to 0 over the 10 min before; 0.3 if detected late."""
+def _precedence(s: Signal, effect: Effect) -> float:
+    """1 within the 10 min before the effect (+ skew), fading for older onsets; 0.3 if detected late.
+    A save slowed by an outage still going on when it started is that outage's, however old."""
     skew = timedelta(seconds=SKEW_S)
+    onset = _onset(s)
     if onset >= effect.deadline or onset > effect.until:
         return 0.0
     if onset > effect.at + skew:
         return 0.3
+    if effect.kind == "slow_save" and s.end >= effect.at - skew:
+        return 1.0
     lead = (effect.at - onset).total_seconds()
     return 1.0 if lead <= PRE_WINDOW_S else max(0.2, 1.0 - (lead - PRE_WINDOW_S) / (2 * PRE_WINDOW_S))
 
@@ -136,7 +140,7 @@ def _score(c: Candidate, effect: Effect, spread: dict[str, int]) -> float:
     prior = TEMPLATES[effect.kind].get(c.category, 0.0)
     miss = 1.0
     for s in c.signals:
-        miss *= 1.0 - min(1.0, s.weight * _magnitude(s) * _precedence(_onset(s), effect))
+        miss *= 1.0 - min(1.0, s.weight * _magnitude(s) * _precedence(s, effect))
     specificity = 1.0 / (1.0 + SPREAD_PENALTY * max(0, spread.get(c.category, 1) - 1))
     return prior * (1.0 - miss) * specificity
 
