@@ -54,12 +54,12 @@ TAIL_COLS = """nullif(m.host, '') AS host, {sev} AS sev, nullif(m.tag, '') AS ta
  TRY_CAST(nullif(m.up, '') AS DOUBLE) AS up, m.msg AS msg"""
 
 
-# The fast path. Most lines of a file are `<time> host tag[pid]: msg`; for those a short pattern with
-# three or four groups, stopping before the message, reads what the envelope's pattern would (whose
-# many optional groups and `(.*)$` cost ~4x more). The message is the rest of the line after the
-# first ': ' (neither the time, the host nor the tag has one).
-FAST_TAG = r" ([^\s:\[\]]+) ([^\s\[:]+)(?:\[(\d+)\])?: "
-FAST_TAG_NAMES = "'host','tag','pid'"
+# The fast path. Most lines of a file are `<time> host tag[pid]: [printk stamp] msg`; for those a
+# one-pass pattern with four or five groups, stopping before the message, reads what the envelope's
+# pattern would (whose many optional groups and `(.*)$` cost ~4x more). The message is the rest of
+# the line after the first ': ' (neither the time, the host nor the tag has one) and the stamp.
+FAST_TAG = r" ([^\s:\[\]]+) ([^\s\[:]+)(?:\[(\d+)\])?: (\[ *\d+\.\d+\] )?"
+FAST_TAG_NAMES = "'host','tag','pid','stamp'"
 
 
 @dataclass(frozen=True)
@@ -245,27 +245,23 @@ FROM (
 )
 """
 BATCH_SOURCE = "_syslog_batch WHERE line <> ''"
-# Fast-path lines are staged, the printk stamp `[ 12.3] ` split off the message here; the others (no
-# match, or a time strptime cannot read) get ok NULL and the line as msg, for SLOW_SQL to parse with
-# the envelope's pattern once the file is staged: the fast path never rejects a line.
-# The stored message of a usual line is the line from its tag on: cut, not rebuilt.
+# Fast-path lines are staged; the others (no match, or a time strptime cannot read) get ok NULL and
+# the line as msg, for SLOW_SQL to parse with the envelope's pattern once the file is staged: the fast
+# path never rejects a line.
+# The stored message (TEXT_SQL) of a usual line is the line from its tag on: cut, not rebuilt.
 STAGE_FAST_SQL = """
 INSERT INTO _syslog_stage
-SELECT lineno, ok, ts, CASE WHEN stamp THEN TRY_CAST(split_part(substr(body, 2), ']', 1) AS DOUBLE) END,
+SELECT lineno, ok, ts, CASE WHEN f.stamp <> '' THEN TRY_CAST(trim(f.stamp, '[] ') AS DOUBLE) END,
     nullif(f.host, ''), NULL, nullif(f.tag, ''), nullif(f.pid, ''),
     CASE WHEN ok IS NULL THEN line
-         WHEN f.tag = 'kernel' THEN text
-         WHEN stamp THEN f.tag || CASE WHEN f.pid <> '' THEN '[' || f.pid || ']' ELSE '' END || ': ' || text
-         ELSE substr(line, colon - length(f.tag) - CASE WHEN f.pid <> '' THEN length(f.pid) + 2 ELSE 0 END) END
-FROM (
-    SELECT *, CASE WHEN stamp THEN substr(body, position('] ' IN body) + 2) ELSE body END AS text
-    FROM (SELECT *, CASE WHEN f.host <> '' AND ts IS NOT NULL THEN true END AS ok,
-              starts_with(body, '[') AND regexp_matches(body, '^\\[ *\\d+\\.\\d+\\] ') AS stamp
-          FROM (SELECT *, {ts} AS ts, substr(line, colon + 2) AS body
-                FROM (SELECT *, position(': ' IN line) AS colon
-                      FROM (SELECT lineno, line, regexp_extract(line, $fast, {names}) AS f
-                            FROM _syslog_batch WHERE line <> ''))))
-)
+         WHEN f.tag = 'kernel' THEN substr(line, colon + 2 + length(f.stamp))
+         WHEN f.stamp = '' THEN substr(line, colon - length(f.tag)
+                                             - CASE WHEN f.pid = '' THEN 0 ELSE length(f.pid) + 2 END)
+         ELSE f.tag || CASE WHEN f.pid = '' THEN '' ELSE '[' || f.pid || ']' END || ': '
+              || substr(line, colon + 2 + length(f.stamp)) END
+FROM (SELECT *, CASE WHEN f.host <> '' AND ts IS NOT NULL THEN true END AS ok, position(': ' IN line) AS colon
+      FROM (SELECT *, {ts} AS ts
+            FROM (SELECT lineno, line, regexp_extract(line, $fast, {names}) AS f FROM _syslog_batch WHERE line <> '')))
 """
 # An UPDATE of the few lines the fast path left, so that the stage stays in line order.
 SLOW_SQL = """
