@@ -1,11 +1,13 @@
 """Syslog, journal and kernel-ring-buffer exports -> events (typed kernel events, every other line as `log`).
 
 Pipeline per file, all in DuckDB: (1) each Arrow batch of lines is split by the file's envelope into a
-staging table; (2) lines the envelope does not fit are folded into the message before them when they
-are continuation lines (indented, or the fabric manager's unindented dumps), kept as their own line
-when they are journal markers (``-- Boot ... --``), else rejected with their line number; (3) one
-INSERT places every line on the UTC clock (year inference, --timezone, uptime anchoring), classifies it
-and writes the file's events ordered by (host, ts).
+staging table (RFC3164/RFC3339: the fast path, then one UPDATE with the full pattern for the lines it
+leaves); (2) lines the envelope does not fit are folded into the message before them when they are
+continuation lines (indented, or the fabric manager's unindented dumps), kept as their own line when
+they are journal markers (``-- Boot ... --``), else rejected with their line number; (3) one INSERT
+places every line on the UTC clock (year inference, --timezone, uptime anchoring), classifies it and
+writes the file's events ordered by (host, ts): already the stage's order for one node's log, when
+the wide sort is skipped.
 """
 
 from __future__ import annotations
