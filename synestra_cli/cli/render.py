@@ -73,7 +73,6 @@ def render_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str
                              for c in columns])
         click.echo(buf.getvalue(), nl=False)
     else:
-        from rich.console import Console
         from rich.table import Table
 
         table = Table(title=title, header_style="bold")
@@ -81,4 +80,4 @@ def render_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str
             table.add_column(c)
         for r in rows:
             table.add_row(*(_cell(r.get(c)) for c in columns))
-        Console(soft_wrap=False).print(table)
+        console().print(table)
