@@ -116,7 +116,7 @@ def lines_to_table(text: str | bytes, first_lineno: int) -> pa.Table:
     data = text.encode("utf-8") if isinstance(text, str) else text
     if not _valid_utf8(data):
         data = decode(data).encode("utf-8")
-    if b"\r\n" in data:
+    if b"\r" in data and b"\r\n" in data:  # the first test is a cheap memchr
         data = data.replace(b"\r\n", b"\n")
     if data.endswith(b"\n"):
         data = data[:-1]
