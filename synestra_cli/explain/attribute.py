@@ -109,7 +109,8 @@ def _magnitude(s: Signal) -> float:
 
 
 def _precedence(s: Signal, effect: Effect) -> float:
-    """1 within the 10 min before the effect (+ skew), fading for older onsets; 0.3 if detected late.
+    """Timing: 1 at the effect (+ skew), 0.7 ten minutes before, 0.2 from thirty minutes before; 0.3
+    if detected late; 0 at or after the checkpoint. Of two faults the fresher is the likelier trigger.
     A save slowed by an outage still going on when it started is that outage's, however old."""
     skew = timedelta(seconds=SKEW_S)
     onset = _onset(s)
@@ -119,8 +120,10 @@ def _precedence(s: Signal, effect: Effect) -> float:
         return 0.3
     if effect.kind == "slow_save" and s.end >= effect.at - skew:
         return 1.0
-    lead = (effect.at - onset).total_seconds()
-    return 1.0 if lead <= PRE_WINDOW_S else max(0.2, 1.0 - (lead - PRE_WINDOW_S) / (2 * PRE_WINDOW_S))
+    lead = max(0.0, (effect.at - onset).total_seconds())
+    if lead <= PRE_WINDOW_S:
+        return 1.0 - 0.3 * lead / PRE_WINDOW_S
+    return max(0.2, 0.7 - 0.5 * (lead - PRE_WINDOW_S) / (2 * PRE_WINDOW_S))
 
 
 def active(s: Signal, effect: Effect) -> bool:
@@ -137,12 +140,17 @@ def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candi
 
 
 def _score(c: Candidate, effect: Effect, spread: dict[str, int]) -> float:
-    prior = TEMPLATES[effect.kind].get(c.category, 0.0)
+    """prior x strength (noisy-OR of the signals' weight x magnitude) x timing (the best-timed
+    signal: outside the noisy-OR, so that many signals cannot drown when they happened) x specificity."""
+    timed = [(s, p) for s in c.signals if (p := _precedence(s, effect)) > 0]
+    if not timed:
+        return 0.0
     miss = 1.0
-    for s in c.signals:
-        miss *= 1.0 - min(1.0, s.weight * _magnitude(s) * _precedence(s, effect))
+    for s, _ in timed:
+        miss *= 1.0 - min(1.0, s.weight * _magnitude(s))
+    timing = max(p for _, p in timed)
     specificity = 1.0 / (1.0 + SPREAD_PENALTY * max(0, spread.get(c.category, 1) - 1))
-    return prior * (1.0 - miss) * specificity
+    return TEMPLATES[effect.kind].get(c.category, 0.0) * (1.0 - miss) * timing * specificity
 
 
 def rank(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
