@@ -8,6 +8,7 @@ for a routine truth checkpoint, no cause given; and no cause ever named on a dec
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -130,8 +131,9 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
     return sc
 
 
-def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: float = 6.0) -> Score:
-    """Simulate, ingest into a fresh store, explain every job of the truth and score it."""
+def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: float = 6.0, keep: bool = False) -> Score:
+    """Simulate, ingest into a fresh store, explain every job of the truth and score it. The run's
+    exports and store (hundreds of MB at 32 nodes) are deleted afterwards unless `keep`."""
     out = workdir / f"{scenario}-{seed}-{nodes}"
     simulate(out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True)
     db = out / "store.duckdb"
@@ -146,3 +148,5 @@ def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: flo
         return total
     finally:
         conn.close()
+        if not keep:
+            shutil.rmtree(out, ignore_errors=True)

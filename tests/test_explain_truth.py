@@ -1,6 +1,11 @@
-"""explain against the simulator's ground truth, at seeds not used while developing (0-2 were)."""
+"""explain against the simulator's ground truth, at seeds not used while developing (0-2 were).
+
+The full matrix (12 scenarios x 3 seeds x 8 and 32 nodes, ~4 + ~15 min) runs with SYNESTRA_SLOW=1.
+"""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from explain_truth import Score, run_scenario
@@ -24,6 +29,7 @@ def test_one_crash_scenario_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("SYNESTRA_SLOW"), reason="36 simulations per size: SYNESTRA_SLOW=1 to run")
 @pytest.mark.parametrize("nodes", [8, 32])
 def test_every_scenario_at_held_out_seeds_meets_the_targets(tmp_path, nodes):
     total = Score()
