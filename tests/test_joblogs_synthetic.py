@@ -311,3 +311,15 @@ def test_nemo2_progress_printer_steps_share_the_checkpoint_iteration_numbering(c
     assert rows(conn, "SELECT iteration, step_time_s, loss, ts_precision FROM steps ORDER BY line") == [
         (0, 2.193, 1.37, "inferred"), (1, 0.3513, 1.37, "inferred"), (9, 0.35, 1.37, "inferred")]
     assert rows(conn, "SELECT iteration FROM checkpoints") == [(9,)]
+
+
+def test_a_megatron_log_that_ended_before_its_first_iteration_is_still_megatron(conn, tmp_path):
+    path = tmp_path / "4242.log"
+    path.write_text(
+        "[2026-11-02 00:05:00.000000] using world size: 16, data-parallel size: 2, context-parallel size: 1\n"
+        "[2026-11-02 00:05:32.610048] [after megatron is initialized] datetime: 2026-11-02 00:05:32 \n"
+        "[2026-11-02 00:06:51.902628] [after training is done] datetime: 2026-11-02 00:06:51 \n")
+    report = ingest_file(conn, path, IngestOptions())
+    assert (report.status, report.format) == ("loaded", "megatron")
+    assert conn.execute("SELECT job_id, attempt, start_ts FROM attempts").fetchall() == [
+        ("4242", 1, datetime(2026, 11, 2, 0, 5))]

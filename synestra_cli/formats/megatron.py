@@ -127,6 +127,10 @@ def sniff(head: str) -> float:
     if joblog.count_matches(head, r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
                                   r"(at|from \S+ at) iteration"):
         return 0.7
+    # A job that died (or ended) before its first logged iteration still printed Megatron's banner.
+    if joblog.count_matches(head, r"^\s*(?:\[[\d\- :.]+\]\s*)?(using world size: \d+, data-parallel size|"
+                                  r"\[after megatron is initialized\] datetime:)"):
+        return 0.6
     return 0.0
 
 
