@@ -47,3 +47,10 @@ def test_a_slowdown_covering_more_than_half_the_job_is_still_a_window(conn):
     sc.steps(1, 0, 10, 1000, slow=(400, 1e9, 1.3))  # 60 of the 100 lines are slow
     [w] = degradation_windows(conn, "100")
     assert w.baseline_s == STEP_S and w.factor == 1.3
+
+
+def test_a_job_slow_for_most_of_its_life_keeps_its_healthy_stretch_as_baseline(conn):
+    sc = Scenario(conn).cluster()
+    sc.steps(1, 0, 10, 1000, slow=(0, 700, 1.4))  # 70 of the 100 lines slow, from the start
+    [w] = degradation_windows(conn, "100")
+    assert w.baseline_s == STEP_S and w.factor == 1.4

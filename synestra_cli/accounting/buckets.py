@@ -31,20 +31,37 @@ TAX_BUCKETS = ("checkpoint_save", "checkpoint_restore", "lost_work", "hang", "re
 # Attempt states after which the job resumes from its last checkpoint (work since it is lost).
 CLEAN_END_STATES = ("COMPLETED", "RUNNING")
 
-ATTEMPT_BUCKETS_SQL = """
-WITH att AS (
-    SELECT job_id, attempt, start_ts, end_ts, state,
-           lead(start_ts) OVER (PARTITION BY job_id ORDER BY attempt) AS next_start,
-           attempt = max(attempt) OVER (PARTITION BY job_id) AS is_last
-    FROM attempts_reconciled
-    WHERE job_id IN (SELECT job_id FROM sel) AND start_ts IS NOT NULL AND end_ts IS NOT NULL
-),
+# Shared by both queries below: restores per attempt, and each iteration line with the iterations it
+# covers (since the previous line, or the restored iteration) and its pace. The first line after a start
+# averages in the warm-up (compilation, first batches): its iterations run at the next line's pace (the
+# ideal when there is none), so the warm-up is start-up, as ml-goodput-measurement's PROGRAM_STARTUP,
+# and a job that starts degraded still charges that first interval to degraded_throughput.
+LINES_CTES = """
 restores AS (
     SELECT job_id, attempt, sum(epoch(end_ts - start_ts)) AS restore_s, max(end_ts) AS restore_end,
            max(iteration) AS restore_iteration
     FROM checkpoints_reconciled WHERE kind = 'restore' AND job_id IN (SELECT job_id FROM sel)
       AND start_ts IS NOT NULL AND end_ts IS NOT NULL
     GROUP BY ALL
+),
+lines AS (
+    SELECT s.job_id, s.attempt, s.iteration, s.ts,
+           s.iteration - coalesce(lag(s.iteration) OVER w, r.restore_iteration, 0) AS n,
+           CASE WHEN lag(s.iteration) OVER w IS NULL THEN coalesce(lead(s.step_time_s) OVER w, i.ideal_s, s.step_time_s)
+                ELSE s.step_time_s END AS pace
+    FROM steps_reconciled s LEFT JOIN restores r USING (job_id, attempt) LEFT JOIN ideal i USING (job_id)
+    WHERE s.job_id IN (SELECT job_id FROM sel) AND s.ts IS NOT NULL AND s.step_time_s > 0
+    WINDOW w AS (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts)
+)"""
+
+ATTEMPT_BUCKETS_SQL = """
+WITH """ + LINES_CTES + """,
+att AS (
+    SELECT job_id, attempt, start_ts, end_ts, state,
+           lead(start_ts) OVER (PARTITION BY job_id ORDER BY attempt) AS next_start,
+           attempt = max(attempt) OVER (PARTITION BY job_id) AS is_last
+    FROM attempts_reconciled
+    WHERE job_id IN (SELECT job_id FROM sel) AND start_ts IS NOT NULL AND end_ts IS NOT NULL
 ),
 saves AS (
     SELECT job_id, attempt, iteration, end_ts,
@@ -57,22 +74,11 @@ save_totals AS (
     SELECT job_id, attempt, sum(blocking_s) AS save_s, max(end_ts) AS resume, max(iteration) AS saved_iteration
     FROM saves GROUP BY ALL
 ),
-lines AS (  -- each iteration line covers the iterations since the previous one
-    SELECT s.job_id, s.attempt, s.iteration, s.ts, s.step_time_s,
-           s.iteration - coalesce(lag(s.iteration) OVER w, r.restore_iteration, 0) AS n
-    FROM steps_reconciled s LEFT JOIN restores r USING (job_id, attempt)
-    WHERE s.job_id IN (SELECT job_id FROM sel) AND s.ts IS NOT NULL AND s.step_time_s > 0
-    WINDOW w AS (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts)
-),
 progress AS (
-    -- The first line after a start averages in the warm-up (compilation, first batches): its
-    -- iterations are dated at the ideal step time, so the warm-up counts as start-up, as
-    -- ml-goodput-measurement's PROGRAM_STARTUP does.
-    SELECT l.job_id, l.attempt,
-           arg_min(l.ts - to_microseconds(CAST(l.n * coalesce(i.ideal_s, l.step_time_s) * 1e6 AS BIGINT)),
-                   l.iteration) AS t_first,
-           max(l.ts) AS t_last_step, max(l.iteration) AS last_iteration
-    FROM lines l LEFT JOIN ideal i USING (job_id) GROUP BY ALL
+    SELECT job_id, attempt,
+           arg_min(ts - to_microseconds(CAST(n * pace * 1e6 AS BIGINT)), iteration) AS t_first,
+           max(ts) AS t_last_step, max(iteration) AS last_iteration
+    FROM lines GROUP BY ALL
 ),
 hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ran for")
     SELECT job_id, attempt, min(ts) AS hang_start
@@ -123,13 +129,8 @@ WHERE x <= med + $k * mad GROUP BY job_id
 # Degraded throughput: inside explain's degradation windows, the printed step time above the ideal,
 # for lines outside the lost-work segment (lost work already charges that time).
 DEGRADED_SQL = """
-WITH lines AS (
-    SELECT s.job_id, s.attempt, s.ts, s.step_time_s,
-           s.iteration - lag(s.iteration) OVER (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts) AS n
-    FROM steps_reconciled s
-    WHERE s.job_id IN (SELECT job_id FROM sel) AND s.ts IS NOT NULL AND s.step_time_s > 0
-)
-SELECT w.job_id, w.window_id, sum(greatest(l.step_time_s - i.ideal_s, 0) * l.n) AS degraded_s
+WITH """ + LINES_CTES + """
+SELECT w.job_id, w.window_id, sum(greatest(l.pace - i.ideal_s, 0) * l.n) AS degraded_s
 FROM lines l
 JOIN ideal i USING (job_id)
 JOIN windows w ON w.job_id = l.job_id AND l.ts BETWEEN w.start_ts AND w.end_ts

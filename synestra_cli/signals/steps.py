@@ -2,8 +2,8 @@
 
 Megatron prints one iteration line per log interval with the step time averaged over it, so a slow
 line means "some steps since the previous line were slow": a window's onset is bounded below by the
-previous (healthy) line. Baselines are median / MAD over the faster half of the lines, so that a
-slowdown covering even most of a job (up to about two thirds) cannot become its own baseline.
+previous (healthy) line. The baseline is the job's healthiest stretch of a few lines (BASELINE_SQL), so
+that a slowdown covering even most of a job cannot become its own baseline.
 """
 
 from __future__ import annotations
@@ -15,24 +15,32 @@ import duckdb
 
 from synestra_cli.explain.rules import MAD_K, MIN_SLOW_LINES, SLOW_FACTOR
 
-# Median and MAD of the faster half of the printed step times, per attempt (NULL = the whole job).
-BASELINE_SQL = """
+# The baseline is the job's healthiest stretch: the lowest median over BASELINE_RUN consecutive lines
+# (all lines when there are fewer). A slowdown covering even most of a job then cannot become its own
+# baseline, as long as the job ran healthy for a few log intervals somewhere; a quantile or the median
+# of the faster half fails once more than that share of the lines is slow. MAD over the healthy lines.
+BASELINE_RUN = 5
+BASELINE_SQL = f"""
 WITH s AS (
-    SELECT attempt, step_time_s AS x FROM steps_reconciled
-    WHERE job_id = ? AND step_time_s IS NOT NULL AND step_time_s > 0
+    SELECT attempt, iteration, ts, step_time_s AS x FROM steps_reconciled
+    WHERE job_id = $job AND step_time_s IS NOT NULL AND step_time_s > 0
 ), scoped AS (
-    SELECT true AS whole, NULL::INTEGER AS attempt, x FROM s
-    UNION ALL SELECT false, attempt, x FROM s
-), fast AS (
-    SELECT * FROM (
-        SELECT whole, attempt, x, count(*) OVER w AS n, row_number() OVER (w ORDER BY x) AS r
-        FROM scoped WINDOW w AS (PARTITION BY whole, attempt)
-    ) WHERE r <= (n + 1) // 2
+    SELECT true AS whole, NULL::INTEGER AS attempt, a AS ord_attempt, iteration, ts, x
+    FROM (SELECT attempt AS a, * EXCLUDE (attempt) FROM s)
+    UNION ALL SELECT false, attempt, attempt, iteration, ts, x FROM s
+), rolled AS (
+    SELECT whole, attempt, x, median(x) OVER w AS m, count(*) OVER w AS k,
+           count(*) OVER (PARTITION BY whole, attempt) AS n
+    FROM scoped
+    WINDOW w AS (PARTITION BY whole, attempt ORDER BY ord_attempt, iteration, ts
+                 ROWS BETWEEN {BASELINE_RUN // 2} PRECEDING AND {BASELINE_RUN // 2} FOLLOWING)
 ), base AS (
-    SELECT whole, attempt, any_value(n) AS n, median(x) AS med FROM fast GROUP BY whole, attempt
+    SELECT whole, attempt, any_value(n) AS n,
+           coalesce(min(m) FILTER (WHERE k = {BASELINE_RUN}), median(x)) AS med
+    FROM rolled GROUP BY whole, attempt
 )
-SELECT b.attempt, b.med, b.n, median(abs(f.x - b.med)) AS mad
-FROM base b JOIN fast f ON f.whole = b.whole AND f.attempt IS NOT DISTINCT FROM b.attempt
+SELECT b.attempt, b.med, b.n, median(abs(r.x - b.med)) FILTER (WHERE r.x <= b.med * $factor) AS mad
+FROM base b JOIN rolled r ON r.whole = b.whole AND r.attempt IS NOT DISTINCT FROM b.attempt
 GROUP BY b.whole, b.attempt, b.med, b.n ORDER BY b.whole DESC, b.attempt
 """
 
@@ -91,8 +99,8 @@ class DegradationWindow:
 
 
 def baselines(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Baseline]:
-    """Median / MAD step time of the faster half, for the whole job (first) and for each attempt."""
-    rows = conn.execute(BASELINE_SQL, [job_id]).fetchall()
+    """Healthiest-stretch baseline and MAD, for the whole job (first) and for each attempt."""
+    rows = conn.execute(BASELINE_SQL, {"job": job_id, "factor": SLOW_FACTOR}).fetchall()
     return [Baseline(a, med, mad or 0.0, n) for a, med, n, mad in rows if med is not None]
 
 
