@@ -79,10 +79,9 @@ def _render(docs: list, fmt: str, many: bool) -> None:
     elif fmt == "json":
         click.echo(dumps([d.to_json() for d in docs] if many else docs[0].to_json()))
     else:
-        from rich.console import Console
-
         from synestra_cli.cli.explain_view import render_job
+        from synestra_cli.cli.render import console
 
-        console = Console(soft_wrap=False)
+        out = console()
         for d in docs:
-            render_job(console, d)
+            render_job(out, d)
