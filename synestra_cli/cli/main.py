@@ -48,7 +48,7 @@ def cli() -> None:
 
     \b
     Example:
-      synestra ingest sample_data/ && synestra explain --job 1001
+      synestra ingest sample_data/exports && synestra explain --job 1003 --tax
     """
 
 
