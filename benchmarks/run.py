@@ -211,6 +211,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--scales", default="1,2,4", help="store sizes, as multiples of --hours")
     ap.add_argument("--runs", type=int, default=5, help="warm runs per latency figure (after one cold run)")
+    ap.add_argument("--tax-runs", type=int, default=None, help="warm runs for tax-report --all (default: --runs)")
     ap.add_argument("--drain3-lines", type=int, default=200_000)
     ap.add_argument("--gzip", action="store_true",
                     help="simulate gzipped exports (as sites archive them; 1x uncompressed is ~30 GB)")
@@ -244,7 +245,7 @@ def main() -> None:
                                                      "--format", "json"], args.runs)
         if k == 1:
             entry["tax_report"] = timed_command(SYNESTRA + ["tax-report", "--all", "--db", str(db),
-                                                            "--format", "json"], args.runs)
+                                                            "--format", "json"], args.tax_runs or args.runs)
         doc["scales"].append(entry)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2, default=str))
