@@ -17,7 +17,7 @@ from synestra_cli.accounting.buckets import (
 )
 from synestra_cli.accounting.interval import IntervalAdvice, advise
 from synestra_cli.errors import EmptyStoreError, NotFoundError
-from synestra_cli.signals.steps import degradation_windows
+from synestra_cli.signals.steps import degradation_windows_for
 
 SCHEMA = "synestra.tax/1"
 
@@ -103,7 +103,7 @@ def _interval(jb: JobBuckets, failures: int, delta: float | None, current: float
 def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[JobTax]:
     """Buckets for every job in a few SQL passes; degradation windows from signals."""
     job_ids = [r[0] for r in job_rows]
-    windows = [(j, w.onset, w.end) for j in job_ids for w in degradation_windows(conn, j)]
+    windows = [(j, w.onset, w.end) for j, ws in degradation_windows_for(conn, job_ids).items() for w in ws]
     ideal = ideal_step_times(conn, job_ids, windows)
     cuts = attempt_cuts(conn, job_ids, ideal)
     degraded = degraded_windows(conn, cuts, ideal, windows)

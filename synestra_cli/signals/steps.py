@@ -20,28 +20,35 @@ from synestra_cli.explain.rules import MAD_K, MIN_SLOW_LINES, SLOW_FACTOR
 # baseline, as long as the job ran healthy for a few log intervals somewhere; a quantile or the median
 # of the faster half fails once more than that share of the lines is slow. MAD over the healthy lines.
 BASELINE_RUN = 5
-BASELINE_SQL = f"""
-WITH s AS (
-    SELECT attempt, iteration, ts, step_time_s AS x FROM steps_reconciled
-    WHERE job_id = $job AND step_time_s IS NOT NULL AND step_time_s > 0
+# CTEs `base` (job_id, whole, attempt, n, med) and `rolled`, for the jobs in $jobs: shared by the
+# baselines query and the windows query, so that both read one definition.
+BASELINE_CTES = f"""
+s AS (
+    SELECT job_id, attempt, iteration, ts, step_time_s AS x FROM steps_reconciled
+    WHERE job_id IN (SELECT unnest($jobs)) AND step_time_s IS NOT NULL AND step_time_s > 0
 ), scoped AS (
-    SELECT true AS whole, NULL::INTEGER AS attempt, a AS ord_attempt, iteration, ts, x
-    FROM (SELECT attempt AS a, * EXCLUDE (attempt) FROM s)
-    UNION ALL SELECT false, attempt, attempt, iteration, ts, x FROM s
+    SELECT job_id, true AS whole, NULL::INTEGER AS attempt, attempt AS ord_attempt, iteration, ts, x FROM s
+    UNION ALL SELECT job_id, false, attempt, attempt, iteration, ts, x FROM s
 ), rolled AS (
-    SELECT whole, attempt, x, median(x) OVER w AS m, count(*) OVER w AS k,
-           count(*) OVER (PARTITION BY whole, attempt) AS n
+    SELECT job_id, whole, attempt, x, median(x) OVER w AS m, count(*) OVER w AS k,
+           count(*) OVER (PARTITION BY job_id, whole, attempt) AS n
     FROM scoped
-    WINDOW w AS (PARTITION BY whole, attempt ORDER BY ord_attempt, iteration, ts
+    WINDOW w AS (PARTITION BY job_id, whole, attempt ORDER BY ord_attempt, iteration, ts
                  ROWS BETWEEN {BASELINE_RUN // 2} PRECEDING AND {BASELINE_RUN // 2} FOLLOWING)
 ), base AS (
-    SELECT whole, attempt, any_value(n) AS n,
+    SELECT job_id, whole, attempt, any_value(n) AS n,
            coalesce(min(m) FILTER (WHERE k = {BASELINE_RUN}), median(x)) AS med
-    FROM rolled GROUP BY whole, attempt
-)
-SELECT b.attempt, b.med, b.n, median(abs(r.x - b.med)) FILTER (WHERE r.x <= b.med * $factor) AS mad
-FROM base b JOIN rolled r ON r.whole = b.whole AND r.attempt IS NOT DISTINCT FROM b.attempt
-GROUP BY b.whole, b.attempt, b.med, b.n ORDER BY b.whole DESC, b.attempt
+    FROM rolled GROUP BY job_id, whole, attempt
+), based AS (
+    SELECT b.job_id, b.whole, b.attempt, b.med, b.n,
+           coalesce(median(abs(r.x - b.med)) FILTER (WHERE r.x <= b.med * $factor), 0) AS mad
+    FROM base b JOIN rolled r ON r.job_id = b.job_id AND r.whole = b.whole
+                             AND r.attempt IS NOT DISTINCT FROM b.attempt
+    GROUP BY b.job_id, b.whole, b.attempt, b.med, b.n
+)"""
+
+BASELINE_SQL = "WITH " + BASELINE_CTES + """
+SELECT attempt, med, n, mad FROM based ORDER BY whole DESC, attempt
 """
 
 # ml-goodput-measurement's ideal step time: mean of the steps at or below median + 3 MAD (issue 6).
@@ -52,25 +59,25 @@ d AS (SELECT median(abs(x - med)) AS mad FROM s, m)
 SELECT avg(x) FROM s, m, d WHERE x <= med + ? * mad
 """
 
-# Gaps and islands over slow lines (per attempt, in iteration order) against the job's baseline.
-WINDOWS_SQL = """
-WITH s AS (
-    SELECT attempt, iteration, ts, step_time_s AS x,
-           lag(ts) OVER (PARTITION BY attempt ORDER BY iteration) AS prev_ts
-    FROM steps_reconciled WHERE job_id = $job AND step_time_s > 0 AND ts IS NOT NULL
+# Gaps and islands over slow lines (per job and attempt, in iteration order) against the job-wide
+# baseline, for every job in $jobs at once.
+WINDOWS_SQL = "WITH " + BASELINE_CTES + """,
+timed AS (
+    SELECT s.*, lag(ts) OVER (PARTITION BY job_id, attempt ORDER BY iteration) AS prev_ts
+    FROM s WHERE ts IS NOT NULL
 ), flagged AS (
-    SELECT *, (x > $med * $factor AND x > $med + $k * $mad) AS slow,
-           row_number() OVER (PARTITION BY attempt ORDER BY iteration) AS rn
-    FROM s
+    SELECT t.*, b.med, (t.x > b.med * $factor AND t.x > b.med + $k * b.mad) AS slow,
+           row_number() OVER (PARTITION BY t.job_id, t.attempt ORDER BY t.iteration) AS rn
+    FROM timed t JOIN based b ON b.job_id = t.job_id AND b.whole
 ), islands AS (
-    SELECT *, rn - row_number() OVER (PARTITION BY attempt ORDER BY iteration) AS island
+    SELECT *, rn - row_number() OVER (PARTITION BY job_id, attempt ORDER BY iteration) AS island
     FROM flagged WHERE slow
 )
-SELECT attempt, coalesce(arg_min(prev_ts, iteration), min(ts)) AS onset, min(ts) AS first_slow,
+SELECT job_id, attempt, coalesce(arg_min(prev_ts, iteration), min(ts)) AS onset, min(ts) AS first_slow,
        max(ts) AS last_slow, min(iteration) AS first_iteration, max(iteration) AS last_iteration,
-       median(x) AS slow_step_s, count(*) AS lines
-FROM islands GROUP BY attempt, island HAVING count(*) >= $min_lines
-ORDER BY onset
+       any_value(med) AS baseline_s, median(x) AS slow_step_s
+FROM islands GROUP BY job_id, attempt, island HAVING count(*) >= $min_lines
+ORDER BY job_id, onset
 """
 
 
@@ -100,8 +107,8 @@ class DegradationWindow:
 
 def baselines(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Baseline]:
     """Healthiest-stretch baseline and MAD, for the whole job (first) and for each attempt."""
-    rows = conn.execute(BASELINE_SQL, {"job": job_id, "factor": SLOW_FACTOR}).fetchall()
-    return [Baseline(a, med, mad or 0.0, n) for a, med, n, mad in rows if med is not None]
+    rows = conn.execute(BASELINE_SQL, {"jobs": [job_id], "factor": SLOW_FACTOR}).fetchall()
+    return [Baseline(a, med, mad, n) for a, med, n, mad in rows if med is not None]
 
 
 def ideal_step_time(conn: duckdb.DuckDBPyConnection, job_id: str) -> float | None:
@@ -112,19 +119,13 @@ def ideal_step_time(conn: duckdb.DuckDBPyConnection, job_id: str) -> float | Non
 
 def degradation_windows(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[DegradationWindow]:
     """Runs of consecutive slow iteration lines, against the job-wide baseline, in time order."""
-    base = next((b for b in baselines(conn, job_id) if b.attempt is None), None)
-    if base is None:
-        return []
-    params = {
-        "job": job_id,
-        "med": base.median_s,
-        "mad": base.mad_s,
-        "factor": SLOW_FACTOR,
-        "k": MAD_K,
-        "min_lines": MIN_SLOW_LINES,
-    }
-    rows = conn.execute(WINDOWS_SQL, params).fetchall()
-    return [
-        DegradationWindow(a, onset, first, last, i0, i1, base.median_s, slow)
-        for a, onset, first, last, i0, i1, slow, _n in rows
-    ]
+    return degradation_windows_for(conn, [job_id]).get(job_id, [])
+
+
+def degradation_windows_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, list[DegradationWindow]]:
+    """degradation_windows for many jobs in one query (tax-report --all)."""
+    params = {"jobs": job_ids, "factor": SLOW_FACTOR, "k": MAD_K, "min_lines": MIN_SLOW_LINES}
+    out: dict[str, list[DegradationWindow]] = {}
+    for job, *row in conn.execute(WINDOWS_SQL, params).fetchall():
+        out.setdefault(job, []).append(DegradationWindow(*row))
+    return out
