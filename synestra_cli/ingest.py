@@ -14,7 +14,7 @@ import duckdb
 from synestra_cli import formats
 from synestra_cli.errors import InputError, SynestraError
 from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, content_mtime, decode, read_head
-from synestra_cli.store.sql import fetch_one
+from synestra_cli.store.sql import fetch_one, scalar
 
 SOURCE_SPAN_SQL = """
 WITH t AS (
@@ -123,7 +123,7 @@ def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOpti
 def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions, report: FileReport) -> None:
     conn.execute("BEGIN TRANSACTION")
     try:
-        (source_id,) = fetch_one(conn, "SELECT nextval('source_id_seq')")
+        source_id = scalar(conn, "SELECT nextval('source_id_seq')")
         ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options,
                           mtime=content_mtime(path))
         result: LoadResult = fmt.load(ctx)
@@ -139,7 +139,7 @@ def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions
 
 def _record_source(conn, source_id: int, path: Path, sha: str, fmt_name: str, result: LoadResult,
                    report: FileReport) -> None:
-    first, last, hosts = fetch_one(conn, SOURCE_SPAN_SQL, {"sid": source_id})
+    first, last, hosts = fetch_one(conn, SOURCE_SPAN_SQL, {"sid": source_id}) or (None, None, None)
     hosts = (hosts or [])[:MAX_HOSTS_LISTED]
     if result.reject_samples:
         conn.executemany(

@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import REAL_DATA, REAL_SAMPLES
 
 from synestra_cli.formats import syslog
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.connect import memory_store
-from conftest import REAL_DATA, REAL_SAMPLES
 
 SYSLOG = REAL_SAMPLES / "syslog"
 SAMPLES = sorted(p for p in SYSLOG.glob("*.log"))

@@ -73,12 +73,12 @@ def fleet_summary(report: TaxReport) -> dict:
 def pooled_interval(report: TaxReport) -> dict:
     """Interval advice from the whole fleet: one job rarely fails often enough to estimate its MTBF,
     jobs of one cluster together do (save cost and interval: medians over the jobs that have them)."""
-    jobs = [j for j in report.jobs if j.interval.save_cost_s]
+    saves = [j.interval.save_cost_s for j in report.jobs if j.interval.save_cost_s]
     wall = sum(j.buckets.wall_s for j in report.jobs)
     failures = sum(j.failures for j in report.jobs)
     restarts = [j.interval.restart_s for j in report.jobs if j.interval.restart_s]
-    currents = [j.interval.current_interval_s for j in jobs if j.interval.current_interval_s]
-    advice = advise(statistics.median(j.interval.save_cost_s for j in jobs) if jobs else None, failures, wall,
+    currents = [j.interval.current_interval_s for j in report.jobs if j.interval.current_interval_s]
+    advice = advise(statistics.median(saves) if saves else None, failures, wall,
                     statistics.median(currents) if currents else None,
                     statistics.median(restarts) if restarts else None)
     return {k: getattr(advice, k) for k in ("save_cost_s", "failures", "mtbf_s", "current_interval_s", "restart_s",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
@@ -65,7 +66,7 @@ class JobTax:
 
     def headlines(self, price: float | None) -> dict:
         b = self.buckets
-        doc = {
+        doc: dict[str, Any] = {
             "checkpoint_tax": b.ratio(b.checkpoint_tax_s),
             "hidden_tax": b.ratio(b.buckets_s["degraded_throughput"]),
             "goodput": b.ratio(b.buckets_s["productive"]),

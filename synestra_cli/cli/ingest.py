@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
 from synestra_cli.store import open_store
 
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
 REJECTS_SHOWN = 3
 
 
@@ -22,8 +26,8 @@ class Reporter:
     redraws below them (writing around rich's live display would tear the bar)."""
 
     def __init__(self, tty: bool) -> None:
-        self.progress = None
-        self.task = None
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
         if tty:
             from rich.console import Console
             from rich.progress import Progress

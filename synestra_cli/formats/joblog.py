@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from synestra_cli.formats.base import LoadContext, LoadResult, lines_to_table
+from synestra_cli.store.sql import scalar
 
 # Modules whose FACT_SQL is applied to every job log (order does not matter).
 FACT_MODULES = ["megatron", "torchtitan", "nemo", "deepspeed", "mlperf", "orbax", "torch_failures"]
@@ -164,7 +165,7 @@ def job_id_from_name(path: Path) -> str | None:
 
 def resolve_job_id(ctx: LoadContext, result: LoadResult) -> str:
     """Content first (the log knows best), then --job, then the file name, then the file stem."""
-    (found,) = ctx.conn.execute(JOB_ID_SQL).fetchone()
+    found = scalar(ctx.conn, JOB_ID_SQL)
     job = found or ctx.options.job_id or job_id_from_name(ctx.path)
     if job:
         return job

@@ -11,6 +11,7 @@ order; state and exit code are left NULL for the sacct reconciliation to fill.
 from __future__ import annotations
 
 from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.store.sql import scalar
 
 # torchrun --tee without --local-ranks-filter prints every rank's step lines: the steps of the
 # lowest rank that prints them are the job's (Megatron prints from the last rank only).
@@ -137,9 +138,8 @@ def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
     conn.execute(FACTS_A_SQL)
     params = {"job": job_id, "sid": ctx.source_id}
     for sql in INSERTS:
-        (n,) = conn.execute(sql, params).fetchone()
-        result.rows += n
-    (result.rejected,) = conn.execute(REJECT_COUNT_SQL).fetchone()
+        result.rows += scalar(conn, sql, params)
+    result.rejected = scalar(conn, REJECT_COUNT_SQL)
     samples = conn.execute(REJECT_SAMPLES_SQL, [MAX_REJECT_SAMPLES]).fetchall()
     result.reject_samples = [(line, reason, text[:200]) for line, reason, text in samples]
     conn.execute("DROP VIEW IF EXISTS jl_mllog")

@@ -13,6 +13,14 @@ def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> 
     return rows[0] if rows else None
 
 
+def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> Any:
+    """The first column of the one row a query returns (aggregates, sequences); drains the result."""
+    row = fetch_one(conn, sql, params)
+    if row is None:
+        raise LookupError(f"query returned no row: {sql.strip()[:60]}")
+    return row[0]
+
+
 def quote_ident(name: str) -> str:
     """The one quoting helper for identifiers that cannot be parameters."""
     return '"' + name.replace('"', '""') + '"'
