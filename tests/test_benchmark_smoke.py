@@ -14,13 +14,14 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--nodes", "4", "--hours", "1", "--scales", "1",
-         "--runs", "1", "--drain3-lines", "1000", "--cache", str(tmp_path / "cache"), "--out", str(out)],
+         "--runs", "1", "--drain3-lines", "1000", "--syslog-lines", "20000", "--cache", str(tmp_path / "cache"), "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     formats = {r["format"] for r in doc["formats"]}
     assert {"prometheus", "syslog", "megatron", "sacct"} <= formats
+    assert doc["syslog_big"]["lines"] >= 1000 and doc["syslog_big"]["vs_floor"] > 0
     assert all(r["rows"] > 0 and r["floor_s"] > 0 and r["vs_floor"] > 0 for r in doc["formats"])
     (scale,) = doc["scales"]
     assert scale["store"]["files_failed"] == 0, scale["store"]["failed_examples"]

@@ -127,7 +127,8 @@ def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs
         skew = float(np.random.default_rng([seed, 31, i]).uniform(-3.0, 3.0))
         boots = syslog.boot_times(cl, h, t0, effects.get(h, []), seed)
         lines = by_host[h] + syslog.routine_lines(h, t0, t1, seed, i)
-        syslog.write_host(root / "syslog", cl, h, lines, boots, skew, gz)
+        if lines or len(boots) > 1:  # a quiet host in a short window logged nothing: no empty file
+            syslog.write_host(root / "syslog", cl, h, lines, boots, skew, gz)
 
 
 def write_jobs(root: Path, timelines: list[JobTimeline]) -> None:
