@@ -84,7 +84,12 @@ def _on_decoy(cause, decoy: dict, truth: dict | None) -> bool:
     same_as_truth = truth is not None and cause.component == truth["component"] and cause.host in truth["hosts"]
     lo, hi = _ts(decoy["start"]), _ts(decoy["end"])
     in_decoy_time = bool(cause.first_signal and lo and hi and lo - timedelta(seconds=120) <= cause.first_signal <= hi)
-    return not same_as_truth or in_decoy_time
+    # A decoy on the very component of the real fault, overlapping it in time, cannot be told apart by what
+    # is named: the answer is the truth's when its first signal is the real fault's (within two scrapes).
+    real = _ts(truth["first_signal"]) if truth else None
+    near_truth = bool(same_as_truth and real and cause.first_signal
+                      and abs((cause.first_signal - real).total_seconds()) <= 120)
+    return not same_as_truth or (in_decoy_time and not near_truth)
 
 
 def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
