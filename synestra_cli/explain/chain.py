@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from synestra_cli.explain.rules import LAYERS
 from synestra_cli.explain.triggers import Checkpoint
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.events import Event, Incident
@@ -85,11 +86,18 @@ def from_checkpoint(cp: Checkpoint, trigger: str) -> ChainLink:
     return ChainLink(cp.start or cp.end, "checkpoint", None, None, what, _log(cp.path, cp.line, None))
 
 
+def _order(lk: ChainLink) -> tuple:
+    """Time first (links without one go last); at equal times the causal layer order, then the names,
+    so that the same store always prints the same chain (SQL row order is not fixed across runs)."""
+    layer = LAYERS.index(lk.layer) if lk.layer in LAYERS else len(LAYERS)
+    return (lk.time is None, lk.time or datetime.min, layer, lk.host or "", lk.entity or "", lk.signal)
+
+
 def ordered(links: list[ChainLink]) -> list[ChainLink]:
-    """By time (links without one go last), stable for equal times, without duplicates."""
+    """In causal order (_order), without duplicates."""
     seen: set[tuple] = set()
     out = []
-    for lk in sorted(links, key=lambda lk: (lk.time is None, lk.time or datetime.min)):
+    for lk in sorted(links, key=_order):
         key = (lk.time, lk.layer, lk.host, lk.entity, lk.signal)
         if key not in seen:
             seen.add(key)
