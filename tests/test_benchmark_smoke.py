@@ -14,7 +14,8 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--nodes", "4", "--hours", "1", "--scales", "1",
-         "--runs", "1", "--drain3-lines", "1000", "--syslog-lines", "20000", "--cache", str(tmp_path / "cache"), "--out", str(out)],
+         "--runs", "1", "--drain3-lines", "1000", "--syslog-lines", "20000", "--cache", str(tmp_path / "cache"),
+         "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from explain_fixtures import LOG_INTERVAL, STEP_S, Scenario, at
 
-from synestra_cli.signals.steps import baselines, degradation_windows, ideal_step_time
+from synestra_cli.accounting.buckets import ideal_step_times
+from synestra_cli.signals.steps import baselines, degradation_windows
+
+
+def ideal_step_time(conn, job_id):
+    windows = [(job_id, w.onset, w.end) for w in degradation_windows(conn, job_id)]
+    return ideal_step_times(conn, [job_id], windows).get(job_id)
 
 
 def test_baseline_ignores_a_slow_stretch_and_ideal_step_time_excludes_it(conn):

@@ -51,14 +51,6 @@ BASELINE_SQL = "WITH " + BASELINE_CTES + """
 SELECT attempt, med, n, mad FROM based ORDER BY whole DESC, attempt
 """
 
-# ml-goodput-measurement's ideal step time: mean of the steps at or below median + 3 MAD (issue 6).
-IDEAL_SQL = """
-WITH s AS (SELECT step_time_s AS x FROM steps_reconciled WHERE job_id = ? AND step_time_s > 0),
-m AS (SELECT median(x) AS med FROM s),
-d AS (SELECT median(abs(x - med)) AS mad FROM s, m)
-SELECT avg(x) FROM s, m, d WHERE x <= med + ? * mad
-"""
-
 # Gaps and islands over slow lines (per job and attempt, in iteration order) against the job-wide
 # baseline, for every job in $jobs at once.
 WINDOWS_SQL = "WITH " + BASELINE_CTES + """,
@@ -109,12 +101,6 @@ def baselines(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Baseline]:
     """Healthiest-stretch baseline and MAD, for the whole job (first) and for each attempt."""
     rows = conn.execute(BASELINE_SQL, {"jobs": [job_id], "factor": SLOW_FACTOR}).fetchall()
     return [Baseline(a, med, mad, n) for a, med, n, mad in rows if med is not None]
-
-
-def ideal_step_time(conn: duckdb.DuckDBPyConnection, job_id: str) -> float | None:
-    """Mean step time of the job's steps at or below median + 3 MAD, in seconds (None: no steps)."""
-    rows = conn.execute(IDEAL_SQL, [job_id, MAD_K]).fetchall()  # drained: DuckDB 2 blocks new work otherwise
-    return rows[0][0] if rows else None
 
 
 def degradation_windows(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[DegradationWindow]:
