@@ -29,12 +29,16 @@ PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
 SCOPE_DDL = """
 CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
 """
-# One time window at a time: constant bounds let DuckDB skip row groups by their min/max.
-SCOPE_SQL = """
+# One time window at a time: constant bounds let DuckDB skip row groups by their min/max. Job hosts and
+# switch ports go in two statements: an OR across them would hide the host list from the zonemaps.
+SCOPE_HOSTS_SQL = """
 INSERT INTO _scope SELECT ts, host, entity, metric, value FROM metrics
 WHERE ts BETWEEN ? AND ? AND host IN ({hosts}) AND metric IN ({metrics})
-  AND (host IN ({job_hosts})
-       OR EXISTS (SELECT 1 FROM _ports p WHERE p.host = metrics.host AND p.entity = metrics.entity))
+"""
+SCOPE_PORTS_SQL = """
+INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
+FROM metrics m SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity
+WHERE m.ts BETWEEN ? AND ? AND m.host IN ({switches}) AND m.entity IN ({ports}) AND m.metric IN ({metrics})
 """
 
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
@@ -124,16 +128,17 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
     insert_rows(conn, "_ports", ports)
-    hosts = sorted(set(scope.hosts) | {p[0] for p in ports})
+    switches = sorted({p[0] for p in ports} - set(scope.hosts))
+    port_names = sorted({p[1] for p in ports})
     metrics = [r.metric for r in METRIC_RULES]
-    sql = SCOPE_SQL.format(
-        hosts=placeholders(len(hosts)),
-        metrics=placeholders(len(metrics)),
-        job_hosts=placeholders(len(scope.hosts)),
-    )
+    hosts_sql = SCOPE_HOSTS_SQL.format(hosts=placeholders(len(scope.hosts)), metrics=placeholders(len(metrics)))
+    ports_sql = SCOPE_PORTS_SQL.format(switches=placeholders(len(switches)), ports=placeholders(len(port_names)),
+                                       metrics=placeholders(len(metrics)))
     conn.execute(SCOPE_DDL)
     for start, end in windows:
-        conn.execute(sql, [start, end, *hosts, *metrics, *scope.hosts])
+        conn.execute(hosts_sql, [start, end, *scope.hosts, *metrics])
+        if switches:
+            conn.execute(ports_sql, [start, end, *switches, *port_names, *metrics])
     return int(scalar(conn, "SELECT count(*) FROM _scope"))
 
 
