@@ -119,15 +119,25 @@ def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[di
     return sorted(out, key=lambda r: (-r["seconds"], r["category"]))
 
 
+@dataclass
+class FullReport:
+    report: TaxReport
+    fleet: dict
+    causes: list[dict]
+    computed: list  # explanations computed for this report, not yet kept in the store (explain.memo.save_to)
+    key: str        # the store key they were computed under
+
+
 def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: datetime | None,
                  until: datetime | None, price: float | None, capacity_gpus: int | None,
-                 by: str = "category") -> tuple[TaxReport, dict, list[dict]]:
-    """The whole tax report: buckets, charges to causes (via explain), fleet view, ranked causes."""
-    from synestra_cli.explain.api import explain_job
+                 by: str = "category") -> FullReport:
+    """The whole tax report: buckets, charges to causes (via explain, reusing kept explanations), fleet
+    view, ranked causes."""
+    from synestra_cli.explain import memo
 
     report = tax_report(conn, job_id, since, until, price, capacity_gpus)
+    explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs])
     for job in report.jobs:
-        explanation = explain_job(conn, job.buckets.job_id)
-        job.charges = charges_for(job, explanation.checkpoints)
+        job.charges = charges_for(job, explanations[job.buckets.job_id].checkpoints)
         job.by_cause = by_cause(job, job.charges, price)
-    return report, fleet_summary(report), ranked_causes(report, by)
+    return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key)

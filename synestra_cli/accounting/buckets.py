@@ -122,7 +122,8 @@ WITH s AS (
                       WHERE w.job_id = st.job_id AND st.ts > w.start_ts AND st.ts <= w.end_ts)
 ), m AS (SELECT job_id, median(x) AS med FROM s GROUP BY job_id),
 d AS (SELECT job_id, median(abs(x - med)) AS mad FROM s JOIN m USING (job_id) GROUP BY job_id)
-SELECT job_id, avg(x) FROM s JOIN m USING (job_id) JOIN d USING (job_id)
+-- ordered aggregates: the same store gives the same figures to the last digit, whatever the threads
+SELECT job_id, avg(x ORDER BY x) FROM s JOIN m USING (job_id) JOIN d USING (job_id)
 WHERE x <= med + $k * mad GROUP BY job_id
 """
 
@@ -130,7 +131,7 @@ WHERE x <= med + $k * mad GROUP BY job_id
 # for lines outside the lost-work segment (lost work already charges that time).
 DEGRADED_SQL = """
 WITH """ + LINES_CTES + """
-SELECT w.job_id, w.window_id, sum(greatest(l.pace - i.ideal_s, 0) * l.n) AS degraded_s
+SELECT w.job_id, w.window_id, sum(greatest(l.pace - i.ideal_s, 0) * l.n ORDER BY l.ts) AS degraded_s
 FROM lines l
 JOIN ideal i USING (job_id)
 JOIN windows w ON w.job_id = l.job_id AND l.ts BETWEEN w.start_ts AND w.end_ts

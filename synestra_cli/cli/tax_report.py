@@ -86,11 +86,13 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
     from synestra_cli.accounting.attribution import build_report
     from synestra_cli.accounting.buckets import BUCKETS
     from synestra_cli.accounting.report import job_doc
+    from synestra_cli.explain import memo
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        report, fleet, causes = build_report(conn, None if all_jobs else job_id, since, until, price,
-                                             capacity_gpus, by)
+        full = build_report(conn, None if all_jobs else job_id, since, until, price, capacity_gpus, by)
+    memo.save_to(db, full.key, full.computed)  # the next report reuses them (explain/memo.py)
+    report, fleet, causes = full.report, full.fleet, full.causes
     docs = [job_doc(t, price) for t in report.jobs]
     if fmt == "json":
         click.echo(dumps({"schema": "synestra.tax/1", "jobs": docs, "fleet": fleet, "by": by, "causes": causes}))

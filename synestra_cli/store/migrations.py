@@ -153,12 +153,22 @@ CREATE TABLE job_incidents (
 );
 """
 
+# Whole-job explanations kept for reuse under the store's key (explain/memo.py): a cache, never a source.
+EXPLANATIONS = """
+CREATE TABLE explanations (
+    job_id    VARCHAR PRIMARY KEY,
+    store_key VARCHAR NOT NULL,   -- schema|version|source count|last source id when it was computed
+    doc       JSON NOT NULL       -- the synestra.explain/1 document
+);
+"""
+
 # (name, sql) in application order. Never edit a released migration: append a new one.
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
     ("003_jobs", JOBS),
     ("004_job_views", JOB_VIEWS),
+    ("005_explanations", EXPLANATIONS),
 ]
 
 

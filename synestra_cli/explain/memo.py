@@ -1,0 +1,123 @@
+"""Explanations kept in the store, so that a fleet's tax-report does not re-explain every job each time.
+
+An explanation is a function of the store's contents and of Synestra's code only. It is kept under a key
+made of both: the version, and the sources ingested so far (their count and the last source id). Any
+ingest that loads a file changes the key, so a kept explanation is either current or ignored: never
+stale. Keeping them is best effort: a store another process holds is left alone (tax-report opens the
+store read-only; the write is a separate, short transaction afterwards).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from synestra_cli import __version__
+from synestra_cli.errors import StoreBusyError
+from synestra_cli.explain.api import CheckpointExplanation, JobExplanation, explain_job
+from synestra_cli.explain.chain import ChainLink
+from synestra_cli.explain.reason import Cause
+from synestra_cli.explain.rules import SCHEMA
+from synestra_cli.store.sql import fetch_one
+
+KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
+LOAD_SQL = "SELECT job_id, doc FROM explanations WHERE store_key = ? AND job_id IN (SELECT unnest(?::VARCHAR[]))"
+DELETE_SQL = "DELETE FROM explanations WHERE job_id IN (SELECT unnest(?::VARCHAR[]))"
+INSERT_SQL = "INSERT INTO explanations (job_id, store_key, doc) SELECT unnest(?::VARCHAR[]), ?, unnest(?::JSON[])"
+HAS_TABLE_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'explanations' AND NOT temporary"
+
+
+def store_key(conn: duckdb.DuckDBPyConnection) -> str:
+    """What a kept explanation depends on: Synestra's version and the sources in the store."""
+    n, last = fetch_one(conn, KEY_SQL) or (0, 0)
+    return f"{SCHEMA}|{__version__}|{n}|{last}"
+
+
+def _has_table(conn: duckdb.DuckDBPyConnection) -> bool:
+    # A store created by an older Synestra and opened read-only has not been migrated yet.
+    row = fetch_one(conn, HAS_TABLE_SQL)
+    return bool(row and row[0])
+
+
+def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[str, JobExplanation]:
+    """The kept explanations of these jobs that are current under `key`."""
+    if not job_ids or not _has_table(conn):
+        return {}
+    return {job: from_json(json.loads(doc)) for job, doc in conn.execute(LOAD_SQL, [key, job_ids]).fetchall()}
+
+
+def explain_jobs(conn: duckdb.DuckDBPyConnection,
+                 job_ids: list[str]) -> tuple[dict[str, JobExplanation], list[JobExplanation], str]:
+    """Every job's whole explanation, reusing the kept ones; also those computed now, and the key to keep
+    them under (see `save`)."""
+    key = store_key(conn)
+    out = load(conn, job_ids, key)
+    computed = [explain_job(conn, job) for job in job_ids if job not in out]
+    out.update((e.job, e) for e in computed)
+    return out, computed, key
+
+
+def save(conn: duckdb.DuckDBPyConnection, key: str, explanations: Iterable[JobExplanation]) -> int:
+    """Keep these explanations under `key`, if the store has not changed since; how many were kept."""
+    docs = [(e.job, json.dumps(e.to_json(), default=_iso)) for e in explanations]
+    if not docs or store_key(conn) != key:
+        return 0
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(DELETE_SQL, [[j for j, _ in docs]])
+        conn.execute(INSERT_SQL, [[j for j, _ in docs], key, [d for _, d in docs]])
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(docs)
+
+
+def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation]) -> int:
+    """Open the store for writing just long enough to keep the explanations; 0 if it is busy."""
+    from synestra_cli.store import open_store
+
+    if not explanations:
+        return 0
+    try:
+        with open_store(db) as conn:
+            return save(conn, key, explanations)
+    except StoreBusyError:
+        return 0
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _ts(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def _cause(doc: dict[str, Any] | None) -> Cause | None:
+    if doc is None:
+        return None
+    return Cause(doc["category"], doc["host"], doc["component"], _ts(doc["first_signal"]), doc["confidence"],
+                 doc["reported_healthy"])
+
+
+def _checkpoint(doc: dict[str, Any]) -> CheckpointExplanation:
+    chain = [ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
+             for lk in doc["chain"]]
+    return CheckpointExplanation(
+        doc["kind"], doc["attempt"], doc["iteration"], _ts(doc["start"]), _ts(doc["end"]), doc["duration_s"],
+        doc["trigger"], doc["slow"], _cause(doc["cause"]), chain,
+        [c for c in map(_cause, doc["alternatives"]) if c is not None], doc["tax"])
+
+
+def from_json(doc: dict[str, Any]) -> JobExplanation:
+    """The inverse of `JobExplanation.to_json` (datetimes inside chain evidence stay ISO strings)."""
+    return JobExplanation(doc["job"], doc["hosts"], doc["attempts"], doc["save_cadence_iterations"],
+                          [_checkpoint(c) for c in doc["checkpoints"]], doc["tax"])

@@ -1,0 +1,107 @@
+"""Explanations kept in the store (explain/memo.py): read back as computed, never stale, reused by tax-report."""
+
+from __future__ import annotations
+
+import json
+
+from builders import crash_and_resume
+from click.testing import CliRunner
+from explain_fixtures import HOSTS, SAVE_S, Scenario
+
+from synestra_cli.cli.main import cli
+from synestra_cli.errors import StoreBusyError
+from synestra_cli.explain import memo
+from synestra_cli.explain.api import explain_job
+from synestra_cli.store import open_store
+
+
+def _reactive_job_with_a_lossy_port(conn) -> Scenario:
+    """A slowdown from 300 s provokes a reactive save at iteration 330; gpu-002's switch port loses symbols."""
+    sc = Scenario(conn).cluster()
+    t = sc.steps(1, 0, 10, 200)
+    sc.checkpoint(1, "save", 200, t)
+    t = sc.steps(1, t + SAVE_S, 210, 330, slow=(300, 1e9, 1.5))
+    sc.checkpoint(1, "save", 330, t)
+    t = sc.steps(1, t + SAVE_S, 340, 400, slow=(300, 1e9, 1.5))
+    sc.checkpoint(1, "save", 400, t)
+    sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
+    for i, h in enumerate(HOSTS):
+        sc.series("leaf-01", f"Ethernet{i + 1}", "port_symbol_errors_total", -1800, t + 600, 30, 0.0,
+                  (300, 1e9, 0.5) if h == "gpu-002" else None, counter=True)
+    return sc
+
+
+def _doc(explanation) -> str:
+    return json.dumps(explanation.to_json(), default=memo._iso, sort_keys=True)
+
+
+def test_a_kept_explanation_reads_back_exactly_as_it_was_computed(conn):
+    _reactive_job_with_a_lossy_port(conn)
+    live = explain_job(conn, "100")
+    assert any(c.cause and c.cause.component == "leaf-01:Ethernet2" for c in live.checkpoints)  # worth keeping
+    key = memo.store_key(conn)
+    assert memo.save(conn, key, [live]) == 1
+    kept = memo.load(conn, ["100"], key)["100"]
+    assert [c.cause for c in kept.checkpoints] == [c.cause for c in live.checkpoints]
+    assert [(c.start, c.end, c.trigger) for c in kept.checkpoints] == [(c.start, c.end, c.trigger)
+                                                                        for c in live.checkpoints]
+    assert _doc(kept) == _doc(live)
+
+
+def test_any_new_source_changes_the_key_so_a_kept_explanation_is_never_read_stale(conn):
+    sc = _reactive_job_with_a_lossy_port(conn)
+    before = memo.store_key(conn)
+    memo.save(conn, before, [explain_job(conn, "100")])
+    sc.source("late.log", "syslog")  # one more file ingested
+    after = memo.store_key(conn)
+    assert after != before
+    assert memo.load(conn, ["100"], after) == {}
+    explanations, computed, key = memo.explain_jobs(conn, ["100"])
+    assert [e.job for e in computed] == ["100"] and key == after
+    # a save under the old key, after the store changed, keeps nothing
+    assert memo.save(conn, before, computed) == 0
+
+
+def test_tax_report_keeps_the_explanations_it_computes_and_reuses_them(db_path, monkeypatch):
+    with open_store(db_path) as c:
+        crash_and_resume(c)
+    args = ["tax-report", "--all", "--format", "json", "--db", str(db_path)]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.stderr
+    with open_store(db_path, read_only=True) as c:
+        assert c.execute("SELECT job_id FROM explanations").fetchall() == [("42",)]
+
+    def must_not_run(*_a, **_k):
+        raise AssertionError("the kept explanation should have been reused")
+
+    monkeypatch.setattr(memo, "explain_job", must_not_run)
+    second = CliRunner().invoke(cli, args)
+    assert second.exit_code == 0, second.stderr
+    assert second.stdout == first.stdout
+
+
+def test_a_busy_store_is_left_alone(conn, monkeypatch):
+    _reactive_job_with_a_lossy_port(conn)
+
+    def busy(*_a, **_k):
+        raise StoreBusyError("held by another process")
+
+    monkeypatch.setattr("synestra_cli.store.open_store", busy)
+    assert memo.save_to("x.duckdb", memo.store_key(conn), [explain_job(conn, "100")]) == 0
+
+
+def test_a_store_from_before_the_cache_is_read_without_it(db_path):
+    with open_store(db_path) as c:
+        crash_and_resume(c)
+        c.execute("DROP TABLE explanations")
+    with open_store(db_path, read_only=True) as c:
+        assert memo.load(c, ["42"], memo.store_key(c)) == {}
+        explanations, computed, _ = memo.explain_jobs(c, ["42"])
+    assert [e.job for e in computed] == ["42"] and set(explanations) == {"42"}
+
+
+def test_another_version_of_synestra_does_not_read_them(conn, monkeypatch):
+    _reactive_job_with_a_lossy_port(conn)
+    memo.save(conn, memo.store_key(conn), [explain_job(conn, "100")])
+    monkeypatch.setattr(memo, "__version__", "0.0.9")
+    assert memo.load(conn, ["100"], memo.store_key(conn)) == {}
