@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +15,7 @@ import duckdb
 from synestra_cli import formats
 from synestra_cli.errors import InputError, SynestraError
 from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, content_mtime, decode, read_head
+from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sql import fetch_one, scalar
 
 SOURCE_SPAN_SQL = """
@@ -37,6 +39,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 MAX_HOSTS_LISTED = 1000
+CONFLICT_RETRIES = 3
 PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
 
 
@@ -99,31 +102,51 @@ def _pick_format(head: str, options: IngestOptions, path: Path):
         raise InputError(f"{path}: {exc}") from exc
 
 
-def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOptions) -> FileReport:
-    """Load one file in one transaction. Never raises for a bad file: the report says what failed."""
+def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOptions,
+                source_id: int | None = None) -> FileReport:
+    """Load one file in one transaction. Never raises for a bad file: the report says what failed.
+    `source_id`, when given, was reserved for this file (ingest_paths keeps ids in file order)."""
     report = FileReport(path=str(path), status="failed")
-    try:
-        head = _check_readable(path)
-        sha = file_sha256(path)
-        if fetch_one(conn, "SELECT 1 FROM sources WHERE sha256 = ?", [sha]):
-            report.status = "skipped"
-            report.error = "already in the store (same content)"
-            return report
-        fmt = _pick_format(head, options, path)
-        report.format = fmt.NAME
-        _load_in_transaction(conn, path, sha, fmt, options, report)
-        report.status = "loaded"
-    except SynestraError as exc:
-        report.error = str(exc)
-    except duckdb.Error as exc:
-        report.error = f"{path}: could not be loaded ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            _ingest(conn, path, options, source_id, report)
+        except SynestraError as exc:
+            report.error = str(exc)
+        except (duckdb.TransactionException, duckdb.ConstraintException) as exc:
+            # Two files loading at once both added the same catalog row (or the same content): the later
+            # one fails, at its insert or its commit. Retried, it sees the other's row (or is skipped).
+            if attempt < CONFLICT_RETRIES:
+                continue
+            report.error = _driver_error(path, exc)
+        except duckdb.Error as exc:
+            report.error = _driver_error(path, exc)
+        return report
     return report
 
 
-def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions, report: FileReport) -> None:
+def _driver_error(path: Path, exc: duckdb.Error) -> str:
+    return f"{path}: could not be loaded ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+
+
+def _ingest(conn, path: Path, options: IngestOptions, source_id: int | None, report: FileReport) -> None:
+    head = _check_readable(path)
+    sha = file_sha256(path)
+    if fetch_one(conn, "SELECT 1 FROM sources WHERE sha256 = ?", [sha]):
+        report.status = "skipped"
+        report.error = "already in the store (same content)"
+        return
+    fmt = _pick_format(head, options, path)
+    report.format = fmt.NAME
+    _load_in_transaction(conn, path, sha, fmt, options, report, source_id)
+    report.status = "loaded"
+
+
+def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions, report: FileReport,
+                         source_id: int | None) -> None:
     conn.execute("BEGIN TRANSACTION")
     try:
-        source_id = scalar(conn, "SELECT nextval('source_id_seq')")
+        if source_id is None:
+            source_id = scalar(conn, "SELECT nextval('source_id_seq')")
         ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options,
                           mtime=content_mtime(path))
         result: LoadResult = fmt.load(ctx)
@@ -133,8 +156,13 @@ def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions
         _record_source(conn, source_id, path, sha, fmt.NAME, result, report)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
+
+
+def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
+    with suppress(duckdb.TransactionException):  # a COMMIT that failed has already ended the transaction
+        conn.execute("ROLLBACK")
 
 
 def _record_source(conn, source_id: int, path: Path, sha: str, fmt_name: str, result: LoadResult,
@@ -161,15 +189,29 @@ ReportFn = Callable[[FileReport], None]
 
 
 def ingest_paths(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path], options: IngestOptions,
-                 on_file: ProgressFn | None = None, on_report: ReportFn | None = None) -> list[FileReport]:
-    """Ingest every file under paths; one report per file, in order (each also passed to on_report
-    as soon as its file is done, so that a long ingest reports as it goes)."""
+                 on_file: ProgressFn | None = None, on_report: ReportFn | None = None,
+                 workers: int | None = None) -> list[FileReport]:
+    """Ingest every file under paths; one report per file, in order (each also passed to on_report as
+    soon as it and the files before it are done, so that a long ingest reports as it goes).
+
+    Files load `workers` at a time (default: $SYNESTRA_INGEST_WORKERS, else one per core up to 4), each
+    in its own transaction: a gzip stream decompresses on one core, so one file at a time leaves the
+    others idle. Source ids are reserved in file order, so "the latest source" is the file given last."""
     files = list(iter_files(paths))
+    if not files:
+        return []
+    ids = [r[0] for r in conn.execute("SELECT nextval('source_id_seq') FROM range(?)", [len(files)]).fetchall()]
+    n = (workers or default_workers("SYNESTRA_INGEST_WORKERS")) if len(files) > 1 else 1
+
+    def load(cur: duckdb.DuckDBPyConnection, i: int) -> FileReport:
+        if on_file and n <= 1:
+            on_file(files[i], i, len(files))
+        return ingest_file(cur, files[i], options, ids[i])
+
     reports = []
-    for i, path in enumerate(files):
-        if on_file:
-            on_file(path, i, len(files))
-        report = ingest_file(conn, path, options)
+    for i, report in enumerate(map_in_threads(conn, load, range(len(files)), n)):
+        if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
+            on_file(files[i], i, len(files))
         if on_report:
             on_report(report)
         reports.append(report)

@@ -7,6 +7,7 @@ guarantees independently of any real parser.
 from __future__ import annotations
 
 import gzip
+import time
 import types
 from pathlib import Path
 
@@ -226,3 +227,52 @@ def test_a_gzip_header_mtime_dates_the_content_even_after_a_checkout_resets_the_
     plain.write_text("line a\n")
     os.utime(plain, (2_000_000_000, 2_000_000_000))
     assert content_mtime(plain) == datetime(2033, 5, 18, 3, 33, 20)
+
+
+def _lines_and_a_shared_catalog_row(ctx) -> LoadResult:
+    """Like LINES, and every file adds the same catalog row, slowly: concurrent files must collide."""
+    result = _load_lines(ctx)
+    ctx.conn.execute("INSERT INTO metric_catalog VALUES ('shared', 'x', 'gauge', 'every file adds me') "
+                     "ON CONFLICT DO NOTHING")
+    time.sleep(0.05)  # hold the transaction open while another worker writes the same row
+    return result
+
+
+def _files(tmp_path, n: int) -> list[Path]:
+    out = []
+    for i in range(n):
+        f = tmp_path / "in" / f"f{i:02d}.log"
+        f.parent.mkdir(exist_ok=True)
+        f.write_text(f"line {i} a\nline {i} b\n")
+        out.append(f)
+    return out
+
+
+def test_files_load_in_parallel_as_they_would_one_at_a_time(tmp_path):
+    files = _files(tmp_path, 8)
+    (tmp_path / "in" / "f08.log").write_text(files[3].read_text())  # same content as f03
+    seen = {}
+    for workers in (1, 3):
+        db = tmp_path / f"w{workers}.duckdb"
+        with open_store(db) as c:
+            reports = ingest_paths(c, [tmp_path / "in"], IngestOptions(), workers=workers)
+            sources = c.execute("SELECT source_id, path, rows FROM sources ORDER BY source_id").fetchall()
+            events = c.execute("SELECT s.path, e.line, e.message FROM events e JOIN sources s USING (source_id) "
+                               "ORDER BY ALL").fetchall()
+        assert [r.path for r in reports] == [str(tmp_path / "in" / f"f{i:02d}.log") for i in range(9)]
+        assert sorted(r.status for r in reports) == ["loaded"] * 8 + ["skipped"]  # the copy loads once
+        # ids follow the order files were given in, whichever finished first
+        assert [p for _, p, _ in sources] == sorted(p for _, p, _ in sources)
+        seen[workers] = ([(p, n) for _, p, n in sources], events)
+    assert seen[1] == seen[3]
+
+
+def test_concurrent_files_that_write_the_same_row_are_retried_not_failed(tmp_path, db_path, monkeypatch):
+    slow = types.SimpleNamespace(**{**vars(LINES), "load": _lines_and_a_shared_catalog_row})
+    monkeypatch.setattr(formats, "all_formats", lambda: {"lines": slow})
+    _files(tmp_path, 6)
+    with open_store(db_path) as c:
+        reports = ingest_paths(c, [tmp_path / "in"], IngestOptions(), workers=3)
+        assert c.execute("SELECT count(*) FROM metric_catalog WHERE metric = 'shared'").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM events").fetchone()[0] == 12
+    assert [r.status for r in reports] == ["loaded"] * 6, [r.error for r in reports]

@@ -16,8 +16,8 @@ from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause, Evidence, plan, reason
 from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
-from synestra_cli.signals.anomalies import anomalies, build_scope
-from synestra_cli.signals.events import incidents, typed_events
+from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
+from synestra_cli.signals.events import Event, incidents, typed_events
 from synestra_cli.signals.scope import ANY_JOB_SQL, JobScope, load_scope, scalar
 from synestra_cli.signals.steps import degradation_windows
 
@@ -128,6 +128,12 @@ def _telemetry_windows(items: list[Classified], ev: Evidence) -> list[tuple[date
     return merged
 
 
+def _signal_order(s: Anomaly | Event) -> tuple:
+    if isinstance(s, Anomaly):
+        return (s.onset, s.host, s.entity or "", s.metric, "", 0)
+    return (s.ts, s.host, s.entity or "", f"{s.kind} {s.code}", s.path or "", s.line or 0)
+
+
 def _evidence(conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
     ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc)
@@ -145,7 +151,7 @@ def _evidence(conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Clas
         for e in typed_events(conn, scope.hosts + switches, t0, t1)
         if e.host in scope.hosts or (e.host, e.component) in ports
     ]
-    ev.signals = [*anomalies(conn), *events]
+    ev.signals = sorted([*anomalies(conn), *events], key=_signal_order)  # row order varies with threads
     return ev
 
 

@@ -90,7 +90,7 @@ def _named(key: tuple[str, str, str, str], signals: list[Signal], scope: JobScop
     server (host: the first client to complain); a rack when several GPUs or hosts of it are hot or
     capped, else the one GPU; a switch port as switch:port."""
     cat, what, where, which = key
-    first = min(signals, key=_onset)
+    first = min(signals, key=lambda s: (_onset(s), s.host, s.entity or ""))  # ties: by name, not by row order
     if what == "fs":
         return Candidate(cat, first.host, where, signals)
     if what == "cable" and any(s.host in scope.hosts for s in signals):
@@ -154,7 +154,8 @@ def _score(c: Candidate, effect: Effect, spread: dict[str, int]) -> float:
 
 
 def rank(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
-    """Candidates above MIN_SCORE, best first (ties: the earlier first signal)."""
+    """Candidates above MIN_SCORE, best first (ties: the earlier first signal, then by name, so that the
+    same store always gives the same answer, whatever order the rows came in)."""
     cands = _group(signals, scope, effect)
     spread: dict[str, int] = {}
     for c in cands:
@@ -162,7 +163,7 @@ def rank(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candida
     for c in cands:
         c.score = _score(c, effect, spread)
     kept = [c for c in cands if c.score >= MIN_SCORE]
-    return sorted(kept, key=lambda c: (-c.score, c.first_signal))
+    return sorted(kept, key=lambda c: (-c.score, c.first_signal, c.category, c.host or "", c.component or ""))
 
 
 def confidences(cands: list[Candidate]) -> list[float]:

@@ -23,6 +23,7 @@ from synestra_cli.explain.api import CheckpointExplanation, JobExplanation, expl
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
+from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sql import fetch_one
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
@@ -53,11 +54,12 @@ def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[
 
 def explain_jobs(conn: duckdb.DuckDBPyConnection,
                  job_ids: list[str]) -> tuple[dict[str, JobExplanation], list[JobExplanation], str]:
-    """Every job's whole explanation, reusing the kept ones; also those computed now, and the key to keep
-    them under (see `save`)."""
+    """Every job's whole explanation, reusing the kept ones; also those computed now (a few jobs at a
+    time: $SYNESTRA_WORKERS), and the key to keep them under (see `save`)."""
     key = store_key(conn)
     out = load(conn, job_ids, key)
-    computed = [explain_job(conn, job) for job in job_ids if job not in out]
+    missing = [job for job in job_ids if job not in out]
+    computed = list(map_in_threads(conn, explain_job, missing, default_workers("SYNESTRA_WORKERS")))
     out.update((e.job, e) for e in computed)
     return out, computed, key
 

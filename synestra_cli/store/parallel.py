@@ -1,0 +1,70 @@
+"""Independent units of work (a file to ingest, a job to explain) run a few at a time, in threads.
+
+DuckDB releases the GIL while a query runs, and most of our work is queries: on a 2-core machine two
+files or two jobs at once take about 0.6 of the time of one after the other. Each thread gets its own
+cursor, i.e. its own connection to the same database: its own transaction and its own temp tables,
+so the per-unit temp tables (`_scope`, `prom_groups`...) never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import duckdb
+
+from synestra_cli.store.connect import SESSION_SQL
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_WORKERS = 4  # more only adds memory on a laptop
+
+
+def default_workers(env: str) -> int:
+    """$env when set, else one per core up to MAX_WORKERS."""
+    value = os.environ.get(env)
+    return max(1, int(value)) if value else max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+class _Cursors:
+    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self.conn = conn
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.opened: list[duckdb.DuckDBPyConnection] = []
+
+    def get(self) -> duckdb.DuckDBPyConnection:
+        cur = getattr(self.local, "cursor", None)
+        if cur is None:
+            with self.lock:
+                cur = self.conn.cursor()
+                self.opened.append(cur)
+            for sql in SESSION_SQL:  # session settings and temp macros are per connection
+                cur.execute(sql)
+            self.local.cursor = cur
+        return cur
+
+    def close(self) -> None:
+        for cur in self.opened:
+            cur.close()
+
+
+def map_in_threads(conn: duckdb.DuckDBPyConnection, fn: Callable[[duckdb.DuckDBPyConnection, T], R],
+                   items: Iterable[T], workers: int) -> Iterator[R]:
+    """fn(cursor, item) for every item, `workers` at a time; results in the items' order, each as soon
+    as it and those before it are done. With one worker, fn runs on `conn` itself, lazily."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        yield from (fn(conn, item) for item in items)
+        return
+    cursors = _Cursors(conn)
+    pool = ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="synestra")
+    try:
+        yield from pool.map(lambda item: fn(cursors.get(), item), items)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # on an error or Ctrl-C: start nothing new
+        cursors.close()
