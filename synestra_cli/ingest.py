@@ -200,7 +200,7 @@ def ingest_paths(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path], options
     files = list(iter_files(paths))
     if not files:
         return []
-    ids = [r[0] for r in conn.execute("SELECT nextval('source_id_seq') FROM range(?)", [len(files)]).fetchall()]
+    ids = sorted(r[0] for r in conn.execute("SELECT nextval('source_id_seq') FROM range(?)", [len(files)]).fetchall())
     n = (workers or default_workers("SYNESTRA_INGEST_WORKERS")) if len(files) > 1 else 1
 
     def load(cur: duckdb.DuckDBPyConnection, i: int) -> FileReport:

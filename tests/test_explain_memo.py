@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from builders import crash_and_resume
 from click.testing import CliRunner
 from explain_fixtures import HOSTS, SAVE_S, Scenario
@@ -71,10 +72,11 @@ def test_tax_report_keeps_the_explanations_it_computes_and_reuses_them(db_path, 
     with open_store(db_path, read_only=True) as c:
         assert c.execute("SELECT job_id FROM explanations").fetchall() == [("42",)]
 
-    def must_not_run(*_a, **_k):
-        raise AssertionError("the kept explanation should have been reused")
+    def must_not_run(_conn, job_ids):
+        assert not job_ids, "the kept explanation should have been reused"
+        return []
 
-    monkeypatch.setattr(memo, "explain_job", must_not_run)
+    monkeypatch.setattr(memo, "explain_each", must_not_run)
     second = CliRunner().invoke(cli, args)
     assert second.exit_code == 0, second.stderr
     assert second.stdout == first.stdout
@@ -105,3 +107,25 @@ def test_another_version_of_synestra_does_not_read_them(conn, monkeypatch):
     memo.save(conn, memo.store_key(conn), [explain_job(conn, "100")])
     monkeypatch.setattr(memo, "__version__", "0.0.9")
     assert memo.load(conn, ["100"], memo.store_key(conn)) == {}
+
+
+def test_ingest_explain_keeps_every_job_for_the_next_tax_report(db_path, tmp_path, monkeypatch):
+    with open_store(db_path) as c:
+        crash_and_resume(c)
+    (tmp_path / "empty").mkdir()
+    out = CliRunner().invoke(cli, ["ingest", str(tmp_path / "empty"), "--db", str(db_path), "--explain"])
+    assert out.exit_code == 0, out.stderr
+    assert "explain: 1 job(s) explained and kept for tax-report" in out.stderr
+    with open_store(db_path, read_only=True) as c:
+        (key,) = c.execute("SELECT store_key FROM explanations WHERE job_id = '42'").fetchone()
+        assert key == memo.store_key(c)
+    monkeypatch.setattr(memo, "explain_each", lambda _c, jobs: [] if not jobs else pytest.fail("re-explained"))
+    report = CliRunner().invoke(cli, ["tax-report", "--all", "--format", "json", "--db", str(db_path)])
+    assert report.exit_code == 0, report.stderr
+    assert json.loads(report.stdout)["jobs"][0]["job"] == "42"
+
+
+def test_ingest_explain_on_a_store_without_jobs_says_so(db_path, tmp_path):
+    (tmp_path / "empty").mkdir()
+    out = CliRunner().invoke(cli, ["ingest", str(tmp_path / "empty"), "--db", str(db_path), "--explain"])
+    assert out.exit_code == 0 and "explain: no jobs in the store yet" in out.stderr

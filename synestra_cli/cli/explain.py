@@ -56,7 +56,7 @@ def command(
     """
     if bool(job_id) == all_jobs:
         raise click.UsageError("give either --job ID or --all")
-    from synestra_cli.explain.api import explain_job, jobs_in_window
+    from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
     from synestra_cli.store import open_store
 
     explain = explain_job
@@ -66,7 +66,7 @@ def command(
         explain = explain_with_tax
     with open_store(db, read_only=True) as conn:
         ids = jobs_in_window(conn, since, until) if all_jobs else [str(job_id)]
-        docs = [explain(conn, j, checkpoint, since, until) for j in ids]
+        docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
     _render(docs, fmt, all_jobs)
 
 

@@ -65,6 +65,16 @@ class Reporter:
             self.say(f"  note: {note}")
 
 
+def _explain_all(conn) -> str:
+    from synestra_cli.errors import EmptyStoreError
+    from synestra_cli.explain import memo
+
+    try:
+        return f"explain: {memo.keep_all(conn)} job(s) explained and kept for tax-report"
+    except EmptyStoreError:
+        return "explain: no jobs in the store yet"
+
+
 @click.command("ingest")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
@@ -75,23 +85,30 @@ class Reporter:
 @click.option("--job", "job_id", help="Job id of job logs that do not name one.")
 @click.option("--strict", is_flag=True, help="Fail a file on any rejected line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON on stdout.")
+@click.option("--explain", "explain_after", is_flag=True,
+              help="Then explain every job and keep the explanations, so that tax-report answers at once.")
 @handle_errors
-def command(paths, db, input_format, timezone, year, host, job_id, strict, as_json) -> None:
+def command(paths, db, input_format, timezone, year, host, job_id, strict, as_json, explain_after) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
 
     The format of each file is detected from its content. Each file loads in one transaction;
     a file already in the store (same content) is skipped. The report goes to stderr
     (stdout with --json). Exit 3 if any file could not be loaded.
 
+    With --explain, every job is then explained and the explanations kept in the store: the first
+    tax-report after this ingest reuses them instead of explaining each job (for a nightly job).
+
     \b
     Example:
       synestra ingest /var/export/cluster-2026-11-29/ --timezone Europe/Paris
+      synestra ingest /var/export/$(date -u +%F)/ --explain   # nightly: tax-report at once in the morning
     """
     options = IngestOptions(timezone=timezone, year=year, host=host, job_id=job_id, strict=strict,
                             format=input_format)
     reporter = Reporter(tty=sys.stderr.isatty())
     with open_store(db) as conn:
         reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
+        explained = _explain_all(conn) if explain_after else None
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(
@@ -99,6 +116,8 @@ def command(paths, db, input_format, timezone, year, host, job_id, strict, as_js
         f"{sum(r.rows for r in loaded)} rows, {sum(r.rejected for r in loaded)} rejected",
         err=True,
     )
+    if explained:
+        click.echo(explained, err=True)
     if as_json:
         click.echo(dumps({"schema": "synestra.ingest/1", "files": [r.__dict__ for r in reports]}))
     if failed:

@@ -5,6 +5,7 @@ The JSON document (`to_json`) is the versioned schema `synestra.explain/1` (docs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, incidents, typed_events
 from synestra_cli.signals.scope import ANY_JOB_SQL, JobScope, load_scope, scalar
 from synestra_cli.signals.steps import degradation_windows
+from synestra_cli.store.parallel import default_workers, map_in_threads
 
 JOBS_IN_WINDOW_SQL = """
 SELECT job_id FROM (
@@ -195,6 +197,15 @@ def explain_job(
         )
     cadence = learn_cadence([c.iteration for c in cps if c.kind == "save" and c.iteration])
     return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out)
+
+
+def explain_each(
+    conn: duckdb.DuckDBPyConnection,
+    job_ids: list[str],
+    explain: Callable[[duckdb.DuckDBPyConnection, str], JobExplanation] = explain_job,
+) -> list[JobExplanation]:
+    """explain(conn, job) for every job, a few jobs at a time ($SYNESTRA_WORKERS), in the given order."""
+    return list(map_in_threads(conn, explain, job_ids, default_workers("SYNESTRA_WORKERS")))
 
 
 def jobs_in_window(

@@ -19,11 +19,10 @@ import duckdb
 
 from synestra_cli import __version__
 from synestra_cli.errors import StoreBusyError
-from synestra_cli.explain.api import CheckpointExplanation, JobExplanation, explain_job
+from synestra_cli.explain.api import CheckpointExplanation, JobExplanation, explain_each, jobs_in_window
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
-from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sql import fetch_one
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
@@ -58,10 +57,17 @@ def explain_jobs(conn: duckdb.DuckDBPyConnection,
     time: $SYNESTRA_WORKERS), and the key to keep them under (see `save`)."""
     key = store_key(conn)
     out = load(conn, job_ids, key)
-    missing = [job for job in job_ids if job not in out]
-    computed = list(map_in_threads(conn, explain_job, missing, default_workers("SYNESTRA_WORKERS")))
+    computed = explain_each(conn, [job for job in job_ids if job not in out])
     out.update((e.job, e) for e in computed)
     return out, computed, key
+
+
+def keep_all(conn: duckdb.DuckDBPyConnection) -> int:
+    """Explain every job of the store not already kept under its current key, and keep them (the store
+    open for writing: `ingest --explain`); how many were explained."""
+    _, computed, key = explain_jobs(conn, jobs_in_window(conn))
+    save(conn, key, computed)
+    return len(computed)
 
 
 def save(conn: duckdb.DuckDBPyConnection, key: str, explanations: Iterable[JobExplanation]) -> int:
