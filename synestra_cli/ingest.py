@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +15,7 @@ from synestra_cli import formats
 from synestra_cli.errors import InputError, SynestraError
 from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, content_mtime, decode, read_head
 from synestra_cli.store.parallel import default_workers, map_in_threads
-from synestra_cli.store.sql import fetch_one, scalar
+from synestra_cli.store.sql import fetch_one, scalar, transaction
 
 SOURCE_SPAN_SQL = """
 WITH t AS (
@@ -143,8 +142,7 @@ def _ingest(conn, path: Path, options: IngestOptions, source_id: int | None, rep
 
 def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions, report: FileReport,
                          source_id: int | None) -> None:
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         if source_id is None:
             source_id = scalar(conn, "SELECT nextval('source_id_seq')")
         ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options,
@@ -154,15 +152,6 @@ def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions
             line, reason, _ = result.reject_samples[0]
             raise InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)")
         _record_source(conn, source_id, path, sha, fmt.NAME, result, report)
-        conn.execute("COMMIT")
-    except BaseException:
-        _rollback(conn)
-        raise
-
-
-def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
-    with suppress(duckdb.TransactionException):  # a COMMIT that failed has already ended the transaction
-        conn.execute("ROLLBACK")
 
 
 def _record_source(conn, source_id: int, path: Path, sha: str, fmt_name: str, result: LoadResult,

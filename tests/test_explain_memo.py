@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from explain_fixtures import HOSTS, SAVE_S, Scenario
 
 from synestra_cli.cli.main import cli
-from synestra_cli.errors import StoreBusyError
+from synestra_cli.errors import StoreBusyError, StoreError
 from synestra_cli.explain import memo
 from synestra_cli.explain.api import explain_job
 from synestra_cli.store import open_store
@@ -82,11 +82,12 @@ def test_tax_report_keeps_the_explanations_it_computes_and_reuses_them(db_path, 
     assert second.stdout == first.stdout
 
 
-def test_a_busy_store_is_left_alone(conn, monkeypatch):
+@pytest.mark.parametrize("error", [StoreBusyError("held by another process"), StoreError("read-only file")])
+def test_a_store_that_cannot_be_written_now_is_left_alone(conn, monkeypatch, error):
     _reactive_job_with_a_lossy_port(conn)
 
     def busy(*_a, **_k):
-        raise StoreBusyError("held by another process")
+        raise error
 
     monkeypatch.setattr("synestra_cli.store.open_store", busy)
     assert memo.save_to("x.duckdb", memo.store_key(conn), [explain_job(conn, "100")]) == 0

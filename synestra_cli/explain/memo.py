@@ -3,8 +3,8 @@
 An explanation is a function of the store's contents and of Synestra's code only. It is kept under a key
 made of both: the version, and the sources ingested so far (their count and the last source id). Any
 ingest that loads a file changes the key, so a kept explanation is either current or ignored: never
-stale. Keeping them is best effort: a store another process holds is left alone (tax-report opens the
-store read-only; the write is a separate, short transaction afterwards).
+stale. Keeping them is best effort: a store another process holds, or a read-only file, is left alone
+(tax-report opens the store read-only; the write is a separate, short transaction afterwards).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 import duckdb
 
 from synestra_cli import __version__
-from synestra_cli.errors import StoreBusyError
+from synestra_cli.errors import SynestraError
 from synestra_cli.explain.api import CheckpointExplanation, JobExplanation, explain_each, jobs_in_window
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
-from synestra_cli.store.sql import fetch_one
+from synestra_cli.store.sql import fetch_one, transaction
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
 LOAD_SQL = "SELECT job_id, doc FROM explanations WHERE store_key = ? AND job_id IN (SELECT unnest(?::VARCHAR[]))"
@@ -75,19 +75,15 @@ def save(conn: duckdb.DuckDBPyConnection, key: str, explanations: Iterable[JobEx
     docs = [(e.job, json.dumps(e.to_json(), default=_iso)) for e in explanations]
     if not docs or store_key(conn) != key:
         return 0
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(DELETE_SQL, [[j for j, _ in docs]])
         conn.execute(INSERT_SQL, [[j for j, _ in docs], key, [d for _, d in docs]])
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return len(docs)
 
 
 def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation]) -> int:
-    """Open the store for writing just long enough to keep the explanations; 0 if it is busy."""
+    """Open the store for writing just long enough to keep the explanations; 0 if it cannot be written
+    now (held by another process, a read-only file): the report stands without them."""
     from synestra_cli.store import open_store
 
     if not explanations:
@@ -95,7 +91,7 @@ def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation])
     try:
         with open_store(db) as conn:
             return save(conn, key, explanations)
-    except StoreBusyError:
+    except (SynestraError, duckdb.Error):
         return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 
 from synestra_cli.store.job_views import JOB_VIEWS
+from synestra_cli.store.sql import transaction
 
 CORE = """
 CREATE SEQUENCE source_id_seq START 1;
@@ -184,13 +185,8 @@ def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
     for name, sql in MIGRATIONS:
         if name in done:
             continue
-        conn.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(conn):
             conn.execute(sql)
             conn.execute("INSERT INTO _migrations VALUES (?, current_localtimestamp())", [name])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         new.append(name)
     return new

@@ -3,6 +3,8 @@ so single-row reads go through fetch_one, which drains the result."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import duckdb
@@ -24,3 +26,16 @@ def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> Any
 def quote_ident(name: str) -> str:
     """The one quoting helper for identifiers that cannot be parameters."""
     return '"' + name.replace('"', '""') + '"'
+
+
+@contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN ... COMMIT, or ROLLBACK on any exception (then re-raised): all of it or nothing."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        with suppress(duckdb.TransactionException):  # a COMMIT that failed has already ended it
+            conn.execute("ROLLBACK")
+        raise
