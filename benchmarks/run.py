@@ -133,6 +133,8 @@ def bench_formats(groups: dict[str, list[Path]], work: Path) -> list[dict]:
         args = [str(p) for p in paths]
         ours = run_child([PY, "-c", INGEST_CHILD, str(work / f"fmt-{name}.duckdb"), *args])
         floor = run_child([PY, "-c", FLOOR_CHILD, str(work / f"floor-{name}.duckdb"), *args])
+        for scratch in work.glob(f"*-{name}.duckdb*"):  # the floor's store alone is ~8 GB at 1x
+            scratch.unlink()
         rows.append({
             "format": name, "files": len(paths), "mb": size_mb, "lines": floor["rows"], "rows": ours["rows"],
             "failed": ours["failed"], "ingest_s": ours["seconds"], "floor_s": floor["seconds"],
