@@ -255,6 +255,8 @@ def main() -> None:
     ap.add_argument("--syslog-lines", type=int, default=1_000_000, help="size of the one-file syslog parse test")
     ap.add_argument("--gzip", action="store_true",
                     help="simulate gzipped exports (as sites archive them; 1x uncompressed is ~30 GB)")
+    ap.add_argument("--steps", default="formats,syslog,scales",
+                    help="which parts to run (e.g. `--steps scales --scales 4` adds one store size)")
     ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "cache")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")
     args = ap.parse_args()
@@ -267,13 +269,14 @@ def main() -> None:
     doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "gzip": args.gzip,
                  "cores": os.cpu_count(), "commit": _commit(),
                  "python": sys.version.split()[0]}
+    steps = set(args.steps.split(","))
     base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
-    groups = files_per_format(base / "exports")
-    doc["formats"] = bench_formats(groups, work)
+    groups = files_per_format(base / "exports") if steps & {"formats", "syslog"} else {}
+    doc["formats"] = bench_formats(groups, work) if "formats" in steps else []
     doc["syslog_big"] = bench_syslog(groups["syslog"], args.cache, work, args.syslog_lines, args.drain3_lines) \
-        if "syslog" in groups else {"skipped": "no syslog file in the dataset"}
+        if "syslog" in groups and "syslog" in steps else {"skipped": "not run (no syslog file, or --steps)"}
     doc["scales"] = []
-    for k in (int(s) for s in args.scales.split(",")):
+    for k in (int(s) for s in args.scales.split(",") if "scales" in steps):
         data = base if k == 1 else dataset(args.cache, args.nodes, args.hours * k, args.seed, args.gzip)
         db = args.cache / f"store-{data.name}.duckdb"
         truth = json.loads((data / "truth.json").read_text())
