@@ -38,7 +38,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 MAX_HOSTS_LISTED = 1000
-CONFLICT_RETRIES = 3
+CONFLICT_RETRIES = 5  # each round of colliding files commits at least one: enough for 4 workers
 PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
 
 
