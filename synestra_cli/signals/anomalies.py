@@ -29,16 +29,18 @@ PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
 SCOPE_DDL = """
 CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
 """
-# One time window at a time: constant bounds let DuckDB skip row groups by their min/max. Job hosts and
-# switch ports go in two statements: an OR across them would hide the host list from the zonemaps.
+# All windows in one statement: a row group holds a host's whole day, series after series, so the host
+# list is what lets DuckDB skip row groups (zonemaps), and a statement per window would read the same
+# row groups once per window. Job hosts and switch ports go in two statements: an OR across them would
+# hide the host list from the zonemaps.
 SCOPE_HOSTS_SQL = """
 INSERT INTO _scope SELECT ts, host, entity, metric, value FROM metrics
-WHERE ts BETWEEN ? AND ? AND host IN ({hosts}) AND metric IN ({metrics})
+WHERE ({spans}) AND host IN ({hosts}) AND metric IN ({metrics})
 """
 SCOPE_PORTS_SQL = """
-INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
+INSERT INTO _scope SELECT ts, m.host, m.entity, metric, value
 FROM metrics m SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity
-WHERE m.ts BETWEEN ? AND ? AND m.host IN ({switches}) AND m.entity IN ({ports}) AND m.metric IN ({metrics})
+WHERE ({spans}) AND m.host IN ({switches}) AND m.entity IN ({ports}) AND metric IN ({metrics})
 """
 
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
@@ -131,14 +133,17 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     port_names = sorted({p[1] for p in ports})
     metrics = [r.metric for r in METRIC_RULES]
-    hosts_sql = SCOPE_HOSTS_SQL.format(hosts=placeholders(len(scope.hosts)), metrics=placeholders(len(metrics)))
-    ports_sql = SCOPE_PORTS_SQL.format(switches=placeholders(len(switches)), ports=placeholders(len(port_names)),
-                                       metrics=placeholders(len(metrics)))
+    spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
+    bounds = [t for window in windows for t in window]
     conn.execute(SCOPE_DDL)
-    for start, end in windows:
-        conn.execute(hosts_sql, [start, end, *scope.hosts, *metrics])
-        if switches:
-            conn.execute(ports_sql, [start, end, *switches, *port_names, *metrics])
+    if not windows:
+        return 0
+    conn.execute(SCOPE_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)),
+                                        metrics=placeholders(len(metrics))), [*bounds, *scope.hosts, *metrics])
+    if switches:
+        conn.execute(SCOPE_PORTS_SQL.format(spans=spans, switches=placeholders(len(switches)),
+                                            ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
+                     [*bounds, *switches, *port_names, *metrics])
     return int(scalar(conn, "SELECT count(*) FROM _scope"))
 
 
