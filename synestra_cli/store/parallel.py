@@ -1,7 +1,7 @@
 """Independent units of work (a file to ingest, a job to explain) run a few at a time, in threads.
 
 DuckDB releases the GIL while a query runs, and most of our work is queries: on a 2-core machine two
-files or two jobs at once take about 0.6 of the time of one after the other. Each thread gets its own
+files or two jobs at once take 0.6-0.7 of the time of one after the other. Each thread gets its own
 cursor, i.e. its own connection to the same database: its own transaction and its own temp tables,
 so the per-unit temp tables (`_scope`, `prom_groups`...) never collide.
 """
