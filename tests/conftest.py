@@ -8,9 +8,10 @@ import pytest
 
 from synestra_cli.store.connect import memory_store
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-REAL_SAMPLES = SHARED / "real_samples"
-REAL_DATA = SHARED / "real_data"
+# Real public samples, copied byte for byte with their PROVENANCE.md files: the tests carry their own data.
+DATA = Path(__file__).resolve().parent / "data"
+REAL_SAMPLES = DATA / "real_samples"
+REAL_DATA = DATA / "real_data"
 
 
 @pytest.fixture(autouse=True)

@@ -42,3 +42,16 @@ def test_every_command_has_help_with_an_example():
         result = runner.invoke(cli, [name, "-h"])
         assert result.exit_code == 0, name
         assert "Example" in result.stdout, f"`synestra {name} -h` shows no example"
+
+
+def test_no_test_reads_the_shared_folder_beside_the_clone():
+    """A clone alone must pass: real samples live in tests/data/ with their provenance."""
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    offenders = [
+        p.name for p in tests.glob("*.py")
+        if p.name != Path(__file__).name and ('"shared"' in (text := p.read_text()) or "../shared" in text)
+    ]
+    assert offenders == []
+    assert (tests / "data" / "real_samples" / "syslog" / "PROVENANCE.md").is_file()
