@@ -46,7 +46,7 @@ class CheckpointExplanation:
     cause: Cause | None
     chain: list[ChainLink] = field(default_factory=list)
     alternatives: list[Cause] = field(default_factory=list)
-    tax: dict[str, Any] | None = None  # its cost and the badput charged through it (explain/tax.py)
+    tax: dict[str, Any] | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
 
     @property
     def routine(self) -> bool:
@@ -60,7 +60,7 @@ class JobExplanation:
     attempts: int
     cadence: int | None
     checkpoints: list[CheckpointExplanation]
-    tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (explain/tax.py)
+    tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
 
     def to_json(self) -> dict[str, Any]:
         """The `synestra.explain/1` document (datetimes still as datetime: render serialises them)."""

@@ -15,9 +15,9 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
 from synestra_cli.signals.scope import JobScope, insert_rows, placeholders, scalar
+from synestra_cli.signals.thresholds import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
