@@ -146,7 +146,7 @@ def prepare_lines(ctx: LoadContext) -> None:
     """Build jl_lines (pos, lineno, rank, body, ts_exact, ts, ts_precision) from the file."""
     ctx.conn.register("jl_raw", lines_to_table(ctx.read_text(), 1))
     try:
-        ctx.conn.execute(LINES_SQL.replace("trim(text) <> ''", "trim(text) <> ''"))
+        ctx.conn.execute(LINES_SQL)
     finally:
         ctx.conn.unregister("jl_raw")
     params = {"tz": ctx.options.timezone, "year": ctx.default_year}

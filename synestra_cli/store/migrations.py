@@ -187,6 +187,6 @@ def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
             continue
         with transaction(conn):
             conn.execute(sql)
-            conn.execute("INSERT INTO _migrations VALUES (?, current_localtimestamp())", [name])
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())", [name])
         new.append(name)
     return new

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 
 
-def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple | None:
+def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...] | None:
     rows = conn.execute(sql, params).fetchall() if params is not None else conn.execute(sql).fetchall()
     return rows[0] if rows else None
 
@@ -21,11 +21,6 @@ def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> Any
     if row is None:
         raise LookupError(f"query returned no row: {sql.strip()[:60]}")
     return row[0]
-
-
-def quote_ident(name: str) -> str:
-    """The one quoting helper for identifiers that cannot be parameters."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 @contextmanager
