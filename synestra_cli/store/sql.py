@@ -23,6 +23,11 @@ def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> Any
     return row[0]
 
 
+def quote_ident(name: str) -> str:
+    """The one quoting helper for identifiers that cannot be parameters."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 @contextmanager
 def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """BEGIN ... COMMIT, or ROLLBACK on any exception (then re-raised): all of it or nothing."""
