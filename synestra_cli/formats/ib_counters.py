@@ -16,6 +16,7 @@ sysfs names the device (`mlx5_0`, `mlx5_0:2`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -69,7 +70,10 @@ IQE_SNIFF = re.compile(r"^\s*GUID 0x[0-9a-fA-F]+ port (?:\d+|ALL): \[\w+ == \d+"
 SYSFS_SNIFF = re.compile(r"^(?:\S*?/infiniband/)?[\w-]+/ports/\d+/(?:hw_)?counters/\w+:", re.MULTILINE)
 
 
-def _dialect(head: str):
+Dialect = Callable[[LoadContext, list[str], "Sink"], None]  # one export's reader
+
+
+def _dialect(head: str) -> Dialect | None:
     if PQ_SNIFF.search(head):
         return _perfquery
     if IQE_SNIFF.search(head):
@@ -97,7 +101,8 @@ class Sink:
     skip: int
     result: LoadResult
 
-    def counter(self, host, entity, name: str, text: str, naming: tuple[dict, str], at: tuple[int, str]) -> None:
+    def counter(self, host: str | None, entity: str | None, name: str, text: str, naming: tuple[dict[str, str], str],
+                at: tuple[int, str]) -> None:
         """Add counter `name` (canonical if `naming`'s map knows it, else prefix + snake name)."""
         if not text.strip().isdigit():
             self.result.reject(at[0], f"counter {name} is not a non-negative integer", at[1])
@@ -182,7 +187,7 @@ def _sysfs(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
             _port_attribute(sink, host, entity, path, value)
 
 
-def _port_attribute(sink: Sink, host, entity, name: str, value: str) -> None:
+def _port_attribute(sink: Sink, host: str | None, entity: str | None, name: str, value: str) -> None:
     """state `4: ACTIVE`, phys_state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`; others are identity."""
     metric = {"state": "ib_port_state_id", "phys_state": "ib_port_physical_state_id"}.get(name)
     number = to_float(value.split(":")[0]) if metric else None
