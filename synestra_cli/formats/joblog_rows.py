@@ -22,7 +22,7 @@ DELETE FROM jl_facts WHERE fact = 'step'
 
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
 # A failure that ends the process also closes its attempt, even one that died before its first step.
-FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom')"
+FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom', 'worker_failed')"
 
 BOUNDS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE jl_bounds AS
