@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+
 import pytest
 from conftest import REAL_SAMPLES
 

@@ -262,14 +262,17 @@ FACT_SQL = [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, S
 # Also behind a launcher's `[PID] ` or Ray's `(RayWorkerWrapper pid=N) ` prefix, inside a C++ `what():`, after a
 # progress bar (torchrun's failure report), and Slurm's own oom-kill line.
 SNIFF_RE = re.compile(
-    r"^(?:\[\d+\] |(?:\x1b?\[[0-9;]*m)?\(\w+ pid=\d+\) )?(?:\[rank\d+\]:)?(?:.*\])?\[[IWEF][\d :.]*ProcessGroupNCCL\.cpp:\d+\]"
+    r"^(?:\[\d+\] |(?:\x1b?\[[0-9;]*m)?\(\w+ pid=\d+\) )?(?:\[rank\d+\]:)?(?:.*\])?"
+    r"\[[IWEF][\d :.]*ProcessGroupNCCL\.cpp:\d+\]"
     r"|^(?:\S+:\d+:\d+ \[\d+\] .*)?NCCL (WARN|INFO) "
-    r"|^\s*(?:what\(\):\s+)?(?:\[PG [^\]]*\] .*)?(?:\[Rank \d+\] )?Watchdog caught collective operation timeout: WorkNCCL"
+    r"|^\s*(?:what\(\):\s+)?(?:\[PG [^\]]*\] .*)?(?:\[Rank \d+\] )?"
+    r"Watchdog caught collective operation timeout: WorkNCCL"
     r"|^(?:stderr: )?(?:INFO|WARNING|ERROR):torch\.distributed\.elastic"
     r"|^\[\d{4}-\d\d-\d\d [\d:,]+\] torch\.distributed\.elastic\.\S+: \[(?:INFO|WARNING|ERROR)\] "
     r"|^[IWEF]\d{3,4} [\d:.]+ +\d+ \S*torch/distributed/elastic/"
     r"|failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\)"
-    r"|^(?:torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:|^Root Cause \(first observed failure\):"
+    r"|^(?:torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:"
+    r"|^Root Cause \(first observed failure\):"
     r"|^slurmstepd: error: Detected \d+ oom.kill event",
     re.MULTILINE)
 
