@@ -19,7 +19,10 @@ NAME = "prometheus"
 GZIP_MAGIC = b"\x1f\x8b"
 DESCRIPTION = "Prometheus exposition text (dcgm-exporter, node_exporter, snmp_exporter), promtool tsdb dumps"
 
-_SAMPLE = re.compile(r'^(?:[A-Za-z_:][\w:]*)?(?:\{.*\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d+)?)?[ \t]*$')
+# `name value`, `name{labels} value`, `{__name__=...} value` (dumps); blanks (spaces or TABs) before `{` and after
+# `}` are optional; an optional integer or decimal timestamp.
+_SAMPLE = re.compile(r'^(?:[A-Za-z_:][\w:]*[ \t]*\{.*\}[ \t]*|\{.*\}[ \t]*|[A-Za-z_:][\w:]*[ \t]+)'
+                     r'(\S+)(?:[ \t]+-?\d+(?:\.\d+)?)?[ \t]*$')
 _FOREIGN = re.compile(r"^\s|^\{(?!__name__)")
 
 
