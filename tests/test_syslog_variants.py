@@ -4,6 +4,7 @@ fallen-off-the-bus wording, NIC carrier lines of every Ethernet driver, and Lust
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 
 import pytest
@@ -106,3 +107,26 @@ def test_lustre_client_line_is_unchanged(conn):
     lost = [e for e in got if e["kind"] == "lustre_lost"]
     assert lost and lost[0]["component"] == "no2zxbmv-MDT0000"
     assert lost[0]["fields"]["client"] == "no2zxbmv-MDT0000-mdc-000000001785e248"
+
+
+def test_year_from_the_mtime_is_said_in_the_report(conn, tmp_path):
+    path = tmp_path / "copied.log"
+    path.write_bytes((SYSLOG / "gh-pf-ring-293_rfc3164_ixgbe-nic-link-up-down.log").read_bytes())
+    os.utime(path, (datetime(2023, 3, 1).timestamp(),) * 2)
+    report = ingest_file(conn, path, IngestOptions())
+    assert any("year taken from the file's modification time (2023-03-01): 2022; pass --year" in n
+               for n in report.notes), report.notes  # Nov is after the mtime's March: the year before
+    conn.execute("DELETE FROM events")
+    report = ingest_file(conn, SYSLOG / "gh-sonic-platform-daemons-pr539_sonic-year-first_pmon-xcvrd.log",
+                         IngestOptions())
+    assert not any("year taken" in n for n in report.notes)  # the stamps carry their year
+
+
+def test_glog_year_from_the_mtime_is_said_unless_given(conn):
+    log = REAL_SAMPLES / "training" / "gh-megatron-lm-1880_torchrun-glog_exitcode-11.log"
+    report = ingest_file(conn, log, IngestOptions())
+    assert any("2 glog time stamps carry no year" in n and "pass --year" in n for n in report.notes)
+    conn.execute("DELETE FROM job_incidents")
+    report = ingest_file(conn, REAL_SAMPLES / "training" / "gh-llama-856_torchrun-2.1-bracketed_exitcode-9.log",
+                         IngestOptions())
+    assert not any("carry no year" in n for n in report.notes)

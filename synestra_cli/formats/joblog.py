@@ -192,12 +192,26 @@ def collect_facts(ctx: LoadContext) -> None:
             ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {sql}", params)
 
 
+def year_note(ctx: LoadContext) -> list[str]:
+    """Say when glog stamps took the year of the file's mtime (no dated line in the log, no --year)."""
+    if ctx.options.year:
+        return []
+    n, year = ctx.conn.execute(
+        "SELECT count(*), min(year(g_local)) FROM jl_g WHERE glog.mo <> '' AND full_ts IS NULL "
+        "AND NOT EXISTS (SELECT 1 FROM jl_g WHERE full_ts IS NOT NULL)").fetchall()[0]
+    if not n:
+        return []
+    return [f"{n} glog time stamps carry no year and the log has no dated line: year taken from the file's "
+            f"modification time ({ctx.mtime:%Y-%m-%d}): {year}; pass --year YEAR if it was copied later"]
+
+
 def load_job_log(ctx: LoadContext) -> LoadResult:
     """The `load` of every job-log format."""
     from synestra_cli.formats import joblog_rows  # the writer half; imported late to keep modules acyclic
 
     result = LoadResult()
     prepare_lines(ctx)
+    result.notes += year_note(ctx)
     collect_facts(ctx)
     job_id = resolve_job_id(ctx, result)
     joblog_rows.write_rows(ctx, job_id, result)

@@ -153,7 +153,22 @@ def load(ctx: LoadContext) -> LoadResult:
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):
         result.notes.append(_uptime_note(envelope))
+    if envelope.time_kind == "noyear" and not ctx.options.year:
+        result.notes += _year_note(ctx)
     return result
+
+
+YEARS_SQL = "SELECT min(year(ts)), max(year(ts)) FROM events WHERE source_id = ?"
+
+
+def _year_note(ctx: LoadContext) -> list[str]:
+    """Say that the year came from the file's mtime: a log copied later is re-dated without it."""
+    first, last = _one(ctx.conn, YEARS_SQL, [ctx.source_id])
+    if first is None:
+        return []
+    years = str(first) if first == last else f"{first}-{last}"
+    return [f"no year in the time stamps: year taken from the file's modification time "
+            f"({ctx.mtime:%Y-%m-%d}): {years}; pass --year YEAR (the year the log starts in) if it was copied later"]
 
 
 def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> tuple:
