@@ -90,7 +90,10 @@ def test_clock_throttle_reasons_become_a_bitmask_with_named_bits(conn):
     ingest(conn, DCGM / "gh-dcgm-exporter-317_metrics_clock-throttle-reasons_a30-mig.prom")
     rows = metric(conn, "gpu_clock_events_bitmask")
     assert [(h, e, v) for h, e, v, _ in rows] == [
-        ("hldy-data-k8s-gpu-a30-node0110.mt", "gpu0/gi3", 1.0), ("hldy-data-k8s-gpu-a30-node0110.mt", "gpu0/gi4", 1.0)]
+        ("hldy-data-k8s-gpu-a30-node0110", "gpu0/gi3", 1.0), ("hldy-data-k8s-gpu-a30-node0110", "gpu0/gi4", 1.0)]
+    # the host is the short name every source joins on; the Hostname label as written is kept
+    assert conn.execute("SELECT host, name FROM host_names").fetchall() == [
+        ("hldy-data-k8s-gpu-a30-node0110", "hldy-data-k8s-gpu-a30-node0110.mt")]
     install_macros(conn)
     assert conn.execute("SELECT clock_event_names(1), clock_event_names(96)").fetchone() == (
         ["gpu_idle"], ["sw_thermal", "hw_thermal"])

@@ -130,3 +130,16 @@ def test_glog_year_from_the_mtime_is_said_unless_given(conn):
     report = ingest_file(conn, REAL_SAMPLES / "training" / "gh-llama-856_torchrun-2.1-bracketed_exitcode-9.log",
                          IngestOptions())
     assert not any("carry no year" in n for n in report.notes)
+
+
+
+def test_one_host_name_rule_for_syslog_and_prometheus_with_the_fqdn_kept(conn):
+    """Syslog's FQDN and dcgm-exporter's Hostname label are shortened by the same rule, the names kept."""
+    typed(conn, "gh-iml-pr107_rfc3164-fqdn_lustre-mgs-server-connection-restored.log", year=2018)
+    prom = REAL_SAMPLES / "dcgm" / "gh-dcgm-exporter-317_metrics_clock-throttle-reasons_a30-mig.prom"
+    assert ingest_file(conn, prom, IngestOptions()).status == "loaded"
+    hosts = conn.execute("SELECT DISTINCT host FROM events UNION SELECT DISTINCT host FROM metrics ORDER BY 1")
+    assert hosts.fetchall() == [("hldy-data-k8s-gpu-a30-node0110",), ("lotus-55vm15",)]
+    assert conn.execute("SELECT DISTINCT host, name FROM host_names ORDER BY 1").fetchall() == [
+        ("hldy-data-k8s-gpu-a30-node0110", "hldy-data-k8s-gpu-a30-node0110.mt"),
+        ("lotus-55vm15", "lotus-55vm15.lotus.hpdd.lab.intel.com")]

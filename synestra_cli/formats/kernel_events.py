@@ -8,6 +8,8 @@ line (AER bit names, Xid 154's subject, OOM line pairs) are completed by the sma
 
 from __future__ import annotations
 
+from synestra_cli.formats.hosts import short_host_sql
+
 _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
 # Regexes (RE2), passed as parameters. Formats: ../shared/reference/log-formats.md section A.
@@ -65,8 +67,7 @@ NIC_FIELDS = """json_object('device', nic.dev,
 CLASSIFY_SQL = """
 WITH t AS NOT MATERIALIZED (
     SELECT lineno, ts, sev, up, tag, pid,
-        coalesce(CASE WHEN contains(host, '.') AND NOT regexp_full_match(host, '[0-9.]+')
-                      THEN split_part(host, '.', 1) ELSE host END, $host) AS host,
+        coalesce({short_host}, $host) AS host,
         msg AS text
     FROM timed
 ), m AS (
@@ -197,7 +198,8 @@ SELECT t.ts, t.host, y.component, coalesce(y.kind, 'log') AS kind, y.code, t.sev
     END AS fields,
     t.lineno
 FROM t LEFT JOIN typed y ON y.lineno = t.lineno
-""".replace("{candidate}", CANDIDATE_SQL).replace("{nic_fields}", NIC_FIELDS)
+""".replace("{candidate}", CANDIDATE_SQL).replace("{nic_fields}", NIC_FIELDS).replace(
+    "{short_host}", short_host_sql("host"))
 
 # Neighbour-line completions, each over the few typed events of one source ($sid).
 _AER_BIT_RE = r"^\S+ (\S+): (?:AER: )?\s+\[\s*\d+\] (.*?)\s*(?:\(First\))?\s*$"

@@ -20,6 +20,7 @@ from synestra_cli.errors import InputError
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.hosts import record_full_names_sql
 
 NAME = "syslog"
 DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
@@ -149,6 +150,7 @@ def load(ctx: LoadContext) -> LoadResult:
             conn.execute(sql, {"sid": ctx.source_id, **params})
     if envelope.time_kind == "uptime":
         _note_reboots(conn, result)
+    conn.execute(record_full_names_sql("_syslog_stage", "host"), {"sid": ctx.source_id})
     conn.execute(DROP_STAGE_SQL)
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):

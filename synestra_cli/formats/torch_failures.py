@@ -26,6 +26,7 @@ import re
 
 from synestra_cli.formats import joblog
 from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.hosts import short_host_sql
 
 NAME = "torch_log"
 DESCRIPTION = "PyTorch / NCCL / torchrun failure log without framework lines (watchdog, NCCL WARN, elastic)"
@@ -223,14 +224,13 @@ SELECT pos, lineno, 'incident' AS fact, 'worker_failed' AS kind, ts, ts_precisio
         || coalesce(' (' || sig || ')', '') || coalesce(' on ' || fqdn, '') AS message,
     json_object('local_rank', local_rank, 'pid', pid, 'exitcode', code, 'signal', sig,
                 'meaning', {MEANING_CASE},
-                'host', CASE WHEN contains(fqdn, '.') AND NOT regexp_full_match(fqdn, '[0-9.]+')
-                             THEN split_part(fqdn, '.', 1) ELSE fqdn END,
+                'host', {short_host_sql("fqdn")},
                 'fqdn', fqdn, 'root_cause', root_cause, 'binary', bin_path, 'reported_by', reported_by,
                 'traceback', CASE WHEN NOT starts_with(tb, 'To enable traceback') THEN tb END) AS fields
 FROM s
 """
 
-SLURM_SQL = r"""
+SLURM_SQL = rf"""
 SELECT pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'slurm', 'host', m.host, 'reason', nullif(m.reason, '')) AS fields
 FROM (SELECT *, regexp_extract(body, '\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED AT \S+(?: DUE TO (.+?))? \*\*\*',
@@ -247,8 +247,8 @@ UNION ALL BY NAME
 -- srun names the task (the global rank) and the node the OOM killer hit
 SELECT pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, TRY_CAST(m.task AS INTEGER) AS rank,
     trim(body) AS message,
-    json_object('source', 'srun', 'host', CASE WHEN contains(m.host, '.') THEN split_part(m.host, '.', 1)
-                                               ELSE m.host END, 'task', TRY_CAST(m.task AS INTEGER)) AS fields
+    json_object('source', 'srun', 'host', {short_host_sql("m.host")},
+                'task', TRY_CAST(m.task AS INTEGER)) AS fields
 FROM (SELECT *, regexp_extract(body, '^srun: error: (\S+): tasks? (\d+)(?:[-,\d]*)?: Out Of Memory',
                                ['host', 'task']) AS m
       FROM jl_lines WHERE contains(body, ': Out Of Memory') AND starts_with(body, 'srun: error: '))
