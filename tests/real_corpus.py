@@ -34,6 +34,7 @@ BY_PREFIX = [
 BY_NAME = {
     "prometheus_docs_api_query_range_example.json": "prom_api_json",
     "gh-ethq-8_ethtool-S_mlx5_connectx4_head.txt": "ethtool_stats",
+    "notes-bnx2x_ethtool-S_per-queue.txt": "ethtool_stats",
     "gh-gnmic-613_event-format_psu.json": "gnmic_event",
     "gh-infiniband-diags-16_perfquery-x_rhel75.txt": "ib_counters",
     "gh-netdata-2620_perfquery-x_nonzero-data.txt": "ib_counters",
@@ -166,6 +167,11 @@ FACTS = [
        EV.format("ts", "link_down"), datetime(2021, 5, 26, 15, 21, 5), host="n"),
     _f("syslog/gh-aws-parallelcluster-2701_rfc3164_lustre-connection-lost.log", "Lustre client keeps its role",
        EV.format("component", "lustre_lost"), "no2zxbmv-MDT0000"),
+    # 6. NIC and fabric counters
+    _f("fabric/notes-bnx2x_ethtool-S_per-queue.txt", "per-queue ethtool counter keeps its queue",
+       "SELECT entity, value FROM metrics WHERE metric = 'eth_rx_bytes'", "ens4f1/q0", 79656136793.0, host="n"),
+    _f("fabric/gpud_sys-class-infiniband_h100_snapshot.txt", "8-bit link_downed stuck at 255 is no count",
+       "SELECT count(*) FROM metrics WHERE metric = 'ib_port_link_downed_total' AND entity = 'mlx5_1'", 0, host="n"),
     # 8. Prometheus exposition
     _f("prometheus/prometheus-common_expfmt-case2_whitespace-escapes.prom", "every valid line of the case is read",
        "SELECT count(*) FROM metrics", 4),
