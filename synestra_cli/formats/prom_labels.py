@@ -162,14 +162,24 @@ def create_lookups(conn: duckdb.DuckDBPyConnection) -> None:
     })
 
 
-def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime) -> int:
+HOSTLESS_SQL = "SELECT count(*) FILTER (WHERE is_dcgm AND labels['gpu'] IS NOT NULL), count(*) FROM prom_resolved " \
+               "WHERE host IS NULL"
+
+
+def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime,
+                 notes: list[str] | None = None) -> int:
     """Map prom_series/prom_samples into metrics, gpus and metric_catalog; returns the metric rows written.
 
-    host: for series without a host label (--host); default_ts: for samples without a timestamp.
+    host: for series without a host label (--host); default_ts: for samples without a timestamp; notes: where
+    to say that series named no host.
     """
     install_macros(conn)
     create_lookups(conn)
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
+    gpu_series, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
+    if hostless and notes is not None:
+        notes.append(f"no host: {hostless} series carry no Hostname, hostname or instance label (their rows have "
+                     f"no host{', and their GPUs no gpus rows' if gpu_series else ''}): pass --host")
     rows = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchall()[0][0]
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
     conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})

@@ -57,7 +57,8 @@ def load(ctx: LoadContext) -> LoadResult:
     else:
         result = prom_text.numbered_path(ctx)
     result.notes += prom_text.untimed_note(ctx)
-    result.rows = prom_labels.write_series(ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime)
+    result.rows = prom_labels.write_series(ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime,
+                                             result.notes)
     ctx.conn.execute(prom_text.CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
     return result
 
