@@ -14,7 +14,7 @@ Whatever explain cannot attribute is charged to `unknown`, never dropped.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import duckdb
@@ -129,6 +129,7 @@ class FullReport:
     causes: list[dict]
     computed: list  # explanations computed for this report, not yet kept in the store (explain.memo.save_to)
     key: str        # the store key they were computed under
+    explanations: dict = field(default_factory=dict)  # job id -> its JobExplanation (fleet/ reads the causes)
 
 
 def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: datetime | None,
@@ -144,4 +145,4 @@ def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: dat
         ex = explanations[job.buckets.job_id]
         job.charges = charges_for(job, ex.checkpoints, ex.failures)
         job.by_cause = by_cause(job, job.charges, price)
-    return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key)
+    return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key, explanations)
