@@ -59,7 +59,8 @@ def identity_of(asset: dict) -> str | None:
 
 
 @click.command("risks")
-@click.option("--at", "at", type=UTC_TIME, help="Judge the fleet as of this UTC time (default: the store's latest data).")
+@click.option("--at", "at", type=UTC_TIME,
+              help="Judge the fleet as of this UTC time (default: the store's latest data).")
 @click.option("--history-hours", type=click.FloatRange(min=0), default=168.0, show_default=True,
               help="Look for known lemons in the jobs that ended this long before --at (0: skip, faster).")
 @click.option("--fail-over", "fail_over", type=click.IntRange(min=0), metavar="N",

@@ -153,7 +153,8 @@ def unexplained_failures(scope: JobScope, classified: list[Classified], inc: lis
     for a in scope.attempts:
         state = (a.state or "").upper()
         preempted = state.startswith(PREEMPT_STATES) or any(i.kind == "sigterm" and i.attempt == a.attempt for i in inc)
-        if a.attempt not in explained and not preempted and (state.startswith(FAILED_STATES) or crashes_of(ev, a.attempt)):
+        failed = state.startswith(FAILED_STATES) or bool(crashes_of(ev, a.attempt))
+        if a.attempt not in explained and not preempted and failed:
             out.append(a)
     return out
 

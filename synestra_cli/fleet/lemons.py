@@ -223,10 +223,9 @@ def fleet_report(conn: duckdb.DuckDBPyConnection, since: datetime | None = None,
             for asset, hit in hits_of(full.explanations[b.job_id], inv):
                 row(asset).hits.append(hit)
             for charge in jt.by_cause:
-                if charge["category"] not in NOT_A_COMPONENT:
-                    asset = inv.of(charge["category"], charge["host"], charge["component"])
-                    if asset is not None:
-                        row(asset).gpu_hours += charge["gpu_hours"]
+                charged = inv.of(charge["category"], charge["host"], charge["component"])
+                if charge["category"] not in NOT_A_COMPONENT and charged is not None:
+                    row(charged).gpu_hours += charge["gpu_hours"]
     start, end = since or lo, until or hi
     if start is not None and end is not None:
         for aid, eps in episodes(fleet_signals(conn, start, end), inv).items():
