@@ -34,8 +34,36 @@ def flat_rows(doc: dict) -> list[dict]:
             for i, c in enumerate(doc["components"], 1)]
 
 
+def _seen(c: dict) -> str:
+    lo, hi = c["first_seen"], c["last_seen"]
+    return f"{lo:%m-%d %H:%M} +{(hi - lo).total_seconds() / 3600:.1f}h" if lo and hi else ""
+
+
+def _print_table(out, doc: dict) -> None:
+    """A compact table for a terminal: one line per component (CSV and JSON carry every field)."""
+    from rich.table import Table
+
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    # (header, justify, min width, max width): identities and causes give way, figures never do
+    for col, justify, lo, hi in (("#", "right", 2, 3), ("component", "left", 18, 24), ("identity", "left", 8, 18),
+                                 ("cause", "left", 8, 16), ("jobs", "right", 4, 4), ("fail", "right", 4, 4),
+                                 ("inc", "right", 3, 3), ("GPU-h", "right", 6, 8), ("eps", "right", 3, 3),
+                                 ("first seen, span", "left", 18, 18), ("", "left", 5, 5)):
+        table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
+                         min_width=lo, max_width=hi)
+    for i, c in enumerate(doc["components"], 1):
+        cats = c["categories"]
+        cause = (cats[0] + (f" +{len(cats) - 1}" if len(cats) > 1 else "")) if cats else ""
+        table.add_row(str(i), f"{c['asset']['kind']} {c['asset']['id']}", identity(c["asset"]) or "", cause,
+                      str(len(c["jobs"])), str(c["failures"]), str(c["incidents"]), f"{c['gpu_hours']:,.2f}",
+                      str(len(c["episodes"])), _seen(c), "[bold red]LEMON[/]" if c["lemon"] else "")
+    out.print(table)
+
+
 def _print_evidence(out, c: dict) -> None:
-    out.print(f"[bold red]lemon[/] {c['asset']['kind']} {c['asset']['id']}: {'; '.join(c['lemon_reasons'])}")
+    ident = identity(c["asset"])
+    out.print(f"[bold red]lemon[/] {c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: "
+              f"{'; '.join(c['lemon_reasons'])}")
     for h in c["hits"][:6]:
         at = h["at"].strftime("%Y-%m-%d %H:%M:%S") if h["at"] else "?"
         out.print(f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
@@ -96,7 +124,7 @@ def command(since, until, only_lemons, top, db, fmt) -> None:
     out.print(f"[bold]fleet[/] {doc['since']:%Y-%m-%d %H:%M} .. {doc['until']:%Y-%m-%d %H:%M} UTC: "
               f"{doc['jobs']} job(s), {len(doc['components'])} component(s), "
               f"{sum(c['lemon'] for c in doc['components'])} lemon(s)" if doc["since"] else "[bold]fleet[/]")
-    render_rows(rows, [c for c in CSV_COLUMNS if c != "lemon_reasons"], "table")
+    _print_table(out, doc)
     for c in doc["components"]:
         if c["lemon"]:
             _print_evidence(out, c)

@@ -27,6 +27,7 @@ def _rows(doc: dict) -> list[dict]:
 
 
 def _print(doc: dict) -> None:
+    from synestra_cli.cli.fleet import identity
     from synestra_cli.cli.render import console
 
     out = console()
@@ -37,9 +38,9 @@ def _print(doc: dict) -> None:
         since = f" since {r['since']:%H:%M:%S}" if r["since"] else ""
         jobs = ", ".join(f"{j['job']} ({j['gpus']} GPUs)" for j in r["jobs"]) or "no job running on it"
         style = "bold red" if r["status"] == "degrading" else "yellow"
-        out.print(f"[{style}]{i}. {r['status']}[/] {a['kind']} {a['id']} "
-                  f"{'(' + (identity_of(a) or '') + ')' if identity_of(a) else ''}: {', '.join(r['categories'])}"
-                  f"{since}, score {r['score']:.2f}")
+        ident = identity(a)
+        out.print(f"[{style}]{i}. {r['status']}[/] {a['kind']} {a['id']}{f' ({ident})' if ident else ''}: "
+                  f"{', '.join(r['categories'])}{since}, score {r['score']:.2f}")
         out.print(f"   jobs: {jobs}; at stake {r['gpu_hours_per_hour']:,.0f} GPU-h per hour")
         for reason in r["lemon_reasons"]:
             out.print(f"   lemon: {reason}")
@@ -50,12 +51,6 @@ def _print(doc: dict) -> None:
             out.print(f"   {lk['time']:%H:%M:%S} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}  "
                       f"[dim]{shown}[/]")
         out.print(f"   action: {r['action']}")
-
-
-def identity_of(asset: dict) -> str | None:
-    from synestra_cli.cli.fleet import identity
-
-    return identity(asset)
 
 
 @click.command("risks")
