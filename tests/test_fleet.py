@@ -148,3 +148,23 @@ def test_a_noisy_but_healthy_link_is_no_episode_a_failing_one_is(conn):
     row = next(r for r in report.rows if r.asset.id == "gpu-002:mlx5_0")
     assert row.lemon and row.jobs == [] and "2 separate episodes" in row.lemon_reasons[0]
     assert row.asset.identity["far_end"] == "leaf-01:Ethernet2"
+
+
+def test_risks_lists_the_known_lemons_with_the_history_that_ended_before_t(campaign):
+    from datetime import timedelta
+
+    from synestra_cli.fleet.risks import risks_at
+
+    _, report, _, db = campaign
+    conn = connect(db, read_only=True)
+    try:
+        latest = conn.execute("SELECT max(ts) FROM metrics").fetchone()[0]
+        known = risks_at(conn, latest, history=timedelta(days=7))
+        early = risks_at(conn, report.since + timedelta(hours=6), history=timedelta(days=7))
+    finally:
+        conn.close()
+    lemons = {r.asset.id for r in report.lemons}
+    assert {r.asset.id for r in known.risks if r.lemon_reasons} == lemons
+    assert all(r.action.endswith("before it costs another job") for r in known.risks if r.lemon_reasons)
+    # six hours in, no job has ended yet: no lemon can be known, whatever comes later
+    assert not [r for r in early.risks if r.lemon_reasons]

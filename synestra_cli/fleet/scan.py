@@ -34,9 +34,15 @@ STRONG_MAGNITUDE = 10.0
 # touching 85 C for two scrapes as a job starts) is a blip, not evidence.
 BLIP_MAGNITUDE = 1.5
 
+# The window's telemetry, a batch of hosts (and switches) at a time: a row group holds one host's day,
+# so the host list prunes, and the rate and quantile work stays within memory on a 1,000-host store.
+HOST_BATCH = 64
+SERIES_HOSTS_SQL = """
+SELECT DISTINCT host FROM metrics WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) ORDER BY host
+"""
 FLEET_SCOPE_SQL = """
 INSERT INTO _scope SELECT ts, host, entity, metric, value FROM metrics
-WHERE ts BETWEEN ? AND ? AND metric IN ({metrics})
+WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) AND host IN ({hosts})
 """
 EVENT_HOSTS_SQL = "SELECT DISTINCT host FROM events WHERE ts BETWEEN ? AND ? AND host IS NOT NULL ORDER BY host"
 
@@ -61,10 +67,17 @@ def fleet_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetim
     """Anomaly windows and typed events of the whole fleet in [start, end], in time order. Xid 13/31
     (the application's own faults, NVIDIA's catalog) are left out: they say nothing of the part."""
     an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
-    conn.execute(an.SCOPE_DDL)
     metrics = [r.metric for r in METRIC_RULES]
-    conn.execute(FLEET_SCOPE_SQL.format(metrics=placeholders(len(metrics))), [start, end, *metrics])
-    found: list[Signal] = list(an.anomalies(conn))
+    marks = placeholders(len(metrics))
+    series_hosts = [r[0] for r in conn.execute(SERIES_HOSTS_SQL.format(metrics=marks), [start, end, *metrics])
+                    .fetchall()]
+    found: list[Signal] = []
+    for i in range(0, len(series_hosts), HOST_BATCH):
+        batch = series_hosts[i:i + HOST_BATCH]
+        conn.execute(an.SCOPE_DDL)
+        conn.execute(FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))),
+                     [start, end, *metrics, *batch])
+        found += an.anomalies(conn)
     hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
     found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
     return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
