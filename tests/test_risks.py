@@ -108,3 +108,18 @@ def test_empty_store_exits_6(tmp_path):
     connect(tmp_path / "empty.duckdb").close()
     res = CliRunner().invoke(cli, ["risks", "--db", str(tmp_path / "empty.duckdb")])
     assert res.exit_code == 6 and "ingest" in res.output
+
+
+def test_a_counter_reset_is_no_risk_errors_after_it_are(conn):
+    """A reboot zeroes the HCA counters: the drop is a reset, not a negative rate or an error burst; the
+    errors that follow it still count (rates by window functions, resets handled)."""
+    from tests.explain_fixtures import Scenario, at
+
+    sc = Scenario(conn).cluster()
+    sc.series("gpu-001", "mlx5_0", "ib_port_symbol_errors_total", 0, 3600, 30, 0.0, counter=True, reset_at=3000)
+    sc.series("gpu-002", "mlx5_0", "ib_port_symbol_errors_total", 0, 3600, 30, 0.0, (3100, 3600, 5.0),
+              counter=True, reset_at=3000)
+    sc.series("gpu-002", "mlx5_0", "ib_port_rcv_errors_total", 0, 3600, 30, 0.0, (3100, 3600, 2.0),
+              counter=True, reset_at=3000)
+    ids = [r.asset.id for r in risks_at(conn, at(3590), history=None).degrading]
+    assert ids == ["gpu-002:mlx5_0"]
