@@ -7,7 +7,9 @@ lemons: simulate a `campaign`, ingest it, run fleet over the whole store and sco
 truth.json (tests/fleet_truth.py: a true lemon hurt two or more jobs). lead-time: simulate `ghost-link`,
 then run `risks --at T` (no lemon history) every STEP_S from the fault's onset to the reactive save it
 caused, and report the earliest T at which the link is named, in minutes before the save; and whether
-it is named at the half-way point. Simulations and stores are kept under --work and reused.
+it is named at the half-way point (every ghost link of the truth that provoked a reactive save). Simulations
+and stores are kept under --work and reused. `--data DIR` scores an existing simulation instead (its
+exports/ and truth.json; the store goes under --work), e.g. `--data sample_data`.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ def _ts(s: str) -> datetime:
     return datetime.fromisoformat(s.replace("Z", "")).replace(tzinfo=None)
 
 
-def _store(work: Path, scenario: str, seed: int, nodes: int, hours: float):
-    out = work / f"{scenario}-n{nodes}-h{hours:g}-s{seed}"
+def _store(work: Path, scenario: str, seed: int, nodes: int, hours: float, data: Path | None = None):
+    out = data or work / f"{scenario}-n{nodes}-h{hours:g}-s{seed}"
     if not (out / "truth.json").exists():
         simulate(out, scenario, seed, nodes, hours, overwrite=True)
-    db = out / "store.duckdb"
+    db = work / f"{out.resolve().name}.duckdb" if data else out / "store.duckdb"
     fresh = not db.exists()
     conn = connect(db)
     if fresh:
@@ -44,13 +46,20 @@ def _store(work: Path, scenario: str, seed: int, nodes: int, hours: float):
     return conn, json.loads((out / "truth.json").read_text())
 
 
+def _runs(args, scenario: str):
+    if args.data:
+        yield None, *_store(args.work, scenario, 0, 0, 0, args.data)
+        return
+    for seed in args.seeds:
+        yield seed, *_store(args.work, scenario, seed, args.nodes, args.hours)
+
+
 def lemons(args) -> None:
     from synestra_cli.fleet.assets import Inventory
     from synestra_cli.fleet.lemons import fleet_report
     from tests.fleet_truth import score
 
-    for seed in args.seeds:
-        conn, truth = _store(args.work, "campaign", seed, args.nodes, args.hours)
+    for seed, conn, truth in _runs(args, "campaign"):
         report = fleet_report(conn)
         sc = score(report, truth, Inventory(conn))
         print(json.dumps({"seed": seed, "jobs": len(report.jobs), "true_lemons": sorted(sc.truth),
@@ -60,30 +69,42 @@ def lemons(args) -> None:
 
 
 def lead_time(args) -> None:
+
+    for seed, conn, truth in _runs(args, "ghost-link"):
+        for fault, save in _ghost_saves(truth):
+            print(json.dumps({"seed": seed, **_lead(conn, fault, save)}))
+        conn.close()
+
+
+def _ghost_saves(truth: dict):
+    """(fault, the reactive save it caused) for every ghost link that provoked one."""
+    for fault in truth["faults"]:
+        if fault["kind"] != "ghost_link":
+            continue
+        saves = [c for j in truth["jobs"] if j["job"] in fault["jobs_affected"] for c in j["checkpoints"]
+                 if c["trigger"] == "reactive" and c["cause"] and c["cause"]["component"] == fault["component"]
+                 and fault["hosts"][0] in c["cause"]["hosts"] and _ts(c["start"]) > _ts(fault["start"])]
+        if saves:
+            yield fault, min(saves, key=lambda c: c["start"])
+
+
+def _lead(conn, fault: dict, save: dict) -> dict:
     from synestra_cli.fleet.risks import risks_at
 
-    for seed in args.seeds:
-        conn, truth = _store(args.work, "ghost-link", seed, args.nodes, args.hours)
-        fault = next(f for f in truth["faults"] if f["kind"] == "ghost_link" and f["decoy"] is None)
-        asset = f"{fault['hosts'][0]}:{fault['component']}"
-        main = next(j for j in truth["jobs"] if j["job"] == truth["main_job"])
-        save = next(c for c in main["checkpoints"] if c["trigger"] == "reactive" and c["cause"]
-                    and c["cause"]["component"] == fault["component"])
-        onset, saved = _ts(fault["start"]), _ts(save["start"])
-        half = onset + (saved - onset) / 2
-        t, first = onset, None
-        while t <= saved:
-            if asset in {r.asset.id for r in risks_at(conn, t, history=None).degrading}:
-                first = t
-                break
-            t += timedelta(seconds=STEP_S)
-        at_half = asset in {r.asset.id for r in risks_at(conn, half, history=None).degrading}
-        print(json.dumps({"seed": seed, "link": asset, "onset": fault["start"], "reactive_save": save["start"],
-                          "onset_to_save_min": round((saved - onset).total_seconds() / 60, 2),
-                          "named_at_half_way": at_half,
-                          "earliest_named": first.isoformat() if first else None,
-                          "lead_min": round((saved - first).total_seconds() / 60, 2) if first else None}))
-        conn.close()
+    asset = f"{fault['hosts'][0]}:{fault['component']}"
+    onset, saved = _ts(fault["start"]), _ts(save["start"])
+    half = onset + (saved - onset) / 2
+    t, first = onset, None
+    while t <= saved:
+        if asset in {r.asset.id for r in risks_at(conn, t, history=None).degrading}:
+            first = t
+            break
+        t += timedelta(seconds=STEP_S)
+    at_half = asset in {r.asset.id for r in risks_at(conn, half, history=None).degrading}
+    return {"link": asset, "onset": fault["start"], "reactive_save": save["start"],
+            "onset_to_save_min": round((saved - onset).total_seconds() / 60, 2),
+            "named_at_half_way": at_half, "earliest_named": first.isoformat() if first else None,
+            "lead_min": round((saved - first).total_seconds() / 60, 2) if first else None}
 
 
 def main() -> None:
@@ -93,6 +114,7 @@ def main() -> None:
     p.add_argument("--nodes", type=int, default=16)
     p.add_argument("--hours", type=float, default=48.0)
     p.add_argument("--work", type=Path, default=Path("benchmarks/cache/fleet"))
+    p.add_argument("--data", type=Path, help="an existing simulation (exports/ and truth.json) instead")
     args = p.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     (lemons if args.what == "lemons" else lead_time)(args)

@@ -118,7 +118,8 @@ def running_jobs(conn: duckdb.DuckDBPyConnection, hosts: list[str], at: datetime
 
 
 def _degrading(conn: duckdb.DuckDBPyConnection, at: datetime, inv: Inventory) -> list[Risk]:
-    signals = [s for s in fleet_signals(conn, at - LOOKBACK, at) if _active(s, at)]
+    # single-scrape windows too: at a 2-minute scrape, two erring metrics at once are the earliest sign
+    signals = [s for s in fleet_signals(conn, at - LOOKBACK, at, min_samples=1) if _active(s, at)]
     out = []
     for eps in episodes(signals, inv).values():
         ep: Episode = eps[-1]

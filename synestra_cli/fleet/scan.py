@@ -25,7 +25,9 @@ Signal = an.Anomaly | Event
 
 EPISODE_GAP = timedelta(hours=1)  # signals of one asset closer than this are one episode
 # A noisy-but-healthy link shows a symbol error every scrape or two, and nothing else (FEC corrects
-# them): two erring scrapes in a row make an anomaly window, not a failing part. A part is erring when
+# them): two erring scrapes in a row make an anomaly window, not a failing part. Two metrics erring at
+# once (symbol and receive errors, FEC climbing) are a failing part from the first scrape on: risks
+# scans with single-scrape windows for that lead time. A part is erring when
 # the evidence is a logged event, a discrete counter (a link went down, a DBE), a change far past its
 # threshold (magnitude: ~2 for a symbol error per scrape, thousands for a dying optic), or when two
 # metrics or two entities agree (FEC and symbol errors on one port; several GPUs of one rack).
@@ -63,9 +65,11 @@ def signal_start(s: Signal) -> datetime:
     return s.onset if isinstance(s, an.Anomaly) else s.ts
 
 
-def fleet_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> list[Signal]:
+def fleet_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime,
+                  min_samples: int = MIN_ANOMALY_SAMPLES) -> list[Signal]:
     """Anomaly windows and typed events of the whole fleet in [start, end], in time order. Xid 13/31
-    (the application's own faults, NVIDIA's catalog) are left out: they say nothing of the part."""
+    (the application's own faults, NVIDIA's catalog) are left out: they say nothing of the part.
+    `min_samples` 1 (risks) also returns single-scrape windows; an episode needs them corroborated."""
     an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
     metrics = [r.metric for r in METRIC_RULES]
     marks = placeholders(len(metrics))
@@ -77,7 +81,7 @@ def fleet_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetim
         conn.execute(an.SCOPE_DDL)
         conn.execute(FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))),
                      [start, end, *metrics, *batch])
-        found += an.anomalies(conn)
+        found += an.anomalies(conn, min_samples)
     hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
     found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
     return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
@@ -93,7 +97,10 @@ def blip(s: Signal) -> bool:
 
 
 def substantive(s: Signal) -> bool:
-    return isinstance(s, Event) or s.metric in DISCRETE_METRICS or s.magnitude >= STRONG_MAGNITUDE
+    """Enough alone: an event, a discrete counter, or a sustained change far past its threshold (a
+    single scrape, however large, may be a one-off burst)."""
+    return isinstance(s, Event) or s.metric in DISCRETE_METRICS or (
+        s.magnitude >= STRONG_MAGNITUDE and s.samples >= MIN_ANOMALY_SAMPLES)
 
 
 def corroborated(signals: list[Signal]) -> bool:
