@@ -168,3 +168,18 @@ def test_risks_lists_the_known_lemons_with_the_history_that_ended_before_t(campa
     assert all(r.action.endswith("before it costs another job") for r in known.risks if r.lemon_reasons)
     # six hours in, no job has ended yet: no lemon can be known, whatever comes later
     assert not [r for r in early.risks if r.lemon_reasons]
+
+
+def test_by_host_sums_a_nodes_parts(campaign):
+    from synestra_cli.fleet.lemons import rollup
+
+    inv, report, _, _ = campaign
+    by_host = {r.asset.id: r for r in rollup(report, "host", inv).rows}
+    parts = [r for r in report.rows if r.asset.host == "gpu-004"]
+    assert {r.asset.id for r in parts} >= {"gpu-004:gpu1", "gpu-004:mlx5_0"}
+    node = by_host["gpu-004"]
+    assert node.jobs == sorted({j for r in parts for j in r.jobs}) and len(node.jobs) == 4
+    assert abs(node.gpu_hours - sum(r.gpu_hours for r in parts)) < 1e-9
+    assert "rack-01" in by_host and by_host["rack-01"].jobs == ["1003", "1004"]  # a rack event stays the rack's
+    by_rack = rollup(report, "rack", inv)
+    assert {r.asset.id for r in by_rack.rows} == {"rack-01", "nfs-01"}

@@ -77,12 +77,14 @@ def _print_evidence(out, c: dict) -> None:
 @click.command("fleet")
 @click.option("--since", type=UTC_TIME, help="From this UTC time (default: the store's first data).")
 @click.option("--until", type=UTC_TIME, help="Up to this UTC time (default: the store's last data).")
+@click.option("--by", type=click.Choice(["component", "host", "rack"]), default="component", show_default=True,
+              help="Rank components, or the hosts or racks that hold them (their parts summed).")
 @click.option("--lemons", "only_lemons", is_flag=True, help="Only the lemons.")
 @click.option("--top", type=click.IntRange(min=1), help="Only the first N components.")
 @db_option
 @format_option("table", "json", "csv")
 @handle_errors
-def command(since, until, only_lemons, top, db, fmt) -> None:
+def command(since, until, by, only_lemons, top, db, fmt) -> None:
     """Hosts, GPUs, NICs/links, racks and filesystems ranked by the GPU-hours, failures and incidents
     they cost across every job in the window, with the jobs they hit, when they were first and last
     seen, their identities (GPU UUID, far-end switch port), and the lemons: components that hurt two or
@@ -96,6 +98,7 @@ def command(since, until, only_lemons, top, db, fmt) -> None:
     \b
     Examples:
       synestra fleet --since 2026-11-01 --lemons
+      synestra fleet --by host --top 10          # which nodes to drain
       synestra fleet --format json | jq '.components[] | select(.lemon) | .asset'
     """
     if since and until and since > until:
@@ -106,7 +109,7 @@ def command(since, until, only_lemons, top, db, fmt) -> None:
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        report = fleet_report(conn, since, until)
+        report = fleet_report(conn, since, until, by=by)
     memo.save_to(db, report.key, report.computed)  # the next fleet or tax-report reuses them
     doc = report.to_json()
     if only_lemons:

@@ -118,13 +118,14 @@ class FleetReport:
     rows: list[FleetRow]
     computed: list = field(default_factory=list)  # explanations to keep (explain.memo.save_to)
     key: str = ""
+    by: str = "component"  # component | host | rack (rollup)
 
     @property
     def lemons(self) -> list[FleetRow]:
         return [r for r in self.rows if r.lemon]
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "since": self.since, "until": self.until, "jobs": len(self.jobs),
+        return {"schema": SCHEMA, "since": self.since, "until": self.until, "jobs": len(self.jobs), "by": self.by,
                 "components": [row_json(r) for r in self.rows]}
 
 
@@ -152,6 +153,38 @@ def row_json(r: FleetRow) -> dict[str, Any]:
             "incidents": r.incidents, "gpu_hours": r.gpu_hours, "jobs": r.jobs, "first_seen": r.first_seen,
             "last_seen": r.last_seen, "lemon": r.lemon, "lemon_reasons": r.lemon_reasons,
             "hits": [_hit_json(h) for h in r.hits], "episodes": [episode_json(e) for e in r.episodes]}
+
+
+ROLLUPS = ("component", "host", "rack")
+
+
+def _parent(a: Asset, by: str, inv: Inventory) -> Asset:
+    """The host or rack a component sits in (itself when it has none: a filesystem, a switch port)."""
+    rack = a.identity.get("rack") or (inv.rack.get(a.host) if a.host else None)
+    if by == "host" and a.host and a.kind != "host":
+        return inv.host(a.host)
+    if by == "rack" and rack and a.kind != "rack":
+        return Asset("rack", rack, None, None, {"hosts": inv.rack_hosts(rack)})
+    return a
+
+
+def rollup(report: FleetReport, by: str, inv: Inventory) -> FleetReport:
+    """The report by host or by rack: each part's hits, episodes and GPU-hours summed into what holds it,
+    so a node whose GPU and NIC each hurt one job is seen to have hurt two."""
+    if by not in ROLLUPS:
+        raise ValueError(f"by must be one of {ROLLUPS}")
+    if by == "component":
+        return report
+    rows: dict[str, FleetRow] = {}
+    for r in report.rows:
+        parent = _parent(r.asset, by, inv)
+        row = rows.setdefault(parent.id, FleetRow(parent))
+        row.hits += r.hits
+        row.episodes = sorted(row.episodes + r.episodes, key=lambda e: e.start)
+        row.gpu_hours += r.gpu_hours
+    ranked = sorted(rows.values(), key=lambda r: (-r.gpu_hours, -r.failures, -r.incidents, -len(r.episodes),
+                                                  r.asset.id))
+    return FleetReport(report.since, report.until, report.jobs, ranked, report.computed, report.key, by)
 
 
 def _what(cp) -> str:
@@ -200,9 +233,13 @@ def _job_costs(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: d
 
 
 def fleet_report(conn: duckdb.DuckDBPyConnection, since: datetime | None = None,
-                 until: datetime | None = None, jobs_ended_by: datetime | None = None) -> FleetReport:
-    """Every asset that cost a job or reported errors in [since, until], costliest first.
+                 until: datetime | None = None, jobs_ended_by: datetime | None = None,
+                 by: str = "component") -> FleetReport:
+    """Every asset that cost a job or reported errors in [since, until], costliest first; `by` host or
+    rack sums the parts into what holds them (rollup).
     `jobs_ended_by`: only jobs whose every attempt ended by then (risks: no knowledge from the future)."""
+    if by not in ROLLUPS:
+        raise ValueError(f"by must be one of {ROLLUPS}")
     lo, hi = data_span(conn)
     full = _job_costs(conn, since, until)
     if lo is None and full is None:
@@ -235,5 +272,6 @@ def fleet_report(conn: duckdb.DuckDBPyConnection, since: datetime | None = None,
                 r.asset = eps[0].asset  # the clients that complained
     ranked = sorted(rows.values(), key=lambda r: (-r.gpu_hours, -r.failures, -r.incidents, -len(r.episodes),
                                                   r.asset.id))
-    return FleetReport(since or lo, until or hi, jobs, ranked, full.computed if full else [],
-                       full.key if full else "")
+    report = FleetReport(since or lo, until or hi, jobs, ranked, full.computed if full else [],
+                         full.key if full else "")
+    return rollup(report, by, inv)
