@@ -79,9 +79,9 @@ class FleetRow:
     def incidents(self) -> int:
         """Distinct events that hurt jobs: hits within INCIDENT_GAP of each other are one."""
         times = sorted(h.at for h in self.hits if h.at)
-        n = 1 if times else (1 if self.hits else 0)
-        n += sum(1 for a, b in zip(times, times[1:], strict=False) if b - a > INCIDENT_GAP)
-        return n
+        untimed = sum(1 for h in self.hits if not h.at)
+        gaps = sum(1 for a, b in zip(times, times[1:], strict=False) if b - a > INCIDENT_GAP)
+        return (1 + gaps if times else 0) + untimed
 
     @property
     def categories(self) -> list[str]:
@@ -158,6 +158,11 @@ def row_json(r: FleetRow) -> dict[str, Any]:
 ROLLUPS = ("component", "host", "rack")
 
 
+def _ranked(rows) -> list[FleetRow]:
+    """Costliest first: GPU-hours, then failures, incidents, episodes; ties by name."""
+    return sorted(rows, key=lambda r: (-r.gpu_hours, -r.failures, -r.incidents, -len(r.episodes), r.asset.id))
+
+
 def _parent(a: Asset, by: str, inv: Inventory) -> Asset:
     """The host or rack a component sits in (itself when it has none: a filesystem, a switch port)."""
     rack = a.identity.get("rack") or (inv.rack.get(a.host) if a.host else None)
@@ -182,8 +187,7 @@ def rollup(report: FleetReport, by: str, inv: Inventory) -> FleetReport:
         row.hits += r.hits
         row.episodes = sorted(row.episodes + r.episodes, key=lambda e: e.start)
         row.gpu_hours += r.gpu_hours
-    ranked = sorted(rows.values(), key=lambda r: (-r.gpu_hours, -r.failures, -r.incidents, -len(r.episodes),
-                                                  r.asset.id))
+    ranked = _ranked(rows.values())
     return FleetReport(report.since, report.until, report.jobs, ranked, report.computed, report.key, by)
 
 
@@ -270,8 +274,7 @@ def fleet_report(conn: duckdb.DuckDBPyConnection, since: datetime | None = None,
             r.episodes = eps
             if r.asset.kind == "filesystem" and eps[0].asset.identity.get("clients"):
                 r.asset = eps[0].asset  # the clients that complained
-    ranked = sorted(rows.values(), key=lambda r: (-r.gpu_hours, -r.failures, -r.incidents, -len(r.episodes),
-                                                  r.asset.id))
+    ranked = _ranked(rows.values())
     report = FleetReport(since or lo, until or hi, jobs, ranked, full.computed if full else [],
                          full.key if full else "")
     return rollup(report, by, inv)
