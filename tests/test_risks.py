@@ -101,7 +101,9 @@ def test_default_time_is_the_latest_data_and_lemons_need_history(ghost):
     with _ro(db) as conn:
         latest = conn.execute("SELECT max(ts) FROM metrics").fetchone()[0]
         report = risks_at(conn, history=None)
-    assert report.at >= latest and all(r.status == "degrading" for r in report.risks)
+    assert report.at >= latest and all(r.status == "degrading" for r in report.risks) and not report.stale
+    res = CliRunner().invoke(cli, ["risks", "--db", str(db), "--history-hours", "0", "--at", "2030-01-01"])
+    assert res.exit_code == 0 and "ingest the latest exports first" in res.output
 
 
 def test_empty_store_exits_6(tmp_path):

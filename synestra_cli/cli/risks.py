@@ -86,6 +86,9 @@ def command(at, history_hours, fail_over, db, fmt) -> None:
     with open_store(db, read_only=True) as conn:
         report = risks_at(conn, at, timedelta(hours=history_hours) if history_hours else None)
     doc = report.to_json()
+    if report.stale:
+        click.echo(f"risks: warning: the store's latest data is from {report.latest_data:%Y-%m-%d %H:%M:%S} UTC, "
+                   f"before {report.at:%Y-%m-%d %H:%M:%S}: ingest the latest exports first", err=True)
     if fmt == "json":
         click.echo(dumps(doc))
     elif fmt == "csv":

@@ -64,13 +64,20 @@ class Risk:
 class RiskReport:
     at: datetime
     risks: list[Risk]
+    latest_data: datetime | None = None  # the store's last sample or event
+
+    @property
+    def stale(self) -> bool:
+        """T is past the store's data: "nothing degrading" would only mean "nothing known"."""
+        return self.latest_data is None or self.at - self.latest_data > RECENT
 
     @property
     def degrading(self) -> list[Risk]:
         return [r for r in self.risks if r.status == "degrading"]
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "at": self.at, "lookback_s": LOOKBACK.total_seconds(),
+        return {"schema": SCHEMA, "at": self.at, "latest_data": self.latest_data, "stale": self.stale,
+                "lookback_s": LOOKBACK.total_seconds(),
                 "degrading": len(self.degrading), "risks": [risk_json(r) for r in self.risks]}
 
 
@@ -149,4 +156,4 @@ def risks_at(conn: duckdb.DuckDBPyConnection, at: datetime | None = None,
         r.jobs = running_jobs(conn, inv.hosts_of(r.asset), at)
     ranked = sorted(risks.values(), key=lambda r: (r.status != "degrading", -r.gpu_hours_per_hour, -r.score,
                                                    r.asset.id))
-    return RiskReport(at, ranked)
+    return RiskReport(at, ranked, hi)
