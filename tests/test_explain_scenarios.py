@@ -166,6 +166,39 @@ def test_preemption_save_and_the_restore_after_it(conn):
     assert cps[("save", 200)].cause is None and cps[("save", 400)].trigger == "final"
 
 
+def test_exit_signal_handler_save_is_the_preemption_save_and_no_host_is_blamed(conn):
+    # Megatron's --exit-signal-handler: SIGTERM arrives unlogged, the job saves off-cadence (a 40 s
+    # save), then prints its exit line; sacct calls the attempt PREEMPTED, exit 0:15.
+    sc = Scenario(conn).cluster()
+    t = sc.steps(1, 0, 10, 200)
+    sc.checkpoint(1, "save", 200, t)
+    t = sc.steps(1, t + SAVE_S, 210, 270)
+    sc.checkpoint(1, "save", 273, t + 2, 40.0)
+    sc.incident(1, t + 44, "sigterm", message="[exiting program after receiving SIGTERM.] datetime: 2026-11-02 "
+                "01:00:00")
+    sc.attempt(1, -60, t + 47, "PREEMPTED", "0:15")
+    sc.checkpoint(2, "restore", 273, t + 1300, 55)
+    t2 = sc.steps(2, t + 1360, 280, 400)
+    sc.checkpoint(2, "save", 400, t2)
+    sc.attempt(2, t + 1200, t2 + 60, "COMPLETED")
+    cps = _by_iteration(conn)
+    save, restore = cps[("save", 273)], cps[("restore", 273)]
+    assert (save.trigger, save.cause.category, save.cause.host) == ("preemption", "scheduler.preemption", None)
+    assert (restore.trigger, restore.cause.category, restore.cause.host) == (
+        "preemption", "scheduler.preemption", None)
+
+
+def test_a_save_with_training_after_it_is_not_the_preemption_save(conn):
+    sc = Scenario(conn).cluster()
+    t = sc.steps(1, 0, 10, 200)
+    sc.checkpoint(1, "save", 200, t)
+    t = sc.steps(1, t + SAVE_S, 210, 260)
+    sc.checkpoint(1, "save", 250, t - 100, 40.0)  # an off-cadence save, then 10 more iterations logged
+    sc.incident(1, t + 60, "sigterm", message="[exiting program after receiving SIGTERM.] datetime: x")
+    sc.attempt(1, -60, t + 63, "PREEMPTED", "0:15")
+    assert _by_iteration(conn)[("save", 250)].trigger != "preemption"
+
+
 def test_slow_periodic_save_with_nfs_trouble_is_storage(conn):
     sc = Scenario(conn).cluster()
     t = 0.0

@@ -201,7 +201,8 @@ def _preemption(cl: Classified, ev: Evidence) -> Reasoning:
     links = [ch.from_incident(i) for i in sig] + ([ch.from_attempt_end(att)] if att and att.end else [])
     links.append(ch.from_checkpoint(cp, cl.trigger))
     first = min([i.ts for i in sig if i.ts] + ([att.end] if att and att.end else []), default=None)
-    return Reasoning(_fallback("scheduler.preemption", _first_node(att), first), [], ch.ordered(links))
+    # The scheduler took the nodes back: no host of the job is at fault.
+    return Reasoning(_fallback("scheduler.preemption", None, first), [], ch.ordered(links))
 
 
 def reason(cl: Classified, ev: Evidence) -> Reasoning:

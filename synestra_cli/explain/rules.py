@@ -50,8 +50,12 @@ MIN_SLOW_LINES = 2
 # --- Checkpoint triggers (explain/triggers.py) ---------------------------------------------------
 # A save whose blocking duration exceeds the job's median save x this is "abnormally long".
 SLOW_SAVE_FACTOR = 2.0
-# A save this close before an attempt's preemption end (or after its SIGTERM) is the preemption save.
+# A save this close before an attempt's preemption end, or before the exit-signal handler's exit line
+# (or after a SIGTERM whose arrival is logged), is the preemption save.
 PREEMPT_SAVE_S = 600.0
+# Megatron's --exit-signal-handler saves on SIGTERM, then prints this with the exit time (L D.2):
+# the signal came before the save, so this line bounds the save from after.
+EXIT_SIGNAL_MARK = "exiting program after receiving SIGTERM"
 # Slurm states that mean the scheduler took the nodes back (sacct, L D.8).
 PREEMPT_STATES = ("PREEMPTED",)
 OK_STATES = ("COMPLETED", "RUNNING", "TIMEOUT")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-from synestra_cli.store.job_views import JOB_VIEWS
+from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
 
 CORE = """
@@ -170,6 +170,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("003_jobs", JOBS),
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
+    ("008_bounded_restores", BOUNDED_RESTORES),
 ]
 
 
