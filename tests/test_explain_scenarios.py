@@ -32,6 +32,29 @@ def _by_iteration(conn, job="100"):
     return {(c.kind, c.iteration): c for c in explain_job(conn, job).checkpoints}
 
 
+def _clock_events(sc: Scenario, end: float, bad_host: str, gpus: range, bits: float, every: float = 60.0) -> None:
+    """DCGM clocks-event reasons for every GPU: SW power cap (0x4) all along, as a GPU at its power
+    limit shows (routine); `bits` (a float, as some exporters write it) on bad_host's `gpus` from 290 s."""
+    for h in HOSTS:
+        for g in range(8):
+            bad = (290, 1e9, bits) if h == bad_host and g in gpus else None
+            sc.series(h, f"gpu{g}", "gpu_clock_events_bitmask", -1800, end + 600, every, 4.0, bad)
+
+
+@pytest.mark.parametrize(("bits", "gpus", "want"), [
+    (136.0, range(8), ("power.capping", "gpu-002", None)),        # HW power brake + HW slowdown, whole node
+    (96.0, range(3, 4), ("cooling.thermal", "gpu-002", "gpu3")),  # SW + HW thermal on one GPU
+    (8.0, range(5, 6), ("gpu.hw_slowdown", "gpu-002", "gpu5")),   # the GPU's own HW slowdown
+])
+def test_clock_event_reasons_tell_power_brake_from_thermal_from_a_gpus_own_slowdown(conn, bits, gpus, want):
+    sc, end = _reactive_job(conn)
+    _clock_events(sc, end, "gpu-002", gpus, bits)
+    reactive = _by_iteration(conn)[("save", 330)]
+    assert reactive.trigger == "reactive"
+    assert (reactive.cause.category, reactive.cause.host, reactive.cause.component) == want
+    assert reactive.cause.confidence > 0.5
+
+
 def test_healthy_job_has_only_routine_checkpoints(conn):
     healthy_job(conn)
     cps = explain_job(conn, "100").checkpoints

@@ -19,6 +19,7 @@ CATEGORIES = (
     "gpu.other_xid",
     "cooling.thermal",
     "power.capping",
+    "gpu.hw_slowdown",
     "host.pcie",
     "host.oom",
     "storage.slow",
@@ -82,7 +83,7 @@ class MetricRule(NamedTuple):
 # Shorthands for the table below.
 C, G, UP, DOWN = "counter", "gauge", "up", "down"
 LOSSY, DOWN_, HOT, CAPPED = "network.link_degraded", "network.link_down", "cooling.thermal", "power.capping"
-MEMORY, PCIE, NVLINK = "gpu.memory", "host.pcie", "gpu.nvlink"
+MEMORY, PCIE, NVLINK, SLOWED = "gpu.memory", "host.pcie", "gpu.nvlink", "gpu.hw_slowdown"
 R = MetricRule
 # fmt: off
 METRIC_RULES: tuple[MetricRule, ...] = (
@@ -110,6 +111,11 @@ METRIC_RULES: tuple[MetricRule, ...] = (
     R("gpu_memory_temp_celsius",                 G, UP,   85.0,   1,   10.0,  "gpu",      HOT,    0.8),
     R("gpu_thermal_violation_us_total",          C, UP,   100000.0, 10,  100000.0, "gpu",      HOT,    1.0),
     R("gpu_power_violation_us_total",            C, UP,   100000.0, 10,  100000.0, "gpu",      CAPPED, 1.0),
+    R("gpu_clock_event_sw_power_cap",            G, UP,   0.5,    1,   0.5,   "gpu",      CAPPED, 0.7),
+    R("gpu_clock_event_hw_power_brake",          G, UP,   0.5,    1,   0.5,   "gpu",      CAPPED, 1.0),
+    R("gpu_clock_event_sw_thermal",              G, UP,   0.5,    1,   0.5,   "gpu",      HOT,    0.9),
+    R("gpu_clock_event_hw_thermal",              G, UP,   0.5,    1,   0.5,   "gpu",      HOT,    1.0),
+    R("gpu_clock_event_hw_slowdown",             G, UP,   0.5,    1,   0.5,   "gpu",      SLOWED, 0.9),
     R("gpu_ecc_dbe_volatile_total",              C, UP,   1e-09,  1,   1e-09, "gpu",      MEMORY, 1.0),
     R("gpu_uncorrectable_remapped_rows_total",   C, UP,   1e-09,  1,   1e-09, "gpu",      MEMORY, 0.9),
     R("gpu_row_remap_failure",                   G, UP,   0.5,    1,   0.5,   "gpu",      MEMORY, 1.0),
@@ -119,6 +125,29 @@ METRIC_RULES: tuple[MetricRule, ...] = (
     R("gpu_nvlink_recovery_errors_total",        C, UP,   1e-09,  1,   1e-09, "gpu",      NVLINK, 0.9),
 )
 # fmt: on
+# DCGM's clocks-event reasons (DCGM_FI_DEV_CLOCKS_EVENT_REASONS, formerly CLOCK_THROTTLE_REASONS;
+# dcgm_fields.h DCGM_CLOCKS_EVENT_REASON_*, 1:1 with NVML's; L B.4) arrive as one bitmask per GPU and
+# sample. Each bit that says why clocks are held down becomes a 0/1 signal of its own, compared with the
+# GPU's own history like any gauge (SW power cap is routine on a GPU at its power limit: only a change
+# counts). HW slowdown (clocks cut >= 2x) also fires for thermal and power-brake slowdowns; it is the
+# GPU's own only when neither is set beside it. Not causes: 0x1 idle (nothing running), 0x2 application
+# clocks setting (an admin's choice), 0x10 sync boost (held to its group's slowest: the cause is
+# another GPU's bit), 0x100 display clocks.
+CLOCK_EVENT_METRIC = "gpu_clock_events_bitmask"
+# (signal, bit, unless one of these bits is set in the same sample)
+CLOCK_EVENT_SIGNALS: tuple[tuple[str, int, int], ...] = (
+    ("gpu_clock_event_sw_power_cap", 0x04, 0),
+    ("gpu_clock_event_hw_slowdown", 0x08, 0x20 | 0x40 | 0x80),
+    ("gpu_clock_event_sw_thermal", 0x20, 0),
+    ("gpu_clock_event_hw_thermal", 0x40, 0),
+    ("gpu_clock_event_hw_power_brake", 0x80, 0),
+)
+# A set bit is a statement, not a level: its magnitude is 1, like a log event's.
+FLAG_METRICS = tuple(name for name, _, _ in CLOCK_EVENT_SIGNALS)
+# An external power brake is asserted on a node (its power supply); a GPU's own HW slowdown is that
+# GPU's: both are named by their host (one GPU: that GPU), never by the rack.
+HOST_LEVEL_METRICS = ("gpu_clock_event_hw_power_brake", "gpu_clock_event_hw_slowdown")
+
 # An anomaly window needs this many anomalous samples (a one-off FEC burst is noise), unless the metric
 # counts discrete, always-significant events (a link went down, a DBE, a remap failure).
 MIN_ANOMALY_SAMPLES = 2
@@ -131,6 +160,7 @@ DISCRETE_METRICS = (
     "gpu_uncorrectable_remapped_rows_total",
     "gpu_row_remap_failure",
     "gpu_nvlink_recovery_errors_total",
+    "gpu_clock_event_hw_power_brake",
 )
 
 # --- Log event rules (signals/events.py) ---------------------------------------------------------
@@ -167,6 +197,7 @@ TEMPLATES: dict[str, dict[str, float]] = {
         "network.link_degraded": 1.0,
         "cooling.thermal": 1.0,
         "power.capping": 1.0,
+        "gpu.hw_slowdown": 1.0,
         "host.pcie": 0.8,
         "gpu.nvlink": 0.7,
         "network.link_down": 0.6,
@@ -185,6 +216,7 @@ TEMPLATES: dict[str, dict[str, float]] = {
         "storage.slow": 0.4,
         "cooling.thermal": 0.3,
         "power.capping": 0.2,
+        "gpu.hw_slowdown": 0.2,
     },
     "slow_save": {"storage.slow": 1.0, "network.link_degraded": 0.3},
 }
