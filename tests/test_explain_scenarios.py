@@ -108,6 +108,37 @@ def test_slowdown_with_healthy_telemetry_is_a_straggler(conn):
     assert cause.category == "workload.straggler"
 
 
+def _activity(sc: Scenario, end: float, busy: tuple[str, int] | None, every: float = 30.0) -> None:
+    """DCGM activity of every GPU: tensor 0.52, SM 0.86, 660 W; from the slowdown (300 s, x1.5) each
+    GPU waits for the slowest and keeps 1/1.5 of it, but the `busy` GPU, which sets the pace."""
+    for h in HOSTS:
+        for g in range(8):
+            keep = 1.0 if (h, g) == busy else 1 / 1.5
+            for metric, level in (("gpu_tensor_active_ratio", 0.52), ("gpu_sm_active_ratio", 0.86),
+                                  ("gpu_power_watts", 660.0)):
+                sc.series(h, f"gpu{g}", metric, -1800, end + 600, every, level, (300, 1e9, level * keep))
+
+
+def test_straggler_host_is_the_one_whose_gpus_stay_busy_while_peers_wait(conn):
+    sc, end = _reactive_job(conn)
+    _ports(sc, "port_symbol_errors_total", end + 600, None)
+    _activity(sc, end, ("gpu-003", 2))
+    reactive = _by_iteration(conn)[("save", 330)]
+    assert (reactive.cause.category, reactive.cause.host, reactive.cause.component) == (
+        "workload.straggler", "gpu-003", None)
+    assert reactive.cause.confidence > 0.7
+    busy = next(lk for lk in reactive.chain if lk.evidence.get("metric") == "gpu_activity_kept_ratio")
+    assert (busy.host, busy.entity) == ("gpu-003", "gpu2") and busy.evidence["after"] > 0.95
+
+
+def test_straggler_without_an_asymmetry_names_no_host(conn):
+    sc, end = _reactive_job(conn)
+    _ports(sc, "port_symbol_errors_total", end + 600, None)
+    _activity(sc, end, None)  # every GPU slowed alike: nothing tells the slow rank apart
+    cause = _by_iteration(conn)[("save", 330)].cause
+    assert (cause.category, cause.host, cause.confidence) == ("workload.straggler", None, 0.5)
+
+
 def test_slowdown_without_any_telemetry_says_unknown_not_straggler(conn):
     _reactive_job(conn)
     cause = _by_iteration(conn)[("save", 330)].cause

@@ -17,6 +17,7 @@ from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause, Evidence, plan, reason
 from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
+from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, incidents, typed_events
 from synestra_cli.signals.scope import ANY_JOB_SQL, JobScope, load_scope, scalar
@@ -138,7 +139,8 @@ def _signal_order(s: Anomaly | Event) -> tuple:
 
 def _evidence(conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
-    ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc)
+    ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc,
+                  stragglers=lambda *window: straggler_host(conn, *window))
     spans = _telemetry_windows(items, ev)
     if not spans:
         return ev

@@ -235,3 +235,14 @@ FALLBACK_CONFIDENCE = {
     "unknown": 0.2,
 }
 MAX_ALTERNATIVES = 3
+
+# --- The straggler's host (signals/activity.py) --------------------------------------------------
+# In synchronous training the slow rank's GPUs keep their activity while every peer waits for it at
+# each collective: per GPU, the share of its own tensor/SM activity and power it kept during the
+# slowdown. A host is named when its busiest GPU kept at least STRAGGLER_MIN_GAP more than the other
+# hosts' median, STRAGGLER_MIN_Z times their spread (MAD, at least the floor: DCGM's ratios jitter by
+# about a point), and at least half that gap ahead of the runner-up (one host, not a group).
+ACTIVITY_METRICS = ("gpu_tensor_active_ratio", "gpu_sm_active_ratio", "gpu_power_watts")
+STRAGGLER_MIN_GAP = 0.1
+STRAGGLER_MIN_Z = 4.0
+STRAGGLER_NOISE_FLOOR = 0.02
