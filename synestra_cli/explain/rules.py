@@ -60,6 +60,8 @@ EXIT_SIGNAL_MARK = "exiting program after receiving SIGTERM"
 # Slurm states that mean the scheduler took the nodes back (sacct, L D.8).
 PREEMPT_STATES = ("PREEMPTED",)
 OK_STATES = ("COMPLETED", "RUNNING", "TIMEOUT")
+# Slurm states of an attempt that failed (sacct, L D.8): explained even when no restore follows.
+FAILED_STATES = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
 
 # --- Metric anomaly rules (signals/anomalies.py) -------------------------------------------------
 
