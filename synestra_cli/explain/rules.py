@@ -6,17 +6,27 @@ Sources: ../shared/reference/anchors.md (A) and log-formats.md (L).
 
 from __future__ import annotations
 
+from synestra_cli.signals.thresholds import ACTIVITY_METRICS as ACTIVITY_METRICS
+
 # Signal thresholds live below signals/ (signals/thresholds.py); re-exported here so that every
 # constant explain decides with can still be read in one place.
 from synestra_cli.signals.thresholds import AER_CORRECTED_MIN as AER_CORRECTED_MIN
+from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC as CLOCK_EVENT_METRIC
+from synestra_cli.signals.thresholds import CLOCK_EVENT_SIGNALS as CLOCK_EVENT_SIGNALS
 from synestra_cli.signals.thresholds import DISCRETE_METRICS as DISCRETE_METRICS
 from synestra_cli.signals.thresholds import EVENT_RULES as EVENT_RULES
+from synestra_cli.signals.thresholds import FLAG_METRICS as FLAG_METRICS
+from synestra_cli.signals.thresholds import HOST_LEVEL_METRICS as HOST_LEVEL_METRICS
+from synestra_cli.signals.thresholds import LOOKBACK_S as LOOKBACK_S
 from synestra_cli.signals.thresholds import MAD_K as MAD_K
 from synestra_cli.signals.thresholds import METRIC_RULES as METRIC_RULES
 from synestra_cli.signals.thresholds import MIN_ANOMALY_SAMPLES as MIN_ANOMALY_SAMPLES
 from synestra_cli.signals.thresholds import MIN_SLOW_LINES as MIN_SLOW_LINES
 from synestra_cli.signals.thresholds import RECOVERY as RECOVERY
 from synestra_cli.signals.thresholds import SLOW_FACTOR as SLOW_FACTOR
+from synestra_cli.signals.thresholds import STRAGGLER_MIN_GAP as STRAGGLER_MIN_GAP
+from synestra_cli.signals.thresholds import STRAGGLER_MIN_Z as STRAGGLER_MIN_Z
+from synestra_cli.signals.thresholds import STRAGGLER_NOISE_FLOOR as STRAGGLER_NOISE_FLOOR
 from synestra_cli.signals.thresholds import XID_APP as XID_APP
 from synestra_cli.signals.thresholds import XID_CONSEQUENCE as XID_CONSEQUENCE
 from synestra_cli.signals.thresholds import XID_FELL_OFF as XID_FELL_OFF
@@ -35,14 +45,16 @@ POST_WINDOW_S = 300.0
 # Clock skew tolerated between sources (syslog vs job log vs exporters): a cause may appear to follow
 # its effect by this much and still precede it.
 SKEW_S = 30.0
-# Telemetry read before a job's first attempt, to learn each entity's own baseline.
-LOOKBACK_S = 1800.0
 
 # --- Checkpoint triggers (explain/triggers.py) ---------------------------------------------------
 # A save whose blocking duration exceeds the job's median save x this is "abnormally long".
 SLOW_SAVE_FACTOR = 2.0
-# A save this close before an attempt's preemption end (or after its SIGTERM) is the preemption save.
+# A save this close before an attempt's preemption end, or before the exit-signal handler's exit line
+# (or after a SIGTERM whose arrival is logged), is the preemption save.
 PREEMPT_SAVE_S = 600.0
+# Megatron's --exit-signal-handler saves on SIGTERM, then prints this with the exit time (L D.2):
+# the signal came before the save, so this line bounds the save from after.
+EXIT_SIGNAL_MARK = "exiting program after receiving SIGTERM"
 # Slurm states that mean the scheduler took the nodes back (sacct, L D.8).
 PREEMPT_STATES = ("PREEMPTED",)
 OK_STATES = ("COMPLETED", "RUNNING", "TIMEOUT")
@@ -56,6 +68,7 @@ TEMPLATES: dict[str, dict[str, float]] = {
         "network.link_degraded": 1.0,
         "cooling.thermal": 1.0,
         "power.capping": 1.0,
+        "gpu.hw_slowdown": 1.0,
         "host.pcie": 0.8,
         "gpu.nvlink": 0.7,
         "network.link_down": 0.6,
@@ -74,6 +87,7 @@ TEMPLATES: dict[str, dict[str, float]] = {
         "storage.slow": 0.4,
         "cooling.thermal": 0.3,
         "power.capping": 0.2,
+        "gpu.hw_slowdown": 0.2,
     },
     "slow_save": {"storage.slow": 1.0, "network.link_degraded": 0.3},
 }

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+# Telemetry read before a job's first attempt, to learn each entity's own baseline (explain's scope
+# and the straggler's activity baseline).
+LOOKBACK_S = 1800.0
+
 # --- Step-time degradation (signals/steps.py) ----------------------------------------------------
 # A logged step is slow when above median x SLOW_FACTOR and above median + MAD_K x MAD (robust z).
 SLOW_FACTOR = 1.10
@@ -39,7 +43,7 @@ class MetricRule(NamedTuple):
 # Shorthands for the table below.
 C, G, UP, DOWN = "counter", "gauge", "up", "down"
 LOSSY, DOWN_, HOT, CAPPED = "network.link_degraded", "network.link_down", "cooling.thermal", "power.capping"
-MEMORY, PCIE, NVLINK = "gpu.memory", "host.pcie", "gpu.nvlink"
+MEMORY, PCIE, NVLINK, SLOWED = "gpu.memory", "host.pcie", "gpu.nvlink", "gpu.hw_slowdown"
 R = MetricRule
 # fmt: off
 METRIC_RULES: tuple[MetricRule, ...] = (
@@ -67,6 +71,11 @@ METRIC_RULES: tuple[MetricRule, ...] = (
     R("gpu_memory_temp_celsius",                 G, UP,   85.0,   1,   10.0,  "gpu",      HOT,    0.8),
     R("gpu_thermal_violation_us_total",          C, UP,   100000.0, 10,  100000.0, "gpu",      HOT,    1.0),
     R("gpu_power_violation_us_total",            C, UP,   100000.0, 10,  100000.0, "gpu",      CAPPED, 1.0),
+    R("gpu_clock_event_sw_power_cap",            G, UP,   0.5,    1,   0.5,   "gpu",      CAPPED, 0.7),
+    R("gpu_clock_event_hw_power_brake",          G, UP,   0.5,    1,   0.5,   "gpu",      CAPPED, 1.0),
+    R("gpu_clock_event_sw_thermal",              G, UP,   0.5,    1,   0.5,   "gpu",      HOT,    0.9),
+    R("gpu_clock_event_hw_thermal",              G, UP,   0.5,    1,   0.5,   "gpu",      HOT,    1.0),
+    R("gpu_clock_event_hw_slowdown",             G, UP,   0.5,    1,   0.5,   "gpu",      SLOWED, 0.9),
     R("gpu_ecc_dbe_volatile_total",              C, UP,   1e-09,  1,   1e-09, "gpu",      MEMORY, 1.0),
     R("gpu_uncorrectable_remapped_rows_total",   C, UP,   1e-09,  1,   1e-09, "gpu",      MEMORY, 0.9),
     R("gpu_row_remap_failure",                   G, UP,   0.5,    1,   0.5,   "gpu",      MEMORY, 1.0),
@@ -76,6 +85,29 @@ METRIC_RULES: tuple[MetricRule, ...] = (
     R("gpu_nvlink_recovery_errors_total",        C, UP,   1e-09,  1,   1e-09, "gpu",      NVLINK, 0.9),
 )
 # fmt: on
+# DCGM's clocks-event reasons (DCGM_FI_DEV_CLOCKS_EVENT_REASONS, formerly CLOCK_THROTTLE_REASONS;
+# dcgm_fields.h DCGM_CLOCKS_EVENT_REASON_*, 1:1 with NVML's; L B.4) arrive as one bitmask per GPU and
+# sample. Each bit that says why clocks are held down becomes a 0/1 signal of its own, compared with the
+# GPU's own history like any gauge (SW power cap is routine on a GPU at its power limit: only a change
+# counts). HW slowdown (clocks cut >= 2x) also fires for thermal and power-brake slowdowns; it is the
+# GPU's own only when neither is set beside it. Not causes: 0x1 idle (nothing running), 0x2 application
+# clocks setting (an admin's choice), 0x10 sync boost (held to its group's slowest: the cause is
+# another GPU's bit), 0x100 display clocks.
+CLOCK_EVENT_METRIC = "gpu_clock_events_bitmask"
+# (signal, bit, unless one of these bits is set in the same sample)
+CLOCK_EVENT_SIGNALS: tuple[tuple[str, int, int], ...] = (
+    ("gpu_clock_event_sw_power_cap", 0x04, 0),
+    ("gpu_clock_event_hw_slowdown", 0x08, 0x20 | 0x40 | 0x80),
+    ("gpu_clock_event_sw_thermal", 0x20, 0),
+    ("gpu_clock_event_hw_thermal", 0x40, 0),
+    ("gpu_clock_event_hw_power_brake", 0x80, 0),
+)
+# A set bit is a statement, not a level: its magnitude is 1, like a log event's.
+FLAG_METRICS = tuple(name for name, _, _ in CLOCK_EVENT_SIGNALS)
+# An external power brake is asserted on a node (its power supply); a GPU's own HW slowdown is that
+# GPU's: both are named by their host (one GPU: that GPU), never by the rack.
+HOST_LEVEL_METRICS = ("gpu_clock_event_hw_power_brake", "gpu_clock_event_hw_slowdown")
+
 # An anomaly window needs this many anomalous samples (a one-off FEC burst is noise), unless the metric
 # counts discrete, always-significant events (a link went down, a DBE, a remap failure).
 MIN_ANOMALY_SAMPLES = 2
@@ -88,6 +120,7 @@ DISCRETE_METRICS = (
     "gpu_uncorrectable_remapped_rows_total",
     "gpu_row_remap_failure",
     "gpu_nvlink_recovery_errors_total",
+    "gpu_clock_event_hw_power_brake",
 )
 
 # --- Log event rules (signals/events.py) ---------------------------------------------------------
@@ -116,3 +149,14 @@ EVENT_RULES: dict[str, tuple[str, str, float]] = {
 RECOVERY = {"nfs_not_responding": "nfs_ok", "lustre_lost": "lustre_restored", "link_down": "link_up"}
 # A corrected AER is benign noise (L A.3): it counts only when repeated this often in the window.
 AER_CORRECTED_MIN = 5
+
+# --- The straggler's host (signals/activity.py) --------------------------------------------------
+# In synchronous training the slow rank's GPUs keep their activity while every peer waits for it at
+# each collective: per GPU, the share of its own tensor/SM activity and power it kept during the
+# slowdown. A host is named when its busiest GPU kept at least STRAGGLER_MIN_GAP more than the other
+# hosts' median, STRAGGLER_MIN_Z times their spread (MAD, at least the floor: DCGM's ratios jitter by
+# about a point), and at least half that gap ahead of the runner-up (one host, not a group).
+ACTIVITY_METRICS = ("gpu_tensor_active_ratio", "gpu_sm_active_ratio", "gpu_power_watts")
+STRAGGLER_MIN_GAP = 0.1
+STRAGGLER_MIN_Z = 4.0
+STRAGGLER_NOISE_FLOOR = 0.02

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-from synestra_cli.store.job_views import JOB_VIEWS
+from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
 
 CORE = """
@@ -191,6 +191,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
     ("007_clusters", CLUSTERS),
+    ("008_bounded_restores", BOUNDED_RESTORES),
     ("010_host_names", HOST_NAMES),
 ]
 
