@@ -169,6 +169,13 @@ FACTS = [
        EV.format("ts", "link_down"), datetime(2021, 5, 26, 15, 21, 5), host="n"),
     _f("syslog/gh-aws-parallelcluster-2701_rfc3164_lustre-connection-lost.log", "Lustre client keeps its role",
        EV.format("component", "lustre_lost"), "no2zxbmv-MDT0000"),
+    # 5. DCGM exporter label variants
+    _f("dcgm/notes-a800-mig_dcgm-exporter_process-name-label.prom", "DCGM_FI_PROCESS_NAME is no part of the entity",
+       "SELECT entity FROM metrics WHERE metric = 'DCGM_FI_DEV_ENC_UTIL' ORDER BY entity LIMIT 1", "gpu1"),
+    _f("dcgm/gpu-monitoring-tools_README_prometheus-dcgm_legacy-names.prom", "legacy dcgm_power_usage is power",
+       "SELECT entity, value FROM metrics WHERE metric = 'gpu_power_watts'", "gpu0", 31.737, host="n"),
+    _f("dcgm/gpu-monitoring-tools_README_prometheus-dcgm_legacy-names.prom", "legacy lowercase uuid label is the UUID",
+       "SELECT uuid FROM gpus WHERE entity = 'gpu0'", "GPU-8f640a3c-7e9a-608d-02a3-f4372d72b323", host="n"),
     # 6. NIC and fabric counters
     _f("fabric/notes-bnx2x_ethtool-S_per-queue.txt", "per-queue ethtool counter keeps its queue",
        "SELECT entity, value FROM metrics WHERE metric = 'eth_rx_bytes'", "ens4f1/q0", 79656136793.0, host="n"),
