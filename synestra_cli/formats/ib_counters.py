@@ -18,6 +18,7 @@ sysfs names the device (`mlx5_0`, `mlx5_0:2`); so does ibstat (`CA 'mlx4_0'` ...
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -96,7 +97,10 @@ IBSTAT_NOISE = re.compile(r"^\s*(?:ib(?:warn|panic|debug|error): .*|\+ .*|\S*[$#
 IBSTAT_SNIFF = re.compile(r"^\s*CA '[^']+'\s*\n(?:\s+[A-Za-z][\w ]*:.*\n)*?\s+Port \d+:\s*\n\s+State: ", re.MULTILINE)
 
 
-def _dialect(head: str):
+Dialect = Callable[[LoadContext, list[str], "Sink"], None]  # one export's reader
+
+
+def _dialect(head: str) -> Dialect | None:
     if IBSTAT_SNIFF.search(head):
         return _ibstat
     if PQ_SNIFF.search(head):
@@ -128,7 +132,8 @@ class Sink:
     no_pma: int = 0
     saturated: list[str] = field(default_factory=list)
 
-    def counter(self, host, entity, name: str, text: str, naming: tuple[dict, str], at: tuple[int, str]) -> None:
+    def counter(self, host: str | None, entity: str | None, name: str, text: str, naming: tuple[dict[str, str], str],
+                at: tuple[int, str]) -> None:
         """Add counter `name` (canonical if `naming`'s map knows it, else prefix + snake name)."""
         if text.strip() == NO_PMA:
             self.no_pma += 1  # no data, not a malformed line
@@ -229,7 +234,7 @@ def _sysfs(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
             _port_attribute(sink, host, entity, path, value)
 
 
-def _port_attribute(sink: Sink, host, entity, name: str, value: str) -> None:
+def _port_attribute(sink: Sink, host: str | None, entity: str | None, name: str, value: str) -> None:
     """state `4: ACTIVE`, phys_state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`; others are identity."""
     metric = {"state": "ib_port_state_id", "phys_state": "ib_port_physical_state_id"}.get(name)
     number = to_float(value.split(":")[0]) if metric else None
@@ -260,7 +265,7 @@ def _ibstat(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
             _ibstat_port_field(sink, host, entity, field.group(1).lower(), field.group(2), (lineno, line))
 
 
-def _ibstat_port_field(sink: Sink, host, entity, name: str, value: str, at: tuple[int, str]) -> None:
+def _ibstat_port_field(sink: Sink, host: str | None, entity: str, name: str, value: str, at: tuple[int, str]) -> None:
     codes = {"state": ("ib_port_state_id", IBSTAT_STATES),
              "physical state": ("ib_port_physical_state_id", IBSTAT_PHYS_STATES)}.get(name)
     if codes:
