@@ -32,6 +32,7 @@ BY_PREFIX = [
     ("real_samples/training/sacct_", "sacct"), ("real_samples/training/tdhock-slurm_sacct", "sacct"),
 ]
 BY_NAME = {
+    "ceems-jobstats_sacct-P_cluster-column.txt": "sacct",
     "prometheus_docs_api_query_range_example.json": "prom_api_json",
     "gh-ethq-8_ethtool-S_mlx5_connectx4_head.txt": "ethtool_stats",
     "notes-bnx2x_ethtool-S_per-queue.txt": "ethtool_stats",
