@@ -1,8 +1,17 @@
 """Per-entity anomaly windows for gauges and counter rates, against the entity's own history.
 
-The job's telemetry is first copied into a temp table `_scope` (its hosts, the switch ports that serve
-them, its time window, the metrics explain has rules for): every later query reads only that. Each
-entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
+The job's telemetry (its hosts, the switch ports that serve them, its time windows, the metrics explain
+has rules for) is read in two steps, so that the cost of a 1,000-host job is one aggregate pass, not
+a million rows through window functions:
+
+1. one summary row per series (`_series`: count, min, max, gauge quartiles), streamed by DuckDB's hash
+   aggregate straight from the scan. A gauge is a candidate when its own extreme crosses the rule
+   (the test below, exactly); a counter when it moved at all in the window (a counter that never
+   moved has no rate to be anomalous). Almost every series of a healthy job stops here;
+2. the raw samples of the candidate series only, into the temp table `_scope`, which every later query
+   reads.
+
+Each entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
 fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
 it crosses both the rule's absolute floor and the baseline by the rule's ratio and margin. Consecutive
 anomalous samples form a window (gaps and islands).
@@ -25,22 +34,44 @@ CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VAR
 """
 PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
 
-# Job hosts: every entity; switches: only the ports cabled to the job's hosts.
-SCOPE_DDL = """
-CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
-"""
 # All windows in one statement: a row group holds a host's whole day, series after series, so the host
 # list is what lets DuckDB skip row groups (zonemaps), and a statement per window would read the same
 # row groups once per window. Job hosts and switch ports go in two statements: an OR across them would
-# hide the host list from the zonemaps.
-SCOPE_HOSTS_SQL = """
-INSERT INTO _scope SELECT ts, host, entity, metric, value FROM metrics
-WHERE ({spans}) AND host IN ({hosts}) AND metric IN ({metrics})
+# hide the host list from the zonemaps. Job hosts: every entity; switches: only the ports cabled to them.
+SERIES_DDL = """
+CREATE OR REPLACE TEMP TABLE _series (host VARCHAR, entity VARCHAR, metric VARCHAR, n BIGINT, lo DOUBLE,
+    hi DOUBLE, q DOUBLE[])
 """
-SCOPE_PORTS_SQL = """
-INSERT INTO _scope SELECT ts, m.host, m.entity, metric, value
-FROM metrics m SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity
-WHERE ({spans}) AND m.host IN ({switches}) AND m.entity IN ({ports}) AND metric IN ({metrics})
+_SUMMARY = """
+SELECT m.host, m.entity, m.metric, count(*), min(value), max(value),
+       quantile_cont(value, [0.25, 0.75]) FILTER (WHERE r.kind = 'gauge')
+FROM metrics m JOIN _rules r ON r.metric = m.metric {join}
+WHERE ({spans}) AND m.host IN ({hosts}) {entities} AND m.metric IN ({metrics}) AND value IS NOT NULL
+GROUP BY m.host, m.entity, m.metric
+"""
+SERIES_HOSTS_SQL = "INSERT INTO _series " + _SUMMARY.format(join="", spans="{spans}", hosts="{hosts}", entities="",
+                                                            metrics="{metrics}")
+SERIES_PORTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
+    join="SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity", spans="{spans}", hosts="{hosts}",
+    entities="AND m.entity IN ({ports})", metrics="{metrics}")
+# Candidates: a gauge whose extreme crosses its rule against its own quartile (the anomaly test below,
+# on the same samples), a counter that moved.
+CANDIDATES_SQL = """
+CREATE OR REPLACE TEMP TABLE _candidates AS
+SELECT s.host, s.entity, s.metric FROM _series s JOIN _rules r USING (metric)
+WHERE CASE WHEN r.kind = 'counter' THEN s.hi > s.lo
+           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.q[1] * r.ratio + r.delta
+           ELSE s.lo <= r.floor AND s.lo < s.q[2] * r.ratio - r.delta END
+"""
+SCOPE_DDL = """
+CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
+"""
+# The raw samples of the candidates: the host and metric lists keep the zonemaps working.
+SCOPE_SQL = """
+INSERT INTO _scope SELECT ts, m.host, m.entity, m.metric, value
+FROM metrics m SEMI JOIN _candidates c
+     ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
+WHERE ({spans}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})
 """
 
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
@@ -125,7 +156,8 @@ def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[tuple[datetime, datetime]]) -> int:
-    """Copy the job's telemetry inside the (disjoint) windows into the temp table `_scope`; its rows."""
+    """Summarise the job's telemetry inside the (disjoint) windows per series (`_series`), and copy the
+    raw samples of the candidate series into the temp table `_scope`. Returns the series observed."""
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
@@ -135,16 +167,23 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     metrics = [r.metric for r in METRIC_RULES]
     spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
     bounds = [t for window in windows for t in window]
+    conn.execute(SERIES_DDL)
     conn.execute(SCOPE_DDL)
     if not windows:
         return 0
-    conn.execute(SCOPE_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)),
-                                        metrics=placeholders(len(metrics))), [*bounds, *scope.hosts, *metrics])
+    conn.execute(SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)),
+                                         metrics=placeholders(len(metrics))), [*bounds, *scope.hosts, *metrics])
     if switches:
-        conn.execute(SCOPE_PORTS_SQL.format(spans=spans, switches=placeholders(len(switches)),
-                                            ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
+        conn.execute(SERIES_PORTS_SQL.format(spans=spans, hosts=placeholders(len(switches)),
+                                             ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
                      [*bounds, *switches, *port_names, *metrics])
-    return int(scalar(conn, "SELECT count(*) FROM _scope"))
+    conn.execute(CANDIDATES_SQL)
+    hosts = [r[0] for r in conn.execute("SELECT DISTINCT host FROM _candidates ORDER BY 1").fetchall()]
+    wanted = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _candidates ORDER BY 1").fetchall()]
+    if hosts:
+        conn.execute(SCOPE_SQL.format(spans=spans, hosts=placeholders(len(hosts)), metrics=placeholders(len(wanted))),
+                     [*bounds, *hosts, *wanted])
+    return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 
 def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
