@@ -15,7 +15,7 @@ import duckdb
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause, Evidence, plan, reason
-from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA
+from synestra_cli.explain.rules import LOOKBACK_S, PERSIST_READ_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, incidents, typed_events
@@ -119,8 +119,8 @@ def _telemetry_windows(items: list[Classified], ev: Evidence) -> list[tuple[date
         p = plan(cl, ev)
         if p is not None and p.effect is not None:
             lo = p.effect.at - timedelta(seconds=PRE_WINDOW_S + LOOKBACK_S)
-            # past the checkpoint: the sample that shows a change just before it comes a scrape later
-            spans.append((lo, p.effect.deadline + timedelta(seconds=POST_WINDOW_S)))
+            # past the checkpoint: the samples that show a change begun before it come scrapes later
+            spans.append((lo, p.effect.deadline + timedelta(seconds=max(POST_WINDOW_S, PERSIST_READ_S))))
     merged: list[tuple[datetime, datetime]] = []
     for lo, hi in sorted(spans):
         if merged and lo <= merged[-1][1]:

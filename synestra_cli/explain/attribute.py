@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from synestra_cli.explain.rules import (
-    MIN_SCORE,
     POST_WINDOW_S,
     PRE_WINDOW_S,
     RACK_CATEGORIES,
@@ -175,11 +174,6 @@ def score_all(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Ca
     for c in cands:
         c.score = _score(c, effect, _peers(c, cands))
     return sorted(cands, key=lambda c: (-c.score, c.first_signal, c.category, c.host or "", c.component or ""))
-
-
-def rank(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
-    """Candidates above MIN_SCORE, best first."""
-    return [c for c in score_all(signals, scope, effect) if c.score >= MIN_SCORE]
 
 
 def confidences(cands: list[Candidate]) -> list[float]:

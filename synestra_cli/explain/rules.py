@@ -38,6 +38,11 @@ POST_WINDOW_S = 300.0
 SKEW_S = 30.0
 # Telemetry read before a job's first attempt, to learn each entity's own baseline.
 LOOKBACK_S = 1800.0
+# Telemetry read past a checkpoint. A fault that began before the effect and persists after the
+# checkpoint is evidence: at the sampling sites use (optics and switch counters every 1-5 min) a save
+# six minutes after onset has one or two samples of it before, and the rest comes after. Three
+# five-minute scrapes. What begins after the checkpoint still cannot be its cause (precedence).
+PERSIST_READ_S = 900.0
 
 # --- Step-time degradation (signals/steps.py) ----------------------------------------------------
 # A logged step is slow when above median x SLOW_FACTOR and above median + MAD_K x MAD (robust z).

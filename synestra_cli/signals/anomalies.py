@@ -8,8 +8,8 @@ a million rows through window functions:
    aggregate straight from the scan. A gauge is a candidate when its own extreme crosses the rule
    (the test below, exactly); a counter when it moved at all in the window (a counter that never
    moved has no rate to be anomalous). Almost every series of a healthy job stops here;
-2. the raw samples of the candidate series only, into the temp table `_scope`, which every later query
-   reads.
+2. the samples of the candidate series only (kept as lists by the same aggregate: no second scan),
+   into the temp table `_scope`, which every later query reads.
 
 Each entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
 fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
@@ -40,11 +40,13 @@ PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
 # hide the host list from the zonemaps. Job hosts: every entity; switches: only the ports cabled to them.
 SERIES_DDL = """
 CREATE OR REPLACE TEMP TABLE _series (host VARCHAR, entity VARCHAR, metric VARCHAR, n BIGINT, lo DOUBLE,
-    hi DOUBLE, q DOUBLE[])
+    hi DOUBLE, q DOUBLE[], tss TIMESTAMP[], vs DOUBLE[])
 """
+# One row per series: its summary, and its samples as two lists (so that the candidates' samples need
+# no second scan; a list holds a series' few dozen samples of the windows).
 _SUMMARY = """
 SELECT m.host, m.entity, m.metric, count(*), min(value), max(value),
-       quantile_cont(value, [0.25, 0.75]) FILTER (WHERE r.kind = 'gauge')
+       quantile_cont(value, [0.25, 0.75]) FILTER (WHERE r.kind = 'gauge'), list(ts), list(value)
 FROM metrics m JOIN _rules r ON r.metric = m.metric {join}
 WHERE ({spans}) AND m.host IN ({hosts}) {entities} AND m.metric IN ({metrics}) AND value IS NOT NULL
 GROUP BY m.host, m.entity, m.metric
@@ -54,24 +56,17 @@ SERIES_HOSTS_SQL = "INSERT INTO _series " + _SUMMARY.format(join="", spans="{spa
 SERIES_PORTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
     join="SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity", spans="{spans}", hosts="{hosts}",
     entities="AND m.entity IN ({ports})", metrics="{metrics}")
-# Candidates: a gauge whose extreme crosses its rule against its own quartile (the anomaly test below,
-# on the same samples), a counter that moved.
-CANDIDATES_SQL = """
-CREATE OR REPLACE TEMP TABLE _candidates AS
-SELECT s.host, s.entity, s.metric FROM _series s JOIN _rules r USING (metric)
-WHERE CASE WHEN r.kind = 'counter' THEN s.hi > s.lo
-           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.q[1] * r.ratio + r.delta
-           ELSE s.lo <= r.floor AND s.lo < s.q[2] * r.ratio - r.delta END
-"""
 SCOPE_DDL = """
 CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
 """
-# The raw samples of the candidates: the host and metric lists keep the zonemaps working.
+# The samples of the candidates only: a gauge whose extreme crosses its rule against its own quartile
+# (the anomaly test below, on the same samples), a counter that moved (one that never did has no rate).
 SCOPE_SQL = """
-INSERT INTO _scope SELECT ts, m.host, m.entity, m.metric, value
-FROM metrics m SEMI JOIN _candidates c
-     ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
-WHERE ({spans}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})
+INSERT INTO _scope SELECT unnest(s.tss), s.host, s.entity, s.metric, unnest(s.vs)
+FROM _series s JOIN _rules r USING (metric)
+WHERE CASE WHEN r.kind = 'counter' THEN s.hi > s.lo
+           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.q[1] * r.ratio + r.delta
+           ELSE s.lo <= r.floor AND s.lo < s.q[2] * r.ratio - r.delta END
 """
 
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
@@ -105,15 +100,29 @@ WITH base AS (
 ), islands AS (
     SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY ts) AS island
     FROM flagged WHERE bad
+), windows AS (
+    SELECT host, entity, metric, any_value(layer) AS layer, any_value(category) AS category,
+           any_value(weight) AS weight, min(ts) AS first_bad, max(ts) AS last, any_value(b) AS b,
+           median(x) AS after, CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak,
+           count(*) AS n, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0,
+           any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
+           list(x ORDER BY ts)[2:] AS rest  -- the window's own rate comes after its first sample
+    FROM islands GROUP BY host, entity, metric, island
 )
-SELECT host, entity, metric, any_value(layer), any_value(category), any_value(weight),
-       -- the change happened between the last normal sample and the first anomalous one: midway
-       min(ts) - coalesce((min(ts) - arg_min(prev_ts, ts)) / 2, INTERVAL 0 SECOND) AS onset,
-       max(ts) AS last, any_value(b) AS before, median(x) AS after,
-       CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak, count(*) AS n,
-       any_value(kind), coalesce(arg_min(prev_ts, ts), min(ts)) AS last_normal, any_value(threshold)
-FROM islands GROUP BY host, entity, metric, island
-HAVING count(*) >= ? OR bool_or(discrete)
+SELECT host, entity, metric, layer, category, weight,
+       -- The change happened between the last normal sample and the first anomalous one. A counter
+       -- dates it inside that interval: its first delta is the old rate up to the onset and the
+       -- window's own rate after it (a scrape every 5 min would otherwise blur it by 2.5 min). A
+       -- gauge, or a window of one sample: midway.
+       CASE WHEN prev0 IS NULL THEN first_bad
+            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
+                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
+                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
+                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
+            ELSE first_bad - (first_bad - prev0) / 2 END AS onset,
+       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
+FROM windows
+WHERE n >= ? OR discrete
 ORDER BY onset
 """
 
@@ -126,7 +135,7 @@ class Anomaly:
     layer: str
     category: str
     weight: float
-    onset: datetime  # midway between the last normal sample and the first anomalous one
+    onset: datetime  # in the interval before the first anomalous sample (counters: dated by their rate)
     end: datetime  # last anomalous sample
     before: float  # the entity's own baseline (a rate per second for counters)
     after: float  # median inside the window
@@ -135,12 +144,12 @@ class Anomaly:
     is_rate: bool
     last_normal: datetime  # the sample before the window: the change happened after it
     threshold: float  # the level this entity had to cross to be anomalous
+    first_bad: datetime  # the first anomalous sample: the change happened by then
 
     @property
     def bounds(self) -> tuple[datetime, datetime]:
         """When the change happened: after the last normal sample, by the first anomalous one."""
-        first_bad = self.onset + (self.onset - self.last_normal)
-        return self.last_normal, first_bad
+        return self.last_normal, self.first_bad
 
     @property
     def magnitude(self) -> float:
@@ -177,12 +186,7 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
         conn.execute(SERIES_PORTS_SQL.format(spans=spans, hosts=placeholders(len(switches)),
                                              ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
                      [*bounds, *switches, *port_names, *metrics])
-    conn.execute(CANDIDATES_SQL)
-    hosts = [r[0] for r in conn.execute("SELECT DISTINCT host FROM _candidates ORDER BY 1").fetchall()]
-    wanted = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _candidates ORDER BY 1").fetchall()]
-    if hosts:
-        conn.execute(SCOPE_SQL.format(spans=spans, hosts=placeholders(len(hosts)), metrics=placeholders(len(wanted))),
-                     [*bounds, *hosts, *wanted])
+    conn.execute(SCOPE_SQL)
     return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 
@@ -191,6 +195,6 @@ def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
     conn.execute(SIGNAL_SQL)
     rows = conn.execute(ANOMALIES_SQL, [MIN_ANOMALY_SAMPLES]).fetchall()
     return [
-        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr)
-        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr in rows
+        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first)
+        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first in rows
     ]
