@@ -170,7 +170,9 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
-    insert_rows(conn, "_ports", ports)
+    # two list parameters, not one per value: a 1,024-host job has 8,192 ports
+    conn.execute("INSERT INTO _ports SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                 [[p[0] for p in ports], [p[1] for p in ports]])
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     port_names = sorted({p[1] for p in ports})
     metrics = [r.metric for r in METRIC_RULES]
