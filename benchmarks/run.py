@@ -100,7 +100,9 @@ def run_child(args: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
     except json.JSONDecodeError:
         doc = {}
     doc = doc if isinstance(doc, dict) else {}
-    doc.update(wall_s=wall, peak_rss_mb=usage.ru_maxrss / 1024, exit_code=proc.returncode)  # ru_maxrss: KiB
+    # ru_maxrss: KiB. CPU seconds beside wall: on a shared machine wall time measures the neighbours too
+    doc.update(wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime, peak_rss_mb=usage.ru_maxrss / 1024,
+               exit_code=proc.returncode)
     return doc
 
 
@@ -248,7 +250,8 @@ def timed_command(args: list[str], runs: int) -> dict:
     cold = run_child(args)
     warm = [run_child(args) for _ in range(runs)]
     return {"cold_s": cold["wall_s"], "warm_median_s": statistics.median(w["wall_s"] for w in warm),
-            "warm_runs_s": [w["wall_s"] for w in warm], "peak_rss_mb": max(w["peak_rss_mb"] for w in warm)}
+            "warm_runs_s": [w["wall_s"] for w in warm], "peak_rss_mb": max(w["peak_rss_mb"] for w in warm),
+            "warm_median_cpu_s": statistics.median(w["cpu_s"] for w in warm), "load_avg": os.getloadavg()[0]}
 
 
 def _commit() -> str | None:
@@ -290,11 +293,12 @@ def print_table(doc: dict) -> None:
                   f"the explanations), warm median {tr['warm_median_s']:.2f} s (reuses them)")
     if doc.get("job_sizes"):
         print(f"\nexplain --job by job size (campus sampling)\n{'hosts':>7}{'campus':>16}{'store MB':>10}"
-              f"{'samples':>13}{'cold s':>8}{'warm s':>8}{'RSS MB':>8}")
+              f"{'samples':>13}{'cold s':>8}{'warm s':>8}{'cpu s':>7}{'RSS MB':>8}{'load':>6}")
         for r in doc["job_sizes"]:
             ex, campus = r["explain"], f"{r['nodes']} x {r['hours']:g} h"
             print(f"{r['hosts']:>7}{campus:>16}{r['store']['store_mb']:>10.0f}{r['metric_samples']:>13,}"
-                  f"{ex['cold_s']:>8.2f}{ex['warm_median_s']:>8.2f}{ex['peak_rss_mb']:>8.0f}")
+                  f"{ex['cold_s']:>8.2f}{ex['warm_median_s']:>8.2f}{ex['warm_median_cpu_s']:>7.2f}"
+                  f"{ex['peak_rss_mb']:>8.0f}{ex['load_avg']:>6.1f}")
 
 
 def main() -> None:
