@@ -1,14 +1,13 @@
 """explain against the simulator's ground truth, at seeds not used while developing (0-2 were).
 
 Every scenario x 3 held-out seeds at 8 nodes (~4 min on 2 cores) runs by default, as CI does
-(SYNESTRA_QUICK=1 skips it while developing); the same matrix at 32 nodes (~15 min) with SYNESTRA_SLOW=1.
-Big jobs: a 128-host job under campus sampling by default (~9e6 samples); 64-, 256- and 1,024-host jobs
-with SYNESTRA_SLOW=1.
+(marker `truth`: `pytest -m "not truth"` skips it while developing); the same matrix at 32 nodes
+(~15 min) is marked `slow`, outside the default run (`pytest -m slow`).
+Big jobs: a 128-host job under campus sampling in the default run (~9e6 samples); 64-, 256- and 1,024-host
+jobs are marked `campus` (`pytest -m campus`).
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 from explain_truth import Score, run_scenario
@@ -32,10 +31,8 @@ def test_one_crash_scenario_end_to_end(tmp_path):
     _assert_targets(score)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(bool(os.environ.get("SYNESTRA_QUICK")), reason="39 simulations per size (SYNESTRA_QUICK set)")
-@pytest.mark.parametrize("nodes", [
-    8, pytest.param(32, marks=pytest.mark.skipif(not os.environ.get("SYNESTRA_SLOW"), reason="SYNESTRA_SLOW=1"))])
+@pytest.mark.truth
+@pytest.mark.parametrize("nodes", [8, pytest.param(32, marks=pytest.mark.slow)])
 def test_every_scenario_at_held_out_seeds_meets_the_targets(tmp_path, nodes):
     total = Score()
     for name in SCENARIOS:
@@ -58,6 +55,7 @@ def _assert_big_job(score: Score) -> None:
     assert score.right_confidences and min(score.right_confidences) >= 0.5, (score.right_confidences, score.misses)
 
 
+@pytest.mark.truth
 def test_a_128_host_job_under_campus_sampling_names_its_ghost_link(tmp_path):
     """The main job of 256 nodes holds 128 hosts (1,024 NICs); 3 h (~9e6 samples) is the least that
     teaches the save cadence (a save every ~30 min). The old code named the port at 0.29: its seven NICs
@@ -67,8 +65,7 @@ def test_a_128_host_job_under_campus_sampling_names_its_ghost_link(tmp_path):
     _assert_big_job(score)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SYNESTRA_SLOW"), reason="5e6-7e7 samples each (SYNESTRA_SLOW=1)")
+@pytest.mark.campus  # 5e6-7e7 samples each
 @pytest.mark.parametrize(("nodes", "hours", "intervals", "seed"), [
     (128, 3.0, SLOWEST, 21),  # a 64-host job, every fabric counter every 5 min
     (512, 3.0, CAMPUS, 5),  # a 256-host job (the issue's campus job, shorter)

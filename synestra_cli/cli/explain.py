@@ -64,15 +64,17 @@ def command(
 
     explain = explain_job
     if with_tax:  # lazily: tax-report's buckets cost ~0.4 s more (pyarrow, bucket queries)
-        from synestra_cli.explain.tax import explain_with_tax
+        from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 
         explain = explain_with_tax
     with open_store(db, read_only=True) as conn:
+        from synestra_cli.clusters import resolve_job
+
         if not all_jobs and "SYNESTRA_MEMORY_LIMIT" not in os.environ:
             # One explanation reads each block of its hosts once: cached, they would only swell the RSS
-            # (a 256-host job: ~950 MB at the store's 1 GB limit, ~400 MB at this one, same speed).
+            # (a 256-host job: ~950 MB at the store's 1 GB limit, ~480 MB at this one, same speed).
             conn.execute("SET memory_limit = ?", [ONE_JOB_MEMORY_LIMIT])
-        ids = jobs_in_window(conn, since, until) if all_jobs else [str(job_id)]
+        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
         docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
     _render(docs, fmt, all_jobs)
 
