@@ -12,7 +12,12 @@ Steps (each in a child process, so peak RSS is the OS's figure for that step alo
 4. the whole dataset into one store: time, peak RSS, store size next to input size;
 5. `synestra explain --job` as a user runs it (a new process): cold, then median of N warm runs, at each
    store scale (scale k = the campaign simulated over k x hours);
-6. `synestra tax-report --all` latency, median of N.
+6. `synestra tax-report --all` latency, median of N;
+7. job size (`--job-sizes`, default 8, 64, 256 and 1,024 hosts): per size, a `ghost-link` campus whose
+   main job has that many hosts (twice the nodes), under campus sampling (DCGM 1 min, node_exporter
+   2 min, SNMP and optics 5 min), over `--job-node-hours` / nodes hours (at most 24): 512 nodes x 24 h
+   for the 256-host job, 2,048 x 6 h for the 1,024-host one, the same number of samples. `explain --job`
+   cold and warm, with its peak RSS, next to that store's size.
 Prints a table and writes the same figures as JSON (--out).
 """
 
@@ -95,7 +100,9 @@ def run_child(args: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
     except json.JSONDecodeError:
         doc = {}
     doc = doc if isinstance(doc, dict) else {}
-    doc.update(wall_s=wall, peak_rss_mb=usage.ru_maxrss / 1024, exit_code=proc.returncode)  # ru_maxrss: KiB
+    # ru_maxrss: KiB. CPU seconds beside wall: on a shared machine wall time measures the neighbours too
+    doc.update(wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime, peak_rss_mb=usage.ru_maxrss / 1024,
+               exit_code=proc.returncode)
     return doc
 
 
@@ -108,6 +115,48 @@ def dataset(cache: Path, nodes: int, hours: float, seed: int, gz: bool) -> Path:
                               "--hours", str(hours), "--seed", str(seed), "--force"] + (["--gzip"] if gz else []))
         print(f"  simulated in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     return out
+
+
+# The sampling campus fleets use (simulate/export.py Intervals.for_size at campus scale), for every job size.
+JOBSIZE_CHILD = """
+import json, sys
+from pathlib import Path
+from synestra_cli.simulate.export import Intervals
+from synestra_cli.simulate.scenarios import simulate
+meta = simulate(Path(sys.argv[1]), "ghost-link", seed=int(sys.argv[2]), nodes=int(sys.argv[3]),
+                hours=float(sys.argv[4]), overwrite=True, gz=sys.argv[5] == "1",
+                intervals=Intervals(dcgm=60.0, ib=120.0, snmp=300.0, optics=300.0))
+print(json.dumps(meta))
+"""
+
+
+def jobsize_dataset(cache: Path, hosts: int, node_hours: float, seed: int, gz: bool) -> Path:
+    """A ghost-link campus whose main job (half the nodes) has `hosts` hosts (cached)."""
+    nodes = max(4, 2 * hosts)
+    hours = max(1.0, min(24.0, node_hours / nodes))
+    out = cache / f"ghost-link-n{nodes}-h{hours:g}-s{seed}-campus{'-gz' if gz else ''}"
+    if not (out / "truth.json").exists():
+        print(f"simulating {out.name} (cached for later runs) ...", file=sys.stderr)
+        run_child([PY, "-c", JOBSIZE_CHILD, str(out), str(seed), str(nodes), str(hours), "1" if gz else "0"])
+    return out
+
+
+def bench_jobsizes(args: argparse.Namespace) -> list[dict]:
+    """explain --job latency and peak RSS per job size, each next to its store."""
+    rows = []
+    for hosts in (int(h) for h in args.job_sizes.split(",")):
+        data = jobsize_dataset(args.cache, hosts, args.job_node_hours, args.job_seed, args.gzip)
+        db = args.cache / f"store-{data.name}.duckdb"
+        truth = json.loads((data / "truth.json").read_text())
+        store = ({"reused": True, "store_mb": db.stat().st_size / 1e6} if args.reuse_stores and db.exists()
+                 else bench_store(data / "exports", db))
+        job = main_job(data)
+        size = next((len(j["hosts"]) for j in truth["jobs"] if j["job"] == job and "hosts" in j), hosts)
+        rows.append({"hosts": size, "data": data.name, "nodes": truth["nodes"], "hours": truth["hours"],
+                     "metric_samples": truth.get("metric_samples", 0), "store": store, "job": job,
+                     "explain": timed_command(SYNESTRA + ["explain", "--job", job, "--db", str(db), "--format",
+                                                          "json"], args.runs)})
+    return rows
 
 
 def files_per_format(exports: Path) -> dict[str, list[Path]]:
@@ -201,7 +250,8 @@ def timed_command(args: list[str], runs: int) -> dict:
     cold = run_child(args)
     warm = [run_child(args) for _ in range(runs)]
     return {"cold_s": cold["wall_s"], "warm_median_s": statistics.median(w["wall_s"] for w in warm),
-            "warm_runs_s": [w["wall_s"] for w in warm], "peak_rss_mb": max(w["peak_rss_mb"] for w in warm)}
+            "warm_runs_s": [w["wall_s"] for w in warm], "peak_rss_mb": max(w["peak_rss_mb"] for w in warm),
+            "warm_median_cpu_s": statistics.median(w["cpu_s"] for w in warm), "load_avg": os.getloadavg()[0]}
 
 
 def _commit() -> str | None:
@@ -241,6 +291,14 @@ def print_table(doc: dict) -> None:
             tr = s["tax_report"]
             print(f"  tax-report --all ({s['jobs']} jobs): cold {tr['cold_s']:.2f} s (explains every job, keeps "
                   f"the explanations), warm median {tr['warm_median_s']:.2f} s (reuses them)")
+    if doc.get("job_sizes"):
+        print(f"\nexplain --job by job size (campus sampling)\n{'hosts':>7}{'campus':>16}{'store MB':>10}"
+              f"{'samples':>13}{'cold s':>8}{'warm s':>8}{'cpu s':>7}{'RSS MB':>8}{'load':>6}")
+        for r in doc["job_sizes"]:
+            ex, campus = r["explain"], f"{r['nodes']} x {r['hours']:g} h"
+            print(f"{r['hosts']:>7}{campus:>16}{r['store']['store_mb']:>10.0f}{r['metric_samples']:>13,}"
+                  f"{ex['cold_s']:>8.2f}{ex['warm_median_s']:>8.2f}{ex['warm_median_cpu_s']:>7.2f}"
+                  f"{ex['peak_rss_mb']:>8.0f}{ex['load_avg']:>6.1f}")
 
 
 def main() -> None:
@@ -255,8 +313,14 @@ def main() -> None:
     ap.add_argument("--syslog-lines", type=int, default=1_000_000, help="size of the one-file syslog parse test")
     ap.add_argument("--gzip", action="store_true",
                     help="simulate gzipped exports (as sites archive them; 1x uncompressed is ~30 GB)")
-    ap.add_argument("--steps", default="formats,syslog,scales",
+    ap.add_argument("--steps", default="formats,syslog,scales,jobsizes",
                     help="which parts to run (e.g. `--steps scales --scales 4` adds one store size)")
+    ap.add_argument("--job-sizes", default="8,64,256,1024", help="hosts of the main job, one campus per size")
+    ap.add_argument("--job-node-hours", type=float, default=512 * 24.0,
+                    help="each job-size campus simulates this many node-hours (hours capped at 24)")
+    ap.add_argument("--job-seed", type=int, default=5)
+    ap.add_argument("--reuse-stores", action="store_true",
+                    help="job sizes: explain a store already in --cache instead of ingesting it again")
     ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "cache")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")
     args = ap.parse_args()
@@ -289,6 +353,7 @@ def main() -> None:
             entry["tax_report"] = timed_command(SYNESTRA + ["tax-report", "--all", "--db", str(db),
                                                             "--format", "json"], args.tax_runs or args.runs)
         doc["scales"].append(entry)
+    doc["job_sizes"] = bench_jobsizes(args) if "jobsizes" in steps else []
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2, default=str))
     print_table(doc)

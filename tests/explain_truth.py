@@ -16,6 +16,7 @@ from pathlib import Path
 from synestra_cli.explain.api import explain_job
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.simulate.export import Intervals
 from synestra_cli.simulate.scenarios import simulate
 from synestra_cli.store.connect import connect
 
@@ -39,6 +40,7 @@ class Score:
     routine_blamed: int = 0
     decoy_blamed: int = 0
     misses: list[str] = field(default_factory=list)
+    right_confidences: list[float] = field(default_factory=list)  # of the causes named fully right
 
     def add(self, other: Score) -> None:
         for k in (
@@ -55,6 +57,7 @@ class Score:
         ):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.misses += other.misses
+        self.right_confidences += other.right_confidences
 
     def rates(self) -> dict[str, float]:
         def r(n: int, d: int) -> float:
@@ -130,17 +133,21 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         else:
             sc.host_scored += 1
         sc.component_ok += cause is not None and cause.component == tc["component"]
+        if ok and host_right and cause.component == tc["component"]:
+            sc.right_confidences.append(cause.confidence)
         if not ok or not host_right or cause.component != tc["component"]:
             got_s = f"{cause.category} {cause.host} {cause.component}" if cause else "no cause"
             sc.misses.append(f"{where}: {got_s} != {tc['category']} {tc['hosts'][:2]} {tc['component']}")
     return sc
 
 
-def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: float = 6.0, keep: bool = False) -> Score:
-    """Simulate, ingest into a fresh store, explain every job of the truth and score it. The run's
+def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: float = 6.0, keep: bool = False,
+                 intervals: Intervals | None = None, jobs: list[str] | None = None) -> Score:
+    """Simulate, ingest into a fresh store, explain every job of the truth (or those in `jobs`) and score
+    it. `intervals` sets the exporters' sampling (default: what the cluster's size implies). The run's
     exports and store (hundreds of MB at 32 nodes) are deleted afterwards unless `keep`."""
     out = workdir / f"{scenario}-{seed}-{nodes}"
-    simulate(out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True)
+    simulate(out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True, intervals=intervals)
     db = out / "store.duckdb"
     db.unlink(missing_ok=True)
     conn = connect(db)
@@ -149,7 +156,8 @@ def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: flo
         truth = json.loads((out / "truth.json").read_text())
         total = Score()
         for job in truth["jobs"]:
-            total.add(score_job(conn, job, truth.get("decoys", []), f"{scenario}/s{seed}/n{nodes}/{job['job']}"))
+            if jobs is None or job["job"] in jobs:
+                total.add(score_job(conn, job, truth.get("decoys", []), f"{scenario}/s{seed}/n{nodes}/{job['job']}"))
         return total
     finally:
         conn.close()

@@ -15,8 +15,8 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--nodes", "4", "--hours", "1", "--scales", "1",
          "--runs", "1", "--drain3-lines", "1000", "--syslog-lines", "20000", "--cache", str(tmp_path / "cache"),
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+         "--job-sizes", "2", "--job-node-hours", "4", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())
@@ -28,3 +28,7 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     assert scale["store"]["files_failed"] == 0, scale["store"]["failed_examples"]
     assert scale["explain"]["warm_median_s"] > 0 and scale["tax_report"]["warm_median_s"] > 0
     assert "vs floor" in proc.stdout and "explain --job" in proc.stdout
+    sizes = doc["job_sizes"]
+    assert [r["hosts"] for r in sizes] == [2] and all(r["explain"]["peak_rss_mb"] > 0 for r in sizes)
+    assert all(r["store"]["store_mb"] > 0 and r["metric_samples"] > 0 for r in sizes)
+    assert "by job size" in proc.stdout

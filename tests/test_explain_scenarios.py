@@ -288,3 +288,15 @@ def test_a_few_seconds_of_clock_skew_do_not_break_precedence(conn):
     sc.event(hang + 20, "gpu-003", "xid", bus_id(3), 79)  # syslog clock 20 s ahead of the job log's
     cause = _by_iteration(conn)[("restore", 200)].cause
     assert (cause.category, cause.component) == ("gpu.fell_off_bus", "gpu3") and cause.confidence > 0.6
+
+
+def test_infrastructure_evidence_too_thin_to_name_is_listed_and_lowers_the_fallback(conn):
+    # A few discards per second on gpu-002's switch port since 13 min before the save: below the floor
+    # to be named (weak signal, begun well before), but not nothing: the straggler fallback says so.
+    sc, end = _reactive_job(conn)
+    _ports(sc, "if_in_discards_total", end + 600, "gpu-002", bad=(-450, 1e9, 0.2))
+    cp = _by_iteration(conn)[("save", 330)]
+    assert cp.cause.category == "workload.straggler" and cp.cause.confidence < 0.5
+    assert [(a.category, a.host, a.component) for a in cp.alternatives] == [
+        ("network.link_degraded", "leaf-01", "leaf-01:Ethernet2")]
+    assert cp.alternatives[0].confidence < cp.cause.confidence

@@ -3,6 +3,8 @@
 Every scenario x 3 held-out seeds at 8 nodes (~4 min on 2 cores) runs by default, as CI does
 (marker `truth`: `pytest -m "not truth"` skips it while developing); the same matrix at 32 nodes
 (~15 min) is marked `slow`, outside the default run (`pytest -m slow`).
+Big jobs: a 128-host job under campus sampling in the default run (~9e6 samples); 64-, 256- and 1,024-host
+jobs are marked `campus` (`pytest -m campus`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from explain_truth import Score, run_scenario, score_job
 from synestra_cli.accounting.report import tax_report
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.simulate.export import Intervals
 from synestra_cli.simulate.joblog import MODEL_BUILD_US
 from synestra_cli.simulate.jobs import US
 from synestra_cli.simulate.scenarios import MAIN_JOB, SCENARIOS, simulate
@@ -112,3 +115,39 @@ def test_undated_restores_are_bounded_not_zero(variant):
 
 def test_nfs_outage_in_journald_json_with_printk_stamps_explains_the_slow_save(variant):
     _all_right(_main_score(variant, "slow-storage-journald"))
+
+
+# Big jobs under the sampling campus fleets use (DCGM 1 min, node_exporter 2 min, SNMP and optics 5 min):
+# the reactive save comes ~6 min after the fault's onset, so a port has one or two samples of it before
+# the save, and the job's thousands of NICs show stray symbol errors elsewhere.
+CAMPUS = Intervals(dcgm=60.0, ib=120.0, snmp=300.0, optics=300.0)
+# Every fabric counter at the slow end of what sites run (5 min).
+SLOWEST = Intervals(dcgm=60.0, ib=300.0, snmp=300.0, optics=300.0)
+
+
+def _assert_big_job(score: Score) -> None:
+    _assert_targets(score)
+    # the evidence is overwhelming (a port 10^4 past its own baseline): not a hedge
+    assert score.right_confidences and min(score.right_confidences) >= 0.5, (score.right_confidences, score.misses)
+
+
+@pytest.mark.truth
+def test_a_128_host_job_under_campus_sampling_names_its_ghost_link(tmp_path):
+    """The main job of 256 nodes holds 128 hosts (1,024 NICs); 3 h (~9e6 samples) is the least that
+    teaches the save cadence (a save every ~30 min). The old code named the port at 0.29: its seven NICs
+    with a stray symbol error per scrape made the ghost link look fabric-wide."""
+    score = run_scenario(tmp_path, "ghost-link", 5, nodes=256, hours=3.0, intervals=CAMPUS, jobs=["1001"])
+    assert score.caused >= 1
+    _assert_big_job(score)
+
+
+@pytest.mark.campus  # 5e6-7e7 samples each
+@pytest.mark.parametrize(("nodes", "hours", "intervals", "seed"), [
+    (128, 3.0, SLOWEST, 21),  # a 64-host job, every fabric counter every 5 min
+    (512, 3.0, CAMPUS, 5),  # a 256-host job (the issue's campus job, shorter)
+    (2048, 3.0, CAMPUS, 5),  # a 1,024-host job
+])
+def test_big_jobs_under_sparse_sampling_name_their_ghost_link(tmp_path, nodes, hours, intervals, seed):
+    score = run_scenario(tmp_path, "ghost-link", seed, nodes=nodes, hours=hours, intervals=intervals, jobs=["1001"])
+    assert score.caused >= 1
+    _assert_big_job(score)

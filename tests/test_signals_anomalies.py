@@ -20,10 +20,23 @@ def test_symbol_errors_rising_on_one_port_make_one_window_with_before_and_after(
     sc.series("gpu-002", "mlx5_0", "ib_port_symbol_errors_total", -1800, 3600, 60, 0.0, (1200, 2400, 0.5), True)
     [a] = _scoped(conn, sc)
     assert (a.host, a.entity, a.category, a.layer) == ("gpu-002", "mlx5_0", "network.link_degraded", "physical")
-    # The fixture's counter counts rate x interval at the sample itself: errors show from 1200 to 2340;
-    # the onset is placed midway between the last clean sample (1140) and the first erring one.
-    assert a.onset == at(1170) and a.end == at(2340)
+    # The fixture's counter counts rate x interval at the sample itself: errors show from 1200 to 2340,
+    # and the first erring sample holds a whole interval's worth at the window's rate: the errors began
+    # right after the last clean sample (1140).
+    assert a.onset == at(1140) and a.bounds == (at(1140), at(1200)) and a.end == at(2340)
     assert a.before == 0.0 and a.after == 0.5
+
+
+def test_a_sparse_counter_dates_its_onset_inside_the_scrape_interval_by_its_own_rate(conn):
+    # Scraped every 5 min; errors at 1/s from t=1000, between the samples at 900 and 1200: the first
+    # delta (200) is 200 s of the window's rate, so the change began at 1000, not midway (1050).
+    sc = Scenario(conn).cluster()
+    sid = sc.source("/metrics/ib.prom", "prometheus")
+    rows = [[at(t), "gpu-002", "mlx5_0", "ib_port_symbol_errors_total", float(max(0, t - 1000)), sid]
+            for t in range(-1800, 3601, 300)]
+    conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
+    [a] = _scoped(conn, sc)
+    assert a.onset == at(1000) and a.bounds == (at(900), at(1200))
 
 
 def test_steady_noise_and_single_bursts_are_not_anomalies(conn):

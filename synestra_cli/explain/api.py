@@ -24,7 +24,15 @@ from synestra_cli.explain.reason import (
     reason,
     reason_failure,
 )
-from synestra_cli.explain.rules import FAILED_STATES, LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, PREEMPT_STATES, SCHEMA
+from synestra_cli.explain.rules import (
+    FAILED_STATES,
+    LOOKBACK_S,
+    PERSIST_READ_S,
+    POST_WINDOW_S,
+    PRE_WINDOW_S,
+    PREEMPT_STATES,
+    SCHEMA,
+)
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
@@ -175,8 +183,8 @@ def _telemetry_windows(plans: list[Plan | None]) -> list[tuple[datetime, datetim
     for p in plans:
         if p is not None and p.effect is not None:
             lo = p.effect.at - timedelta(seconds=PRE_WINDOW_S + LOOKBACK_S)
-            # past the checkpoint: the sample that shows a change just before it comes a scrape later
-            spans.append((lo, p.effect.deadline + timedelta(seconds=POST_WINDOW_S)))
+            # past the checkpoint: the samples that show a change begun before it come scrapes later
+            spans.append((lo, p.effect.deadline + timedelta(seconds=max(POST_WINDOW_S, PERSIST_READ_S))))
     merged: list[tuple[datetime, datetime]] = []
     for lo, hi in sorted(spans):
         if merged and lo <= merged[-1][1]:

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 from synestra_cli.explain.rules import (
     FLAG_METRICS,
     HOST_LEVEL_METRICS,
-    MIN_SCORE,
     POST_WINDOW_S,
     PRE_WINDOW_S,
     RACK_CATEGORIES,
     SKEW_S,
+    SPREAD_PEER_DECADES,
     SPREAD_PENALTY,
     TEMPLATES,
 )
@@ -145,7 +145,7 @@ def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candi
     return [_named(k, sig, scope) for k, sig in groups.items()]
 
 
-def _score(c: Candidate, effect: Effect, spread: dict[str, int]) -> float:
+def _score(c: Candidate, effect: Effect, peers: int) -> float:
     """prior x strength (noisy-OR of the signals' weight x magnitude) x timing (the best-timed
     signal: outside the noisy-OR, so that many signals cannot drown when they happened) x specificity."""
     timed = [(s, p) for s in c.signals if (p := _precedence(s, effect)) > 0]
@@ -155,21 +155,31 @@ def _score(c: Candidate, effect: Effect, spread: dict[str, int]) -> float:
     for s, _ in timed:
         miss *= 1.0 - min(1.0, s.weight * _magnitude(s))
     timing = max(p for _, p in timed)
-    specificity = 1.0 / (1.0 + SPREAD_PENALTY * max(0, spread.get(c.category, 1) - 1))
+    specificity = 1.0 / (1.0 + SPREAD_PENALTY * max(0, peers - 1))
     return TEMPLATES[effect.kind].get(c.category, 0.0) * (1.0 - miss) * timing * specificity
 
 
-def rank(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
-    """Candidates above MIN_SCORE, best first (ties: the earlier first signal, then by name, so that the
-    same store always gives the same answer, whatever order the rows came in)."""
+def _excess(c: Candidate) -> float:
+    """How far the candidate's strongest signal went past its own baseline, on the magnitude scale."""
+    return max(_magnitude(s) for s in c.signals)
+
+
+def _peers(c: Candidate, cands: list[Candidate]) -> int:
+    """Candidates of c's category (c included) whose strongest signal is within SPREAD_PEER_DECADES of
+    c's. Many ports alike is the fabric's (or the fleet's background), and each weighs less; one port
+    orders of magnitude past all the others is specific however many stray errors a big job shows
+    elsewhere (2,048 NICs always hold a few)."""
+    floor = _excess(c) - 0.15 * SPREAD_PEER_DECADES  # _magnitude: 0.15 per decade of excess
+    return sum(1 for o in cands if o.category == c.category and _excess(o) >= floor)
+
+
+def score_all(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
+    """Every candidate with its score, best first (ties: the earlier first signal, then by name, so that
+    the same store always gives the same answer, whatever order the rows came in)."""
     cands = _group(signals, scope, effect)
-    spread: dict[str, int] = {}
     for c in cands:
-        spread[c.category] = spread.get(c.category, 0) + 1
-    for c in cands:
-        c.score = _score(c, effect, spread)
-    kept = [c for c in cands if c.score >= MIN_SCORE]
-    return sorted(kept, key=lambda c: (-c.score, c.first_signal, c.category, c.host or "", c.component or ""))
+        c.score = _score(c, effect, _peers(c, cands))
+    return sorted(cands, key=lambda c: (-c.score, c.first_signal, c.category, c.host or "", c.component or ""))
 
 
 def confidences(cands: list[Candidate]) -> list[float]:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from synestra_cli.explain import chain as ch
-from synestra_cli.explain.attribute import Candidate, Effect, Signal, active, confidences, effect_window, rank
-from synestra_cli.explain.rules import FALLBACK_CONFIDENCE, MAX_ALTERNATIVES, PRE_WINDOW_S, SKEW_S
+from synestra_cli.explain.attribute import Candidate, Effect, Signal, active, confidences, effect_window, score_all
+from synestra_cli.explain.rules import FALLBACK_CONFIDENCE, MAX_ALTERNATIVES, MIN_SCORE, PRE_WINDOW_S, SKEW_S
 from synestra_cli.explain.triggers import Classified
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
@@ -92,13 +92,27 @@ def _attribute(
 ) -> Reasoning:
     hosts = _hosts_of(ev, attempt)
     signals = [s for s in ev.signals if s.host in hosts]
-    all_cands = rank(signals, ev.scope, effect)
+    scored = score_all(signals, ev.scope, effect)
+    all_cands = [c for c in scored if c.score >= MIN_SCORE]
     if not all_cands:
-        return Reasoning(fallback, [], ch.ordered(effects))
+        return _thin(fallback, [c for c in scored if c.score > 0], ev, effect, effects)
     confs = confidences(all_cands)
     causes = [_as_cause(c, conf, ev, effect) for c, conf in zip(all_cands, confs, strict=True)]
     links = [ch.from_signal(s) for s in all_cands[0].signals if isinstance(s, Anomaly) or s.ts <= effect.deadline]
     return Reasoning(causes[0], causes[1 : 1 + MAX_ALTERNATIVES], ch.ordered(links + effects))
+
+
+def _thin(
+    fallback: Cause, weak: list[Candidate], ev: Evidence, effect: Effect, effects: list[ch.ChainLink]
+) -> Reasoning:
+    """No candidate reaches MIN_SCORE: the fallback stands, but infrastructure evidence too thin to name
+    is not nothing. The fallback's confidence drops by the strongest of it, which is listed as the
+    alternatives (with their own, low, confidence)."""
+    if not weak:
+        return Reasoning(fallback, [], ch.ordered(effects))
+    alts = [_as_cause(c, conf, ev, effect) for c, conf in zip(weak, confidences(weak), strict=True)]
+    lowered = replace(fallback, confidence=round(fallback.confidence * (1.0 - weak[0].score), 3))
+    return Reasoning(lowered, alts[:MAX_ALTERNATIVES], ch.ordered(effects))
 
 
 def _first_node(att: Attempt | None) -> str | None:

@@ -45,6 +45,11 @@ POST_WINDOW_S = 300.0
 # Clock skew tolerated between sources (syslog vs job log vs exporters): a cause may appear to follow
 # its effect by this much and still precede it.
 SKEW_S = 30.0
+# Telemetry read past a checkpoint. A fault that began before the effect and persists after the
+# checkpoint is evidence: at the sampling sites use (optics and switch counters every 1-5 min) a save
+# six minutes after onset has one or two samples of it before, and the rest comes after. Three
+# five-minute scrapes. What begins after the checkpoint still cannot be its cause (precedence).
+PERSIST_READ_S = 900.0
 
 # --- Checkpoint triggers (explain/triggers.py) ---------------------------------------------------
 # A save whose blocking duration exceeds the job's median save x this is "abnormally long".
@@ -91,9 +96,13 @@ TEMPLATES: dict[str, dict[str, float]] = {
     },
     "slow_save": {"storage.slow": 1.0, "network.link_degraded": 0.3},
 }
-# Specificity: one component beats many; a signal seen on more than this share of the job's peers of
-# the same kind is fabric- or fleet-wide and weighs less.
+# Specificity: one component beats many; each further candidate of the same category, alike in
+# strength, makes it look fabric- or fleet-wide: 1 / (1 + SPREAD_PENALTY x (peers - 1)).
 SPREAD_PENALTY = 0.5
+# ... peers being the candidates of the category whose strongest signal is within this many decades of
+# excess over its own baseline: a ghost link 10^4 past its baseline is not made "fabric-wide" by the
+# stray symbol error per scrape that some of a big job's thousands of NICs always show.
+SPREAD_PEER_DECADES = 1.0
 # Thermal and power trouble on several GPUs or hosts of one rack is the rack's (cooling, PDU budget).
 RACK_CATEGORIES = ("cooling.thermal", "power.capping")
 # Below this score the evidence is too thin to name a cause: say unknown.

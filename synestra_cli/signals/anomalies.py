@@ -1,8 +1,17 @@
 """Per-entity anomaly windows for gauges and counter rates, against the entity's own history.
 
-The job's telemetry is first copied into a temp table `_scope` (its hosts, the switch ports that serve
-them, its time window, the metrics explain has rules for): every later query reads only that. Each
-entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
+The job's telemetry (its hosts, the switch ports that serve them, its time windows, the metrics explain
+has rules for) is read in two steps, so that the cost of a 1,000-host job is one aggregate pass, not
+a million rows through window functions:
+
+1. one summary row per series (`_series`: count, min, max, gauge quartiles), streamed by DuckDB's hash
+   aggregate straight from the scan. A gauge is a candidate when its own extreme crosses the rule
+   (the test below, exactly); a counter when it moved at all in the window (a counter that never
+   moved has no rate to be anomalous). Almost every series of a healthy job stops here;
+2. the samples of the candidate series only (kept as lists by the same aggregate: no second scan),
+   into the temp table `_scope`, which every later query reads.
+
+Each entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
 fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
 it crosses both the rule's absolute floor and the baseline by the rule's ratio and margin. Consecutive
 anomalous samples form a window (gaps and islands).
@@ -31,22 +40,42 @@ CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VAR
 """
 PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
 
-# Job hosts: every entity; switches: only the ports cabled to the job's hosts.
-SCOPE_DDL = """
-CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
-"""
 # All windows in one statement: a row group holds a host's whole day, series after series, so the host
 # list is what lets DuckDB skip row groups (zonemaps), and a statement per window would read the same
 # row groups once per window. Job hosts and switch ports go in two statements: an OR across them would
-# hide the host list from the zonemaps.
-SCOPE_HOSTS_SQL = """
-INSERT INTO _scope SELECT ts, host, entity, metric, value FROM metrics
-WHERE ({spans}) AND host IN ({hosts}) AND metric IN ({metrics})
+# hide the host list from the zonemaps. Job hosts: every entity; switches: only the ports cabled to them.
+SERIES_DDL = """
+CREATE OR REPLACE TEMP TABLE _series (host VARCHAR, entity VARCHAR, metric VARCHAR, n BIGINT, lo DOUBLE,
+    hi DOUBLE, q DOUBLE[], tss TIMESTAMP[], vs DOUBLE[])
 """
-SCOPE_PORTS_SQL = """
-INSERT INTO _scope SELECT ts, m.host, m.entity, metric, value
-FROM metrics m SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity
-WHERE ({spans}) AND m.host IN ({switches}) AND m.entity IN ({ports}) AND metric IN ({metrics})
+# One row per series: its summary, and its samples as two lists (so that the candidates' samples need
+# no second scan; a list holds a series' few dozen samples of the windows).
+_SUMMARY = """
+SELECT m.host, m.entity, m.metric, count(*), min(value), max(value),
+       quantile_cont(value, [0.25, 0.75]) FILTER (WHERE r.kind = 'gauge'), list(ts), list(value)
+FROM metrics m LEFT JOIN _rules r ON r.metric = m.metric {join}
+WHERE ({spans}) AND m.host IN ({hosts}) {entities} AND m.metric IN ({metrics}) AND value IS NOT NULL
+GROUP BY m.host, m.entity, m.metric
+"""
+SERIES_HOSTS_SQL = "INSERT INTO _series " + _SUMMARY.format(join="", spans="{spans}", hosts="{hosts}", entities="",
+                                                            metrics="{metrics}")
+SERIES_PORTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
+    join="SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity", spans="{spans}", hosts="{hosts}",
+    entities="AND m.entity IN ({ports})", metrics="{metrics}")
+SCOPE_DDL = """
+CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
+"""
+# The samples of the candidates only: a gauge whose extreme crosses its rule against its own quartile
+# (the anomaly test below, on the same samples), a counter that moved (one that never did has no rate),
+# and a clocks-event bitmask that changed (its bits are decoded below; a constant one has no anomaly,
+# since each bit is judged against the GPU's own history). The bitmask has no rule of its own: LEFT JOIN.
+SCOPE_SQL = """
+INSERT INTO _scope SELECT unnest(s.tss), s.host, s.entity, s.metric, unnest(s.vs)
+FROM _series s LEFT JOIN _rules r USING (metric)
+WHERE CASE WHEN s.metric = ? THEN s.hi > s.lo
+           WHEN r.kind = 'counter' THEN s.hi > s.lo
+           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.q[1] * r.ratio + r.delta
+           ELSE s.lo <= r.floor AND s.lo < s.q[2] * r.ratio - r.delta END
 """
 
 # The clocks-event bitmask decoded into one 0/1 sample per signal bit (rules.CLOCK_EVENT_SIGNALS): a
@@ -91,15 +120,29 @@ WITH base AS (
 ), islands AS (
     SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY ts) AS island
     FROM flagged WHERE bad
+), windows AS (
+    SELECT host, entity, metric, any_value(layer) AS layer, any_value(category) AS category,
+           any_value(weight) AS weight, min(ts) AS first_bad, max(ts) AS last, any_value(b) AS b,
+           median(x) AS after, CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak,
+           count(*) AS n, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0,
+           any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
+           list(x ORDER BY ts)[2:] AS rest  -- the window's own rate comes after its first sample
+    FROM islands GROUP BY host, entity, metric, island
 )
-SELECT host, entity, metric, any_value(layer), any_value(category), any_value(weight),
-       -- the change happened between the last normal sample and the first anomalous one: midway
-       min(ts) - coalesce((min(ts) - arg_min(prev_ts, ts)) / 2, INTERVAL 0 SECOND) AS onset,
-       max(ts) AS last, any_value(b) AS before, median(x) AS after,
-       CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak, count(*) AS n,
-       any_value(kind), coalesce(arg_min(prev_ts, ts), min(ts)) AS last_normal, any_value(threshold)
-FROM islands GROUP BY host, entity, metric, island
-HAVING count(*) >= ? OR bool_or(discrete)
+SELECT host, entity, metric, layer, category, weight,
+       -- The change happened between the last normal sample and the first anomalous one. A counter
+       -- dates it inside that interval: its first delta is the old rate up to the onset and the
+       -- window's own rate after it (a scrape every 5 min would otherwise blur it by 2.5 min). A
+       -- gauge, or a window of one sample: midway.
+       CASE WHEN prev0 IS NULL THEN first_bad
+            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
+                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
+                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
+                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
+            ELSE first_bad - (first_bad - prev0) / 2 END AS onset,
+       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
+FROM windows
+WHERE n >= ? OR discrete
 ORDER BY onset
 """
 
@@ -112,7 +155,7 @@ class Anomaly:
     layer: str
     category: str
     weight: float
-    onset: datetime  # midway between the last normal sample and the first anomalous one
+    onset: datetime  # in the interval before the first anomalous sample (counters: dated by their rate)
     end: datetime  # last anomalous sample
     before: float  # the entity's own baseline (a rate per second for counters)
     after: float  # median inside the window
@@ -121,12 +164,12 @@ class Anomaly:
     is_rate: bool
     last_normal: datetime  # the sample before the window: the change happened after it
     threshold: float  # the level this entity had to cross to be anomalous
+    first_bad: datetime  # the first anomalous sample: the change happened by then
 
     @property
     def bounds(self) -> tuple[datetime, datetime]:
         """When the change happened: after the last normal sample, by the first anomalous one."""
-        first_bad = self.onset + (self.onset - self.last_normal)
-        return self.last_normal, first_bad
+        return self.last_normal, self.first_bad
 
     @property
     def magnitude(self) -> float:
@@ -142,30 +185,35 @@ def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[tuple[datetime, datetime]]) -> int:
-    """Copy the job's telemetry inside the (disjoint) windows into the temp table `_scope`; its rows."""
+    """Summarise the job's telemetry inside the (disjoint) windows per series (`_series`), and copy the
+    raw samples of the candidate series into the temp table `_scope`. Returns the series observed."""
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
-    insert_rows(conn, "_ports", ports)
+    # two list parameters, not one per value: a 1,024-host job has 8,192 ports
+    conn.execute("INSERT INTO _ports SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                 [[p[0] for p in ports], [p[1] for p in ports]])
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     port_names = sorted({p[1] for p in ports})
     derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
     metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC]
     spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
     bounds = [t for window in windows for t in window]
+    conn.execute(SERIES_DDL)
     conn.execute(SCOPE_DDL)
     if not windows:
         return 0
-    conn.execute(SCOPE_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)),
-                                        metrics=placeholders(len(metrics))), [*bounds, *scope.hosts, *metrics])
+    conn.execute(SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)),
+                                         metrics=placeholders(len(metrics))), [*bounds, *scope.hosts, *metrics])
     if switches:
-        conn.execute(SCOPE_PORTS_SQL.format(spans=spans, switches=placeholders(len(switches)),
-                                            ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
+        conn.execute(SERIES_PORTS_SQL.format(spans=spans, hosts=placeholders(len(switches)),
+                                             ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
                      [*bounds, *switches, *port_names, *metrics])
+    conn.execute(SCOPE_SQL, [CLOCK_EVENT_METRIC])
     values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
     bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
     conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
-    return int(scalar(conn, "SELECT count(*) FROM _scope"))
+    return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 
 def anomalies(conn: duckdb.DuckDBPyConnection, min_samples: int = MIN_ANOMALY_SAMPLES) -> list[Anomaly]:
@@ -174,6 +222,6 @@ def anomalies(conn: duckdb.DuckDBPyConnection, min_samples: int = MIN_ANOMALY_SA
     conn.execute(SIGNAL_SQL)
     rows = conn.execute(ANOMALIES_SQL, [min_samples]).fetchall()
     return [
-        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr)
-        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr in rows
+        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first)
+        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first in rows
     ]

@@ -259,8 +259,12 @@ def after_checkpoint_decoy(p: Plan, tl) -> F.Fault | None:
 
 
 def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours: float = 6.0,
-             gpus_per_node: int = 8, overwrite: bool = False, gz: bool = False) -> dict:
+             gpus_per_node: int = 8, overwrite: bool = False, gz: bool = False,
+             intervals: export.Intervals | None = None) -> dict:
     """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
+
+    ``intervals`` overrides the sampling the cluster's size implies (Intervals.for_size), so that a
+    test can put a small job under a campus's sparse sampling.
 
     Everything is written into a scratch folder inside outdir and moved into place at the end: an
     interrupted run leaves no half-written simulation behind.
@@ -276,7 +280,7 @@ def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours:
     outdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".simulating-", dir=outdir))
     try:
-        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz)
+        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals)
         for t in targets:
             if t.is_dir():
                 shutil.rmtree(t)
@@ -289,7 +293,7 @@ def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours:
 
 
 def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int,
-              gz: bool) -> dict:
+              gz: bool, intervals: export.Intervals | None = None) -> dict:
     cl = Cluster(nodes, gpus_per_node, seed=seed)
     rng = np.random.default_rng([seed, 1])
     plan = base_plan(cl, hours, rng)
@@ -306,7 +310,7 @@ def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, 
     for e in [e for f in plan.faults for e in f.effects] + noise.effects:
         effects.setdefault(e.host, []).append(e)
     root = outdir / "exports"
-    iv = export.Intervals.for_size(nodes, hours)
+    iv = intervals or export.Intervals.for_size(nodes, hours)
     iv = replace(iv, dcgm=plan.render.dcgm_every_s) if plan.render.dcgm_every_s else iv
     samples = export.write_telemetry(root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines),
                                      effects, gz, plan.render)
