@@ -14,6 +14,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
+from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 
@@ -48,6 +49,8 @@ def _num(v: Any) -> str:
 
 def _evidence(lk: ChainLink) -> str:
     ev = lk.evidence
+    if ev.get("type") == "metric" and lk.layer != "throughput":
+        return ""  # the signal's words carry its values
     if ev.get("type") == "metric":
         unit = "/s" if ev.get("unit") == "per_second" else (" s" if ev.get("unit") == "s" else "")
         return f"{_num(ev['before'])} -> {_num(ev['after'])}{unit}"
@@ -91,11 +94,30 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
     branch = node.add(head)
     if cp.cause:
         branch.add(_cause(cp.cause))
+        _runbook(branch, cp.cause)
     if cp.tax and cp.tax["seconds"] > 0:
         branch.add(_charged(cp.tax))
     _chain(branch, cp)
     for alt in cp.alternatives:
-        branch.add(_cause(alt, "alternative"))
+        node = branch.add(_cause(alt, "alternative"))
+        if alt.action:
+            node.add(Text(f"if so: {alt.action['text']}", style="dim"))
+
+
+MAX_ASSETS = 3  # assets shown in the table view (a hot rack lists its hot GPUs: JSON has them all)
+
+
+def _runbook(branch: Tree, c: Cause) -> None:
+    """The action first (what to do), then what it is done to."""
+    if c.action:
+        branch.add(Text(f"action: {c.action['text']}", style="bold green"))
+        branch.add(Text(f"  why: {c.action['why']}", style="dim"))
+    shown = list(c.assets[:MAX_ASSETS])
+    for a in shown:
+        branch.add(Text(f"asset: {describe(a)}"))
+    if len(c.assets) > len(shown):
+        branch.add(Text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all",
+                        style="dim"))
 
 
 def _chain(branch: Tree, cp: CheckpointExplanation) -> None:

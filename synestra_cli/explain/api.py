@@ -13,8 +13,10 @@ from typing import Any
 import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause, Evidence, plan, reason
+from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
@@ -83,6 +85,9 @@ def _cause_json(c: Cause) -> dict[str, Any]:
         "first_signal": c.first_signal,
         "confidence": c.confidence,
         "reported_healthy": c.reported_healthy,
+        "assets": list(c.assets),
+        "action": c.action,
+        "evidence": [asdict(lk) for lk in c.evidence],
     }
 
 
@@ -177,8 +182,12 @@ def explain_job(
         )
     ev = _evidence(conn, scope, chosen, inc)
     out = []
+    book = None
     for cl in chosen:
         r = reason(cl, ev)
+        if r.cause is not None:
+            book = book or load_book(conn, scope)
+            r = enrich(r, book)
         cp = cl.checkpoint
         out.append(
             CheckpointExplanation(

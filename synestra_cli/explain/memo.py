@@ -109,12 +109,16 @@ def _cause(doc: dict[str, Any] | None) -> Cause | None:
     if doc is None:
         return None
     return Cause(doc["category"], doc["host"], doc["component"], _ts(doc["first_signal"]), doc["confidence"],
-                 doc["reported_healthy"])
+                 doc["reported_healthy"], tuple(doc.get("assets") or ()), doc.get("action"),
+                 tuple(_link(lk) for lk in doc.get("evidence") or ()))
+
+
+def _link(lk: dict[str, Any]) -> ChainLink:
+    return ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
 
 
 def _checkpoint(doc: dict[str, Any]) -> CheckpointExplanation:
-    chain = [ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
-             for lk in doc["chain"]]
+    chain = [_link(lk) for lk in doc["chain"]]
     return CheckpointExplanation(
         doc["kind"], doc["attempt"], doc["iteration"], _ts(doc["start"]), _ts(doc["end"]), doc["duration_s"],
         doc["trigger"], doc["slow"], _cause(doc["cause"]), chain,
