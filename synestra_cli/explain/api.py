@@ -208,6 +208,22 @@ def explain_job(
     return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out)
 
 
+def select(job: JobExplanation, checkpoint: int | None, since: datetime | None = None,
+           until: datetime | None = None) -> list[CheckpointExplanation]:
+    """The explained checkpoints at this iteration or in [since, until], as explain_job would choose them."""
+    out = []
+    for cp in job.checkpoints:
+        ts = cp.start or cp.end
+        if checkpoint is not None and cp.iteration != checkpoint:
+            continue
+        if (since is None or (ts and ts >= since)) and (until is None or (ts and ts <= until)):
+            out.append(cp)
+    if checkpoint is not None and not out:
+        raise NotFoundError(f"job {job.job} has no checkpoint at iteration {checkpoint}: "
+                            f"run `synestra explain --job {job.job}` to list them")
+    return out
+
+
 def explain_each(
     conn: duckdb.DuckDBPyConnection,
     job_ids: list[str],
