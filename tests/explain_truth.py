@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.rules import RACK_CATEGORIES
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.simulate.scenarios import simulate
@@ -92,6 +93,11 @@ def _on_decoy(cause, decoy: dict, truth: dict | None) -> bool:
     return not same_as_truth or (in_decoy_time and not near_truth)
 
 
+def _rack_named(cause, truth: dict) -> bool:
+    """A rack event is named by its rack, not by one of its hosts (issue 15): its hosts are the truth's."""
+    return cause.host is None and cause.category in RACK_CATEGORIES and cause.component == truth["component"]
+
+
 def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
     sc = Score()
     mine = explain_job(conn, truth_job["job"]).checkpoints
@@ -123,14 +129,14 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         sc.caused += 1
         ok = cause is not None and cause.category == tc["category"]
         sc.category_ok += ok
-        host_right = cause is not None and cause.host in tc["hosts"]
+        host_right = cause is not None and (cause.host in tc["hosts"] or _rack_named(cause, tc))
         sc.host_ok += host_right
         if tc["category"] in UNOBSERVABLE_HOST and not host_right:
             sc.host_unobservable += 1
         else:
             sc.host_scored += 1
         sc.component_ok += cause is not None and cause.component == tc["component"]
-        if not ok or cause.host not in tc["hosts"] or cause.component != tc["component"]:
+        if not ok or not host_right or cause.component != tc["component"]:
             got_s = f"{cause.category} {cause.host} {cause.component}" if cause else "no cause"
             sc.misses.append(f"{where}: {got_s} != {tc['category']} {tc['hosts'][:2]} {tc['component']}")
     return sc

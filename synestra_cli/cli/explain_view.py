@@ -176,6 +176,8 @@ def _tax_summary(tree: Tree, tax: dict) -> None:
     )
     shown = [f"{b} {s:,.0f} s" for b, s in tax["buckets_s"].items() if s > 0]
     node.add(Text("buckets: " + ", ".join(shown), style="dim"))
+    if tax.get("cadence_action"):
+        node.add(Text(f"action: {tax['cadence_action']['text']}", style="bold green"))
     for c in tax["by_cause"]:
         where = " ".join(p for p in (c["host"], c["component"]) if p)
         node.add(Text(f"{c['category']} {where}: {c['seconds']:,.0f} s = {c['gpu_hours']:,.2f} GPU-h"))

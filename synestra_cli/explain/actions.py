@@ -3,7 +3,7 @@ assets (explain/assets.py) and the signals of its chain.
 
 An action is `{"kind", "text", "why", "source"}`: `kind` is stable for scripts (drain_rma,
 reseat_cable, facilities_ticket, storage_ticket, check_power, file_against_job, scheduler,
-investigate, save_cadence), `text` is the instruction, `why` the evidence behind it and `source` where
+investigate; and save_cadence from accounting/interval.py), `text` is the instruction, `why` the evidence behind it and `source` where
 the rule comes from. docs/explain.md lists the table.
 """
 
@@ -19,7 +19,6 @@ Action = dict[str, str]
 
 UFM = "NVIDIA UFM PDR plugin thresholds (anchors.md 4.2)"
 META = "Meta's failure taxonomy: a failure with no hardware signal is the job's (anchors.md 1.2)"
-DALY = "Young 1974, Daly 2006 (anchors.md 2.3)"
 
 
 class Rule(NamedTuple):
@@ -37,13 +36,14 @@ RULES: dict[str, Rule] = {
                           XID_SOURCE),
     "network.link_degraded": Rule(
         "reseat_cable", "Reseat, clean or replace the optic or cable between {cable}",
-        "{signals}; the link {healthy}", UFM),
+        "{signals}; UFM counts a port bad above 0.004 symbol errors/s; the link {healthy}", UFM),
     "network.link_down": Rule(
         "reseat_cable", "Reseat or replace the optic or cable between {cable}; replace it if it flaps again",
         "{signals}", UFM),
     "cooling.thermal": Rule(
         "facilities_ticket", "Open a facilities ticket for {place} (cooling): hosts {hosts}",
-        "{spread} ran at least 10 C over their own baseline at once: {signals}", UFM + "; DeltaT 10 C"),
+        "{spread} ran hot at once (10 C over their own baseline, or throttling): {signals}",
+        UFM + "; DeltaT 10 C"),
     "power.capping": Rule(
         "check_power", "Check the power cap (nvidia-smi -q -d POWER) and the PSUs / PDU feeding {place}",
         "{signals}: clocks held down by the power limit", "DCGM_FI_DEV_POWER_VIOLATION (dcgm-exporter)"),
@@ -120,7 +120,9 @@ def _spread(links: list[ChainLink]) -> str:
 
 
 def _signals(links: list[ChainLink], most: int = 3) -> str:
-    cause_side = [lk for lk in links if lk.layer in ("physical", "link", "traffic", "gpu", "job", "collective")]
+    """The infrastructure signals of the chain; the job's own (NCCL, traceback, SIGTERM) when there are none."""
+    cause_side = [lk for lk in links if lk.layer in ("physical", "link", "traffic", "gpu")] or \
+        [lk for lk in links if lk.layer in ("job", "collective")]
     if not cause_side:
         return "no infrastructure signal in the job's window"
     named = [f"{':'.join(p for p in (lk.host, lk.entity) if p)} {lk.signal}{_ref(lk)}".strip()
@@ -158,21 +160,3 @@ def action_for(category: str, host: str | None, component: str | None, assets: l
     rule = RULES.get(category, RULES["unknown"])
     f = _fields(category, host, component, assets, links, healthy, when)
     return {"kind": rule.kind, "text": rule.text.format(**f), "why": rule.why.format(**f), "source": rule.source}
-
-
-def cadence_action(interval: dict[str, Any] | None, tolerance: float = 1.5) -> Action | None:
-    """Raise or lower the save cadence when the job's observed MTBF puts Daly's interval off the current
-    one by more than `tolerance` either way; None when it is close enough or MTBF is not known."""
-    if not interval or not interval.get("daly_s") or not interval.get("current_interval_s"):
-        return None
-    daly, now = interval["daly_s"], interval["current_interval_s"]
-    if now / daly > tolerance:
-        kind, verb = "save_cadence", "Save more often"
-    elif daly / now > tolerance:
-        kind, verb = "save_cadence", "Save less often"
-    else:
-        return None
-    why = (f"observed MTBF {interval['mtbf_s'] / 3600:.1f} h and a {interval['save_cost_s']:.0f} s save put "
-           f"Daly's optimum at {daly / 60:.1f} min of compute between saves; the job saves every {now / 60:.1f} min")
-    return {"kind": kind, "text": f"{verb}: every {daly / 60:.0f} min instead of {now / 60:.0f} min", "why": why,
-            "source": DALY}

@@ -38,7 +38,7 @@ def _log(path: str | None, line: int | None, text: str | None, **more: Any) -> d
 
 def from_signal(s: Anomaly | Event) -> ChainLink:
     if isinstance(s, Event):
-        name = wording.event(s.kind, s.code, s.message)
+        name = wording.event(s.kind, s.code, s.message, s.component)
         more = {"kind": s.kind, "code": s.code} if s.code is not None else {"kind": s.kind}
         return ChainLink(s.ts, s.layer, s.host, s.entity, name, _log(s.path, s.line, s.message, **more))
     count = wording.increase(s.after, s.onset, s.last_normal, s.end) if s.is_rate else None

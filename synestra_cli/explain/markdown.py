@@ -126,7 +126,9 @@ def _job_tax(tax: dict[str, Any] | None) -> list[str]:
     return ["## Job tax", "", f"Checkpoint tax {tax['checkpoint_tax']:.1%}, hidden tax {tax['hidden_tax']:.1%}, "
             f"goodput {tax['goodput']:.1%} of {tax['gpu_hours']:,.1f} GPU-h ({tax['gpus']} GPUs).", "",
             *(f"- {c['category']} {' '.join(p for p in (c['host'], c['component']) if p)}: "
-              f"{c['gpu_hours']:,.2f} GPU-h" for c in tax["by_cause"]), ""]
+              f"{c['gpu_hours']:,.2f} GPU-h" for c in tax["by_cause"]), "",
+            *([f"**Save cadence:** {tax['cadence_action']['text']} ({tax['cadence_action']['why']})", ""]
+              if tax.get("cadence_action") else [])]
 
 
 def job_markdown(job: JobExplanation, checkpoints: list[CheckpointExplanation] | None = None) -> str:

@@ -37,6 +37,7 @@ def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
     attempt times tax-report needs). Meant for a whole-job explanation: charges follow the job's
     non-routine checkpoints, so a filtered view would move them."""
     from synestra_cli.accounting.attribution import by_cause, charges_for
+    from synestra_cli.accounting.interval import cadence_action
     from synestra_cli.accounting.report import tax_report
 
     try:
@@ -56,6 +57,7 @@ def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
         "buckets_s": dict(b.buckets_s),
         **jt.headlines(None),
         "by_cause": by_cause(jt, charges, None)[:TOP_CAUSES],
+        "cadence_action": cadence_action(jt.interval),
     }
 
 

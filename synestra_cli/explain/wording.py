@@ -122,12 +122,15 @@ def _num(v: float) -> str:
     return f"{v:.3g}"
 
 
-def event(kind: str, code: int | None, message: str | None) -> str:
+def event(kind: str, code: int | None, message: str | None, component: str | None = None) -> str:
     if kind == "xid":
         return xid(code)
-    if kind == "ib_port_state":
+    if kind == "ib_port_state":  # mlx5_core logs the state it entered; Active is the state it left when Down
         state = (message or "").rsplit(" ", 1)[-1].capitalize() or "?"
-        return f"ib_port_state Active -> {state}" if state != "Active" else "ib_port_state -> Active"
+        return "ib_port_state Active -> Down" if state == "Down" else f"ib_port_state -> {state}"
+    if kind in ("nfs_not_responding", "lustre_lost") and component:
+        return f"{'NFS server' if kind.startswith('nfs') else 'Lustre target'} {component} " \
+               f"{'not responding' if kind.startswith('nfs') else 'connection lost'}"
     return EVENT_NAMES.get(kind, kind.replace("_", " "))
 
 

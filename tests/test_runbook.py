@@ -1,0 +1,162 @@
+"""Runbook answers (issue 15) against the simulator's truth on the bundled sample: each cause's action,
+its assets (the faulty GPU's UUID, serial and PCI id; the far-end switch port; a rack's hosts), signals in
+the words of their layer, and chains that hold only their own cause's signals."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from conftest import REAL_SAMPLES
+
+from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.assets import load_book
+from synestra_cli.explain.rules import SKEW_S
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import ingest_file, ingest_paths
+from synestra_cli.signals.scope import JobScope
+from synestra_cli.simulate.cluster import Cluster
+from synestra_cli.store.connect import connect, memory_store
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+TRUTH = json.loads((SAMPLE / "truth.json").read_text())
+CLUSTER = Cluster(TRUTH["nodes"], TRUTH["gpus_per_node"], seed=TRUTH["seed"])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    db = tmp_path_factory.mktemp("runbook") / "sample.duckdb"
+    conn = connect(db)
+    ingest_paths(conn, [SAMPLE / "exports"], IngestOptions())
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def explained(store):
+    return {j["job"]: explain_job(store, j["job"]) for j in TRUTH["jobs"]}
+
+
+def truth_checkpoints():
+    return [(j["job"], c) for j in TRUTH["jobs"] for c in j["checkpoints"] if c["cause"]]
+
+
+def checkpoint(explained, job: str, iteration: int, trigger: str):
+    return next(c for c in explained[job].checkpoints if c.iteration == iteration and c.trigger == trigger)
+
+
+def test_every_cause_has_an_action_from_a_sourced_rule_and_its_assets(explained):
+    for job, t in truth_checkpoints():
+        cp = checkpoint(explained, job, t["iteration"], t["trigger"])
+        a = cp.cause.action
+        assert a and all(a[k] for k in ("kind", "text", "why", "source")), (job, t["iteration"], a)
+        assert cp.cause.assets, (job, t["iteration"])
+        for alt in cp.alternatives:
+            assert alt.action and alt.action["text"]
+
+
+def test_the_fallen_gpu_is_named_by_its_uuid_serial_and_pci_id(explained):
+    for job, t in truth_checkpoints():
+        if t["cause"]["category"] != "gpu.fell_off_bus":
+            continue
+        cp = checkpoint(explained, job, t["iteration"], t["trigger"])
+        host, gpu = t["cause"]["host"], int(t["cause"]["component"].removeprefix("gpu"))
+        uuid = CLUSTER.gpu_uuid(host, gpu)
+        asset = cp.cause.assets[0]
+        assert (asset["kind"], asset["host"], asset["uuid"], asset["pci_bus_id"]) == (
+            "gpu", host, uuid, CLUSTER.gpu_bus_id(gpu))
+        assert asset["serial"] == f"1654{CLUSTER.host_index(host):05d}{gpu:04d}"  # the driver's banner line
+        assert cp.cause.action["kind"] == "drain_rma"
+        assert f"Drain {host}" in cp.cause.action["text"] and uuid in cp.cause.action["text"]
+        assert "Xid 79 (GPU has fallen off the bus)" in cp.cause.action["why"]
+        assert "RESTART_BM" in cp.cause.action["why"]  # the catalog's resolution bucket
+
+
+def test_a_link_fault_names_both_ends_of_the_cable(explained):
+    seen = 0
+    for job, t in truth_checkpoints():
+        if not t["cause"]["category"].startswith("network."):
+            continue
+        cp = checkpoint(explained, job, t["iteration"], t["trigger"])
+        host, nic = t["cause"]["host"], t["cause"]["component"]
+        leaf, port = CLUSTER.leaf(int(nic.removeprefix("mlx5_"))), CLUSTER.switch_port(host)
+        asset = cp.cause.assets[0]
+        assert (asset["kind"], asset["host"], asset["nic"], asset["switch"], asset["switch_port"]) == (
+            "cable", host, nic, leaf, port)
+        assert cp.cause.action["kind"] == "reseat_cable"
+        assert f"{host} {nic}" in cp.cause.action["text"] and f"{leaf} {port}" in cp.cause.action["text"]
+        if t["cause"]["reported_healthy"]:
+            assert "never went down" in cp.cause.action["why"]
+        seen += 1
+    assert seen >= 5
+
+
+def test_a_hot_rack_is_one_cause_named_by_its_rack_in_every_job_it_hit(explained):
+    hits = [(job, t) for job, t in truth_checkpoints() if t["cause"]["category"] == "cooling.thermal"]
+    assert len({job for job, _ in hits}) >= 2
+    named = set()
+    for job, t in hits:
+        c = checkpoint(explained, job, t["iteration"], t["trigger"]).cause
+        named.add((c.category, c.host, c.component))
+        rack = c.assets[0]
+        assert rack == {"kind": "rack", "rack": t["cause"]["component"],
+                        "hosts": list(CLUSTER.rack_hosts(t["cause"]["component"]))}
+        assert c.action["kind"] == "facilities_ticket" and ", ".join(rack["hosts"]) in c.action["text"]
+    assert named == {("cooling.thermal", None, "rack-01")}
+
+
+def test_slow_saves_get_a_storage_ticket_naming_the_filesystem_and_preemption_is_not_a_repair(explained):
+    kinds = {}
+    for job, t in truth_checkpoints():
+        c = checkpoint(explained, job, t["iteration"], t["trigger"]).cause
+        kinds.setdefault(t["cause"]["category"], set()).add(c.action["kind"])
+        if c.category == "storage.slow":
+            assert c.assets[0]["kind"] == "filesystem" and c.assets[0]["server"] == t["cause"]["component"]
+            assert f"filesystem {t['cause']['component']}" in c.action["text"]
+    assert kinds["storage.slow"] == {"storage_ticket"}
+    assert kinds["scheduler.preemption"] == {"scheduler"}
+    assert kinds["gpu.memory"] == {"drain_rma"}
+
+
+def test_signals_read_in_the_words_of_their_layer(explained):
+    signals = {lk.signal for j in explained.values() for cp in j.checkpoints for lk in cp.chain}
+    assert "Xid 79 (GPU has fallen off the bus)" in signals
+    assert "Xid 48 (Double Bit ECC Error)" in signals
+    assert "+1 double-bit ECC error" in signals
+    assert "+1 link down" in signals
+    assert "ib_port_state Active -> Down" in signals
+    assert not any(s.startswith("xid ") or s.endswith(" rate up") or s.endswith(" anomalous") for s in signals)
+
+
+def test_a_chain_holds_no_slowdown_that_began_before_its_cause(explained):
+    """Job 1003's restart at iteration 1950: the thermal event's step-time rise an hour earlier is not
+    the GPU's (before issue 15 the chain began with it)."""
+    cp = checkpoint(explained, "1003", 1950, "restart")
+    assert cp.cause.category == "gpu.fell_off_bus"
+    first = cp.cause.first_signal - timedelta(seconds=SKEW_S)
+    assert not [lk for lk in cp.chain if lk.layer == "throughput" and lk.time < first]
+    for j in explained.values():
+        for c in j.checkpoints:
+            if c.cause and c.cause.first_signal and c.chain and c.cause.category not in (
+                    "workload.straggler", "unknown"):
+                lead = c.cause.first_signal - timedelta(seconds=SKEW_S)
+                assert all(lk.time >= lead for lk in c.chain if lk.layer == "throughput"), (j.job, c.iteration)
+
+
+@pytest.mark.parametrize("name, pci, uuid, serial", [
+    ("gh-gpu-burn-1_dmesg_aer-fatal_then_xid79.log", "00000000:02:00.0",
+     "GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df", "0322716036227"),
+    ("gpud_dmesg-ctime_xid119_gsp.log", "00000000:9B:00.0", "GPU-509665ad-b600-ac93-3616-d754b23d636d",
+     "1650124014249"),
+    ("gpud-sxid-readme_dmesg_xid79_serial-inline.log", "00000000:91:00.0",
+     "GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b", "1653723052734"),
+])
+def test_gpu_serial_and_uuid_come_from_the_drivers_own_banner_in_real_kernel_logs(name, pci, uuid, serial):
+    conn = memory_store()
+    report = ingest_file(conn, REAL_SAMPLES / "syslog" / name, IngestOptions(host="node-a"))
+    assert report.status == "loaded", report.error
+    book = load_book(conn, JobScope("j", [], ["node-a"]))
+    gpu = book.gpu("node-a", pci)
+    assert (gpu["uuid"], gpu["serial"], gpu["pci_bus_id"]) == (uuid, serial, pci)
