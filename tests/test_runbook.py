@@ -5,6 +5,9 @@ the words of their layer, and chains that hold only their own cause's signals.""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,17 +29,21 @@ CLUSTER = Cluster(TRUTH["nodes"], TRUTH["gpus_per_node"], seed=TRUTH["seed"])
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def sample_db(tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("runbook") / "sample.duckdb"
     conn = connect(db)
     ingest_paths(conn, [SAMPLE / "exports"], IngestOptions())
-    yield conn
     conn.close()
+    return db
 
 
 @pytest.fixture(scope="module")
-def explained(store):
-    return {j["job"]: explain_job(store, j["job"]) for j in TRUTH["jobs"]}
+def explained(sample_db):
+    conn = connect(sample_db)
+    try:
+        return {j["job"]: explain_job(conn, j["job"]) for j in TRUTH["jobs"]}
+    finally:
+        conn.close()
 
 
 def truth_checkpoints():
@@ -160,3 +167,88 @@ def test_gpu_serial_and_uuid_come_from_the_drivers_own_banner_in_real_kernel_log
     book = load_book(conn, JobScope("j", [], ["node-a"]))
     gpu = book.gpu("node-a", pci)
     assert (gpu["uuid"], gpu["serial"], gpu["pci_bus_id"]) == (uuid, serial, pci)
+
+
+def run(*args: str):
+    from click.testing import CliRunner
+
+    from synestra_cli.cli.main import cli
+
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_markdown_ticket_for_one_checkpoint_has_every_section_in_order(sample_db):
+    res = run("explain", "--db", str(sample_db), "--job", "1003", "--checkpoint", "1950", "--format", "markdown")
+    assert res.exit_code == 0, res.output
+    md = res.output
+    lines = md.splitlines()
+    assert lines[0] == "# Job 1003: gpu.fell_off_bus on gpu-002 gpu0 behind the restart restore at iteration 1950"
+    heads = [ln for ln in lines if ln.startswith("#")]
+    assert heads[1:] == ["## Assets", "## Chain", "## Alternatives", "## Cost"]
+    assert md.index("**Verdict:**") < md.index("**Action:**") < md.index("## Assets")
+    assert CLUSTER.gpu_uuid("gpu-002", 0) in md.split("## Assets")[1].split("## Chain")[0]
+    chain = [ln for ln in md.split("## Chain")[1].split("## Alternatives")[0].splitlines() if ln.startswith("|")]
+    assert chain[0] == "| time (UTC) | offset | layer | where | signal | evidence |"
+    assert all(ln.count(" | ") == 5 for ln in chain[2:])  # six cells, no stray pipe
+    assert any("Xid 79 (GPU has fallen off the bus)" in ln and "gpu-002.syslog.gz:20`" in ln for ln in chain)
+    assert chain[-1].split(" | ")[4] == "restart restore at iteration 1950"
+    assert "GPU-h**" in md.split("## Cost")[1]
+
+
+def test_markdown_for_the_whole_job_lists_each_non_routine_checkpoint_with_alternatives_and_evidence(sample_db):
+    res = run("explain", "--db", str(sample_db), "--job", "1005", "--format", "markdown")
+    assert res.exit_code == 0, res.output
+    md = res.output
+    assert md.startswith("# Job 1005: ")
+    sections = [ln for ln in md.splitlines() if ln.startswith("## Job 1005")]
+    assert len(sections) == sum(1 for c in TRUTH["jobs"][4]["checkpoints"] if c["cause"])
+    alts = [s.split("### Cost")[0] for s in md.split("### Alternatives")[1:]]
+    listed = [a for a in alts if "- **" in a]
+    assert listed and all("\n  - " in a for a in listed)  # each alternative lists its evidence
+    assert "## Job tax" in md
+
+
+def test_markdown_for_a_checkpoint_that_does_not_exist_exits_5(sample_db):
+    res = run("explain", "--db", str(sample_db), "--job", "1003", "--checkpoint", "7", "--format", "markdown")
+    assert res.exit_code == 5
+
+
+def test_annotations_are_grafana_bodies_with_epoch_ms_and_one_per_event(sample_db, explained):
+    res = run("annotations", "--db", str(sample_db), "--job", "1003", "--format", "jsonl")
+    assert res.exit_code == 0
+    rows = [json.loads(ln) for ln in res.output.splitlines()]
+    assert all(set(r) == {"time", "timeEnd", "tags", "text"} and r["time"] <= r["timeEnd"] for r in rows)
+    cps = [r for r in rows if "checkpoint" in r["tags"]]
+    causes = [r for r in rows if "cause" in r["tags"]]
+    assert len(cps) == len(explained["1003"].checkpoints)
+    restore = next(c for c in explained["1003"].checkpoints if c.iteration == 1950 and c.kind == "restore")
+    epoch = int((restore.start - restore.start.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0,
+                                                        microsecond=0)).total_seconds() * 1000)
+    assert any(r["time"] in (epoch, epoch + 1) and "restart" in r["tags"] for r in cps)
+    assert sorted(r["tags"][3] for r in causes) == ["cooling.thermal", "gpu.fell_off_bus"]
+    assert any("action:drain_rma" in r["tags"] for r in causes)
+    doc = json.loads(run("annotations", "--db", str(sample_db), "--all").output)
+    assert doc["schema"] == "synestra.annotations/1" and len(doc["annotations"]) > len(rows)
+
+
+def test_timeline_writes_self_contained_html_svg_and_png(sample_db, tmp_path):
+    for name in ("t.html", "t.svg", "t.png"):
+        res = run("timeline", "--db", str(sample_db), "--job", "1003", "-o", str(tmp_path / name))
+        assert res.exit_code == 0, res.output
+    html = (tmp_path / "t.html").read_text()
+    assert "<script src=" not in html and "vega-embed" in html  # libraries inlined: opens offline
+    assert "gpu.fell_off_bus gpu-002 gpu0" in html and "cooling.thermal rack-01" in html
+    assert "<svg" in (tmp_path / "t.svg").read_text()[:500]
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")),
+                    reason="no Chromium on PATH (apt-get install -y chromium)")
+def test_timeline_html_renders_offline_in_headless_chromium(sample_db, tmp_path):
+    page = tmp_path / "t.html"
+    assert run("timeline", "--db", str(sample_db), "--job", "1003", "-o", str(page)).exit_code == 0
+    script = Path(__file__).resolve().parents[1] / "scripts" / "timeline_browser.py"
+    done = subprocess.run([sys.executable, str(script), str(page), "--expect", "step time (s)", "--expect",
+                           "gpu.fell_off_bus gpu-002 gpu0", "--expect", "attempt 2 COMPLETED"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -83,7 +83,8 @@ def cadence_action(iv: IntervalAdvice) -> dict[str, str] | None:
     daly, now = iv.daly_s / 60.0, iv.current_interval_s / 60.0
     gain = iv.waste_current - iv.waste_recommended
     if gain < CADENCE_GAIN:
-        text = f"Keep the save cadence (every {now:.0f} min): Daly's {daly:.0f} min would save only {gain:.1%} of wall time"
+        text = (f"Keep the save cadence (every {now:.0f} min): Daly's {daly:.0f} min would save only {gain:.1%} "
+                "of wall time")
     elif daly > now:
         text = f"Save less often: every {daly:.0f} min of compute instead of {now:.0f} min"
     else:

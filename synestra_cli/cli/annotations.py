@@ -32,7 +32,7 @@ def command(job_id: str | None, all_jobs: bool, db, fmt: str) -> None:
     if bool(job_id) == all_jobs:
         raise click.UsageError("give either --job ID or --all")
     from synestra_cli.cli.render import dumps
-    from synestra_cli.explain.annotations import annotations, document
+    from synestra_cli.explain.annotations import document, job_annotations
     from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
     from synestra_cli.store import open_store
 
@@ -41,7 +41,7 @@ def command(job_id: str | None, all_jobs: bool, db, fmt: str) -> None:
         docs = explain_each(conn, ids, explain_job)
     if fmt == "jsonl":
         for d in docs:
-            for a in annotations(d):
+            for a in job_annotations(d):
                 click.echo(dumps(a))
     else:
         click.echo(dumps(document(docs)))

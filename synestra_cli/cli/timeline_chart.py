@@ -24,6 +24,10 @@ STATE_COLOURS = ["#c8e6c9", "#ffcdd2", "#e1bee7", "#ffcdd2", "#fff9c4", "#eeeeee
 DENSE = 200  # a series with more points than this is drawn as a line without point marks
 
 
+def _named(c) -> str:
+    return " ".join(p for p in (c.category, c.host, c.component) if p) if c else ""
+
+
 def _tick(cp) -> str:
     if cp.routine:
         return "routine"
@@ -59,14 +63,13 @@ def _overlays(tl: Timeline, height: int) -> list[alt.Chart]:
     return [shade.properties(width=WIDTH, height=height), rule.properties(width=WIDTH, height=height)]
 
 
-def _lanes(tl: Timeline) -> alt.LayerChart:
+def _lanes(tl: Timeline) -> Any:
     att = _frame([{**a, "lane": f"attempt {a['attempt']} {a['state']}"} for a in tl.attempts],
                  ["attempt", "start", "end", "state", "lane"])
     lane_of = dict(zip(att["attempt"], att["lane"], strict=True))
     first = att["lane"].iloc[0] if len(att) else "attempt 1"
     cps = _frame([{"start": cp.start, "lane": lane_of.get(cp.attempt, first), "iteration": cp.iteration,
-                   "kind": cp.kind, "trigger": cp.trigger, "tick": _tick(cp), "cause": (f"{cp.cause.category} {cp.cause.host or ''} "
-                                                     f"{cp.cause.component or ''}".strip() if cp.cause else "")}
+                   "kind": cp.kind, "trigger": cp.trigger, "tick": _tick(cp), "cause": _named(cp.cause)}
                   for cp in tl.job.checkpoints if cp.start], ["start", "lane", "iteration", "kind", "trigger",
                                                                "tick", "cause"])
     y = alt.Y("lane:N", title=None, sort=list(att["lane"]))
@@ -85,7 +88,7 @@ def _lanes(tl: Timeline) -> alt.LayerChart:
         title=f"job {tl.job.job}: attempts and checkpoints (UTC)")
 
 
-def _causes(tl: Timeline) -> alt.LayerChart:
+def _causes(tl: Timeline) -> Any:
     """One row per cause: a mark at each of its signals, the first one larger and labelled."""
     sig = _frame([{"start": t, "cause": c["label"], "signal": what} for c in tl.causes for t, what in c["signals"]],
                  ["start", "cause", "signal"])
@@ -104,7 +107,7 @@ def _causes(tl: Timeline) -> alt.LayerChart:
         title="causes: first signal and the signals of its chain")
 
 
-def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str) -> alt.LayerChart:
+def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str) -> Any:
     points = alt.OverlayMarkDef(size=8) if len(df) <= DENSE else False
     line = alt.Chart(df).mark_line(color=colour, strokeWidth=1.2, point=points).encode(
         x=_x(), y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(zero=False)), detail="attempt:N",

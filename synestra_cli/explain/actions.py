@@ -1,10 +1,10 @@
 """What to do about a cause: one rule per category, each with its source, filled in with the cause's
 assets (explain/assets.py) and the signals of its chain.
 
-An action is `{"kind", "text", "why", "source"}`: `kind` is stable for scripts (drain_rma,
-reseat_cable, facilities_ticket, storage_ticket, check_power, file_against_job, scheduler,
-investigate; and save_cadence from accounting/interval.py), `text` is the instruction, `why` the evidence behind it and `source` where
-the rule comes from. docs/explain.md lists the table.
+An action is `{"kind", "text", "why", "source"}`: `kind` is stable for scripts (drain_rma, drain_inspect,
+reseat_cable, facilities_ticket, storage_ticket, check_power, file_against_job, scheduler, investigate;
+and save_cadence from accounting/interval.py), `text` is the instruction, `why` the evidence behind it,
+`source` where the rule comes from. docs/explain.md lists the table.
 """
 
 from __future__ import annotations

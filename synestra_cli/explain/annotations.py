@@ -54,7 +54,7 @@ def _cause(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
             "text": text}
 
 
-def annotations(job: JobExplanation) -> list[dict[str, Any]]:
+def job_annotations(job: JobExplanation) -> list[dict[str, Any]]:
     """The job's checkpoints, then each distinct cause once, in time order."""
     out = [a for cp in job.checkpoints if (a := _checkpoint(job.job, cp))]
     seen: set[tuple] = set()
@@ -68,4 +68,4 @@ def annotations(job: JobExplanation) -> list[dict[str, Any]]:
 
 
 def document(jobs: list[JobExplanation]) -> dict[str, Any]:
-    return {"schema": SCHEMA, "annotations": [a for j in jobs for a in annotations(j)]}
+    return {"schema": SCHEMA, "annotations": [a for j in jobs for a in job_annotations(j)]}

@@ -16,8 +16,8 @@ from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause, Evidence, plan, reason
-from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA
+from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, incidents, typed_events

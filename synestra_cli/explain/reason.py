@@ -67,7 +67,7 @@ def _hosts_of(ev: Evidence, attempt: int | None) -> set[str]:
 def _endpoints(c: Candidate, scope: JobScope) -> set[tuple[str, str | None]]:
     """Both ends of the cable a candidate sits on: (host, nic) and (switch, port), from topology."""
     entity = c.component.split(":", 1)[1] if c.component and c.component.startswith(f"{c.host}:") else c.component
-    ends = {(c.host, entity)}
+    ends = {(c.host or "", entity)}
     for lk in scope.links:
         if (lk.switch, lk.switch_port) in ends or (lk.host, lk.nic) in ends:
             ends |= {(lk.host, lk.nic), (lk.switch or "", lk.switch_port)}

@@ -26,5 +26,5 @@ def identified(c: Cause, book: AssetBook, links: list[ChainLink]) -> Cause:
 def enrich(r: Reasoning, book: AssetBook) -> Reasoning:
     if r.cause is None:
         return r
-    return Reasoning(identified(r.cause, book, r.chain), [identified(a, book, list(a.evidence)) for a in r.alternatives],
-                     r.chain)
+    alternatives = [identified(a, book, list(a.evidence)) for a in r.alternatives]
+    return Reasoning(identified(r.cause, book, r.chain), alternatives, r.chain)

@@ -88,7 +88,7 @@ def _causes(job: JobExplanation) -> list[dict[str, Any]]:
         metrics = [(lk.host, lk.entity, lk.evidence["metric"]) for lk in cp.chain
                    if lk.evidence.get("type") == "metric" and lk.host and lk.evidence.get("metric") in KIND]
         own = [lk for lk in cp.chain if lk.layer in SIGNAL_LAYERS and lk.time is not None]
-        first = min(own, key=lambda lk: lk.time, default=None)
+        first = own[0] if own else None  # the chain is in time order
         seen[key] = {"label": f"{c.category} {where}".strip(), "first_signal": c.first_signal,
                      "first_text": _named(first) if first else "no signal: from the job's own log",
                      "signals": [(lk.time, _named(lk)) for lk in own],
@@ -106,8 +106,8 @@ def build(conn: duckdb.DuckDBPyConnection, job_id: str) -> Timeline:
                for w in degradation_windows(conn, job_id)]
     steps = [{"attempt": a, "ts": ts, "iteration": it, "step_time_s": s}
              for a, ts, it, s in conn.execute(STEPS_SQL, [job_id]).fetchall()]
-    times = [t for a in attempts for t in (a["start"], a["end"])] + [s["ts"] for s in steps]
-    times += [cp.start for cp in job.checkpoints if cp.start]
+    times: list[datetime] = [a.start for a in scope.attempts if a.start] + [a.end for a in scope.attempts if a.end]
+    times += [s["ts"] for s in steps] + [cp.start for cp in job.checkpoints if cp.start]
     start, end = (min(times), max(times)) if times else (None, None)
     causes = _causes(job)
     tl = Timeline(job, attempts, windows, steps, causes, start=start, end=end)
