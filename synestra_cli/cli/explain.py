@@ -48,7 +48,7 @@ def command(
     --format markdown writes a ticket to paste into an issue tracker: verdict, action, assets,
     the chain with file:line, the alternatives with their evidence, and the cost (tax included).
     Exit codes: 0 explained, 5 unknown job or checkpoint, 6 store without jobs.
-    JSON schema: synestra.explain/1 (docs/explain.md).
+    JSON schema: synestra.explain/2 (docs/explain.md).
 
     \b
     Examples:

@@ -65,8 +65,10 @@ def _link(lk: ChainLink, ref: datetime | None) -> Text:
     where = ":".join(p for p in (lk.host, lk.entity) if p)
     text = Text(f"{_rel(lk.time, ref):>8}  ")
     text.append(f"{lk.layer:<10}", style=LAYER_STYLE.get(lk.layer, ""))
-    text.append(f" {where + '  ' if where else ''}{lk.signal}  ")
-    text.append(_evidence(lk), style="dim")
+    text.append(f" {where + '  ' if where else ''}{lk.signal}")
+    evidence = _evidence(lk)
+    if evidence:
+        text.append(f"  {evidence}", style="dim")
     return text
 
 

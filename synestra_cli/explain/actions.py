@@ -75,7 +75,7 @@ RULES: dict[str, Rule] = {
 def _gpu_name(a: Asset | None) -> str:
     if not a:
         return "the GPU"
-    ident = ", ".join(f"{k.replace('_', ' ')} {a[k]}" for k in ("serial", "pci_bus_id") if a.get(k))
+    ident = ", ".join(f"{label} {a[k]}" for k, label in (("serial", "serial"), ("pci_bus_id", "PCI")) if a.get(k))
     name = " ".join(p for p in (a.get("host"), a.get("gpu")) if p)
     who = a.get("uuid") or name or "the GPU"
     extra = ", ".join(p for p in (name if a.get("uuid") else None, ident, a.get("model")) if p)

@@ -1,6 +1,6 @@
 """`explain_job`: every checkpoint of a job, classified and (when not routine) attributed.
 
-The JSON document (`to_json`) is the versioned schema `synestra.explain/1` (docs/explain.md).
+The JSON document (`to_json`) is the versioned schema `synestra.explain/2` (docs/explain.md).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class JobExplanation:
     tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (explain/tax.py)
 
     def to_json(self) -> dict[str, Any]:
-        """The `synestra.explain/1` document (datetimes still as datetime: render serialises them)."""
+        """The `synestra.explain/2` document (datetimes still as datetime: render serialises them)."""
         return {
             "schema": SCHEMA,
             "job": self.job,

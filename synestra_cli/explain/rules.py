@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-SCHEMA = "synestra.explain/1"
+SCHEMA = "synestra.explain/2"
 
 CATEGORIES = (
     "network.link_degraded",
