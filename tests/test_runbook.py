@@ -252,3 +252,17 @@ def test_timeline_html_renders_offline_in_headless_chromium(sample_db, tmp_path)
                            "gpu.fell_off_bus gpu-002 gpu0", "--expect", "attempt 2 COMPLETED"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_xid_the_catalog_resolves_by_restarting_the_app_is_filed_against_the_job():
+    from synestra_cli.explain.actions import action_for
+    from synestra_cli.explain.chain import ChainLink
+
+    def xid(code: int) -> ChainLink:
+        return ChainLink(None, "gpu", "gpu-001", "gpu3", f"Xid {code}", {"type": "log", "kind": "xid", "code": code})
+
+    gpu = [{"kind": "gpu", "host": "gpu-001", "gpu": "gpu3", "uuid": "GPU-x", "serial": None,
+            "pci_bus_id": None, "model": None}]
+    assert action_for("gpu.other_xid", "gpu-001", "gpu3", gpu, [xid(13), xid(31)])["kind"] == "file_against_job"
+    reset = action_for("gpu.other_xid", "gpu-001", "gpu3", gpu, [xid(13), xid(119)])
+    assert reset["kind"] == "drain_reset" and "RESET_GPU" in reset["why"] and "GPU-x" in reset["text"]

@@ -1,7 +1,7 @@
 """What to do about a cause: one rule per category, each with its source, filled in with the cause's
 assets (explain/assets.py) and the signals of its chain.
 
-An action is `{"kind", "text", "why", "source"}`: `kind` is stable for scripts (drain_rma, drain_inspect,
+An action is `{"kind", "text", "why", "source"}`: `kind` is stable for scripts (drain_rma, drain_reset, drain_inspect,
 reseat_cable, facilities_ticket, storage_ticket, check_power, file_against_job, scheduler, investigate;
 and save_cadence from accounting/interval.py), `text` is the instruction, `why` the evidence behind it,
 `source` where the rule comes from. docs/explain.md lists the table.
@@ -32,8 +32,12 @@ RULES: dict[str, Rule] = {
     "gpu.fell_off_bus": Rule("drain_rma", "Drain {host} and open an RMA for {gpu}", "{xids}", XID_SOURCE),
     "gpu.memory": Rule("drain_rma", "Drain {host} and open an RMA for {gpu}", "{xids}", XID_SOURCE),
     "gpu.nvlink": Rule("drain_rma", "Drain {host} and open an RMA for {gpu} (NVLink)", "{xids}", XID_SOURCE),
-    "gpu.other_xid": Rule("drain_rma", "Drain {host} and follow the catalog's action for {gpu}", "{xids}",
+    "gpu.other_xid": Rule("drain_reset", "Drain {host} and reset {gpu}; open an RMA if it recurs", "{xids}",
                           XID_SOURCE),
+    # Xids the catalog resolves by restarting the application (13, 31, 94): the job's own fault, unless
+    # they repeat on one GPU.
+    "gpu.app_xid": Rule("file_against_job", "Not the infrastructure, most likely: restart the job and file "
+                        "against it; drain {host} only if the Xid repeats on {gpu}", "{xids}", XID_SOURCE),
     "network.link_degraded": Rule(
         "reseat_cable", "Reseat, clean or replace the optic or cable between {cable}",
         "{signals}; UFM counts a port bad above 0.004 symbol errors/s; the link {healthy}", UFM),
@@ -109,6 +113,15 @@ def _xids(links: list[ChainLink]) -> str:
     return "; ".join(seen.values()) or _signals(links)
 
 
+def _refined(category: str, links: list[ChainLink]) -> str:
+    """gpu.other_xid whose every Xid the catalog resolves with RESTART_APP is the application's."""
+    if category != "gpu.other_xid":
+        return category
+    codes = {lk.evidence.get("code") for lk in links if lk.evidence.get("kind") == "xid"}
+    known = [XID_CATALOG.get(c) for c in codes if isinstance(c, int)]
+    return "gpu.app_xid" if known and all(x and x.immediate == "RESTART_APP" for x in known) else category
+
+
 def _bucket(b: str) -> str:
     return f"{b} ({BUCKETS[b]})" if b in BUCKETS else b
 
@@ -157,6 +170,6 @@ def action_for(category: str, host: str | None, component: str | None, assets: l
                links: list[ChainLink], healthy: bool = False, when: Any = None) -> Action:
     """The rule for `category`, filled in; `links` are the cause's own chain links (empty for an
     alternative: its action then rests on its assets alone)."""
-    rule = RULES.get(category, RULES["unknown"])
+    rule = RULES.get(_refined(category, links), RULES["unknown"])
     f = _fields(category, host, component, assets, links, healthy, when)
     return {"kind": rule.kind, "text": rule.text.format(**f), "why": rule.why.format(**f), "source": rule.source}
