@@ -266,3 +266,24 @@ def test_an_xid_the_catalog_resolves_by_restarting_the_app_is_filed_against_the_
     assert action_for("gpu.other_xid", "gpu-001", "gpu3", gpu, [xid(13), xid(31)])["kind"] == "file_against_job"
     reset = action_for("gpu.other_xid", "gpu-001", "gpu3", gpu, [xid(13), xid(119)])
     assert reset["kind"] == "drain_reset" and "RESET_GPU" in reset["why"] and "GPU-x" in reset["text"]
+
+
+def test_the_table_view_shows_the_action_and_the_assets(sample_db):
+    out = run("explain", "--db", str(sample_db), "--job", "1003").output
+    uuid = CLUSTER.gpu_uuid("gpu-002", 0)
+    assert f"action: Drain gpu-002 and open an RMA for {uuid}" in out
+    assert f"asset: GPU gpu-002 gpu0 uuid {uuid} serial" in out
+    assert "action: Open a facilities ticket for rack-01 (cooling): hosts gpu-001, gpu-002, gpu-003, gpu-004" in out
+    assert "cause: cooling.thermal  rack-01  confidence" in out
+
+
+def test_the_save_cadence_action_follows_daly_and_stays_quiet_without_an_mtbf():
+    from synestra_cli.accounting.interval import advise, cadence_action
+
+    wall = 40 * 3600.0  # 4 failures: MTBF 10 h; a 60 s save puts Daly's interval near 34 min
+    assert cadence_action(advise(60.0, 4, wall, 5 * 60.0, 600.0))["text"].startswith("Save less often")
+    assert cadence_action(advise(60.0, 4, wall, 6 * 3600.0, 600.0))["text"].startswith("Save more often")
+    daly = advise(60.0, 4, wall, 1.0, 600.0).daly_s
+    keep = cadence_action(advise(60.0, 4, wall, daly, 600.0))
+    assert keep["kind"] == "save_cadence" and keep["text"].startswith("Keep the save cadence")
+    assert cadence_action(advise(60.0, 1, wall, 5 * 60.0, 600.0)) is None  # one failure: no MTBF

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from synestra_cli.explain.assets import Asset
+from synestra_cli.explain.assets import Asset, rack_name
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.wording import BUCKETS, XID_CATALOG, XID_SOURCE
 
@@ -148,7 +148,7 @@ def _fields(category: str, host: str | None, component: str | None, assets: list
             links: list[ChainLink], healthy: bool, when: Any) -> dict[str, str]:
     first = {a["kind"]: a for a in reversed(assets)}
     rack, fs = first.get("rack"), first.get("filesystem")
-    place = f"rack {rack['rack']}" if rack else " ".join(p for p in (host, component) if p) or "the job's hosts"
+    place = rack_name(rack["rack"]) if rack else " ".join(p for p in (host, component) if p) or "the job's hosts"
     hosts = ", ".join(rack["hosts"]) if rack else (host or "?")
     return {
         "host": host or (first.get("gpu") or {}).get("host") or "the host",

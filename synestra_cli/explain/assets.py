@@ -137,6 +137,11 @@ def assets_of(category: str, host: str | None, component: str | None, book: Asse
     return [{"kind": "job", "job": book.scope.job_id, "hosts": list(book.scope.hosts)}]
 
 
+def rack_name(rack: str) -> str:
+    """`rack-01` as it is; `A12` as `rack A12`."""
+    return rack if rack.lower().startswith("rack") else f"rack {rack}"
+
+
 def describe(a: Asset) -> str:
     """One asset on one line, as a ticket names it."""
     kind = a.get("kind")
@@ -150,7 +155,7 @@ def describe(a: Asset) -> str:
         far = " ".join(p for p in (a.get("switch"), a.get("switch_port")) if p) or "switch port not in topology"
         return f"cable: host NIC {nic} <-> switch {far}" + (f" ({a['rack']})" if a.get("rack") else "")
     if kind == "rack":
-        return f"rack {a['rack']}: hosts {', '.join(a['hosts']) or 'not in topology'}"
+        return f"{rack_name(a['rack'])}: hosts {', '.join(a['hosts']) or 'not in topology'}"
     if kind == "filesystem":
         return f"filesystem {a['server']} (clients {', '.join(a['clients'])})"
     if kind == "host":
