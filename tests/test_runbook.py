@@ -287,3 +287,18 @@ def test_the_save_cadence_action_follows_daly_and_stays_quiet_without_an_mtbf():
     keep = cadence_action(advise(60.0, 4, wall, daly, 600.0))
     assert keep["kind"] == "save_cadence" and keep["text"].startswith("Keep the save cadence")
     assert cadence_action(advise(60.0, 1, wall, 5 * 60.0, 600.0)) is None  # one failure: no MTBF
+
+
+def test_a_job_without_causes_still_draws_and_annotates_and_an_unknown_job_exits_5(db_path, tmp_path):
+    from explain_fixtures import healthy_job
+
+    conn = connect(db_path)
+    healthy_job(conn)
+    conn.close()
+    res = run("timeline", "--db", str(db_path), "--job", "100", "-o", str(tmp_path / "h.svg"))
+    assert res.exit_code == 0, res.output
+    assert "<svg" in (tmp_path / "h.svg").read_text()[:500]
+    doc = json.loads(run("annotations", "--db", str(db_path), "--job", "100").output)
+    assert doc["annotations"] and all("cause" not in a["tags"] for a in doc["annotations"])
+    assert run("timeline", "--db", str(db_path), "--job", "nope", "-o", str(tmp_path / "x.png")).exit_code == 5
+    assert run("annotations", "--db", str(db_path), "--job", "nope").exit_code == 5
