@@ -41,7 +41,7 @@ def from_signal(s: Anomaly | Event) -> ChainLink:
         name = wording.event(s.kind, s.code, s.message, s.component)
         more = {"kind": s.kind, "code": s.code} if s.code is not None else {"kind": s.kind}
         return ChainLink(s.ts, s.layer, s.host, s.entity, name, _log(s.path, s.line, s.message, **more))
-    count = wording.increase(s.after, s.onset, s.last_normal, s.end) if s.is_rate else None
+    count = wording.increase(s.after, s.last_normal, s.end) if s.is_rate else None
     evidence = {
         "type": "metric",
         "metric": s.metric,

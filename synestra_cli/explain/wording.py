@@ -134,7 +134,7 @@ def event(kind: str, code: int | None, message: str | None, component: str | Non
     return EVENT_NAMES.get(kind, kind.replace("_", " "))
 
 
-def increase(rate_after: float, start: datetime, last_normal: datetime, end: datetime) -> int:
+def increase(rate_after: float, last_normal: datetime, end: datetime) -> int:
     """How many events a counter window holds: its median rate over the span from the last normal sample
     to the last anomalous one (exact for the usual one-sample window of a discrete event)."""
     span = (end - last_normal).total_seconds()
