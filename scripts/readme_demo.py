@@ -55,8 +55,8 @@ def explain_doc(text: str, db: Path) -> str:
     m = pattern.search(text)
     assert m, "docs/explain.md has no worked example"
     output = run(synestra_commands(m.group(2)), db)
-    shown = "\n".join(ln for ln in output.splitlines() if not ln.startswith("sample_data/") and
-                      not ln.startswith("total: "))  # the example shows explain's output, not ingest's
+    ingest = ("sample_data/", "total: ", "  note: ")  # the example shows explain's output, not ingest's
+    shown = "\n".join(ln for ln in output.splitlines() if not ln.startswith(ingest))
     return text[:m.start()] + m.group(1) + shown + m.group(3) + text[m.end():]
 
 
