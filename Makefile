@@ -1,9 +1,15 @@
-.PHONY: test lint bench demo
+.PHONY: test test-all lint docs bench demo
 test:
 	pytest
+test-all:
+	pytest -m ""
 lint:
-	ruff check synestra_cli tests benchmarks scripts
-	mypy synestra_cli
+	ruff check .
+	mypy
+	lint-imports
+	python scripts/gen_cli_docs.py --check
+docs:
+	python scripts/gen_cli_docs.py
 bench:
 	python benchmarks/run.py
 demo:

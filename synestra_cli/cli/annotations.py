@@ -13,7 +13,7 @@ from synestra_cli.cli.common import db_option, format_option, handle_errors
 @db_option
 @format_option("json", "jsonl", default="json")
 @handle_errors
-def command(job_id: str | None, all_jobs: bool, db, fmt: str) -> None:
+def command(job_id: str | None, all_jobs: bool, db: str | None, fmt: str) -> None:
     """Grafana annotations (time and timeEnd in epoch ms, tags, text) for every checkpoint of a job and
     each of its causes once, ready for Grafana's annotations HTTP API.
 
@@ -32,12 +32,13 @@ def command(job_id: str | None, all_jobs: bool, db, fmt: str) -> None:
     if bool(job_id) == all_jobs:
         raise click.UsageError("give either --job ID or --all")
     from synestra_cli.cli.render import dumps
+    from synestra_cli.clusters import resolve_job
     from synestra_cli.explain.annotations import document, job_annotations
     from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn) if all_jobs else [str(job_id)]
+        ids = jobs_in_window(conn) if all_jobs else [resolve_job(conn, str(job_id))]
         docs = explain_each(conn, ids, explain_job)
     if fmt == "jsonl":
         for d in docs:

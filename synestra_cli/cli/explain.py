@@ -66,11 +66,13 @@ def command(
         return _markdown(db, job_id, checkpoint, since, until, all_jobs)
     explain = explain_job
     if with_tax:  # lazily: tax-report's buckets cost ~0.4 s more (pyarrow, bucket queries)
-        from synestra_cli.explain.tax import explain_with_tax
+        from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 
         explain = explain_with_tax
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn, since, until) if all_jobs else [str(job_id)]
+        from synestra_cli.clusters import resolve_job
+
+        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
         docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
     _render(docs, fmt, all_jobs)
 
@@ -79,13 +81,14 @@ def _markdown(db, job_id: str | None, checkpoint: int | None, since: datetime | 
               all_jobs: bool) -> None:
     """Whole jobs explained with their tax, so that a ticket for one checkpoint still carries its cost;
     then only the checkpoints asked for."""
+    from synestra_cli.accounting.checkpoint_tax import explain_with_tax
+    from synestra_cli.clusters import resolve_job
     from synestra_cli.explain.api import explain_each, jobs_in_window, select
     from synestra_cli.explain.markdown import job_markdown
-    from synestra_cli.explain.tax import explain_with_tax
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn, since, until) if all_jobs else [str(job_id)]
+        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
         docs = explain_each(conn, ids, explain_with_tax)
     filtered = checkpoint is not None or since is not None or until is not None
     for d in docs:

@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "tax-report": "tax_report",
     "timeline": "timeline",
     "annotations": "annotations",
+    "fleet": "fleet",
+    "risks": "risks",
 }
 
 EXIT_CODES_HELP = "\n".join(f"  {c.value}  {c.name.lower()}" for c in ExitCode)

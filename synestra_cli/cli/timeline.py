@@ -15,7 +15,7 @@ from synestra_cli.cli.common import db_option, handle_errors
               help="File to write: .html (self-contained, the default for other names), .svg or .png.")
 @db_option
 @handle_errors
-def command(job_id: str, output: Path, db) -> None:
+def command(job_id: str, output: Path, db: str | None) -> None:
     """Draw a job's timeline: one lane per attempt with its state, checkpoints as ticks (non-routine ones
     coloured by trigger), degradation windows shaded, each cause's first signal marked and labelled, the
     step time, and each cause's key signals, on one time axis (UTC).
@@ -30,11 +30,12 @@ def command(job_id: str, output: Path, db) -> None:
       synestra timeline --job 1003 -o job-1003.png
     """
     from synestra_cli.cli.timeline_chart import write
+    from synestra_cli.clusters import resolve_job
     from synestra_cli.explain.timeline import build
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        tl = build(conn, job_id)
+        tl = build(conn, resolve_job(conn, job_id))
     fmt = write(tl, output)
     click.echo(f"{output}: {fmt} timeline of job {job_id}, {len(tl.job.checkpoints)} checkpoint(s), "
                f"{len(tl.causes)} cause(s)", err=True)

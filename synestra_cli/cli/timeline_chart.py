@@ -14,6 +14,8 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from synestra_cli.explain.api import CheckpointExplanation
+from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.timeline import Timeline
 
 WIDTH = 900
@@ -24,15 +26,15 @@ STATE_COLOURS = ["#c8e6c9", "#ffcdd2", "#e1bee7", "#ffcdd2", "#fff9c4", "#eeeeee
 DENSE = 200  # a series with more points than this is drawn as a line without point marks
 
 
-def _named(c) -> str:
+def _named(c: Cause | None) -> str:
     return " ".join(p for p in (c.category, c.host, c.component) if p) if c else ""
 
 
-def _tick(cp) -> str:
+def _tick(cp: CheckpointExplanation) -> str:
     if cp.routine:
         return "routine"
     if cp.trigger in TICKS:
-        return cp.trigger
+        return str(cp.trigger)
     return "slow save" if cp.slow else "other"
 
 
@@ -115,7 +117,7 @@ def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str) 
     return alt.layer(*_overlays(tl, 90), line.properties(width=WIDTH, height=90)).properties(title=title)
 
 
-def chart(tl: Timeline) -> alt.VConcatChart:
+def chart(tl: Timeline) -> Any:
     steps = pd.DataFrame([{"start": s["ts"], "step_time_s": s["step_time_s"], "attempt": s["attempt"]}
                           for s in tl.steps], columns=["start", "step_time_s", "attempt"])
     strips = [_causes(tl)] if tl.causes else []

@@ -57,7 +57,7 @@ def _cause(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
 def job_annotations(job: JobExplanation) -> list[dict[str, Any]]:
     """The job's checkpoints, then each distinct cause once, in time order."""
     out = [a for cp in job.checkpoints if (a := _checkpoint(job.job, cp))]
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     for cp in job.checkpoints:
         c = cp.cause
         key = (c.category, c.host, c.component, c.first_signal) if c else None

@@ -76,7 +76,7 @@ def _named(lk: Any) -> str:
 
 def _causes(job: JobExplanation) -> list[dict[str, Any]]:
     """Each distinct cause once (one event is one cause), with the metric links of its chain."""
-    seen: dict[tuple, dict[str, Any]] = {}
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for cp in job.checkpoints:
         c = cp.cause
         if c is None or c.first_signal is None:
