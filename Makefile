@@ -1,4 +1,4 @@
-.PHONY: test test-all lint docs bench
+.PHONY: test test-all lint docs bench demo
 test:
 	pytest
 test-all:
@@ -12,3 +12,5 @@ docs:
 	python scripts/gen_cli_docs.py
 bench:
 	python benchmarks/run.py
+demo:
+	python scripts/readme_demo.py

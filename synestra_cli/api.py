@@ -102,7 +102,7 @@ class ExplainResult:
     explanation: JobExplanation  # the whole typed explanation (synestra_cli.explain.api)
 
     def to_json(self) -> dict[str, Any]:
-        """The `synestra.explain/1` document `synestra explain --format json` prints."""
+        """The `synestra.explain/2` document `synestra explain --format json` prints."""
         return self.explanation.to_json()
 
     def to_pandas(self) -> pd.DataFrame:

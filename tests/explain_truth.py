@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.rules import RACK_CATEGORIES
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.simulate.export import Intervals
@@ -95,6 +96,11 @@ def _on_decoy(cause, decoy: dict, truth: dict | None) -> bool:
     return not same_as_truth or (in_decoy_time and not near_truth)
 
 
+def _rack_named(cause, truth: dict) -> bool:
+    """A rack event is named by its rack, not by one of its hosts (issue 15): its hosts are the truth's."""
+    return cause.host is None and cause.category in RACK_CATEGORIES and cause.component == truth["component"]
+
+
 def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
     sc = Score()
     mine = explain_job(conn, truth_job["job"]).checkpoints
@@ -126,7 +132,8 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         sc.caused += 1
         ok = cause is not None and cause.category == tc["category"]
         sc.category_ok += ok
-        host_right = cause is not None and (cause.host in tc["hosts"] if tc["hosts"] else cause.host is None)
+        host_right = cause is not None and (
+            (cause.host in tc["hosts"] or _rack_named(cause, tc)) if tc["hosts"] else cause.host is None)
         sc.host_ok += host_right
         if tc["category"] in UNOBSERVABLE_HOST and not host_right:
             sc.host_unobservable += 1

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli.accounting.attribution import Charge, by_cause, charges_for
+from synestra_cli.accounting.interval import cadence_action
 from synestra_cli.accounting.report import tax_report
 from synestra_cli.errors import NotFoundError
 from synestra_cli.explain.api import JobExplanation, explain_job
@@ -59,6 +60,7 @@ def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
         "buckets_s": dict(b.buckets_s),
         **jt.headlines(None),
         "by_cause": by_cause(jt, charges, None)[:TOP_CAUSES],
+        "cadence_action": cadence_action(jt.interval),
     }
 
 

@@ -6,7 +6,7 @@ import statistics
 from collections import defaultdict
 
 from synestra_cli.accounting.buckets import BUCKETS
-from synestra_cli.accounting.interval import advise
+from synestra_cli.accounting.interval import advise, cadence_action
 from synestra_cli.accounting.report import TaxReport
 
 GROUP_KEYS = ("category", "host", "component", "job")
@@ -81,5 +81,6 @@ def pooled_interval(report: TaxReport) -> dict:
     advice = advise(statistics.median(saves) if saves else None, failures, wall,
                     statistics.median(currents) if currents else None,
                     statistics.median(restarts) if restarts else None)
-    return {k: getattr(advice, k) for k in ("save_cost_s", "failures", "mtbf_s", "current_interval_s", "restart_s",
-                                              "young_s", "daly_s", "waste_current", "waste_recommended", "note")}
+    doc = {k: getattr(advice, k) for k in ("save_cost_s", "failures", "mtbf_s", "current_interval_s", "restart_s",
+                                           "young_s", "daly_s", "waste_current", "waste_recommended", "note")}
+    return {**doc, "action": cadence_action(advice)}

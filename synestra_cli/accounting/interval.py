@@ -67,3 +67,29 @@ def advise(save_cost_s: float | None, failures: int, wall_s: float, current_inte
     current = expected_waste(current_interval_s, save_cost_s, mtbf, restart) if current_interval_s else None
     return IntervalAdvice(save_cost_s, failures, mtbf, current_interval_s, restart, young, daly, current,
                           expected_waste(daly, save_cost_s, mtbf, restart), "ok")
+
+
+# Change the cadence when Daly's interval would save at least this share of the wall time.
+CADENCE_GAIN = 0.005
+DALY_SOURCE = "Young 1974, Daly 2006, first-order waste (anchors.md 2.3)"
+
+
+def cadence_action(iv: IntervalAdvice) -> dict[str, str] | None:
+    """Raise or lower the save cadence when the observed MTBF says so: `save_cadence` action (the shape
+    of explain's actions), or None when MTBF or the current interval is not known."""
+    if iv.daly_s is None or iv.current_interval_s is None or iv.mtbf_s is None or iv.save_cost_s is None \
+            or iv.waste_current is None or iv.waste_recommended is None:
+        return None
+    daly, now = iv.daly_s / 60.0, iv.current_interval_s / 60.0
+    gain = iv.waste_current - iv.waste_recommended
+    if gain < CADENCE_GAIN:
+        text = (f"Keep the save cadence (every {now:.0f} min): Daly's {daly:.0f} min would save only {gain:.1%} "
+                "of wall time")
+    elif daly > now:
+        text = f"Save less often: every {daly:.0f} min of compute instead of {now:.0f} min"
+    else:
+        text = f"Save more often: every {daly:.0f} min of compute instead of {now:.0f} min"
+    why = (f"observed MTBF {iv.mtbf_s / 3600:.1f} h ({iv.failures} failures) and a {iv.save_cost_s:.0f} s save put "
+           f"Daly's optimum at {daly:.1f} min; expected waste {iv.waste_current:.1%} now, "
+           f"{iv.waste_recommended:.1%} there")
+    return {"kind": "save_cadence", "text": text, "why": why, "source": DALY_SOURCE}

@@ -16,7 +16,7 @@ from synestra_cli.accounting.buckets import (
     degraded_windows,
     ideal_step_times,
 )
-from synestra_cli.accounting.interval import IntervalAdvice, advise
+from synestra_cli.accounting.interval import IntervalAdvice, advise, cadence_action
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.signals.steps import degradation_windows_for
 
@@ -154,5 +154,6 @@ def job_doc(t: JobTax, price: float | None) -> dict:
             "waste_current": iv.waste_current, "waste_recommended": iv.waste_recommended,
             "waste_current_gpu_hours": current_gh, "waste_recommended_gpu_hours": recommended_gh,
             "note": iv.note,
+            "action": cadence_action(iv),
         },
     }

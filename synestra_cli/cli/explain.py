@@ -30,7 +30,7 @@ UTC_TIME = click.DateTime(
     help="Add each checkpoint's cost and the job's checkpoint tax (as tax-report computes it).",
 )
 @db_option
-@format_option("table", "json", "jsonl")
+@format_option("table", "json", "jsonl", "markdown")
 @handle_errors
 def command(
     job_id: str | None,
@@ -48,20 +48,25 @@ def command(
     \b
     With --tax each checkpoint also carries its cost and the badput charged through its cause, and
     the job ends with its checkpoint-tax summary (whole-job views only).
+    --format markdown writes a ticket to paste into an issue tracker: verdict, action, assets,
+    the chain with file:line, the alternatives with their evidence, and the cost (tax included).
     Exit codes: 0 explained, 5 unknown job or checkpoint, 6 store without jobs.
-    JSON schema: synestra.explain/1 (docs/explain.md).
+    JSON schema: synestra.explain/2 (docs/explain.md).
 
     \b
     Examples:
       synestra explain --job 1001
       synestra explain --job 1001 --checkpoint 4350 --format json | jq '.checkpoints[0].cause'
       synestra explain --all --since 2026-03-01T00:00:00 --format jsonl
+      synestra explain --job 1003 --checkpoint 1950 --format markdown > ticket.md
     """
     if bool(job_id) == all_jobs:
         raise click.UsageError("give either --job ID or --all")
     from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
     from synestra_cli.store import open_store
 
+    if fmt == "markdown":
+        return _markdown(db, job_id, checkpoint, since, until, all_jobs)
     explain = explain_job
     if with_tax:  # lazily: tax-report's buckets cost ~0.4 s more (pyarrow, bucket queries)
         from synestra_cli.accounting.checkpoint_tax import explain_with_tax
@@ -77,6 +82,25 @@ def command(
         ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
         docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
     _render(docs, fmt, all_jobs)
+
+
+def _markdown(db, job_id: str | None, checkpoint: int | None, since: datetime | None, until: datetime | None,
+              all_jobs: bool) -> None:
+    """Whole jobs explained with their tax, so that a ticket for one checkpoint still carries its cost;
+    then only the checkpoints asked for."""
+    from synestra_cli.accounting.checkpoint_tax import explain_with_tax
+    from synestra_cli.clusters import resolve_job
+    from synestra_cli.explain.api import explain_each, jobs_in_window, select
+    from synestra_cli.explain.markdown import job_markdown
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
+        docs = explain_each(conn, ids, explain_with_tax)
+    filtered = checkpoint is not None or since is not None or until is not None
+    for d in docs:
+        cps = select(d, checkpoint, since, until) if filtered else None
+        click.echo(job_markdown(d, cps))
 
 
 def _render(docs: list, fmt: str, many: bool) -> None:

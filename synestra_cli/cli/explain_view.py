@@ -14,6 +14,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
+from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 
@@ -48,6 +49,8 @@ def _num(v: Any) -> str:
 
 def _evidence(lk: ChainLink) -> str:
     ev = lk.evidence
+    if ev.get("type") == "metric" and lk.layer != "throughput":
+        return ""  # the signal's words carry its values
     if ev.get("type") == "metric":
         unit = "/s" if ev.get("unit") == "per_second" else (" s" if ev.get("unit") == "s" else "")
         return f"{_num(ev['before'])} -> {_num(ev['after'])}{unit}"
@@ -62,8 +65,10 @@ def _link(lk: ChainLink, ref: datetime | None) -> Text:
     where = ":".join(p for p in (lk.host, lk.entity) if p)
     text = Text(f"{_rel(lk.time, ref):>8}  ")
     text.append(f"{lk.layer:<10}", style=LAYER_STYLE.get(lk.layer, ""))
-    text.append(f" {where + '  ' if where else ''}{lk.signal}  ")
-    text.append(_evidence(lk), style="dim")
+    text.append(f" {where + '  ' if where else ''}{lk.signal}")
+    evidence = _evidence(lk)
+    if evidence:
+        text.append(f"  {evidence}", style="dim")
     return text
 
 
@@ -91,11 +96,30 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
     branch = node.add(head)
     if cp.cause:
         branch.add(_cause(cp.cause))
+        _runbook(branch, cp.cause)
     if cp.tax and cp.tax["seconds"] > 0:
         branch.add(_charged(cp.tax))
     _chain(branch, cp)
     for alt in cp.alternatives:
-        branch.add(_cause(alt, "alternative"))
+        node = branch.add(_cause(alt, "alternative"))
+        if alt.action:
+            node.add(Text(f"if so: {alt.action['text']}", style="dim"))
+
+
+MAX_ASSETS = 3  # assets shown in the table view (a hot rack lists its hot GPUs: JSON has them all)
+
+
+def _runbook(branch: Tree, c: Cause) -> None:
+    """The action first (what to do), then what it is done to."""
+    if c.action:
+        branch.add(Text(f"action: {c.action['text']}", style="bold green"))
+        branch.add(Text(f"  why: {c.action['why']}", style="dim"))
+    shown = list(c.assets[:MAX_ASSETS])
+    for a in shown:
+        branch.add(Text(f"asset: {describe(a)}"))
+    if len(c.assets) > len(shown):
+        branch.add(Text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all",
+                        style="dim"))
 
 
 def _failure(node: Tree, f: FailureExplanation) -> None:
@@ -169,6 +193,8 @@ def _tax_summary(tree: Tree, tax: dict) -> None:
     )
     shown = [f"{b} {s:,.0f} s" for b, s in tax["buckets_s"].items() if s > 0]
     node.add(Text("buckets: " + ", ".join(shown), style="dim"))
+    if tax.get("cadence_action"):
+        node.add(Text(f"action: {tax['cadence_action']['text']}", style="bold green"))
     for c in tax["by_cause"]:
         where = " ".join(p for p in (c["host"], c["component"]) if p)
         node.add(Text(f"{c['category']} {where}: {c['seconds']:,.0f} s = {c['gpu_hours']:,.2f} GPU-h"))

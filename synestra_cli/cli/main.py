@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "simulate": "simulate",
     "explain": "explain",
     "tax-report": "tax_report",
+    "timeline": "timeline",
+    "annotations": "annotations",
     "fleet": "fleet",
     "risks": "risks",
 }

@@ -36,6 +36,8 @@ def _print_job(doc: dict, console) -> None:
         console.print(f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
                       f"{(iv['current_interval_s'] or 0) / 60:.1f} min -> Daly {iv['daly_s'] / 60:.1f} min "
                       f"(waste {iv['waste_current'] or 0:.1%} -> {iv['waste_recommended']:.1%})")
+        if iv.get("action"):
+            console.print(f"  action: {iv['action']['text']}")
     else:
         console.print(f"  interval: {iv['note']}")
     console.print()
@@ -51,6 +53,8 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
                       f"({iv['failures']} failures), current {(iv['current_interval_s'] or 0) / 60:.1f} min -> "
                       f"Daly {iv['daly_s'] / 60:.1f} min (waste {iv['waste_current'] or 0:.1%} -> "
                       f"{iv['waste_recommended']:.1%})")
+        if iv.get("action"):
+            console.print(f"fleet action: {iv['action']['text']}")
     if "economic_availability_capacity" in fleet:
         console.print(f"economic availability vs capacity: {fleet['economic_availability_capacity']:.1%}")
     if causes:

@@ -1,6 +1,6 @@
 """`explain_job`: every checkpoint of a job, classified and (when not routine) attributed.
 
-The JSON document (`to_json`) is the versioned schema `synestra.explain/1` (docs/explain.md).
+The JSON document (`to_json`) is the versioned schema `synestra.explain/2` (docs/explain.md).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import (
     Cause,
@@ -33,6 +34,7 @@ from synestra_cli.explain.rules import (
     PREEMPT_STATES,
     SCHEMA,
 )
+from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
@@ -97,7 +99,7 @@ class JobExplanation:
     failures: list[FailureExplanation] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The `synestra.explain/1` document (datetimes still as datetime: render serialises them)."""
+        """The `synestra.explain/2` document (datetimes still as datetime: render serialises them)."""
         return {
             "schema": SCHEMA,
             "job": self.job,
@@ -118,6 +120,9 @@ def _cause_json(c: Cause) -> dict[str, Any]:
         "first_signal": c.first_signal,
         "confidence": c.confidence,
         "reported_healthy": c.reported_healthy,
+        "assets": list(c.assets),
+        "action": c.action,
+        "evidence": [asdict(lk) for lk in c.evidence],
     }
 
 
@@ -247,14 +252,21 @@ def explain_job(
     failed = unexplained_failures(scope, classified, inc) if whole else []
     ev = _evidence(conn, scope, chosen, inc, failed)
     failures = []
+    book = None
     for a in failed:
         r = reason_failure(a, ev)
+        if r.cause is not None:
+            book = book or load_book(conn, scope)
+            r = enrich(r, book)
         at = min([i.ts for i in crashes_of(ev, a.attempt) if i.ts] + ([a.end] if a.end else []), default=None)
         failures.append(FailureExplanation(a.attempt, at, a.end, a.state, a.exit_code, r.cause, r.chain,
                                            r.alternatives))
     out = []
     for cl in chosen:
         r = reason(cl, ev)
+        if r.cause is not None:
+            book = book or load_book(conn, scope)
+            r = enrich(r, book)
         cp = cl.checkpoint
         out.append(
             CheckpointExplanation(
@@ -273,6 +285,22 @@ def explain_job(
         )
     cadence = learn_cadence([c.iteration for c in cps if c.kind == "save" and c.iteration])
     return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out, failures=failures)
+
+
+def select(job: JobExplanation, checkpoint: int | None, since: datetime | None = None,
+           until: datetime | None = None) -> list[CheckpointExplanation]:
+    """The explained checkpoints at this iteration or in [since, until], as explain_job would choose them."""
+    out = []
+    for cp in job.checkpoints:
+        ts = cp.start or cp.end
+        if checkpoint is not None and cp.iteration != checkpoint:
+            continue
+        if (since is None or (ts and ts >= since)) and (until is None or (ts and ts <= until)):
+            out.append(cp)
+    if checkpoint is not None and not out:
+        raise NotFoundError(f"job {job.job} has no checkpoint at iteration {checkpoint}: "
+                            f"run `synestra explain --job {job.job}` to list them")
+    return out
 
 
 def explain_each(

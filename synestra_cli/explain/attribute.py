@@ -41,7 +41,7 @@ class Effect:
 @dataclass
 class Candidate:
     category: str
-    host: str
+    host: str | None
     component: str | None
     signals: list[Signal] = field(default_factory=list)
     score: float = 0.0
@@ -100,7 +100,7 @@ def _named(key: tuple[str, str, str, str], signals: list[Signal], scope: JobScop
     if what == "cable" and any(s.host in scope.hosts for s in signals):
         return Candidate(cat, where, which or None, signals)
     if what == "rack" and len({(s.host, s.entity) for s in signals}) >= 2:
-        return Candidate(cat, min(s.host for s in signals), where, signals)
+        return Candidate(cat, None, where, signals)  # the rack's, not one of its hosts: the same name in every job
     if what == "host" and len({s.entity for s in signals}) >= 2:
         return Candidate(cat, where, None, signals)
     if first.host not in scope.hosts:

@@ -7,10 +7,11 @@ Evidence is either a metric change (before / after values, the window, the sampl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from synestra_cli.explain.rules import ACTIVITY_METRICS, LAYERS
+from synestra_cli.explain import wording
+from synestra_cli.explain.rules import ACTIVITY_METRICS, LAYERS, SKEW_S
 from synestra_cli.explain.triggers import Checkpoint
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
@@ -32,14 +33,16 @@ class ChainLink:
     evidence: dict[str, Any]
 
 
-def _log(path: str | None, line: int | None, text: str | None) -> dict[str, Any]:
-    return {"type": "log", "source": path, "line": line, "text": (text or "")[:300]}
+def _log(path: str | None, line: int | None, text: str | None, **more: Any) -> dict[str, Any]:
+    return {"type": "log", "source": path, "line": line, "text": (text or "")[:300], **more}
 
 
 def from_signal(s: Anomaly | Event) -> ChainLink:
     if isinstance(s, Event):
-        name = f"xid {s.code}" if s.kind == "xid" else s.kind
-        return ChainLink(s.ts, s.layer, s.host, s.entity, name, _log(s.path, s.line, s.message))
+        name = wording.event(s.kind, s.code, s.message, s.component)
+        more = {"kind": s.kind, "code": s.code} if s.code is not None else {"kind": s.kind}
+        return ChainLink(s.ts, s.layer, s.host, s.entity, name, _log(s.path, s.line, s.message, **more))
+    count = wording.increase(s.after, s.last_normal, s.end) if s.is_rate else None
     evidence = {
         "type": "metric",
         "metric": s.metric,
@@ -49,8 +52,9 @@ def from_signal(s: Anomaly | Event) -> ChainLink:
         "peak": s.peak,
         "window": {"start": s.onset, "end": s.end},
         "samples": s.samples,
+        "count": count if s.metric in wording.COUNTED else None,
     }
-    signal = f"{s.metric} rate up" if s.is_rate else f"{s.metric} anomalous"
+    signal = wording.metric(s.metric, s.before, s.after, count, s.is_rate)
     return ChainLink(s.onset, s.layer, s.host, s.entity, signal, evidence)
 
 
@@ -108,6 +112,15 @@ def _order(lk: ChainLink) -> tuple:
     so that the same store always prints the same chain (SQL row order is not fixed across runs)."""
     layer = LAYERS.index(lk.layer) if lk.layer in LAYERS else len(LAYERS)
     return (lk.time is None, lk.time or datetime.min, layer, lk.host or "", lk.entity or "", lk.signal)
+
+
+def own(effects: list[ChainLink], cause: Any) -> list[ChainLink]:
+    """The effect links that can be this cause's: a slowdown that began before the cause's first signal
+    (another fault's, earlier in the attempt) is not its effect."""
+    if cause.first_signal is None:
+        return effects
+    first = cause.first_signal - timedelta(seconds=SKEW_S)
+    return [lk for lk in effects if lk.layer != "throughput" or lk.time is None or lk.time >= first]
 
 
 def ordered(links: list[ChainLink]) -> list[ChainLink]:

@@ -145,12 +145,16 @@ def _cause(doc: dict[str, Any] | None) -> Cause | None:
     if doc is None:
         return None
     return Cause(doc["category"], doc["host"], doc["component"], _ts(doc["first_signal"]), doc["confidence"],
-                 doc["reported_healthy"])
+                 doc["reported_healthy"], tuple(doc.get("assets") or ()), doc.get("action"),
+                 tuple(_link(lk) for lk in doc.get("evidence") or ()))
+
+
+def _link(lk: dict[str, Any]) -> ChainLink:
+    return ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
 
 
 def _chain(doc: dict[str, Any]) -> list[ChainLink]:
-    return [ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
-            for lk in doc["chain"]]
+    return [_link(lk) for lk in doc["chain"]]
 
 
 def _failure(doc: dict[str, Any]) -> FailureExplanation:

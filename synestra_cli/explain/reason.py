@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from synestra_cli.explain import chain as ch
 from synestra_cli.explain.attribute import Candidate, Effect, Signal, active, confidences, effect_window, score_all
@@ -35,6 +36,10 @@ class Cause:
     first_signal: datetime | None
     confidence: float
     reported_healthy: bool = False
+    # What it is and what to do about it (explain/assets.py, explain/actions.py), filled in by api.
+    assets: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    action: dict[str, str] | None = field(default=None, compare=False)
+    evidence: tuple[ch.ChainLink, ...] = field(default=(), compare=False)  # an alternative's own signals
 
 
 @dataclass
@@ -65,8 +70,8 @@ def _hosts_of(ev: Evidence, attempt: int | None) -> set[str]:
 
 def _endpoints(c: Candidate, scope: JobScope) -> set[tuple[str, str | None]]:
     """Both ends of the cable a candidate sits on: (host, nic) and (switch, port), from topology."""
-    entity = c.component.split(":", 1)[1] if c.component and c.component.startswith(c.host + ":") else c.component
-    ends = {(c.host, entity)}
+    entity = c.component.split(":", 1)[1] if c.component and c.component.startswith(f"{c.host}:") else c.component
+    ends = {(c.host or "", entity)}
     for lk in scope.links:
         if (lk.switch, lk.switch_port) in ends or (lk.host, lk.nic) in ends:
             ends |= {(lk.host, lk.nic), (lk.switch or "", lk.switch_port)}
@@ -99,7 +104,9 @@ def _attribute(
     confs = confidences(all_cands)
     causes = [_as_cause(c, conf, ev, effect) for c, conf in zip(all_cands, confs, strict=True)]
     links = [ch.from_signal(s) for s in all_cands[0].signals if isinstance(s, Anomaly) or s.ts <= effect.deadline]
-    return Reasoning(causes[0], causes[1 : 1 + MAX_ALTERNATIVES], ch.ordered(links + effects))
+    alts = [replace(a, evidence=tuple(ch.ordered([ch.from_signal(s) for s in c.signals])))
+            for a, c in zip(causes[1 : 1 + MAX_ALTERNATIVES], all_cands[1 : 1 + MAX_ALTERNATIVES], strict=True)]
+    return Reasoning(causes[0], alts, ch.ordered(links + ch.own(effects, causes[0])))
 
 
 def _thin(

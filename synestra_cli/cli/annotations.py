@@ -1,0 +1,48 @@
+"""`synestra annotations`: Grafana annotations for checkpoints and causes (library: explain.annotations)."""
+
+from __future__ import annotations
+
+import click
+
+from synestra_cli.cli.common import db_option, format_option, handle_errors
+
+
+@click.command("annotations")
+@click.option("--job", "job_id", help="Job id (as `synestra jobs` lists it).")
+@click.option("--all", "all_jobs", is_flag=True, help="Every job in the store.")
+@db_option
+@format_option("json", "jsonl", default="json")
+@handle_errors
+def command(job_id: str | None, all_jobs: bool, db: str | None, fmt: str) -> None:
+    """Grafana annotations (time and timeEnd in epoch ms, tags, text) for every checkpoint of a job and
+    each of its causes once, ready for Grafana's annotations HTTP API.
+
+    \b
+    json: {"schema": "synestra.annotations/1", "annotations": [...]}; jsonl: one bare annotation per
+    line, each a body for POST /api/annotations (docs/explain.md).
+    Exit codes: 0 written, 5 unknown job, 6 store without jobs.
+
+    \b
+    Examples:
+      synestra annotations --job 1003 | jq '.annotations | length'
+      synestra annotations --job 1003 --format jsonl | while read -r a; do
+        curl -sS -X POST -H "Authorization: Bearer $GRAFANA_TOKEN" -H 'Content-Type: application/json' \\
+             -d "$a" "$GRAFANA_URL/api/annotations"; done
+    """
+    if bool(job_id) == all_jobs:
+        raise click.UsageError("give either --job ID or --all")
+    from synestra_cli.cli.render import dumps
+    from synestra_cli.clusters import resolve_job
+    from synestra_cli.explain.annotations import document, job_annotations
+    from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        ids = jobs_in_window(conn) if all_jobs else [resolve_job(conn, str(job_id))]
+        docs = explain_each(conn, ids, explain_job)
+    if fmt == "jsonl":
+        for d in docs:
+            for a in job_annotations(d):
+                click.echo(dumps(a))
+    else:
+        click.echo(dumps(document(docs)))

@@ -1,0 +1,71 @@
+"""Grafana annotations for a job's checkpoints and causes (`synestra annotations`).
+
+Each annotation is what Grafana's annotations HTTP API takes in `POST /api/annotations` (legacy API,
+Grafana 4.6 on; docs: grafana.com/docs/grafana/latest/developer-resources/api-reference/http-api/
+api-legacy/annotations/): `time` and `timeEnd` in epoch milliseconds, `tags`, `text`. Without a
+`dashboardUID` it is an organisation annotation, shown on any dashboard whose annotation query filters
+on its tags (`synestra`, `job:ID`, ...). One event is one annotation: a cause seen by several
+checkpoints of a job is annotated once, from its first signal to the first checkpoint it caused.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
+
+SCHEMA = "synestra.annotations/1"
+
+
+def epoch_ms(t: datetime) -> int:
+    """Naive datetimes are UTC (the store's convention)."""
+    return round((t - datetime(1970, 1, 1)).total_seconds() * 1000) if t.tzinfo is None \
+        else round(t.timestamp() * 1000)
+
+
+def _checkpoint(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
+    start = cp.start or cp.end
+    if start is None:
+        return None
+    end = cp.end or start
+    kind = "routine" if cp.routine else "non-routine"
+    dur = f" {cp.duration_s:.1f} s" if cp.duration_s is not None else ""
+    text = f"job {job}: {cp.trigger} {cp.kind} at iteration {cp.iteration}{dur}"
+    if cp.cause:
+        text += f"; cause {cp.cause.category} {' '.join(p for p in (cp.cause.host, cp.cause.component) if p)}"
+    return {"time": epoch_ms(start), "timeEnd": epoch_ms(end),
+            "tags": ["synestra", f"job:{job}", "checkpoint", cp.kind, cp.trigger, kind], "text": text}
+
+
+def _cause(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
+    c = cp.cause
+    if c is None or c.first_signal is None:
+        return None
+    end = cp.start or cp.end or c.first_signal
+    where = " ".join(dict.fromkeys(p for p in (c.host, c.component) if p))
+    text = f"job {job}: {c.category} {where} (confidence {c.confidence:.2f})"
+    if c.action:
+        text += f". Action: {c.action['text']}"
+    tags = ["synestra", f"job:{job}", "cause", c.category, *(p for p in (c.host, c.component) if p)]
+    if c.action:
+        tags.append(f"action:{c.action['kind']}")
+    return {"time": epoch_ms(c.first_signal), "timeEnd": epoch_ms(max(end, c.first_signal)), "tags": tags,
+            "text": text}
+
+
+def job_annotations(job: JobExplanation) -> list[dict[str, Any]]:
+    """The job's checkpoints, then each distinct cause once, in time order."""
+    out = [a for cp in job.checkpoints if (a := _checkpoint(job.job, cp))]
+    seen: set[tuple[Any, ...]] = set()
+    for cp in job.checkpoints:
+        c = cp.cause
+        key = (c.category, c.host, c.component, c.first_signal) if c else None
+        if key and key not in seen and (a := _cause(job.job, cp)):
+            seen.add(key)
+            out.append(a)
+    return sorted(out, key=lambda a: (a["time"], a["tags"][2]))
+
+
+def document(jobs: list[JobExplanation]) -> dict[str, Any]:
+    return {"schema": SCHEMA, "annotations": [a for j in jobs for a in job_annotations(j)]}
