@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from conftest import REAL_SAMPLES
 
 from synestra_cli.cli.main import cli
 from synestra_cli.clusters import resolve_job
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
-from tests.conftest import REAL_SAMPLES
 
 CEEMS = REAL_SAMPLES / "training" / "ceems-jobstats_sacct-P_cluster-column.txt"
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"

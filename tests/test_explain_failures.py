@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
+from explain_fixtures import OTHER, Scenario, bus_id
 
 from synestra_cli.cli.main import cli
 from synestra_cli.explain.api import explain_job
 from synestra_cli.explain.memo import from_json
-from tests.explain_fixtures import OTHER, Scenario, bus_id
 
 
 def _crashed_before_first_save(conn, requeued: bool = True) -> Scenario:
@@ -42,7 +42,7 @@ def test_crash_before_the_first_save_is_explained(conn):
 
 
 def test_a_failure_a_restore_explains_is_not_repeated(conn):
-    from tests.test_explain_scenarios import _crashed_job
+    from test_explain_scenarios import _crashed_job
 
     _crashed_job(conn)
     assert explain_job(conn, "100").failures == []

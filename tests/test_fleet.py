@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from explain_fixtures import Scenario
+from fleet_truth import score, true_lemons
 
 from synestra_cli.cli.main import cli
 from synestra_cli.fleet.assets import Inventory
@@ -18,8 +20,6 @@ from synestra_cli.fleet.scan import episodes
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store.connect import connect
-from tests.explain_fixtures import Scenario
-from tests.fleet_truth import score, true_lemons
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 
@@ -120,7 +120,7 @@ def test_bad_inputs_exit_with_documented_codes(tmp_path, campaign):
 
 def _port(sc: Scenario, host: str, metric: str, bad: list[tuple[float, float, float]]) -> None:
     """A cumulative counter of mlx5_0 sampled every 30 s for two hours, rising at each bad window's rate."""
-    from tests.explain_fixtures import at
+    from explain_fixtures import at
 
     sid, total, rows = sc.source(f"/metrics/{metric}.prom", "prometheus"), 1000.0, []
     for t in range(0, 7201, 30):
@@ -136,8 +136,9 @@ def test_a_noisy_but_healthy_link_is_no_episode_a_failing_one_is(conn):
     _port(sc, "gpu-001", "ib_port_symbol_errors_total", [(1000, 1200, 1 / 30), (5000, 5200, 1 / 30)])  # noise
     _port(sc, "gpu-002", "ib_port_symbol_errors_total", [(1000, 1600, 5.0), (6000, 6600, 5.0)])
     _port(sc, "gpu-002", "ib_port_rcv_errors_total", [(1000, 1600, 2.0), (6000, 6600, 2.0)])
+    from explain_fixtures import at
+
     from synestra_cli.fleet.scan import fleet_signals
-    from tests.explain_fixtures import at
 
     signals = fleet_signals(conn, at(0), at(7200))
     assert any(s.host == "gpu-001" for s in signals)  # the anomaly rule does fire on the noise

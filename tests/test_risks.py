@@ -115,7 +115,7 @@ def test_empty_store_exits_6(tmp_path):
 def test_a_counter_reset_is_no_risk_errors_after_it_are(conn):
     """A reboot zeroes the HCA counters: the drop is a reset, not a negative rate or an error burst; the
     errors that follow it still count (rates by window functions, resets handled)."""
-    from tests.explain_fixtures import Scenario, at
+    from explain_fixtures import Scenario, at
 
     sc = Scenario(conn).cluster()
     sc.series("gpu-001", "mlx5_0", "ib_port_symbol_errors_total", 0, 3600, 30, 0.0, counter=True, reset_at=3000)
