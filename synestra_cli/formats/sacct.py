@@ -18,6 +18,7 @@ from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
 from synestra_cli.hostlist import HostlistError, expand
 
 NAME = "sacct"
+MAX_ELAPSED_S = 2**31
 DESCRIPTION = "Slurm sacct --parsable2 / -p / TAB-delimited output with a header (jobs, attempts, nodes)"
 
 # Header names (lower case) -> the parameter that carries their 1-based column index (0 = absent).
@@ -29,15 +30,16 @@ FIELDS = {
 KNOWN_OTHERS = {"partition", "account", "maxrss", "alloccpus", "nnodes", "submit", "timelimit", "cputime",
                 "reqmem", "qos", "cluster", "workdir", "reason", "priority", "maxvmsize", "averss"}
 
-# Elapsed `[D-]HH:MM:SS` (or `MM:SS.fff`) -> seconds; AllocTRES/ReqTRES `gres/gpu=N` (else the sum of the
+# Elapsed `[D-]HH:MM:SS` (or `MM:SS.fff`) -> seconds (DOUBLE: 24,856 days overflow an INTEGER; an Elapsed of
+# MAX_ELAPSED_S or more, 68 years, rejects its row); AllocTRES/ReqTRES `gres/gpu=N` (else the sum of the
 # typed `gres/gpu:a100=N` entries) -> GPUs.
 MACROS_SQL = [
     r"""CREATE OR REPLACE TEMP MACRO _sacct_seconds(t) AS (
         WITH e AS (SELECT regexp_extract(t, '^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$',
                                          ['d', 'h', 'm', 's']) AS x)
-        SELECT coalesce(try_cast(nullif(x.d, '') AS INTEGER), 0) * 86400
-             + coalesce(try_cast(nullif(x.h, '') AS INTEGER), 0) * 3600
-             + try_cast(nullif(x.m, '') AS INTEGER) * 60 + try_cast(nullif(x.s, '') AS DOUBLE) FROM e)""",
+        SELECT coalesce(try_cast(nullif(x.d, '') AS DOUBLE), 0) * 86400
+             + coalesce(try_cast(nullif(x.h, '') AS DOUBLE), 0) * 3600
+             + try_cast(nullif(x.m, '') AS DOUBLE) * 60 + try_cast(nullif(x.s, '') AS DOUBLE) FROM e)""",
     r"""CREATE OR REPLACE TEMP MACRO _sacct_tres_gpus(t) AS coalesce(
         try_cast(regexp_extract(t, '(?:^|,)gres/gpu=(\d+)', 1) AS INTEGER),
         list_sum(list_transform(regexp_extract_all(t, '(?:^|,)gres/gpu:[^=,]+=(\d+)', 1),
@@ -72,7 +74,7 @@ WITH f AS (
            nullif(trim(p[$c_nodelist]), '') AS nodelist, p[$c_alloctres] AS alloctres,
            p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres
     FROM f
-), t AS (
+), t0 AS (
     SELECT *, split_part(state_text, ' ', 1) AS state,
            to_utc(try_strptime(start_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS start_utc,
            to_utc(try_strptime(end_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS end_utc,
@@ -81,12 +83,17 @@ WITH f AS (
                     try_cast(regexp_extract(allocgres, '(?:^|,)gpu(?::[^:,()]+)?:(\d+)', 1) AS INTEGER),
                     _sacct_tres_gpus(reqtres), CASE WHEN alloctres <> '' THEN 0 END) AS gpus
     FROM v
+), t AS (
+    SELECT * REPLACE (CASE WHEN elapsed_s < $max_elapsed THEN elapsed_s END AS elapsed_s),
+           elapsed_s >= $max_elapsed AS elapsed_absurd
+    FROM t0
 )
 SELECT lineno, line,
        CASE WHEN nf <> $ncols THEN printf('expected %d fields, found %d', $ncols, nf)
             WHEN id.base = '' THEN 'unreadable JobID ' || coalesce(jobid, '')
             WHEN start_text IS NOT NULL AND start_utc IS NULL THEN 'unreadable Start time ' || start_text
             WHEN end_text IS NOT NULL AND end_utc IS NULL THEN 'unreadable End time ' || end_text
+            WHEN elapsed_absurd THEN 'Elapsed out of range (68 years or more) ' || elapsed_text
             WHEN elapsed_text IS NOT NULL AND elapsed_s IS NULL THEN 'unreadable Elapsed ' || elapsed_text
        END,
        id.base || CASE WHEN id.task <> '' THEN '_' || id.task ELSE '' END,
@@ -209,7 +216,7 @@ def _params(header_line: int, header: str, tz: str) -> dict[str, object]:
     index = {n: i for i, n in reversed(list(enumerate(names, start=1)))}  # a repeated name: its first column
     params: dict[str, object] = {param: index.get(name, 0) for name, param in FIELDS.items()}
     params.update(trailing=trailing, delim=delim, header_line=header_line, header=header, tz=tz,
-                  ncols=len(names))
+                  ncols=len(names), max_elapsed=MAX_ELAPSED_S)
     return params
 
 

@@ -163,6 +163,33 @@ CREATE TABLE explanations (
 );
 """
 
+# Sources keyed on content AND on how it was read (issue 18): the same bytes read with another --host or
+# --timezone are another source, so sha256 is no longer unique. DuckDB cannot drop a constraint: the
+# table is rebuilt (views bind by name and keep working). `options` holds the ingest options the parser
+# read, with their values ({} for sources loaded before this migration: they match any options);
+# `offset_bytes` / `first_line` say where the rows of the new lines of a grown file begin.
+SOURCE_KEYS = """
+CREATE TABLE sources_006 (
+    source_id    INTEGER PRIMARY KEY,
+    path         VARCHAR NOT NULL,
+    sha256       VARCHAR NOT NULL,
+    format       VARCHAR NOT NULL,
+    bytes        BIGINT NOT NULL,
+    rows         BIGINT NOT NULL,
+    rejected     BIGINT NOT NULL,
+    first_ts     TIMESTAMP,
+    last_ts      TIMESTAMP,
+    hosts        VARCHAR[],
+    ingested_at  TIMESTAMP NOT NULL DEFAULT current_localtimestamp(),
+    options      JSON NOT NULL DEFAULT '{}',
+    offset_bytes BIGINT NOT NULL DEFAULT 0,
+    first_line   BIGINT NOT NULL DEFAULT 1
+);
+INSERT INTO sources_006 SELECT *, '{}', 0, 1 FROM sources;
+DROP TABLE sources;
+ALTER TABLE sources_006 RENAME TO sources;
+"""
+
 # (name, sql) in application order. Never edit a released migration: append a new one.
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
@@ -170,6 +197,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("003_jobs", JOBS),
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
+    ("006_source_keys", SOURCE_KEYS),
 ]
 
 
