@@ -228,6 +228,7 @@ def _clock_order(conn: duckdb.DuckDBPyConnection, noyear: bool) -> tuple[list[in
     back but at a new year. That is the norm for one node's log, and spares sorting the wide rows.
     Vectorised numpy over three narrow columns, streamed in batches (a window over lineno would sort
     them, ~0.1 s per 1M; the whole columns at once cost 24 bytes a line: 1.4 GB at 60M lines)."""
+    conn.complete()  # a relation streams only once the last execute() result is done
     scan = _ClockScan(noyear)
     scan.feed_all(conn.sql(CLOCK_SQL).to_arrow_reader(CLOCK_BATCH_ROWS))
     stored_in_order = scan.in_line_order
