@@ -424,3 +424,29 @@ def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, 
             found[rows] = c.execute("SELECT year(ts), month(ts) FROM events ORDER BY line").fetchall()
     assert found[1] == found[2] == found[1 << 20]
     assert [y for y, _ in found[1]] == [2025, 2025, 2026, 2026, 2026, 2027]
+
+
+def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypatch):
+    from synestra_cli.formats import base, syslog
+
+    f = tmp_path / "messages"
+    lines = []
+    for i, month in enumerate(["Nov", "Dec", "Dec", "Jan", "Jan", "Feb"] * 4, 1):
+        lines.append(f"{month} 29 10:00:{i:02d} gpu-017 kernel: message {i}\n")
+        if i % 3 == 0:  # a multi-line message: its continuation may fall in the next chunk
+            lines.append(f"    continued {i}\n")
+    f.write_text("".join(lines))
+    os.utime(f, (1_790_000_000, 1_790_000_000))  # 2026-09: the file ends in Feb 2026
+    loaded = {}
+    for chunked in (False, True):
+        if chunked:  # batches of ~2 lines, a chunk per batch
+            monkeypatch.setattr(base, "BATCH_BYTES", 80)
+            monkeypatch.setattr(syslog, "CHUNK_BYTES", 1)
+        with open_store(tmp_path / f"s{chunked}.duckdb") as c:
+            report = ingest_file(c, f, IngestOptions())
+            loaded[chunked] = (report.rows, report.rejected,
+                               c.execute("SELECT line, ts, message FROM events ORDER BY line").fetchall())
+    assert loaded[True] == loaded[False]
+    rows, rejected, events = loaded[True]
+    assert (rows, rejected) == (24, 0) and events[2][2].endswith("message 3\n    continued 3")
+    assert events[0][1].year == 2022 and events[-1][1].year == 2026  # four new years, ending in the mtime's

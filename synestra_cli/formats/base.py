@@ -92,9 +92,9 @@ class LoadContext:
         """The whole decoded file (for small, context-heavy formats such as job logs)."""
         return decode(read_bytes(self.path))
 
-    def line_batches(self, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
+    def line_batches(self, batch_bytes: int | None = None) -> Iterator[pa.Table]:
         """Arrow tables (lineno int64, line string) covering the file, in order. CR is stripped."""
-        yield from iter_line_batches(self.path, batch_bytes, self.offset, self.first_line)
+        yield from iter_line_batches(self.path, batch_bytes or BATCH_BYTES, self.offset, self.first_line)
 
     @property
     def default_year(self) -> int:
