@@ -244,11 +244,8 @@ def _parse_batches(ctx: LoadContext, params: dict[str, object]) -> None:
         ctx.conn.execute(sql)
     ctx.conn.execute(CREATE_TMP_SQL)
     for batch in ctx.line_batches():
-        ctx.conn.register("sacct_lines", batch)
-        try:
-            ctx.conn.execute(PARSE_SQL, params)
-        finally:
-            ctx.conn.unregister("sacct_lines")
+        sacct_lines = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
+        ctx.conn.execute(PARSE_SQL, params)
 
 
 def load(ctx: LoadContext) -> LoadResult:

@@ -28,7 +28,7 @@ DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424,
                "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager")
 
 STAGE_CHUNK_ROWS = 122_880
-CHUNK_BYTES = 128 * 1024 * 1024  # lines staged at a time (~1.2M syslog lines): bounded memory
+CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
 CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a time: memory flat in file size
 APPENDABLE = True  # no file-level context: a grown file's new lines load on their own (ingest.py)
 
@@ -224,11 +224,10 @@ def _stage(ctx: LoadContext, envelope: env.Envelope, fast: bool, batches: list[p
     for batch in batches:
         # Record batches of ~one row group let DuckDB's Arrow scan parse them on several threads.
         batch = pa.Table.from_batches(batch.to_batches(max_chunksize=STAGE_CHUNK_ROWS))
-        ctx.conn.register("_syslog_batch", batch)
-        try:
-            ctx.conn.execute(sql, params)
-        finally:
-            ctx.conn.unregister("_syslog_batch")
+        # Read by DuckDB's replacement scan of this local, not conn.register: inside a transaction a
+        # registered view keeps its Arrow batch alive until COMMIT: every batch of the file in memory.
+        _syslog_batch = batch  # noqa: F841
+        ctx.conn.execute(sql, params)
     if fast and _one(ctx.conn, SLOW_COUNT_SQL)[0]:
         ctx.conn.execute(env.slow_sql(envelope), regex_params)
 
