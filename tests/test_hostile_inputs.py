@@ -450,3 +450,19 @@ def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypa
     rows, rejected, events = loaded[True]
     assert (rows, rejected) == (24, 0) and events[2][2].endswith("message 3\n    continued 3")
     assert events[0][1].year == 2022 and events[-1][1].year == 2026  # four new years, ending in the mtime's
+
+
+# --- exit codes: a documented table, the same in README.md, docs/formats.md (ingest) and `synestra -h` ------
+
+def test_every_exit_code_is_in_the_readme_table_and_the_help():
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    table = dict(re.findall(r"^\| (\d) \| (.+) \|$", readme, re.M))
+    assert sorted(map(int, table)) == [int(c) for c in ExitCode]
+    assert "store cannot be written" in table["8"] and "ingested" in table["3"]
+    ingest_doc = (root / "docs" / "formats.md").read_text()
+    assert all(f"| {c} |" in ingest_doc for c in (0, 2, 3, 4, 5, 6, 8))
+    help_text = CliRunner().invoke(cli, ["-h"]).output
+    assert all(f"{c.value}  {c.name.lower()}" in help_text for c in ExitCode)
