@@ -61,8 +61,8 @@ SELECT min(ts), max(ts), list(DISTINCT host ORDER BY host) FILTER (WHERE host IS
 
 INSERT_SOURCE_SQL = """
 INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts, hosts,
-                     options, offset_bytes, first_line)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     options, offset_bytes, first_line, source_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 SAME_CONTENT_SQL = "SELECT source_id, options FROM sources WHERE sha256 = ? AND format = ? ORDER BY source_id"
 SAME_PATH_SQL = ("SELECT source_id, sha256, bytes, options FROM sources WHERE path = ? AND format = ? "
@@ -424,10 +424,12 @@ def _record_source(conn, source_id: int, path: Path, fmt_name: str, plan: Plan, 
             "INSERT INTO rejects VALUES (?, ?, ?, ?)",
             [(source_id, line, reason, text) for line, reason, text in result.reject_samples],
         )
+    options = json.dumps(tracked.read_values())
     conn.execute(
         INSERT_SOURCE_SQL,
         [source_id, str(path.resolve()), plan.digest.sha, fmt_name, plan.digest.size, result.rows,
-         result.rejected, first, last, hosts, json.dumps(tracked.read_values()), plan.offset, plan.first_line],
+         result.rejected, first, last, hosts, options, plan.offset, plan.first_line,
+         f"{plan.digest.sha}|{fmt_name}|{options}"],
     )
     report.rows, report.rejected = result.rows, result.rejected
     report.first_ts, report.last_ts, report.hosts = first, last, hosts

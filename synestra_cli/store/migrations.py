@@ -167,7 +167,9 @@ CREATE TABLE explanations (
 # --timezone are another source, so sha256 is no longer unique. DuckDB cannot drop a constraint: the
 # table is rebuilt (views bind by name and keep working). `options` holds the ingest options the parser
 # read, with their values ({} for sources loaded before this migration: they match any options);
-# `offset_bytes` / `first_line` say where the rows of the new lines of a grown file begin.
+# `offset_bytes` / `first_line` say where the rows of the new lines of a grown file begin; `source_key`
+# is unique, so that two copies of a file loading at once collide at commit (the later one is retried,
+# then skipped) as the unique sha256 made them.
 SOURCE_KEYS = """
 CREATE TABLE sources_006 (
     source_id    INTEGER PRIMARY KEY,
@@ -183,9 +185,10 @@ CREATE TABLE sources_006 (
     ingested_at  TIMESTAMP NOT NULL DEFAULT current_localtimestamp(),
     options      JSON NOT NULL DEFAULT '{}',
     offset_bytes BIGINT NOT NULL DEFAULT 0,
-    first_line   BIGINT NOT NULL DEFAULT 1
+    first_line   BIGINT NOT NULL DEFAULT 1,
+    source_key   VARCHAR NOT NULL UNIQUE  -- sha256|format|options: two workers loading the same copy collide
 );
-INSERT INTO sources_006 SELECT *, '{}', 0, 1 FROM sources;
+INSERT INTO sources_006 SELECT *, '{}', 0, 1, sha256 || '|' || format || '|{}' FROM sources;
 DROP TABLE sources;
 ALTER TABLE sources_006 RENAME TO sources;
 """
