@@ -150,11 +150,6 @@ def _walk(top: Path, skip: frozenset[Path]) -> Iterator[Path | WalkIssue]:
     return found
 
 
-def iter_files(paths: Iterable[Path]) -> Iterator[Path]:
-    """The files iter_inputs finds (without its issues)."""
-    return (p for p in iter_inputs(paths) if isinstance(p, Path))
-
-
 def _store_path(conn: duckdb.DuckDBPyConnection) -> Path | None:
     row = fetch_one(conn, STORE_PATH_SQL)
     return Path(row[0]).resolve() if row and row[0] else None
@@ -196,10 +191,6 @@ def file_digest(path: Path, prefix: int | None = None) -> Digest:
                     last = block[-1:]
             size += len(block)
     return Digest(h.hexdigest(), size, prefix_sha, lines, last == b"\n")
-
-
-def file_sha256(path: Path) -> str:
-    return file_digest(path).sha
 
 
 def _check_readable(path: Path) -> tuple[str, str | None]:
