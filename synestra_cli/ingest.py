@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -127,8 +127,8 @@ class _Found:
         return f" ({self.hidden} hidden name(s) skipped: they start with '.')" if self.hidden else ""
 
 
-def _walk(top: Path, skip: frozenset[Path]) -> Iterator[Path | WalkIssue]:
-    found, seen, errors = _Found(), set(), []
+def _walk(top: Path, skip: frozenset[Path]) -> Generator[Path | WalkIssue, None, _Found]:
+    found, seen, errors = _Found(), set(), list[OSError]()
     for root, dirs, files in os.walk(top, followlinks=True, onerror=errors.append):
         yield from (WalkIssue(Path(e.filename or top), f"{e.filename}: folder cannot be read ({e.strerror})")
                     for e in errors)
