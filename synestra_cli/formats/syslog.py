@@ -22,6 +22,7 @@ from synestra_cli.errors import InputError
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.hosts import record_full_names_sql
 
 NAME = "syslog"
 DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
@@ -33,7 +34,13 @@ CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a ti
 APPENDABLE = True  # no file-level context: a grown file's new lines load on their own (ingest.py)
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
-DROP_STAGE_SQL = "DROP TABLE IF EXISTS _syslog_stage; DROP TABLE IF EXISTS _syslog_carry"
+DROP_STAGE_SQL = ("DROP TABLE IF EXISTS _syslog_stage; DROP TABLE IF EXISTS _syslog_carry; "
+                  "DROP TABLE IF EXISTS _syslog_hosts")
+# The host names every chunk saw (their full names are recorded once, for the whole file).
+HOSTS_SEEN_SQL = """
+CREATE TEMP TABLE IF NOT EXISTS _syslog_hosts (host VARCHAR);
+INSERT INTO _syslog_hosts SELECT DISTINCT host FROM _syslog_stage WHERE host IS NOT NULL
+"""
 CREATE_CARRY_SQL = "CREATE TEMP TABLE IF NOT EXISTS _syslog_carry AS SELECT * FROM _syslog_stage LIMIT 0"
 # The last message of a chunk may go on in the next one (continuation lines): it waits for it.
 CARRY_SQL = """
@@ -165,6 +172,7 @@ def load(ctx: LoadContext) -> LoadResult:
             conn.execute(CARRY_SQL)
         _resolve_loose(conn, envelope, result)
         _insert_events(ctx, envelope, clock)
+        conn.execute(HOSTS_SEEN_SQL)
     if envelope.time_kind == "noyear":
         _place_years(ctx, clock)
     kinds = dict(conn.execute(KINDS_SQL, [ctx.source_id]).fetchall())
@@ -174,10 +182,14 @@ def load(ctx: LoadContext) -> LoadResult:
             conn.execute(sql, {"sid": ctx.source_id, **params})
     if envelope.time_kind == "uptime":
         _note_reboots(conn, result)
+    conn.execute(record_full_names_sql("(SELECT DISTINCT host FROM _syslog_hosts) AS h", "host"),
+                 {"sid": ctx.source_id})
     conn.execute(DROP_STAGE_SQL)
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):
         result.notes.append(_uptime_note(envelope))
+    if envelope.time_kind == "noyear" and not ctx.options.year:
+        result.notes += _year_note(ctx)
     return result
 
 
@@ -200,6 +212,19 @@ def _start_chunk(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(CREATE_CARRY_SQL)
     conn.execute("INSERT INTO _syslog_stage SELECT * FROM _syslog_carry")
     conn.execute("DELETE FROM _syslog_carry")
+
+
+YEARS_SQL = "SELECT min(year(ts)), max(year(ts)) FROM events WHERE source_id = ?"
+
+
+def _year_note(ctx: LoadContext) -> list[str]:
+    """Say that the year came from the file's mtime: a log copied later is re-dated without it."""
+    first, last = _one(ctx.conn, YEARS_SQL, [ctx.source_id])
+    if first is None:
+        return []
+    years = str(first) if first == last else f"{first}-{last}"
+    return [f"no year in the time stamps: year taken from the file's modification time "
+            f"({ctx.mtime:%Y-%m-%d}): {years}; pass --year YEAR (the year the log starts in) if it was copied later"]
 
 
 def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> tuple:

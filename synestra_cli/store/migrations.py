@@ -194,6 +194,16 @@ ALTER TABLE sources_006 RENAME TO sources;
 """
 
 # (name, sql) in application order. Never edit a released migration: append a new one.
+# The full names a host was seen under (an FQDN in syslog, dcgm-exporter's Hostname, ChildFailedError's host):
+# every table keys a host by its short name (formats/hosts.py), this keeps what the source said.
+HOST_NAMES = """
+CREATE TABLE host_names (
+    host      VARCHAR NOT NULL,   -- node1
+    name      VARCHAR NOT NULL,   -- node1.cluster.local
+    source_id INTEGER NOT NULL
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
@@ -201,6 +211,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
     ("006_source_keys", SOURCE_KEYS),
+    ("010_host_names", HOST_NAMES),
 ]
 
 
