@@ -77,7 +77,7 @@ PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
 @dataclass
 class FileReport:
     path: str
-    status: str                      # loaded | skipped (already in store) | failed
+    status: str                      # loaded | skipped (already in store) | failed | empty (a folder)
     format: str | None = None
     rows: int = 0
     rejected: int = 0
@@ -96,10 +96,12 @@ class FileReport:
 
 @dataclass(frozen=True)
 class WalkIssue:
-    """A folder that could not be read, or that holds nothing to ingest: reported like a failed file."""
+    """A folder that could not be read (reported like a failed file), or that holds nothing to ingest
+    (status "empty": a warning; `ingest empty/ --explain` still only explains)."""
 
     path: Path
     error: str
+    status: str = "failed"
 
 
 def iter_inputs(paths: Iterable[Path], skip: frozenset[Path] = frozenset()) -> Iterator[Path | WalkIssue]:
@@ -110,7 +112,7 @@ def iter_inputs(paths: Iterable[Path], skip: frozenset[Path] = frozenset()) -> I
         if p.is_dir():
             found = yield from _walk(p, skip)
             if not found:
-                yield WalkIssue(p, f"{p}: no files to ingest in this folder{found.hidden_note()}")
+                yield WalkIssue(p, f"{p}: no files to ingest in this folder{found.hidden_note()}", "empty")
         elif p.resolve() not in skip:
             yield p
 
@@ -433,7 +435,7 @@ ReportFn = Callable[[FileReport], None]
 
 
 def _issue_report(issue: WalkIssue) -> FileReport:
-    return FileReport(path=str(issue.path), status="failed", error=issue.error)
+    return FileReport(path=str(issue.path), status=issue.status, error=issue.error)
 
 
 def ingest_paths(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path], options: IngestOptions,

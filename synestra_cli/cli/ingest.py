@@ -54,6 +54,9 @@ class Reporter:
         if r.status == "failed":
             self.say(f"error: {r.error}")
             return
+        if r.status == "empty":
+            self.say(f"warning: {r.error}")
+            return
         if r.status == "skipped":
             self.say(f"{r.path}: skipped, {r.error}")
             return

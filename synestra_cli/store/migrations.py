@@ -186,7 +186,7 @@ CREATE TABLE sources_006 (
     options      JSON NOT NULL DEFAULT '{}',
     offset_bytes BIGINT NOT NULL DEFAULT 0,
     first_line   BIGINT NOT NULL DEFAULT 1,
-    source_key   VARCHAR NOT NULL UNIQUE  -- sha256|format|options: two workers loading the same copy collide
+    source_key   VARCHAR UNIQUE  -- sha256|format|options (ingest sets it): two workers loading one copy collide
 );
 INSERT INTO sources_006 SELECT *, '{}', 0, 1, sha256 || '|' || format || '|{}' FROM sources;
 DROP TABLE sources;
