@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli import formats
+from synestra_cli.clusters import qualify_source
 from synestra_cli.errors import InputError, StoreWriteError, SynestraError
 from synestra_cli.formats.base import (
     UTF8_BOM,
@@ -386,6 +387,7 @@ def _load_in_transaction(conn, path: Path, fmt, options: IngestOptions, plan: Pl
             ctx = LoadContext(conn=conn, source_id=source_id, path=readable, display=str(path), options=tracked,
                               mtime=content_mtime(path), offset=plan.offset, first_line=plan.first_line)
             result: LoadResult = fmt.load(ctx)
+        qualify_source(conn, source_id, fmt.NAME, tracked.cluster)  # clusters do not merge
         _apply_checks(conn, source_id, result)
         if options.strict and result.rejected:
             line, reason, _ = result.reject_samples[0]
@@ -414,7 +416,7 @@ def _record_source(conn, source_id: int, path: Path, fmt_name: str, plan: Plan, 
     hosts = (hosts or [])[:MAX_HOSTS_LISTED]
     if result.reject_samples:
         conn.executemany(
-            "INSERT INTO rejects VALUES (?, ?, ?, ?)",
+            "INSERT INTO rejects (source_id, line, reason, text) VALUES (?, ?, ?, ?)",
             [(source_id, line, reason, text) for line, reason, text in result.reject_samples],
         )
     options = json.dumps(tracked.read_values())

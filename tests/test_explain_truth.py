@@ -1,12 +1,11 @@
 """explain against the simulator's ground truth, at seeds not used while developing (0-2 were).
 
 Every scenario x 3 held-out seeds at 8 nodes (~4 min on 2 cores) runs by default, as CI does
-(SYNESTRA_QUICK=1 skips it while developing); the same matrix at 32 nodes (~15 min) with SYNESTRA_SLOW=1.
+(marker `truth`: `pytest -m "not truth"` skips it while developing); the same matrix at 32 nodes
+(~15 min) is marked `slow`, outside the default run (`pytest -m slow`).
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 from explain_truth import Score, run_scenario
@@ -29,10 +28,8 @@ def test_one_crash_scenario_end_to_end(tmp_path):
     _assert_targets(score)
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(bool(os.environ.get("SYNESTRA_QUICK")), reason="39 simulations per size (SYNESTRA_QUICK set)")
-@pytest.mark.parametrize("nodes", [
-    8, pytest.param(32, marks=pytest.mark.skipif(not os.environ.get("SYNESTRA_SLOW"), reason="SYNESTRA_SLOW=1"))])
+@pytest.mark.truth
+@pytest.mark.parametrize("nodes", [8, pytest.param(32, marks=pytest.mark.slow)])
 def test_every_scenario_at_held_out_seeds_meets_the_targets(tmp_path, nodes):
     total = Score()
     for name in SCENARIOS:

@@ -61,11 +61,13 @@ def command(
 
     explain = explain_job
     if with_tax:  # lazily: tax-report's buckets cost ~0.4 s more (pyarrow, bucket queries)
-        from synestra_cli.explain.tax import explain_with_tax
+        from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 
         explain = explain_with_tax
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn, since, until) if all_jobs else [str(job_id)]
+        from synestra_cli.clusters import resolve_job
+
+        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
         docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
     _render(docs, fmt, all_jobs)
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
+from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 
@@ -98,7 +98,20 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
         branch.add(_cause(alt, "alternative"))
 
 
-def _chain(branch: Tree, cp: CheckpointExplanation) -> None:
+def _failure(node: Tree, f: FailureExplanation) -> None:
+    when = f.at.strftime("%Y-%m-%d %H:%M:%SZ") if f.at else "time not known"
+    how = " ".join(p for p in (f.state, f.exit_code) if p)
+    head = Text(f"attempt {f.attempt} failed  {when}  {how + '  ' if how else ''}")
+    head.append("FAILURE (no restore after it)", style="bold")
+    branch = node.add(head)
+    if f.cause:
+        branch.add(_cause(f.cause))
+    _chain(branch, f)
+    for alt in f.alternatives:
+        branch.add(_cause(alt, "alternative"))
+
+
+def _chain(branch: Tree, cp: CheckpointExplanation | FailureExplanation) -> None:
     """A rack-wide fault has dozens of signals: show the first few, every effect, and count the rest
     (the JSON keeps them all)."""
     hidden = 0
@@ -111,7 +124,7 @@ def _chain(branch: Tree, cp: CheckpointExplanation) -> None:
                 continue
         if lk.layer == "checkpoint" and hidden:
             branch.add(Text(f"      ... {hidden} more signal(s): --format json lists them all", style="dim"))
-        branch.add(_link(lk, cp.start))
+        branch.add(_link(lk, cp.start if isinstance(cp, CheckpointExplanation) else cp.at))
 
 
 def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:
@@ -137,6 +150,8 @@ def render_job(console: Console, job: JobExplanation) -> None:
         _checkpoint(tree, cp)
     if run:
         _folded(tree, run)
+    for f in job.failures:
+        _failure(tree, f)
     if not job.checkpoints:
         tree.add(Text("no checkpoints logged for this job", style="dim"))
     if job.tax:

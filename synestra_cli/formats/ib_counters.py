@@ -16,6 +16,7 @@ sysfs names the device (`mlx5_0`, `mlx5_0:2`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -81,7 +82,10 @@ IQE_SNIFF = re.compile(r"^\s*GUID 0x[0-9a-fA-F]+ port (?:\d+|ALL): \[\w+ == \d+"
 SYSFS_SNIFF = re.compile(r"^(?:\S*?/infiniband/)?[\w-]+/ports/\d+/(?:hw_)?counters/\w+:", re.MULTILINE)
 
 
-def _dialect(head: str):
+Dialect = Callable[[LoadContext, list[str], "Sink"], None]  # one export's reader
+
+
+def _dialect(head: str) -> Dialect | None:
     if PQ_SNIFF.search(head):
         return _perfquery
     if IQE_SNIFF.search(head):
@@ -111,7 +115,8 @@ class Sink:
     no_pma: int = 0
     saturated: list[str] = field(default_factory=list)
 
-    def counter(self, host, entity, name: str, text: str, naming: tuple[dict, str], at: tuple[int, str]) -> None:
+    def counter(self, host: str | None, entity: str | None, name: str, text: str, naming: tuple[dict[str, str], str],
+                at: tuple[int, str]) -> None:
         """Add counter `name` (canonical if `naming`'s map knows it, else prefix + snake name)."""
         if text.strip() == NO_PMA:
             self.no_pma += 1  # no data, not a malformed line
@@ -212,7 +217,7 @@ def _sysfs(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
             _port_attribute(sink, host, entity, path, value)
 
 
-def _port_attribute(sink: Sink, host, entity, name: str, value: str) -> None:
+def _port_attribute(sink: Sink, host: str | None, entity: str | None, name: str, value: str) -> None:
     """state `4: ACTIVE`, phys_state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`; others are identity."""
     metric = {"state": "ib_port_state_id", "phys_state": "ib_port_physical_state_id"}.get(name)
     number = to_float(value.split(":")[0]) if metric else None

@@ -33,9 +33,10 @@ FIELDS = {
     "jobid": "c_jobid", "jobidraw": "c_jobidraw", "jobname": "c_name", "user": "c_user", "state": "c_state",
     "exitcode": "c_exit", "start": "c_start", "end": "c_end", "elapsed": "c_elapsed",
     "nodelist": "c_nodelist", "alloctres": "c_alloctres", "allocgres": "c_allocgres", "reqtres": "c_reqtres",
+    "cluster": "c_cluster",
 }
 KNOWN_OTHERS = {"partition", "account", "maxrss", "alloccpus", "nnodes", "submit", "timelimit", "cputime",
-                "reqmem", "qos", "cluster", "workdir", "reason", "priority", "maxvmsize", "averss"}
+                "reqmem", "qos", "workdir", "reason", "priority", "maxvmsize", "averss"}
 
 # Elapsed `[D-]HH:MM:SS` (or `MM:SS.fff`) -> seconds (DOUBLE: 24,856 days overflow an INTEGER; an Elapsed of
 # MAX_ELAPSED_S or more, 68 years, rejects its row); AllocTRES/ReqTRES `gres/gpu=N` (else the sum of the
@@ -78,7 +79,8 @@ WITH f AS (
            CASE WHEN p[$c_end] NOT IN ('', 'Unknown', 'None') THEN p[$c_end] END AS end_text,
            CASE WHEN p[$c_elapsed] NOT IN ('', 'INVALID', 'Unknown') THEN p[$c_elapsed] END AS elapsed_text,
            nullif(trim(p[$c_nodelist]), '') AS nodelist, p[$c_alloctres] AS alloctres,
-           p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres
+           p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres,
+           nullif(trim(p[$c_cluster]), '') AS cluster
     FROM f
 ), t0 AS (
     SELECT *, rtrim(split_part(state_text, ' ', 1), '+') AS state,  -- fixed width: `CANCELLED+` (by <uid>, cut)
@@ -104,7 +106,8 @@ SELECT lineno, line,
             WHEN elapsed_absurd THEN 'Elapsed out of range (68 years or more) ' || elapsed_text
             WHEN elapsed_text IS NOT NULL AND elapsed_s IS NULL THEN 'unreadable Elapsed ' || elapsed_text
        END,
-       id.base || CASE WHEN id.task <> '' THEN '_' || id.task ELSE '' END,
+       -- jobs are keyed by cluster (synestra_cli/clusters.py): CLUSTER:ID when sacct names it
+       coalesce(cluster || ':', '') || id.base || CASE WHEN id.task <> '' THEN '_' || id.task ELSE '' END,
        try_cast(nullif(id.het, '') AS INTEGER),
        nullif(id.step, ''), job_name, user_name, state,
        nullif(trim(substr(state_text, length(state) + 1)), ''), exit_code,
@@ -139,7 +142,8 @@ FROM good g LEFT JOIN alloc a ON a.lineno = g.lineno AND g.step IS NULL
 """
 
 INSERT_ROWS_SQL = """
-INSERT INTO sacct_rows
+INSERT INTO sacct_rows (job_id, het, step, attempt, job_name, user_name, state, state_detail, exit_code,
+                        start_ts, end_ts, elapsed_s, nodelist, nodes, gpus, source_id, line)
 SELECT job_id, het, step, CASE WHEN step IS NULL AND NOT allocated THEN NULL ELSE attempt END, job_name,
        user_name, state, state_detail, exit_code, start_ts, end_ts, elapsed_s, nodelist, nodes, gpus,
        $sid, lineno
@@ -147,7 +151,7 @@ FROM _sacct_numbered ORDER BY job_id, lineno
 """
 
 INSERT_ATTEMPTS_SQL = """
-INSERT INTO attempts
+INSERT INTO attempts (job_id, attempt, start_ts, end_ts, state, exit_code, nodes, source_id)
 SELECT job_id, attempt, min(start_ts), max(end_ts),
        first(state ORDER BY het NULLS FIRST), first(exit_code ORDER BY het NULLS FIRST),
        CASE WHEN count(nodes) > 0 THEN list_sort(list_distinct(flatten(list(nodes)))) END, $sid
@@ -157,7 +161,7 @@ GROUP BY job_id, attempt ORDER BY job_id, attempt
 
 # The job's state is that of its latest allocation row (a requeued job waiting again is PENDING).
 INSERT_JOBS_SQL = """
-INSERT INTO jobs
+INSERT INTO jobs (job_id, name, user_name, gpus, state, source_id)
 WITH last_row AS (
     SELECT job_id, het, arg_max(gpus, (coalesce(start_ts, TIMESTAMP '9999-12-31'), lineno)) AS gpus,
            arg_max(state, (coalesce(start_ts, TIMESTAMP '9999-12-31'), lineno)) AS state,
@@ -171,7 +175,7 @@ FROM last_row GROUP BY job_id ORDER BY job_id
 """
 
 INSERT_JOB_NODES_SQL = """
-INSERT INTO job_nodes
+INSERT INTO job_nodes (job_id, attempt, host, source_id)
 SELECT job_id, attempt, unnest(nodes), $sid FROM attempts WHERE source_id = $sid ORDER BY job_id, attempt
 """
 

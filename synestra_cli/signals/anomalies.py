@@ -15,9 +15,9 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
 from synestra_cli.signals.scope import JobScope, insert_rows, placeholders, scalar
+from synestra_cli.signals.thresholds import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
@@ -147,10 +147,11 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     return int(scalar(conn, "SELECT count(*) FROM _scope"))
 
 
-def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
-    """Anomaly windows over `_scope` (build_scope first), in onset order."""
+def anomalies(conn: duckdb.DuckDBPyConnection, min_samples: int = MIN_ANOMALY_SAMPLES) -> list[Anomaly]:
+    """Anomaly windows over `_scope` (build_scope first), in onset order. `min_samples`: risks asks
+    for single-sample windows too, and then wants them corroborated (fleet/scan.py)."""
     conn.execute(SIGNAL_SQL)
-    rows = conn.execute(ANOMALIES_SQL, [MIN_ANOMALY_SAMPLES]).fetchall()
+    rows = conn.execute(ANOMALIES_SQL, [min_samples]).fetchall()
     return [
         Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr)
         for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr in rows

@@ -17,8 +17,8 @@ from synestra_cli.store.migrations import MIGRATIONS, apply_migrations
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
 MEMORY_LIMIT = "1GB"
-# How long a second writer waits for the first to finish before giving up (seconds).
-LOCK_WAIT_S = float(os.environ.get("SYNESTRA_LOCK_WAIT", "5"))
+ENV_LOCK_WAIT = "SYNESTRA_LOCK_WAIT"
+LOCK_WAIT_S = 5.0  # how long a second writer waits for the first to finish before giving up, by default
 
 # Session macros every query may use. to_utc: a naive local timestamp in zone tz -> naive UTC.
 SESSION_SQL = [
@@ -73,8 +73,14 @@ def _is_lock_error(exc: duckdb.Error) -> bool:
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
 
 
+def lock_wait_s() -> float:
+    """$SYNESTRA_LOCK_WAIT seconds, read at each connection (not at import: a caller may set it later)."""
+    return float(os.environ.get(ENV_LOCK_WAIT, LOCK_WAIT_S))
+
+
 def _connect_with_wait(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    deadline = time.monotonic() + LOCK_WAIT_S
+    wait_s = lock_wait_s()
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
@@ -85,7 +91,7 @@ def _connect_with_wait(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection
                     from exc
             if time.monotonic() >= deadline:
                 raise StoreBusyError(
-                    f"store {path} is locked by another synestra process (waited {LOCK_WAIT_S:.0f} s); "
+                    f"store {path} is locked by another synestra process (waited {wait_s:g} s); "
                     "wait for it to finish or use another --db"
                 ) from exc
             time.sleep(0.2)
