@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     NOT_FOUND = 5  # the job / checkpoint asked for is not in the store
     EMPTY_STORE = 6  # the store holds no data of the kind the command needs
     THRESHOLD = 7  # tax-report --fail-over: a job's tax exceeded the threshold
+    STORE = 8  # the store cannot be read or written (disk full, corrupt, written by a newer Synestra)
 
 
 class SynestraError(Exception):
@@ -35,7 +36,13 @@ class StoreBusyError(SynestraError):
 
 
 class StoreError(SynestraError):
-    exit_code = ExitCode.ERROR
+    """The store itself is unusable: not a store, corrupt or truncated, newer schema, cannot be written."""
+
+    exit_code = ExitCode.STORE
+
+
+class StoreWriteError(StoreError):
+    """A write to the store failed (disk full, quota, read-only file system): nothing more can be loaded."""
 
 
 class NotFoundError(SynestraError):

@@ -39,7 +39,8 @@ class Scenario:
         if path not in self.sources:
             sid = len(self.sources) + 1
             self.conn.execute(
-                "INSERT INTO sources VALUES (?, ?, ?, ?, 0, 0, 0, NULL, NULL, NULL, DEFAULT)",
+                "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected) "
+                "VALUES (?, ?, ?, ?, 0, 0, 0)",
                 [sid, path, f"sha-{sid}", fmt],
             )
             self.sources[path] = sid

@@ -251,7 +251,8 @@ def test_mlxlink_json_with_a_failed_status_is_a_reject_not_data(conn, tmp_path):
     path = tmp_path / "mlxlink_mlx5_0.json"
     path.write_text(json.dumps(doc))
     report = ingest_file(conn, path, IngestOptions(host="gpu-006"))
-    assert report.rejected == 1 and "Failed to open device" in report.reject_samples[0][1]
+    # its one record rejected, nothing read: a failed file (exit 3) naming the reason (issue 18)
+    assert report.status == "failed" and "mlxlink status 1: Failed to open device" in report.error
     assert conn.execute("SELECT count(*) FROM metrics").fetchone()[0] == 0
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+import duckdb
 
 from synestra_cli.errors import SynestraError, exit_code_for
+from synestra_cli.store.connect import as_store_error
 
 db_option = click.option(
     "--db",
@@ -36,5 +38,11 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except SynestraError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(int(exit_code_for(exc)))
+        except duckdb.Error as exc:  # a store damaged or unwritable mid-command: one line, exit 8
+            store_error = as_store_error(exc)
+            if store_error is None:
+                raise
+            click.echo(f"error: {store_error}", err=True)
+            sys.exit(int(exit_code_for(store_error)))
 
     return wrapper

@@ -54,6 +54,9 @@ class Reporter:
         if r.status == "failed":
             self.say(f"error: {r.error}")
             return
+        if r.status == "empty":
+            self.say(f"warning: {r.error}")
+            return
         if r.status == "skipped":
             self.say(f"{r.path}: skipped, {r.error}")
             return
@@ -76,7 +79,9 @@ def _explain_all(conn) -> str:
 
 
 @click.command("ingest")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+# readable=False: an unreadable file is that file's failure (reported, exit 3), not a usage error that
+# would stop the good files beside it from loading.
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, readable=False))
 @db_option
 @click.option("--format", "input_format", metavar="NAME", help="Force this input format (see `synestra formats`).")
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of timestamps that carry none.")
@@ -94,8 +99,10 @@ def command(paths, db, input_format, timezone, year, host, job_id, cluster, stri
     """Load files or folders (recursively; .gz read transparently) into the store.
 
     The format of each file is detected from its content. Each file loads in one transaction;
-    a file already in the store (same content) is skipped. The report goes to stderr
-    (stdout with --json). Exit 3 if any file could not be loaded.
+    a file already in the store (same content, read with the same options) is skipped, a file that
+    grew since loads only its new lines, and one that changed replaces what it loaded before
+    (`synestra forget` removes a source). The report goes to stderr (stdout with --json).
+    Exit 3 if any file (or folder) could not be loaded; 8 if the store cannot be written.
 
     With --explain, every job is then explained and the explanations kept in the store: the first
     tax-report after this ingest reuses them instead of explaining each job (for a nightly job).

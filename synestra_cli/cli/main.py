@@ -15,6 +15,7 @@ from synestra_cli.errors import ExitCode
 COMMANDS: dict[str, str] = {
     "ingest": "ingest",
     "sources": "sources",
+    "forget": "forget",
     "sql": "sql",
     "formats": "formats_cmd",
     "jobs": "jobs",

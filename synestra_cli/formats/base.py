@@ -8,10 +8,11 @@ register the Arrow batch of lines (``ctx.line_batches()``) and parse it in DuckD
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from synestra_cli.errors import InputError
 
 HEAD_BYTES = 64 * 1024
 BATCH_BYTES = 32 * 1024 * 1024  # lines are parsed in batches of about this size: bounded memory
+UTF8_BOM = codecs.BOM_UTF8
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,32 @@ class IngestOptions:
     strict: bool = False            # any reject fails the file
     format: str | None = None       # force a format instead of sniffing
     cluster: str | None = None      # cluster of the jobs the files name (synestra_cli/clusters.py)
+
+
+# The options that change what a parser reads from the same bytes: part of a source's key.
+KEYED_OPTIONS = ("timezone", "year", "host", "job_id", "cluster")
+
+
+@dataclass(frozen=True)
+class TrackedOptions(IngestOptions):
+    """IngestOptions that note which keyed options the parser read: a source is keyed on those only, so
+    that `--timezone` changes the key of a syslog file (it reads it) but not of a Prometheus export."""
+
+    read: set[str] = field(default_factory=set, compare=False, repr=False)
+
+    @classmethod
+    def wrap(cls, options: IngestOptions) -> TrackedOptions:
+        return cls(**{f.name: getattr(options, f.name) for f in fields(IngestOptions)})
+
+    def __getattribute__(self, name: str):
+        if name in KEYED_OPTIONS:
+            object.__getattribute__(self, "read").add(name)
+        return object.__getattribute__(self, name)
+
+    def read_values(self) -> dict[str, object]:
+        """The keyed options the parser read, with their values."""
+        opts = {f.name: object.__getattribute__(self, f.name) for f in fields(IngestOptions)}
+        return {name: opts[name] for name in sorted(object.__getattribute__(self, "read"))}
 
 
 @dataclass
@@ -58,14 +86,16 @@ class LoadContext:
     display: str               # how to name it to the user
     options: IngestOptions
     mtime: datetime            # UTC, naive
+    offset: int = 0            # read from this byte on (a grown file: only its new lines)
+    first_line: int = 1        # the line number of the first line read
 
     def read_text(self) -> str:
         """The whole decoded file (for small, context-heavy formats such as job logs)."""
         return decode(read_bytes(self.path))
 
-    def line_batches(self, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
+    def line_batches(self, batch_bytes: int | None = None) -> Iterator[pa.Table]:
         """Arrow tables (lineno int64, line string) covering the file, in order. CR is stripped."""
-        yield from iter_line_batches(self.path, batch_bytes)
+        yield from iter_line_batches(self.path, batch_bytes or BATCH_BYTES, self.offset, self.first_line)
 
     @property
     def default_year(self) -> int:
@@ -99,8 +129,33 @@ def read_bytes(path: Path) -> bytes:
 
 
 def decode(data: bytes) -> str:
-    # Invalid UTF-8 is replaced (U+FFFD), never fatal: the line is kept and still parsed.
-    return data.decode("utf-8", errors="replace")
+    # Invalid UTF-8 is replaced (U+FFFD), never fatal: the line is kept and still parsed. A BOM
+    # (Windows tools write one) is not part of the first line.
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def utf16_codec(head: bytes) -> str | None:
+    """'utf-16' (with a BOM), 'utf-16-le' / 'utf-16-be' (without one, ASCII-range text), else None."""
+    if head[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        return "utf-16"
+    sample = head[:4096] if len(head) >= 4 else b""
+    if not sample:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    if odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
+        return "utf-16-le"
+    if even.count(0) > 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
+        return "utf-16-be"
+    return None
+
+
+def transcode_to_utf8(path: Path, codec: str, out: Path, block: int = 1 << 20) -> None:
+    """Write the UTF-16 (or BOM-prefixed UTF-8) file as plain UTF-8, streaming: parsers then read the copy."""
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    with open_binary(path) as src, open(out, "wb") as dst:
+        for chunk in iter(lambda: src.read(block), b""):
+            dst.write(decoder.decode(chunk).encode("utf-8"))
+        dst.write(decoder.decode(b"", final=True).encode("utf-8"))
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
@@ -144,15 +199,22 @@ def _valid_utf8(data: bytes) -> bool:
         return False
 
 
-def iter_line_batches(path: Path, batch_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
-    lineno = 1
+def iter_line_batches(path: Path, batch_bytes: int = BATCH_BYTES, offset: int = 0,
+                      first_line: int = 1) -> Iterator[pa.Table]:
+    lineno = first_line
     carry = b""
     try:
         with open_binary(path) as f:
+            if offset:
+                f.seek(offset)  # a gzip stream seeks forward by decompressing
+            first = offset == 0
             while True:
                 block = f.read(batch_bytes)
                 if not block:
                     break
+                if first and block.startswith(UTF8_BOM):
+                    block = block[len(UTF8_BOM):]
+                first = False
                 block = carry + block
                 cut = block.rfind(b"\n")
                 if cut < 0:

@@ -137,9 +137,6 @@ def _load_csv(ctx: LoadContext) -> int:
             if missing:
                 raise InputError(f"{ctx.display}:1: long metrics CSV header lacks {', '.join(missing)}")
         positions = {c: header.index(c) + 1 for c in COLUMNS}
-        ctx.conn.register("mlong_batch", batch)
-        try:
-            ctx.conn.execute(CSV_BATCH_SQL, {"ts": positions["timestamp"], **{c: positions[c] for c in COLUMNS[1:]}})
-        finally:
-            ctx.conn.unregister("mlong_batch")
+        mlong_batch = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
+        ctx.conn.execute(CSV_BATCH_SQL, {"ts": positions["timestamp"], **{c: positions[c] for c in COLUMNS[1:]}})
     return len(header or COLUMNS)

@@ -220,11 +220,8 @@ def numbered_path(ctx: LoadContext) -> LoadResult:
     conn = ctx.conn
     conn.execute(CREATE_GROUPS_SQL)
     for batch in ctx.line_batches():
-        conn.register("prom_batch", batch)
-        try:
-            conn.execute(BATCH_GROUP_SQL)
-        finally:
-            conn.unregister("prom_batch")
+        prom_batch = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
+        conn.execute(BATCH_GROUP_SQL)
     conn.execute(REPAIR_SQL)
     parse_series(ctx)
     seconds = conn.execute(IS_OPENMETRICS_SQL).fetchall()[0][0]

@@ -25,6 +25,7 @@ from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
 from synestra_cli.hostlist import HostlistError, expand
 
 NAME = "sacct"
+MAX_ELAPSED_S = 2**31
 DESCRIPTION = "Slurm sacct --parsable2 / -p / TAB-delimited output with a header (jobs, attempts, nodes)"
 
 # Header names (lower case) -> the parameter that carries their 1-based column index (0 = absent).
@@ -37,15 +38,16 @@ FIELDS = {
 KNOWN_OTHERS = {"partition", "account", "maxrss", "alloccpus", "nnodes", "submit", "timelimit", "cputime",
                 "reqmem", "qos", "workdir", "reason", "priority", "maxvmsize", "averss"}
 
-# Elapsed `[D-]HH:MM:SS` (or `MM:SS.fff`) -> seconds; AllocTRES/ReqTRES `gres/gpu=N` (else the sum of the
+# Elapsed `[D-]HH:MM:SS` (or `MM:SS.fff`) -> seconds (DOUBLE: 24,856 days overflow an INTEGER; an Elapsed of
+# MAX_ELAPSED_S or more, 68 years, rejects its row); AllocTRES/ReqTRES `gres/gpu=N` (else the sum of the
 # typed `gres/gpu:a100=N` entries) -> GPUs.
 MACROS_SQL = [
     r"""CREATE OR REPLACE TEMP MACRO _sacct_seconds(t) AS (
         WITH e AS (SELECT regexp_extract(t, '^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$',
                                          ['d', 'h', 'm', 's']) AS x)
-        SELECT coalesce(try_cast(nullif(x.d, '') AS INTEGER), 0) * 86400
-             + coalesce(try_cast(nullif(x.h, '') AS INTEGER), 0) * 3600
-             + try_cast(nullif(x.m, '') AS INTEGER) * 60 + try_cast(nullif(x.s, '') AS DOUBLE) FROM e)""",
+        SELECT coalesce(try_cast(nullif(x.d, '') AS DOUBLE), 0) * 86400
+             + coalesce(try_cast(nullif(x.h, '') AS DOUBLE), 0) * 3600
+             + try_cast(nullif(x.m, '') AS DOUBLE) * 60 + try_cast(nullif(x.s, '') AS DOUBLE) FROM e)""",
     r"""CREATE OR REPLACE TEMP MACRO _sacct_tres_gpus(t) AS coalesce(
         try_cast(regexp_extract(t, '(?:^|,)gres/gpu=(\d+)', 1) AS INTEGER),
         list_sum(list_transform(regexp_extract_all(t, '(?:^|,)gres/gpu:[^=,]+=(\d+)', 1),
@@ -80,7 +82,7 @@ WITH f AS (
            p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres,
            nullif(trim(p[$c_cluster]), '') AS cluster
     FROM f
-), t AS (
+), t0 AS (
     SELECT *, rtrim(split_part(state_text, ' ', 1), '+') AS state,  -- fixed width: `CANCELLED+` (by <uid>, cut)
            to_utc(try_strptime(start_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS start_utc,
            to_utc(try_strptime(end_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS end_utc,
@@ -89,6 +91,10 @@ WITH f AS (
                     try_cast(regexp_extract(allocgres, '(?:^|,)gpu(?::[^:,()]+)?:(\d+)', 1) AS INTEGER),
                     _sacct_tres_gpus(reqtres), CASE WHEN alloctres <> '' THEN 0 END) AS gpus
     FROM v
+), t AS (
+    SELECT * REPLACE (CASE WHEN elapsed_s < $max_elapsed THEN elapsed_s END AS elapsed_s),
+           elapsed_s >= $max_elapsed AS elapsed_absurd
+    FROM t0
 )
 SELECT lineno, line,
        CASE WHEN nf <> $ncols THEN printf('expected %d fields, found %d', $ncols, nf)
@@ -97,6 +103,7 @@ SELECT lineno, line,
             WHEN id.base = '' THEN 'unreadable JobID ' || coalesce(jobid, '')
             WHEN start_text IS NOT NULL AND start_utc IS NULL THEN 'unreadable Start time ' || start_text
             WHEN end_text IS NOT NULL AND end_utc IS NULL THEN 'unreadable End time ' || end_text
+            WHEN elapsed_absurd THEN 'Elapsed out of range (68 years or more) ' || elapsed_text
             WHEN elapsed_text IS NOT NULL AND elapsed_s IS NULL THEN 'unreadable Elapsed ' || elapsed_text
        END,
        -- jobs are keyed by cluster (synestra_cli/clusters.py): CLUSTER:ID when sacct names it
@@ -263,7 +270,7 @@ def _params(layout: Layout, tz: str) -> dict[str, object]:
     index = {n: i for i, n in reversed(list(enumerate(layout.names, start=1)))}  # repeated name: its first column
     params: dict[str, object] = {param: index.get(name, 0) for name, param in FIELDS.items()}
     params.update(header_line=layout.header_line, header=layout.header, tz=tz, ncols=len(layout.names),
-                  names=layout.names)
+                  names=layout.names, max_elapsed=MAX_ELAPSED_S)
     if layout.delim is not None:
         params.update(trailing=layout.trailing, delim=layout.delim)
     return params
@@ -296,11 +303,8 @@ def _parse_batches(ctx: LoadContext, layout: Layout) -> None:
     parse = PARSE_SQL.replace("{split}", split).replace("{cut}", cut)
     params = _params(layout, ctx.options.timezone)
     for batch in ctx.line_batches():
-        ctx.conn.register("sacct_lines", batch)
-        try:
-            ctx.conn.execute(parse, params)
-        finally:
-            ctx.conn.unregister("sacct_lines")
+        sacct_lines = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
+        ctx.conn.execute(parse, params)
 
 
 def load(ctx: LoadContext) -> LoadResult:

@@ -12,6 +12,8 @@ the wide sort is skipped.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -27,9 +29,28 @@ DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424,
                "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager")
 
 STAGE_CHUNK_ROWS = 122_880
+CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
+CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a time: memory flat in file size
+APPENDABLE = True  # no file-level context: a grown file's new lines load on their own (ingest.py)
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
-DROP_STAGE_SQL = "DROP TABLE IF EXISTS _syslog_stage"
+DROP_STAGE_SQL = ("DROP TABLE IF EXISTS _syslog_stage; DROP TABLE IF EXISTS _syslog_carry; "
+                  "DROP TABLE IF EXISTS _syslog_hosts")
+# The host names every chunk saw (their full names are recorded once, for the whole file).
+HOSTS_SEEN_SQL = """
+CREATE TEMP TABLE IF NOT EXISTS _syslog_hosts (host VARCHAR);
+INSERT INTO _syslog_hosts SELECT DISTINCT host FROM _syslog_stage WHERE host IS NOT NULL
+"""
+CREATE_CARRY_SQL = "CREATE TEMP TABLE IF NOT EXISTS _syslog_carry AS SELECT * FROM _syslog_stage LIMIT 0"
+# The last message of a chunk may go on in the next one (continuation lines): it waits for it.
+CARRY_SQL = """
+INSERT INTO _syslog_carry SELECT * FROM _syslog_stage
+WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok);
+DELETE FROM _syslog_stage WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok)
+"""
+# Lines without a year were placed in the mtime's year (plus the new years before them); once the whole
+# file is read, the file ends in the mtime's year (or the one before): shift the source back by that.
+SHIFT_YEARS_SQL = "UPDATE events SET ts = ts - to_years(CAST($shift AS INTEGER)) WHERE source_id = $sid"
 
 KINDS_SQL = "SELECT kind, count(*) FROM events WHERE source_id = ? GROUP BY kind"
 SLOW_COUNT_SQL = "SELECT count(*) FROM _syslog_stage WHERE ok IS NULL"
@@ -139,10 +160,21 @@ def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
     conn = ctx.conn
     # The staging tables live in the file's transaction: a failure rolls them back with everything else.
-    conn.execute(CREATE_STAGE_SQL)
-    _stage(ctx, envelope, env.fast_fits(envelope, head))
-    _resolve_loose(conn, envelope, result)
-    _insert_events(ctx, envelope)
+    # A file is staged CHUNK_BYTES at a time (memory flat in its size), the message still open at the end
+    # of a chunk carried into the next; clocks anchored on the file's last line (uptime) take it whole.
+    clock = _ClockScan(envelope.time_kind == "noyear")
+    fast = env.fast_fits(envelope, head)
+    whole = envelope.time_kind in ("uptime", "relative", "none")
+    for batches, last in _chunks(ctx.line_batches(), None if whole else CHUNK_BYTES):
+        _start_chunk(conn)
+        _stage(ctx, envelope, fast, batches)
+        if not last:
+            conn.execute(CARRY_SQL)
+        _resolve_loose(conn, envelope, result)
+        _insert_events(ctx, envelope, clock)
+        conn.execute(HOSTS_SEEN_SQL)
+    if envelope.time_kind == "noyear":
+        _place_years(ctx, clock)
     kinds = dict(conn.execute(KINDS_SQL, [ctx.source_id]).fetchall())
     result.rows = sum(kinds.values())
     for kind, sql, params in kev.POST_SQL:
@@ -150,7 +182,8 @@ def load(ctx: LoadContext) -> LoadResult:
             conn.execute(sql, {"sid": ctx.source_id, **params})
     if envelope.time_kind == "uptime":
         _note_reboots(conn, result)
-    conn.execute(record_full_names_sql("_syslog_stage", "host"), {"sid": ctx.source_id})
+    conn.execute(record_full_names_sql("(SELECT DISTINCT host FROM _syslog_hosts) AS h", "host"),
+                 {"sid": ctx.source_id})
     conn.execute(DROP_STAGE_SQL)
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):
@@ -158,6 +191,27 @@ def load(ctx: LoadContext) -> LoadResult:
     if envelope.time_kind == "noyear" and not ctx.options.year:
         result.notes += _year_note(ctx)
     return result
+
+
+def _chunks(batches: Iterator[pa.Table], chunk_bytes: int | None) -> Iterator[tuple[list[pa.Table], bool]]:
+    """Groups of line batches of about chunk_bytes (None: one group), each with whether it is the last."""
+    group: list[pa.Table] = []
+    size = 0
+    for batch in batches:
+        if group and chunk_bytes is not None and size >= chunk_bytes:
+            yield group, False
+            group, size = [], 0
+        group.append(batch)
+        size += batch.nbytes
+    yield group, True
+
+
+def _start_chunk(conn: duckdb.DuckDBPyConnection) -> None:
+    """A fresh stage holding the lines the previous chunk carried over (none for the first)."""
+    conn.execute(CREATE_STAGE_SQL)
+    conn.execute(CREATE_CARRY_SQL)
+    conn.execute("INSERT INTO _syslog_stage SELECT * FROM _syslog_carry")
+    conn.execute("DELETE FROM _syslog_carry")
 
 
 YEARS_SQL = "SELECT min(year(ts)), max(year(ts)) FROM events WHERE source_id = ?"
@@ -188,18 +242,17 @@ def _check_timezone(ctx: LoadContext) -> None:
             from exc
 
 
-def _stage(ctx: LoadContext, envelope: env.Envelope, fast: bool) -> None:
+def _stage(ctx: LoadContext, envelope: env.Envelope, fast: bool, batches: list[pa.Table]) -> None:
     sql = env.stage_sql(envelope, fast)
     regex_params = {"pattern": envelope.pattern, "time_kind": envelope.time_kind}
     params = {} if envelope is env.JOURNAL_JSON else {"fast": envelope.fast} if fast else regex_params
-    for batch in ctx.line_batches():
+    for batch in batches:
         # Record batches of ~one row group let DuckDB's Arrow scan parse them on several threads.
         batch = pa.Table.from_batches(batch.to_batches(max_chunksize=STAGE_CHUNK_ROWS))
-        ctx.conn.register("_syslog_batch", batch)
-        try:
-            ctx.conn.execute(sql, params)
-        finally:
-            ctx.conn.unregister("_syslog_batch")
+        # Read by DuckDB's replacement scan of this local, not conn.register: inside a transaction a
+        # registered view keeps its Arrow batch alive until COMMIT: every batch of the file in memory.
+        _syslog_batch = batch  # noqa: F841
+        ctx.conn.execute(sql, params)
     if fast and _one(ctx.conn, SLOW_COUNT_SQL)[0]:
         ctx.conn.execute(env.slow_sql(envelope), regex_params)
 
@@ -215,21 +268,22 @@ def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, resu
         "reject": f"does not match the {envelope.name} envelope of this file",
         "orphan": "continuation line before any message",
     }
-    for lineno, what, text in conn.execute(REJECT_SAMPLE_SQL).fetchall():
+    samples = conn.execute(REJECT_SAMPLE_SQL).fetchall()
+    for lineno, what, text in samples:
         result.reject(lineno, reasons[what], text)
     counted = sum(c for _, c in conn.execute(REJECT_COUNT_SQL).fetchall())
-    result.rejected += counted - len(result.reject_samples)
+    result.rejected += counted - len(samples)
     conn.execute(DELETE_LOOSE_SQL)
 
 
-def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
+def _insert_events(ctx: LoadContext, envelope: env.Envelope, clock: _ClockScan) -> None:
     kind = envelope.time_kind
     available = {"tz": ctx.options.timezone, "mtime": ctx.mtime}
     in_order = False  # uptime-based clocks: always sorted (small dmesg files)
     if kind in ("noyear", "local", "utc"):
-        wraps, last_month, in_order = _clock_order(ctx.conn, kind == "noyear")
+        in_order = _clock_order(ctx.conn, clock)
         if kind == "noyear":
-            available.update(_year_params(ctx, wraps, last_month))
+            available.update(year=ctx.default_year, shift=0, wraps=clock.wraps)
     # Rows keep the stage's (line) order when it is already the (host, ts) order.
     sql = INSERT_SQL.format(timed=TIMED_SQL[kind], classify=kev.CLASSIFY_SQL, order="" if in_order else ORDER_BY)
     ctx.conn.execute(ZONED_MACRO_SQL)
@@ -237,32 +291,73 @@ def _insert_events(ctx: LoadContext, envelope: env.Envelope) -> None:
     ctx.conn.execute(sql, {**params, **kev.PATTERNS, "host": ctx.options.host, "sid": ctx.source_id})
 
 
-def _clock_order(conn: duckdb.DuckDBPyConnection, noyear: bool) -> tuple[list[int], int | None, bool]:
-    """The line numbers where the month goes down (a new year, for noyear files), the last line's month,
-    and whether the stage is stored in (host, ts) order: one host, lines stored in order, no time going
-    back but at a new year. That is the norm for one node's log, and spares sorting the wide rows.
-    Vectorised numpy over three narrow columns: a window over lineno would sort them (~0.1 s per 1M)."""
-    cols = conn.execute(CLOCK_SQL).fetchnumpy()
-    lineno, us, mon = (np.asarray(cols[name]) for name in ("lineno", "us", "mon"))
-    stored_in_order = not np.any(np.diff(lineno) < 0)
-    if not stored_in_order:
-        by_line = np.argsort(lineno, kind="stable")
-        lineno, us, mon = lineno[by_line], us[by_line], mon[by_line]
-    down = mon[1:] < mon[:-1]
-    back = us[1:] < us[:-1]
-    if noyear:
-        back &= ~down
-    (hosts,) = _one(conn, HOSTS_SQL)
-    last_month = int(mon[-1]) if len(mon) else None
-    return lineno[1:][down].tolist(), last_month, stored_in_order and not back.any() and hosts <= 1
-
-
-def _year_params(ctx: LoadContext, wraps: list[int], last_month: int | None) -> dict:
-    """--year is the year the file starts in; else its last line falls in the mtime's year (or the one before)."""
+def _place_years(ctx: LoadContext, clock: _ClockScan) -> None:
+    """--year is the year the file starts in; else its last line falls in the mtime's year (or the one
+    before, when its month is later than the mtime's): lines were placed from the mtime's year, shift them."""
     if ctx.options.year:
-        return {"year": ctx.options.year, "shift": 0, "wraps": wraps}
-    shift = len(wraps) + (1 if last_month and last_month > ctx.mtime.month else 0)
-    return {"year": ctx.mtime.year, "shift": shift, "wraps": wraps}
+        return
+    shift = len(clock.wraps) + (1 if clock.last_month and clock.last_month > ctx.mtime.month else 0)
+    if shift:
+        ctx.conn.execute(SHIFT_YEARS_SQL, {"shift": shift, "sid": ctx.source_id})
+
+
+def _clock_order(conn: duckdb.DuckDBPyConnection, clock: _ClockScan) -> bool:
+    """Feed this chunk's clock to `clock` (the line numbers where the month goes down: a new year, for
+    noyear files; the last line's month), and say whether the stage is stored in (host, ts) order: one
+    host, lines stored in order, no time going back but at a new year. That is the norm for one node's
+    log, and spares sorting the wide rows. Vectorised numpy over three narrow columns, streamed in
+    batches (a window over lineno would sort them, ~0.1 s per 1M; the whole columns at once cost 24
+    bytes a line: 1.4 GB at 60M lines)."""
+    conn.complete()  # a relation streams only once the last execute() result is done
+    before = clock.copy()
+    clock.feed_all(conn.sql(CLOCK_SQL).to_arrow_reader(CLOCK_BATCH_ROWS))
+    stored_in_order = clock.in_line_order
+    if not stored_in_order:  # rare: rescan in line order (DuckDB sorts, spilling beyond its memory limit)
+        clock.restore(before)
+        clock.feed_all(conn.sql(CLOCK_SQL + " ORDER BY lineno").to_arrow_reader(CLOCK_BATCH_ROWS))
+    (hosts,) = _one(conn, HOSTS_SQL)
+    return stored_in_order and not clock.back and hosts <= 1
+
+
+class _ClockScan:
+    """_clock_order's running state over batches: each batch is compared with the last line before it."""
+
+    def __init__(self, noyear: bool) -> None:
+        self.noyear = noyear
+        self.prev: tuple[int, int, int] | None = None   # (lineno, us, month) of the last line seen
+        self.in_line_order = True                       # of the current chunk
+        self.back = False                               # of the current chunk
+        self.wraps: list[int] = []
+        self.last_month: int | None = None
+
+    def copy(self) -> _ClockScan:
+        other = _ClockScan(self.noyear)
+        other.restore(self)
+        return other
+
+    def restore(self, other: _ClockScan) -> None:
+        self.prev, self.wraps, self.last_month = other.prev, list(other.wraps), other.last_month
+        self.in_line_order, self.back = True, False
+
+    def feed_all(self, reader: pa.RecordBatchReader) -> None:
+        self.in_line_order, self.back = True, False
+        for batch in reader:
+            self.feed(*(batch.column(name).to_numpy(zero_copy_only=False) for name in ("lineno", "us", "mon")))
+
+    def feed(self, lineno: np.ndarray, us: np.ndarray, mon: np.ndarray) -> None:
+        if not len(lineno):
+            return
+        if self.prev is not None:
+            lineno, us, mon = (np.concatenate(([p], a)) for p, a in zip(self.prev, (lineno, us, mon), strict=True))
+        self.in_line_order &= not np.any(np.diff(lineno) < 0)
+        down = mon[1:] < mon[:-1]
+        back = us[1:] < us[:-1]
+        if self.noyear:
+            back &= ~down
+        self.back |= bool(back.any())
+        self.wraps += lineno[1:][down].tolist()
+        self.prev = (int(lineno[-1]), int(us[-1]), int(mon[-1]))
+        self.last_month = int(mon[-1])
 
 
 def _note_reboots(conn: duckdb.DuckDBPyConnection, result: LoadResult) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import duckdb
 
+from synestra_cli import __version__
 from synestra_cli.errors import EmptyStoreError, StoreBusyError, StoreError
-from synestra_cli.store.migrations import apply_migrations
+from synestra_cli.store.migrations import MIGRATIONS, apply_migrations
 
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
@@ -34,6 +35,38 @@ def resolve_db_path(db: str | Path | None) -> Path:
     return Path(env) if env else DEFAULT_DB
 
 
+# What the OS says when a write cannot land (ENOSPC, EFBIG, EROFS, EDQUOT, EIO), as DuckDB relays it.
+WRITE_FAILURES = ("No space left on device", "File too large", "Read-only file system", "Disk quota exceeded",
+                  "Input/output error", "Could not write file", "could not truncate", "Could not fsync")
+# What DuckDB says when the file is not what its header promised (truncated, overwritten, bit rot).
+CORRUPTION = ("Could not read enough bytes", "checksum", "Corrupt", "corrupt", "not a valid DuckDB database",
+              "database has been invalidated", "Failed to load metadata", "Invalid block")
+HEADER_BYTES = 3 * 4096  # DuckDB's file header and two database headers, before the first block
+MIGRATIONS_SQL = "SELECT name FROM _migrations ORDER BY name"
+HAS_MIGRATIONS_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_migrations' AND NOT temporary"
+
+
+def is_store_write_failure(exc: BaseException) -> bool:
+    """A write the store refused (disk full, quota, read-only, I/O error), or a database DuckDB has
+    invalidated after one: no later file can load either."""
+    return isinstance(exc, duckdb.FatalException) or (
+        isinstance(exc, duckdb.Error) and any(text in str(exc) for text in WRITE_FAILURES))
+
+
+def as_store_error(exc: BaseException, path: Path | str | None = None) -> StoreError | None:
+    """The StoreError a driver error means, when it is about the store file itself (else None)."""
+    if not isinstance(exc, duckdb.Error):
+        return None
+    where = f"store {path}" if path else "the store"
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if any(text in str(exc) for text in CORRUPTION) and not isinstance(exc, duckdb.FatalException):
+        return StoreError(f"{where} is damaged (truncated or corrupt: {first}); restore it from a copy, or "
+                          "ingest again into a new --db")
+    if is_store_write_failure(exc):
+        return StoreError(f"{where} cannot be written ({first}): free space, or use another --db")
+    return None
+
+
 def _is_lock_error(exc: duckdb.Error) -> bool:
     # The one place that reads a driver message: DuckDB reports a held file lock as an IOException.
     text = str(exc)
@@ -53,7 +86,9 @@ def _connect_with_wait(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             if not _is_lock_error(exc):
-                raise StoreError(f"cannot open store {path}: {exc}") from exc
+                first = str(exc).splitlines()[0]
+                raise StoreError(f"cannot open store {path}: {first} (not a Synestra store? pass another --db)") \
+                    from exc
             if time.monotonic() >= deadline:
                 raise StoreBusyError(
                     f"store {path} is locked by another synestra process (waited {wait_s:g} s); "
@@ -71,6 +106,7 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
         path.parent.mkdir(parents=True, exist_ok=True)
     conn = _connect_with_wait(path, read_only)
     try:
+        _check_store(conn, path)
         for sql in SESSION_SQL:
             conn.execute(sql)
         conn.execute("SET threads = ?", [int(os.environ.get("SYNESTRA_THREADS", os.cpu_count() or 2))])
@@ -79,10 +115,30 @@ def connect(db: str | Path | None = None, *, read_only: bool = False) -> duckdb.
         conn.execute("SET memory_limit = ?", [os.environ.get("SYNESTRA_MEMORY_LIMIT", MEMORY_LIMIT)])
         if not read_only:
             apply_migrations(conn)
+    except duckdb.Error as exc:
+        conn.close()
+        raise as_store_error(exc, path) or StoreError(f"cannot open store {path}: {exc}") from exc
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a store that is shorter than its own header says (truncated: it would fail mid-query) or
+    written by a newer Synestra (migrations this version does not know: appending would corrupt it)."""
+    (_, _, block_size, total_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 4
+    expected = HEADER_BYTES + int(block_size or 0) * int(total_blocks or 0)
+    if path.is_file() and total_blocks and path.stat().st_size < expected:
+        raise StoreError(f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "
+                         "from a copy, or ingest again into a new --db")
+    if not (conn.execute(HAS_MIGRATIONS_SQL).fetchone() or (0,))[0]:
+        return
+    known = {name for name, _ in MIGRATIONS}
+    newer = [name for (name,) in conn.execute(MIGRATIONS_SQL).fetchall() if name not in known]
+    if newer:
+        raise StoreError(f"store {path} was written by a newer Synestra (schema {newer[-1]}, unknown to "
+                         f"synestra {__version__}): upgrade synestra, or use another --db")
 
 
 @contextmanager

@@ -163,6 +163,36 @@ CREATE TABLE explanations (
 );
 """
 
+# Sources keyed on content AND on how it was read (issue 18): the same bytes read with another --host or
+# --timezone are another source, so sha256 is no longer unique. DuckDB cannot drop a constraint: the
+# table is rebuilt (views bind by name and keep working). `options` holds the ingest options the parser
+# read, with their values ({} for sources loaded before this migration: they match any options);
+# `offset_bytes` / `first_line` say where the rows of the new lines of a grown file begin; `source_key`
+# is unique, so that two copies of a file loading at once collide at commit (the later one is retried,
+# then skipped) as the unique sha256 made them.
+SOURCE_KEYS = """
+CREATE TABLE sources_006 (
+    source_id    INTEGER PRIMARY KEY,
+    path         VARCHAR NOT NULL,
+    sha256       VARCHAR NOT NULL,
+    format       VARCHAR NOT NULL,
+    bytes        BIGINT NOT NULL,
+    rows         BIGINT NOT NULL,
+    rejected     BIGINT NOT NULL,
+    first_ts     TIMESTAMP,
+    last_ts      TIMESTAMP,
+    hosts        VARCHAR[],
+    ingested_at  TIMESTAMP NOT NULL DEFAULT current_localtimestamp(),
+    options      JSON NOT NULL DEFAULT '{}',
+    offset_bytes BIGINT NOT NULL DEFAULT 0,
+    first_line   BIGINT NOT NULL DEFAULT 1,
+    source_key   VARCHAR UNIQUE  -- sha256|format|options (ingest sets it): two workers loading one copy collide
+);
+INSERT INTO sources_006 SELECT *, '{}', 0, 1, sha256 || '|' || format || '|{}' FROM sources;
+DROP TABLE sources;
+ALTER TABLE sources_006 RENAME TO sources;
+"""
+
 # Jobs are keyed by cluster: ids are CLUSTER:ID when the cluster is known (synestra_cli/clusters.py);
 # this view splits them back for queries by cluster.
 CLUSTERS = """
@@ -190,6 +220,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("003_jobs", JOBS),
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
+    ("006_source_keys", SOURCE_KEYS),
     ("007_clusters", CLUSTERS),
     ("008_bounded_restores", BOUNDED_RESTORES),
     ("010_host_names", HOST_NAMES),
