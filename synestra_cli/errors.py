@@ -14,6 +14,9 @@ class ExitCode(IntEnum):
     NOT_FOUND = 5  # the job / checkpoint asked for is not in the store
     EMPTY_STORE = 6  # the store holds no data of the kind the command needs
     THRESHOLD = 7  # tax-report --fail-over: a job's tax exceeded the threshold
+    STORE = 8  # the store cannot be opened or written: not a Synestra store, read-only, corrupt, disk full
+    QUERY = 9  # `synestra sql`: the query failed (syntax, unknown table, or refused: the store is read-only)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it); the store is left as it was
 
 
 class SynestraError(Exception):
@@ -35,7 +38,17 @@ class StoreBusyError(SynestraError):
 
 
 class StoreError(SynestraError):
-    exit_code = ExitCode.ERROR
+    exit_code = ExitCode.STORE
+
+
+class QueryError(SynestraError):
+    exit_code = ExitCode.QUERY
+
+
+class SettingsError(SynestraError):
+    """A malformed SYNESTRA_* variable or option value: a usage error."""
+
+    exit_code = ExitCode.USAGE
 
 
 class NotFoundError(SynestraError):

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import click
 
-from synestra_cli.cli.common import db_option, format_option, handle_errors
+from synestra_cli.cli.common import check_window, db_option, format_option, handle_errors
 
 # ISO-8601 as explain prints it (with Z) or without; always read as UTC.
 UTC_TIME = click.DateTime(
@@ -56,6 +56,7 @@ def command(
     """
     if bool(job_id) == all_jobs:
         raise click.UsageError("give either --job ID or --all")
+    check_window(since, until)
     from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
     from synestra_cli.store import open_store
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synestra_cli.cli.common import db_option, handle_errors
+from synestra_cli.cli.common import db_option, format_name_callback, handle_errors
 from synestra_cli.cli.render import dumps
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
@@ -78,7 +78,8 @@ def _explain_all(conn) -> str:
 @click.command("ingest")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option
-@click.option("--format", "input_format", metavar="NAME", help="Force this input format (see `synestra formats`).")
+@click.option("--format", "input_format", metavar="NAME", callback=format_name_callback,
+              help="Force this input format (see `synestra formats`).")
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of timestamps that carry none.")
 @click.option("--year", type=int, help="Year of syslog lines without one (default: from the file's mtime).")
 @click.option("--host", help="Host of files that do not name one (e.g. plain dmesg).")

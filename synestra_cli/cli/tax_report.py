@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from synestra_cli.cli.common import db_option, handle_errors
+from synestra_cli.cli.common import FiniteFloat, check_window, db_option, handle_errors
 from synestra_cli.cli.render import console, dumps, render_rows
 from synestra_cli.errors import ExitCode
 
@@ -64,11 +64,13 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
 @click.option("--all", "all_jobs", is_flag=True, help="Every job in the window, with the fleet view.")
 @click.option("--since", type=click.DateTime(), help="Jobs that ran after this UTC time.")
 @click.option("--until", type=click.DateTime(), help="Jobs that ran before this UTC time.")
-@click.option("--gpu-hour-price", "price", type=float, help="USD per GPU-hour: adds dollars to every figure.")
-@click.option("--capacity-gpus", type=int, help="GPUs of the cluster: economic availability vs capacity.")
+@click.option("--gpu-hour-price", "price", type=FiniteFloat(0.0),
+              help="USD per GPU-hour: adds dollars to every figure.")
+@click.option("--capacity-gpus", type=click.IntRange(min=1),
+              help="GPUs of the cluster: economic availability vs capacity.")
 @click.option("--by", type=click.Choice(["category", "host", "component", "job"]), default="category",
               show_default=True, help="How causes are ranked.")
-@click.option("--fail-over", "fail_over", type=float, metavar="PCT",
+@click.option("--fail-over", "fail_over", type=FiniteFloat(0.0, 100.0), metavar="PCT",
               help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent.")
 @click.option("--hidden", is_flag=True, help="With --fail-over: test the hidden (degraded-throughput) tax instead.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
@@ -83,6 +85,7 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
       synestra tax-report --all --gpu-hour-price 2.5 --by host
       synestra tax-report --job 1001 --fail-over 15 || page-oncall
     """
+    check_window(since, until)
     from synestra_cli.accounting.attribution import build_report
     from synestra_cli.accounting.buckets import BUCKETS
     from synestra_cli.accounting.report import job_doc
