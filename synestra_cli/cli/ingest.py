@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from synestra_cli.cli.common import db_option, format_name_callback, handle_errors
-from synestra_cli.cli.render import dumps
+from synestra_cli.cli.render import dumps, printable
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
@@ -35,6 +35,7 @@ class Reporter:
             self.progress = Progress(transient=True, console=Console(stderr=True, highlight=False))
 
     def say(self, text: str) -> None:
+        text = printable(text)  # file names and rejected lines may hold escape sequences
         if self.progress is not None:
             self.progress.console.print(text, markup=False, soft_wrap=True)
         else:
@@ -46,7 +47,7 @@ class Reporter:
         if self.task is None:
             self.progress.start()
             self.task = self.progress.add_task("ingest", total=n)
-        self.progress.update(self.task, completed=i, description=path.name[:40])
+        self.progress.update(self.task, completed=i, description=printable(path.name[:40]))
         if i >= n:
             self.progress.stop()
 

@@ -7,17 +7,29 @@ import sys
 import click
 
 from synestra_cli.cli.common import FiniteFloat, check_window, db_option, handle_errors
-from synestra_cli.cli.render import console, dumps, render_rows
+from synestra_cli.cli.render import console, dumps, printable, render_rows
 from synestra_cli.errors import ExitCode
 
 BAR_WIDTH = 40
 JOB_CSV_COLUMNS = ["job", "gpus", "wall_s", "gpu_hours", "checkpoint_tax", "hidden_tax", "goodput", "failures"]
 
 
+def _pct(x: float | None) -> str:
+    """A ratio, or n/a when it has no denominator (CPU-only jobs hold no GPU-hours)."""
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _safe(value) -> str:
+    """Text from the logs (job ids, hosts, components) shown as text: no markup, no escape sequences."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
 def _print_job(doc: dict, console) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]job {doc['job']}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
+    console.print(f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
                   f"({doc['gpu_hours']:.1f} GPU-h)   checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]  "
                   f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]  goodput [bold green]{doc['goodput']:.1%}[/]")
     table = Table(show_header=True, header_style="bold", box=None)
@@ -30,21 +42,22 @@ def _print_job(doc: dict, console) -> None:
     console.print(table)
     for cause in doc["by_cause"][:5]:
         where = " ".join(x for x in (cause.get("host"), cause.get("component")) if x)
-        console.print(f"  cause {cause['category']} {where}: {cause['gpu_hours']:.2f} GPU-h")
+        console.print(f"  cause {_safe(cause['category'])} {_safe(where)}: {cause['gpu_hours']:.2f} GPU-h")
     iv = doc["interval"]
     if iv["daly_s"]:
         console.print(f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
                       f"{(iv['current_interval_s'] or 0) / 60:.1f} min -> Daly {iv['daly_s'] / 60:.1f} min "
                       f"(waste {iv['waste_current'] or 0:.1%} -> {iv['waste_recommended']:.1%})")
     else:
-        console.print(f"  interval: {iv['note']}")
+        console.print(f"  interval: {_safe(iv['note'])}")
     console.print()
 
 
 def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
     console.print(f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated, "
-                  f"checkpoint tax {fleet['checkpoint_tax']:.1%}, hidden tax {fleet['hidden_tax']:.1%}, "
-                  f"ETTR {fleet['ettr']:.1%}, {fleet['failures']} failures")
+                  f"checkpoint tax {_pct(fleet['checkpoint_tax'])}, hidden tax {_pct(fleet['hidden_tax'])}, "
+                  f"ETTR {_pct(fleet['ettr'])}, {fleet['failures']} failures"
+                  + ("" if fleet["allocated_gpu_hours"] else " (no GPUs allocated: ratios are not defined)"))
     iv = fleet["interval"]
     if iv["daly_s"]:
         console.print(f"fleet interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h "
@@ -52,11 +65,11 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
                       f"Daly {iv['daly_s'] / 60:.1f} min (waste {iv['waste_current'] or 0:.1%} -> "
                       f"{iv['waste_recommended']:.1%})")
     if "economic_availability_capacity" in fleet:
-        console.print(f"economic availability vs capacity: {fleet['economic_availability_capacity']:.1%}")
+        console.print(f"economic availability vs capacity: {_pct(fleet['economic_availability_capacity'])}")
     if causes:
         console.print(f"[bold]costliest by {by}[/]")
         for row in causes[:10]:
-            console.print(f"  {row['key']:<40} {row['gpu_hours']:>10,.2f} GPU-h  {row['jobs']} job(s)")
+            console.print(f"  {_safe(row['key']):<40} {row['gpu_hours']:>10,.2f} GPU-h  {row['jobs']} job(s)")
 
 
 @click.command("tax-report")
