@@ -150,6 +150,7 @@ def job_doc(t: JobTax, price: float | None) -> dict:
         **t.headlines(price),
         "failures": t.failures,
         "by_cause": t.by_cause,
+        "notes": list(b.notes),
         "interval": {
             "save_cost_s": iv.save_cost_s, "failures": iv.failures, "mtbf_s": iv.mtbf_s,
             "current_interval_s": iv.current_interval_s, "restart_s": iv.restart_s,

@@ -43,6 +43,8 @@ def _print_job(doc: dict, console) -> None:
     for cause in doc["by_cause"][:5]:
         where = " ".join(x for x in (cause.get("host"), cause.get("component")) if x)
         console.print(f"  cause {_safe(cause['category'])} {_safe(where)}: {cause['gpu_hours']:.2f} GPU-h")
+    for note in doc["notes"]:
+        console.print(f"  [yellow]note[/]: {_safe(note)}")
     iv = doc["interval"]
     if iv["daly_s"]:
         console.print(f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
