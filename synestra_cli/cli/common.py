@@ -27,6 +27,9 @@ def format_option(*choices: str, default: str = "table") -> Callable:
     )
 
 
+INTERRUPTED = "interrupted: nothing half-written is kept (each file loads in one transaction)"
+
+
 def _fail(message: str, code: ExitCode) -> NoReturn:
     from synestra_cli.cli.render import printable
 
@@ -57,8 +60,11 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except BrokenPipeError:
             _quiet_broken_pipe()
         except (KeyboardInterrupt, duckdb.InterruptException):
-            _fail("interrupted: nothing half-written is kept (each file loads in one transaction)",
-                  ExitCode.INTERRUPTED)
+            _fail(INTERRUPTED, ExitCode.INTERRUPTED)
+        except RuntimeError as exc:  # DuckDB 2 reports a query stopped by Ctrl-C as RuntimeError
+            if "interrupted" not in str(exc).lower():
+                raise
+            _fail(INTERRUPTED, ExitCode.INTERRUPTED)
         except (duckdb.IOException, duckdb.PermissionException, duckdb.FatalException) as exc:
             _fail(f"the store cannot be read or written: {str(exc).strip().splitlines()[0]}", ExitCode.STORE)
         except duckdb.Error as exc:
