@@ -32,7 +32,6 @@ from synestra_cli.accounting.buckets import BUCKETS, assemble
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import ExitCode
 from synestra_cli.explain.api import explain_job
-from synestra_cli.inspect import stream_sql
 from synestra_cli.signals.anomalies import anomalies, build_scope
 from synestra_cli.signals.scope import load_scope
 
@@ -364,6 +363,8 @@ def test_escape_sequences_in_log_lines_and_file_names_are_shown_escaped(tmp_path
 # ---------------------------------------------------------------- item 13 (sql half): streamed results
 
 def test_sql_streams_its_result_in_record_batches(conn):
+    from synestra_cli.inspect import stream_sql
+
     cols, batches = stream_sql(conn, "SELECT range AS i, range::VARCHAR AS s FROM range(50000)", batch_rows=4096)
     first = next(batches)
     assert cols == ["i", "s"] and len(first) <= 4096 and first[0] == {"i": 0, "s": "0"}
