@@ -112,10 +112,13 @@ def write_batches(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence
         click.echo("]")
 
 
+def _csv_value(value: Any) -> Any:
+    v = to_jsonable(value)
+    return "" if v is None else json.dumps(v, default=str) if isinstance(v, list) else v
+
+
 def _csv_row(r: dict[str, Any], columns: Sequence[str]) -> list:
-    v = to_jsonable({c: r.get(c) for c in columns})
-    return ["" if v[c] is None else (json.dumps(v[c], default=str) if isinstance(v[c], list) else v[c])
-            for c in columns]
+    return [_csv_value(r.get(c)) for c in columns]
 
 
 def _echo_csv(rows: Iterable[Sequence]) -> None:
