@@ -381,6 +381,9 @@ def test_sql_csv_and_jsonl_exports_are_whole_and_in_order(store):
     js = json.loads(invoke("sql", q, "--db", str(store), "--format", "json").stdout)
     assert len(js) == 30000 and js[-1]["s"] == "x29999"
     assert json.loads(invoke("sql", "SELECT 1 WHERE false", "--db", str(store), "--format", "json").stdout) == []
+    table = invoke("sql", "SELECT * FROM range(10001)", "--db", str(store))  # a terminal table stops at 10,000
+    assert "│ 9999 " in table.stdout and "│ 10000 " not in table.stdout
+    assert "only the first 10,000 rows are shown" in table.stderr
 
 
 # ---------------------------------------------------------------- item 14: variables and store paths

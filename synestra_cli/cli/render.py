@@ -134,14 +134,17 @@ def _table(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], 
     table = Table(title=printable(title) if title else None, header_style="bold")
     for c in columns:
         table.add_column(Text(printable(c)))
-    shown = more = 0
+    shown, more = 0, False
     for rows in batches:
         for r in rows:
-            if shown < TABLE_MAX_ROWS:
-                table.add_row(*(Text(_cell(r.get(c))) for c in columns))  # Text: a cell is never markup
-                shown += 1
-            else:
-                more += 1
+            if shown == TABLE_MAX_ROWS:  # stop reading: the rest of a huge result is not for a terminal
+                more = True
+                break
+            table.add_row(*(Text(_cell(r.get(c))) for c in columns))  # Text: a cell is never markup
+            shown += 1
+        if more:
+            break
     console().print(table)
     if more:
-        click.echo(f"... {more} more row(s) not shown: use --format csv or jsonl for all of them", err=True)
+        click.echo(f"only the first {TABLE_MAX_ROWS:,} rows are shown: use --format csv or jsonl for all of them",
+                   err=True)
