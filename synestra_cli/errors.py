@@ -64,3 +64,12 @@ def exit_code_for(exc: BaseException) -> ExitCode:
     if isinstance(exc, SynestraError):
         return exc.exit_code
     return ExitCode.ERROR
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C, however it surfaced: KeyboardInterrupt in Python code, or the DuckDB query it stopped
+    (duckdb.InterruptException; a RuntimeError "Query interrupted" in DuckDB 2). A loop that turns each
+    file's exception into that file's failure must re-raise these: Ctrl-C stops the whole run."""
+    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException":
+        return True
+    return isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()

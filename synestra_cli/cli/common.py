@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
-from synestra_cli.errors import ExitCode, SynestraError, exit_code_for
+from synestra_cli.errors import ExitCode, SynestraError, exit_code_for, is_interrupt
 
 db_option = click.option(
     "--db",
@@ -59,10 +59,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(str(exc), exit_code_for(exc))
         except BrokenPipeError:
             _quiet_broken_pipe()
-        except (KeyboardInterrupt, duckdb.InterruptException):
-            _fail(INTERRUPTED, ExitCode.INTERRUPTED)
-        except RuntimeError as exc:  # DuckDB 2 reports a query stopped by Ctrl-C as RuntimeError
-            if "interrupted" not in str(exc).lower():
+        except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
+            if not is_interrupt(exc):
                 raise
             _fail(INTERRUPTED, ExitCode.INTERRUPTED)
         except (duckdb.IOException, duckdb.PermissionException, duckdb.FatalException) as exc:
