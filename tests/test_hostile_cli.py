@@ -306,10 +306,12 @@ def test_sql_never_reaches_for_the_network_or_an_extension(store, query, tmp_pat
     "SET autoinstall_known_extensions = true",
     "SET memory_limit = '100GB'",
 ], ids=["enable-external-access", "unlock", "reset", "autoinstall", "memory-limit"])
-def test_sql_cannot_undo_the_lock(store, query):
-    res = _sql(store, f"{query}; COPY (SELECT 1) TO '/tmp/synestra-must-not-exist.csv'")
+def test_sql_cannot_undo_the_lock(store, query, tmp_path):
+    out = tmp_path / "must-not-exist.csv"
+    res = _sql(store, f"{query}; COPY (SELECT 1) TO '{out}'")
     assert res.exit_code == ExitCode.QUERY and one_line_error(res.stderr)
-    assert not Path("/tmp/synestra-must-not-exist.csv").exists()
+    assert "the configuration has been locked" in res.stderr
+    assert not out.exists()
 
 
 def test_sql_still_reads_the_store_with_views_and_macros(store):
