@@ -119,7 +119,11 @@ def test_sysfs_dump_counters_states_and_rate(conn):
     path = FABRIC / "gpud_sys-class-infiniband_h100_snapshot.txt"
     report = ingest_file(conn, path, IngestOptions(host="h100-01"))
     assert (report.format, report.rejected, report.hosts) == ("ib_counters", 0, ["h100-01"])
-    assert value(conn, "ib_port_link_downed_total", "mlx5_1", "h100-01") == 255
+    # link_downed is an 8-bit PortCounters field: 255 is where it stopped, not a count (nor a rate)
+    assert conn.execute("SELECT count(*) FROM metrics WHERE metric = 'ib_port_link_downed_total' AND entity = "
+                        "'mlx5_1'").fetchone() == (0,)
+    assert any("3 legacy counters stuck at their maximum" in n and "mlx5_1 link_downed=255" in n
+               and "mlx5_0 excessive_buffer_overrun_errors=15" in n for n in report.notes)  # 4-bit: 15
     assert value(conn, "ib_port_link_downed_total", "mlx5_0", "h100-01") == 0
     assert value(conn, "ib_port_rcv_data_bytes_total", "mlx5_0", "h100-01") == 230539874932483 * 4
     assert value(conn, "ib_port_xmit_wait_total", "mlx5_1", "h100-01") == 2489603687
@@ -165,3 +169,17 @@ def test_canonical_metrics_written_get_catalog_rows(conn):
 )
 def test_ib_counters_do_not_claim_other_formats(head):
     assert ib_counters.sniff(head) == 0.0
+
+
+def test_sysfs_no_pma_values_are_no_data_not_rejects(conn, tmp_path):
+    # The kernel's own text for a PMA counter without a performance agent (drivers/infiniband/core/sysfs.c:
+    # `return sprintf(buf, "N/A (no PMA)\n");`), in the flattened `<device>/<path>: <value>` layout of the real dump.
+    lines = (FABRIC / "gpud_sys-class-infiniband_h100_snapshot.txt").read_text().splitlines()
+    lines = [ln.split(": ")[0] + ": N/A (no PMA)" if "/ports/1/counters/symbol_error" in ln else ln for ln in lines]
+    path = tmp_path / "sysfs.txt"
+    path.write_text("\n".join(lines) + "\n")
+    report = ingest_file(conn, path, IngestOptions(host="h100-01"))
+    assert report.rejected == 0
+    assert any("read `N/A (no PMA)`" in n for n in report.notes)
+    assert conn.execute("SELECT count(*) FROM metrics WHERE metric = 'ib_port_symbol_errors_total'").fetchone() == (0,)
+    assert value(conn, "ib_port_link_downed_total", "mlx5_0", "h100-01") == 0

@@ -45,7 +45,7 @@ REFUSED = {"gh-telegraf-12831_gnmi-proto_transceiver-output-power_decimal_val.tx
 
 def test_every_fabric_sample_loads_with_only_explained_rejects(conn):
     samples = sorted(p for p in FABRIC.iterdir() if p.suffix != ".prom" and p.name != "PROVENANCE.md")
-    assert len(samples) == 12
+    assert len(samples) == 13
     for path in samples:
         report = ingest_file(conn, path, IngestOptions())
         if path.name in REFUSED:
@@ -253,3 +253,12 @@ def test_mlxlink_json_with_a_failed_status_is_a_reject_not_data(conn, tmp_path):
     report = ingest_file(conn, path, IngestOptions(host="gpu-006"))
     assert report.rejected == 1 and "Failed to open device" in report.reject_samples[0][1]
     assert conn.execute("SELECT count(*) FROM metrics").fetchone()[0] == 0
+
+
+def test_ethtool_per_queue_counters_keep_their_queue(conn):
+    path = FABRIC / "notes-bnx2x_ethtool-S_per-queue.txt"
+    report = ingest_file(conn, path, IngestOptions(host="app-k8s-node-1"))  # sniffed: no --format
+    assert (report.format, report.rejected, report.rows) == ("ethtool_stats", 0, 10)
+    got = dict(conn.execute("SELECT metric, value FROM metrics WHERE entity = 'ens4f1/q0'").fetchall())
+    assert (got["eth_rx_bytes"], got["eth_tx_bytes"], got["eth_rx_ucast_packets"]) == (
+        79656136793, 2150215884532, 105342422)

@@ -180,7 +180,7 @@ def test_watchdog_2025_pg_guid_variant_without_time(conn):
     got = incidents(conn)
     assert [(i[1], i[3], i[5], i[8]) for i in got] == [(1, 808, 600020, "exact"), (0, 808, 600030, "exact")]
     assert got[0][7] == datetime(2025, 6, 26, 6, 24, 44, 903881)
-    assert json.loads(got[0][9]) | {} == {"pg": None, "numel_in": 9801523, "numel_out": 9801523,
+    assert json.loads(got[0][9]) | {} == {"pg": "0", "numel_in": 9801523, "numel_out": 9801523,
                                           "last_enqueued": 811, "last_completed": 807}
 
 
@@ -217,7 +217,11 @@ def test_nccl_info_only_log_ingests_without_incidents(conn):
 
 def test_torch_elastic_restart_python_logging_generation(conn):
     ingest(conn, TRAINING / "gh-mmdetection-6779_torchelastic-restart_pylogging-format.log")
-    (inc,) = incidents(conn)
+    failed, inc = incidents(conn)
+    # the worker's failure the agent reports first, then its restart of the group
+    assert failed[0] == "worker_failed"
+    assert {k: json.loads(failed[9])[k] for k in ("local_rank", "pid", "exitcode", "signal")} == {
+        "local_rank": 0, "pid": 5534, "exitcode": 1, "signal": None}
     assert inc[0] == "elastic_restart"
     assert json.loads(inc[9]) == {"role": "default", "state": "FAILED", "attempts_left": 2, "max_restarts": 3}
 

@@ -14,6 +14,7 @@ from conftest import REAL_SAMPLES
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.formats.prom_labels import install_macros
 from synestra_cli.ingest import ingest_file
+from synestra_cli.store.connect import memory_store
 
 DCGM = REAL_SAMPLES / "dcgm"
 FABRIC = REAL_SAMPLES / "fabric"
@@ -90,7 +91,10 @@ def test_clock_throttle_reasons_become_a_bitmask_with_named_bits(conn):
     ingest(conn, DCGM / "gh-dcgm-exporter-317_metrics_clock-throttle-reasons_a30-mig.prom")
     rows = metric(conn, "gpu_clock_events_bitmask")
     assert [(h, e, v) for h, e, v, _ in rows] == [
-        ("hldy-data-k8s-gpu-a30-node0110.mt", "gpu0/gi3", 1.0), ("hldy-data-k8s-gpu-a30-node0110.mt", "gpu0/gi4", 1.0)]
+        ("hldy-data-k8s-gpu-a30-node0110", "gpu0/gi3", 1.0), ("hldy-data-k8s-gpu-a30-node0110", "gpu0/gi4", 1.0)]
+    # the host is the short name every source joins on; the Hostname label as written is kept
+    assert conn.execute("SELECT host, name FROM host_names").fetchall() == [
+        ("hldy-data-k8s-gpu-a30-node0110", "hldy-data-k8s-gpu-a30-node0110.mt")]
     install_macros(conn)
     assert conn.execute("SELECT clock_event_names(1), clock_event_names(96)").fetchone() == (
         ["gpu_idle"], ["sw_thermal", "hw_thermal"])
@@ -220,3 +224,18 @@ def test_openmetrics_integer_timestamps_are_seconds(conn, tmp_path):
     path.write_text('# TYPE x gauge\nx{Hostname="h"} 1 1795000000\n# EOF\n')
     ingest(conn, path)
     assert metric(conn, "x")[0][3] == datetime(2026, 11, 18, 11, 6, 40)
+
+
+def test_a_scrape_without_a_host_label_says_pass_host(conn):
+    path = DCGM / "dcgm-exporter_README_metrics_blank-sentinel.prom"  # the vendor README's sample: no Hostname
+    report = ingest(conn, path)
+    assert any(n.startswith("no host: 3 series carry no Hostname") and n.endswith("pass --host") for n in report.notes)
+    assert conn.execute("SELECT count(*) FROM gpus").fetchone() == (0,)
+    other = memory_store()  # a fresh store: the same file is not ingested twice
+    try:
+        report = ingest(other, path, host="gpu-node-7")
+        assert not any(n.startswith("no host") for n in report.notes)
+        assert other.execute("SELECT host, entity, uuid FROM gpus").fetchall() == [
+            ("gpu-node-7", "gpu0", "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52")]
+    finally:
+        other.close()

@@ -190,7 +190,8 @@ def test_sniff_recognises_sacct_headers_only():
     assert detect(PIPE_ARRAY.read_text()) is sacct
     assert sacct.sniff("JobID,State\n1,COMPLETED\n") == 0.0  # comma CSV is not sacct output
     assert sacct.sniff("[2026-11-29 10:00:00] iteration 10/ 100 | consumed samples: 10\n") == 0.0
-    assert sacct.sniff("7585175|1:0|FAILED\n") == 0.0  # sacct -n (no header): columns unknown
+    # sacct -n (no header): recognised, so that it is refused with a hint rather than called "unknown format"
+    assert 0 < sacct.sniff("7585175|1:0|FAILED\n") < 0.9
 
 
 def test_headerless_output_forced_as_sacct_fails_with_a_hint_and_writes_nothing(conn, tmp_path):
@@ -198,3 +199,49 @@ def test_headerless_output_forced_as_sacct_fails_with_a_hint_and_writes_nothing(
     report = ingest_file(conn, path, IngestOptions(format="sacct"))
     assert report.status == "failed" and "without -n" in report.error
     assert _rows(conn, "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM sources)") == [(0,)]
+
+
+FIXED = REAL_SAMPLES / "training" / "sacct_gh-soperator-pr321_sacct-fixed-width_trailing-blanks.txt"
+FIXED_RIGHT = REAL_SAMPLES / "training" / "sacct_gh-alan-cluster-6_sacct-fixed-width_right-aligned-header.txt"
+HEADERLESS = REAL_SAMPLES / "training" / "sacct_gh-soperator-pr321_sacct-n_headerless.txt"
+
+
+def test_default_fixed_width_layout_is_read_by_its_dash_runs(conn):
+    report = _ingest(conn, FIXED)  # sniffed: no --format
+    assert report.rejected == 0
+    assert _rows(conn, "SELECT job_id, step, state FROM sacct_rows ORDER BY line") == [
+        ("19", "0", "COMPLETED"), ("20", None, "FAILED"), ("20", "0", "FAILED"), ("21", None, "FAILED"),
+        ("21", "0", "FAILED"), ("22", None, "COMPLETED"), ("22", "0", "COMPLETED")]
+    assert _rows(conn, "SELECT job_id, state FROM jobs ORDER BY job_id") == [
+        ("20", "FAILED"), ("21", "FAILED"), ("22", "COMPLETED")]
+
+
+def test_fixed_width_with_right_aligned_header_names(conn):
+    report = _ingest(conn, FIXED_RIGHT)
+    assert report.rejected == 0
+    assert _rows(conn, "SELECT job_id FROM jobs ORDER BY job_id") == [("1000146",), ("1000148",), ("1000149",)]
+
+
+def test_headerless_real_output_is_refused_with_how_to_rerun(conn):
+    assert detect(HEADERLESS.read_text()) is sacct
+    report = ingest_file(conn, HEADERLESS, IngestOptions())
+    assert report.status == "failed"
+    assert "sacct -n" in report.error and "-P" in report.error and "without -n" in report.error
+
+
+# The default layout's widths (sacct prints what does not fit cut, ending with `+`): a cut NodeList or Start
+# cannot be read, a cut State keeps its word (`CANCELLED by 1000` -> `CANCELLED+`).
+CUT = """\
+JobID           JobName      State ExitCode               Start             NodeList 
+------------ ---------- ---------- -------- ------------------- -------------------- 
+4242         pretrain-+ CANCELLED+      0:0 2026-11-28T10:00:00       gpu-[001-004] 
+4243         pretrain-+  COMPLETED      0:0 2026-11-28T12:10:00 gpu-[001-003,009,01+ 
+"""
+
+
+def test_fixed_width_cut_values(conn, tmp_path):
+    report = _ingest(conn, _write(tmp_path, CUT))
+    assert report.rejected == 1
+    assert report.reject_samples[0][0] == 4 and "nodelist" in report.reject_samples[0][1]
+    assert _rows(conn, "SELECT job_id, state, start_ts, nodes FROM attempts") == [
+        ("4242", "CANCELLED", datetime(2026, 11, 28, 10, 0), ["gpu-001", "gpu-002", "gpu-003", "gpu-004"])]

@@ -333,8 +333,12 @@ def test_loghub_thunderbird_loads_with_epoch_time_node_and_tags(conn):
         assert e["ts"] == datetime.fromtimestamp(int(t["Timestamp"]), UTC).replace(tzinfo=None)
         assert e["host"] == t["User"]  # the loghub column naming the node
         # loghub also calls kernel prefixes such as `audit(1131538222.234:0)` a component; a tag has no ':'.
-        if t["Component"] and not set(" :") & set(t["Component"]):
+        if t["Component"] and not set(" :") & set(t["Component"]) and e["kind"] == "log":
             assert (e["fields"]["tag"], e["fields"]["pid"]) == (t["Component"], t["PID"][:-2] or None), t
+    # the one typed event: the 2005 e1000 wording of a NIC carrier change
+    typed = [(e["line"], e["kind"], e["component"], e["fields"]) for e in events(conn, path) if e["kind"] != "log"]
+    assert typed == [(1307, "link_up", "eth0", {"device": "eth0", "driver": "e1000", "pci": None, "state": "up",
+                                                "speed_mbps": 1000, "duplex": "full", "fec": None})]
 
 
 def test_loghub_linux_tags_and_pids_match_the_ground_truth(conn):

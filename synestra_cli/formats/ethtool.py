@@ -4,7 +4,8 @@ The output names neither host nor interface. The interface is taken from an echo
 (`$ ethtool -S ens1f0np0` or `# ethtool -S ...`) when the capture has one, so several captures may be
 concatenated; otherwise the entity is NULL. mlx5 physical-port counters with a canonical twin are
 renamed (FEC-corrected bits, PCS symbol errors, link-down events); every other counter is kept as
-`eth_<name>` (e.g. `eth_rx_crc_errors_phy`, `eth_rx_discards_phy`).
+`eth_<name>` (e.g. `eth_rx_crc_errors_phy`, `eth_rx_discards_phy`). Per-queue lines (`[0]: rx_bytes: N`,
+bnx2x) are that queue's counters: entity `<netdev>/q<N>`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ CANONICAL: dict[str, str] = {
     "link_down_events_phy": "port_link_down_events_total",
 }
 HEADER = re.compile(r"^NIC statistics:\s*$")
-COMMAND = re.compile(r"^\s*(?:\S*[$#]\s*)?(?:sudo\s+)?ethtool\s+(?:-S|--statistics)\s+(\S+)")
-STAT = re.compile(r"^\s+([\w.\-\[\]]+):\s*(-?\d+)\s*$")
+# The echoed command, after any shell prompt (`$ `, `# `, `[root@node-1 ~]# `).
+COMMAND = re.compile(r"^\s*(?:.*?[$#]\s*)?(?:sudo\s+)?ethtool\s+(?:-S|--statistics)\s+(\S+)")
+# `     name: value`, or a per-queue `     [0]: rx_bytes: 79656136793` (bnx2x, qede): that queue's counter.
+STAT = re.compile(r"^\s+(?:\[(\d+)\]:\s*)?([\w.\-\[\]]+):\s*(-?\d+)\s*$")
 
 
 def sniff(head: str) -> float:
@@ -47,8 +50,11 @@ def load(ctx: LoadContext) -> LoadResult:
         if command:
             entity = command.group(1)
         elif stat:
-            name = stat.group(1)
-            rows.add(ts, host, entity, CANONICAL.get(name, f"eth_{name}"), to_float(stat.group(2)))
+            queue, name, value = stat.groups()
+            if queue is None:
+                rows.add(ts, host, entity, CANONICAL.get(name, f"eth_{name}"), to_float(value))
+            else:  # a queue's counter: the queue is part of the entity (`ens4f1/q0`), the name stays the driver's
+                rows.add(ts, host, f"{entity or ''}/q{queue}", f"eth_{name}", to_float(value))
         elif lineno != header_line and line.strip() and not HEADER.match(line):
             result.reject(lineno, "not an ethtool -S `name: value` line", line)
     if entity is None and len(rows):

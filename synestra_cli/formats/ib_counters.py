@@ -16,7 +16,7 @@ sysfs names the device (`mlx5_0`, `mlx5_0:2`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from synestra_cli.formats.base import LoadContext, LoadResult
@@ -51,6 +51,18 @@ PMA: list[tuple[str, str, str]] = [
     ("PortXmitWait", "port_xmit_wait", "ib_port_xmit_wait_total"),
 ]
 WORD_COUNTERS = {"ib_port_xmit_data_bytes_total", "ib_port_rcv_data_bytes_total"}
+# Widths of the legacy PortCounters error counters (IBA PortCounters attribute; sysfs counters/ reads them too):
+# such a counter stops at 2^w - 1 and stays there, so that value is no count (nor a rate): it is left out.
+LEGACY_BITS = {
+    "ib_port_symbol_errors_total": 16, "ib_port_link_error_recovery_total": 8, "ib_port_link_downed_total": 8,
+    "ib_port_rcv_errors_total": 16, "ib_port_rcv_remote_physical_errors_total": 16,
+    "ib_port_rcv_switch_relay_errors_total": 16, "ib_port_xmit_discards_total": 16,
+    "ib_port_xmit_constraint_errors_total": 8, "ib_port_rcv_constraint_errors_total": 8,
+    "ib_port_local_link_integrity_errors_total": 4, "ib_port_excessive_buffer_overrun_errors_total": 4,
+    "ib_port_vl15_dropped_total": 16,
+}
+# What the kernel's sysfs prints for a PMA counter of a device without a PMA (drivers/infiniband/core/sysfs.c).
+NO_PMA = "N/A (no PMA)"
 PERFQUERY_MAP = {pq: canonical for pq, _, canonical in PMA}
 SYSFS_MAP = {fs: canonical for _, fs, canonical in PMA}
 # perfquery fields that select counters rather than count anything.
@@ -96,15 +108,32 @@ class Sink:
     ts: datetime
     skip: int
     result: LoadResult
+    no_pma: int = 0
+    saturated: list[str] = field(default_factory=list)
 
     def counter(self, host, entity, name: str, text: str, naming: tuple[dict, str], at: tuple[int, str]) -> None:
         """Add counter `name` (canonical if `naming`'s map knows it, else prefix + snake name)."""
+        if text.strip() == NO_PMA:
+            self.no_pma += 1  # no data, not a malformed line
+            return
         if not text.strip().isdigit():
             self.result.reject(at[0], f"counter {name} is not a non-negative integer", at[1])
             return
         mapping, prefix = naming
         metric = mapping.get(name, prefix + snake(name))
+        if metric in LEGACY_BITS and int(text) == 2 ** LEGACY_BITS[metric] - 1:
+            self.saturated.append(f"{entity} {name}={text}")
+            return
         self.rows.add(self.ts, host, entity, metric, int(text) * (4.0 if metric in WORD_COUNTERS else 1.0))
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.no_pma:
+            out.append(f"{self.no_pma} counters read `{NO_PMA}` (the device has no performance agent): no data")
+        if self.saturated:
+            out.append(f"{len(self.saturated)} legacy counters stuck at their maximum (saturated, no count nor "
+                       f"rate): {', '.join(self.saturated[:5])}{' ...' if len(self.saturated) > 5 else ''}")
+        return out
 
 
 def load(ctx: LoadContext) -> LoadResult:
@@ -113,6 +142,7 @@ def load(ctx: LoadContext) -> LoadResult:
     ts, header_line = snapshot_time(ctx, lines, result)
     sink = Sink(MetricRows(), ts, header_line, result)
     (_dialect("\n".join(lines[:200])) or _sysfs)(ctx, lines, sink)
+    result.notes += sink.notes()
     result.rows = sink.rows.write(ctx)
     return result
 

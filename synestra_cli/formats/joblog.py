@@ -36,10 +36,14 @@ WITH parts AS (
     FROM parts
 )
 SELECT row_number() OVER (ORDER BY lineno, part) AS pos, lineno, text,
-       TRY_CAST(nullif(regexp_extract(text, '^\[rank(\d+)\]:', 1), '') AS INTEGER) AS rank,
-       regexp_replace(text, '^\[rank\d+\]:', '') AS body
+       TRY_CAST(nullif(regexp_extract(text, $rank_prefix, 1), '') AS INTEGER) AS rank,
+       regexp_replace(text, $rank_prefix, '') AS body
 FROM clean WHERE part = 1 OR trim(text) <> ''
 """
+
+# torchrun's `[rankN]:` prefix, behind what launchers put before it: a `[PID] ` (accelerate / deepspeed
+# launchers) or Ray's `(RayWorkerWrapper pid=N) ` (with its colour code when pasted from a terminal).
+RANK_PREFIX = r"^(?:\[\d+\] |(?:\x1b?\[[0-9;]*m)?\([A-Za-z]\w* pid=\d+\) )?\[rank(\d+)\]:"
 
 # glog's month is not zero-padded (`E626 06:24:44` is June 26, `E1206` December 6).
 # Full dates: launcher / logger prefixes at the start of a line, `[label] datetime:` anywhere,
@@ -178,10 +182,12 @@ CREATE OR REPLACE TEMP TABLE jl_facts (
 )
 """
 
+# Slurm's own lines name the job too: `StepId=191.batch`, `in step 3495064.0 cgroup`, `*** STEP 3495064.0 ON`.
 JOB_ID_SQL = r"""
 SELECT coalesce(
     max(nullif(regexp_extract(body, 'SLURM_JOB_ID=(\d+)', 1), '')),
-    max(nullif(regexp_extract(body, '\tJob ID: (\d+)\t', 1), '')))
+    max(nullif(regexp_extract(body, '\tJob ID: (\d+)\t', 1), '')),
+    max(nullif(regexp_extract(body, '^slurmstepd: error: .*(?:StepId=| in step |\*\*\* (?:JOB|STEP) )(\d+)', 1), '')))
 FROM jl_lines
 """
 
@@ -200,7 +206,7 @@ def prepare_lines(ctx: LoadContext, result: LoadResult | None = None) -> None:
     """Build jl_lines (pos, lineno, rank, body, ts_exact, ts, ts_precision) from the file."""
     ctx.conn.register("jl_raw", lines_to_table(ctx.read_text(), 1))
     try:
-        ctx.conn.execute(LINES_SQL.replace("trim(text) <> ''", "trim(text) <> ''"))
+        ctx.conn.execute(LINES_SQL, {"rank_prefix": RANK_PREFIX})
     finally:
         ctx.conn.unregister("jl_raw")
     params = {"tz": ctx.options.timezone, "year": ctx.default_year}
@@ -237,7 +243,21 @@ def collect_facts(ctx: LoadContext) -> None:
         for sql in getattr(mod, "PREPARE_SQL", []):
             ctx.conn.execute(sql)
         for sql in mod.FACT_SQL:
-            ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {sql}")
+            params = {"tz": ctx.options.timezone} if "$tz" in sql else None  # zone-less dates in the text
+            ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {sql}", params)
+
+
+def year_note(ctx: LoadContext) -> list[str]:
+    """Say when glog stamps took the year of the file's mtime (no dated line in the log, no --year)."""
+    if ctx.options.year:
+        return []
+    n, year = ctx.conn.execute(
+        "SELECT count(*), min(year(g_local)) FROM jl_g WHERE glog.mo <> '' AND full_ts IS NULL "
+        "AND NOT EXISTS (SELECT 1 FROM jl_g WHERE full_ts IS NOT NULL)").fetchall()[0]
+    if not n:
+        return []
+    return [f"{n} glog time stamps carry no year and the log has no dated line: year taken from the file's "
+            f"modification time ({ctx.mtime:%Y-%m-%d}): {year}; pass --year YEAR if it was copied later"]
 
 
 def load_job_log(ctx: LoadContext) -> LoadResult:
@@ -246,6 +266,7 @@ def load_job_log(ctx: LoadContext) -> LoadResult:
 
     result = LoadResult()
     prepare_lines(ctx, result)
+    result.notes += year_note(ctx)
     collect_facts(ctx)
     job_id = resolve_job_id(ctx, result)
     joblog_rows.write_rows(ctx, job_id, result)

@@ -11,6 +11,7 @@ order; state and exit code are left NULL for the sacct reconciliation to fill.
 from __future__ import annotations
 
 from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.store.sql import scalar
 
 # torchrun --tee without --local-ranks-filter prints every rank's step lines: the steps of the
@@ -22,7 +23,7 @@ DELETE FROM jl_facts WHERE fact = 'step'
 
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
 # A failure that ends the process also closes its attempt, even one that died before its first step.
-FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom')"
+FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom', 'worker_failed')"
 
 BOUNDS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE jl_bounds AS
@@ -128,6 +129,9 @@ WHERE f.fact = 'reject' ORDER BY f.pos LIMIT ?
 MAX_REJECT_SAMPLES = 20  # as LoadResult.reject keeps
 
 INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
+# The FQDN a ChildFailedError names: the incident's host is the short name, the full one kept in host_names.
+FULL_NAMES_SQL = record_full_names_sql(
+    "(SELECT fields->>'fqdn' AS fqdn FROM job_incidents WHERE source_id = $sid)", "fqdn")
 
 
 def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
@@ -139,6 +143,7 @@ def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
     params = {"job": job_id, "sid": ctx.source_id}
     for sql in INSERTS:
         result.rows += scalar(conn, sql, params)
+    conn.execute(FULL_NAMES_SQL, {"sid": ctx.source_id})
     result.rejected = scalar(conn, REJECT_COUNT_SQL)
     samples = conn.execute(REJECT_SAMPLES_SQL, [MAX_REJECT_SAMPLES]).fetchall()
     result.reject_samples = [(line, reason, text[:200]) for line, reason, text in samples]

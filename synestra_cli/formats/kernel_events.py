@@ -8,6 +8,8 @@ line (AER bit names, Xid 154's subject, OOM line pairs) are completed by the sma
 
 from __future__ import annotations
 
+from synestra_cli.formats.hosts import short_host_sql
+
 _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 
 # Regexes (RE2), passed as parameters. Formats: ../shared/reference/log-formats.md section A.
@@ -16,7 +18,8 @@ PATTERNS: dict[str, str] = {
     "xid_re": r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?"
               r"(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+), (?:pid=([^,]*), )?(?:name=([^,]*), )?(.*)",
     # NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus. | NVRM: The NVIDIA GPU 0000:b3:00.0 <folded lines>
-    "fob_re": r"NVRM: (?:The NVIDIA )?GPU (?:at PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})"
+    # (also the older `NVRM: GPU at 0000:01:00.0 has fallen off the bus.`)
+    "fob_re": r"NVRM: (?:The NVIDIA )?GPU (?:at (?:PCI:)?)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})"
               r"(?:\.([0-7]))?",
     # mlx5_core 0000:01:00.1 eth1: Link up | mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE
     "link_re": r"^mlx5_core (" + _BDF + r") (\S+): (?:Port: (\d+) )?Link (\w+)",
@@ -25,6 +28,15 @@ PATTERNS: dict[str, str] = {
                  r"module (\d+), ([^,]+)(?:, (.*))?$",
     # pcieport 0000:00:02.0: [AER: ]PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, ...
     "aer_re": r"^(\S+) (" + _BDF + r"): (?:AER: )?PCIe Bus Error: severity=([^,]+), type=([^,]+),\s*(.*)$",
+    # Ethernet drivers' carrier messages (igb, igc, ixgbe, i40e, iavf, ice, bnxt_en, e1000, e1000e):
+    # `igb 0000:00:14.0 eth0: igb: eth0 NIC Link is Down`, `e1000e: eth1 NIC Link is Up 1000 Mbps Full Duplex, ...`,
+    # `ice 0000:10:00.1 ens1f1: NIC Link is up 25 Gbps Full Duplex, Requested FEC: RS-FEC, Negotiated FEC: RS-FEC`,
+    # `bnxt_en 0000:3b:00.0 eno2np0: NIC Link is Up, 25000 Mbps full duplex, Flow control: ...`. (`ata1: SATA
+    # link down` is a disk, not a NIC: it never says "NIC Link".)
+    # Old e1000: `e1000: eth0: e1000_watchdog: NIC Link is Up`.
+    "nic_re": r"^(?:(\S+?):? (?:(" + _BDF + r") )?(?:.*? )??)?(\S+?):? (?:\w+_watchdog: )?"
+              r"NIC Link is (Up|Down|up|down),?(?: Speed is)?"
+              r"(?: (\d+) ?([MG])bps)?(?: ([Ff]ull|[Hh]alf) [Dd]uplex)?(?:.*Negotiated FEC: ([^,]+))?",
     "nfs_re": r"^nfs: server (\S+) (not responding|OK)(?:, (.*))?$",
     # Lustre: [pid:0:(file.c:N:func()) ]fs-MDT0000-mdc-ffff: Connection (restored )to fs-MDT0000 (at nid)[ was lost]
     "lustre_re": r"^Lustre: (?:\d+:\d+:\(\S+\) )?(\S+): Connection (restored to|to) (\S+) \(at ([^)]+)\)( was lost)?",
@@ -42,13 +54,20 @@ PATTERNS: dict[str, str] = {
 CANDIDATE_SQL = """(starts_with(text, 'mlx5_core ') OR starts_with(text, 'nfs: server ')
     OR starts_with(text, 'Lustre: ') OR starts_with(text, 'oom-kill:') OR contains(text, 'NVRM: ')
     OR contains(text, 'Port module event') OR contains(text, 'PCIe Bus Error') OR contains(text, ': Kill')
-    OR contains(text, 'NCCL WARN') OR contains(text, 'sx_netdev_handle_pude_event') OR contains(text, 'temperature'))"""
+    OR contains(text, 'NCCL WARN') OR contains(text, 'sx_netdev_handle_pude_event') OR contains(text, 'temperature')
+    OR contains(text, 'NIC Link is'))"""
+
+# An Ethernet carrier event's fields: interface, driver (when the line names one), PCI address, speed in Mb/s.
+NIC_FIELDS = """json_object('device', nic.dev,
+    'driver', CASE WHEN nic.driver <> nic.dev THEN nullif(nic.driver, '') END,
+    'pci', nullif(nic.pci, ''), 'state', lower(nic.state),
+    'speed_mbps', TRY_CAST(nullif(nic.speed, '') AS INTEGER) * CASE WHEN nic.unit = 'G' THEN 1000 ELSE 1 END,
+    'duplex', nullif(lower(nic.duplex), ''), 'fec', nullif(trim(nic.fec), ''))"""
 
 CLASSIFY_SQL = """
 WITH t AS NOT MATERIALIZED (
     SELECT lineno, ts, sev, up, tag, pid,
-        coalesce(CASE WHEN contains(host, '.') AND NOT regexp_full_match(host, '[0-9.]+')
-                      THEN split_part(host, '.', 1) ELSE host END, $host) AS host,
+        coalesce({short_host}, $host) AS host,
         msg AS text
     FROM timed
 ), m AS (
@@ -59,6 +78,8 @@ WITH t AS NOT MATERIALIZED (
             ['dom', 'bus', 'dev', 'fn']) END AS fob,
         CASE WHEN contains(text, ' Link ') THEN regexp_extract(text, $link_re,
             ['pci', 'dev', 'port', 'state']) END AS link,
+        CASE WHEN contains(text, 'NIC Link is') THEN regexp_extract(text, $nic_re,
+            ['driver', 'pci', 'dev', 'state', 'speed', 'unit', 'duplex', 'fec']) END AS nic,
         CASE WHEN contains(text, 'Port module event') THEN regexp_extract(text, $module_re,
             ['pci', 'err', 'module', 'status', 'error']) END AS pm,
         CASE WHEN contains(text, 'PCIe Bus Error') THEN regexp_extract(text, $aer_re,
@@ -76,6 +97,10 @@ WITH t AS NOT MATERIALIZED (
             ['port', 'state']) END AS pude,
         contains(text, 'High temperature') OR contains(text, 'temperature above threshold') AS hot
     FROM t WHERE {candidate}
+), ms AS (
+    -- the name before "Connection" is a server target (no -mdc/-osc/-lwp client suffix): a server's line
+    SELECT *, coalesce(regexp_full_match(lus.client, '(MGS|[\\w.-]+-(MDT|OST)[0-9a-fA-F]{4})'), false) AS lus_server
+    FROM m
 ), k AS (
     SELECT *, CASE
         WHEN xid.code <> '' THEN 'xid'
@@ -83,6 +108,8 @@ WITH t AS NOT MATERIALIZED (
         WHEN link.port <> '' THEN 'ib_port_state'
         WHEN lower(link.state) = 'up' THEN 'link_up'
         WHEN lower(link.state) = 'down' THEN 'link_down'
+        WHEN lower(nic.state) = 'up' THEN 'link_up'
+        WHEN lower(nic.state) = 'down' THEN 'link_down'
         WHEN pm.module <> '' THEN 'port_module'
         WHEN aer.dev <> '' THEN 'aer'
         WHEN nfs.state = 'OK' THEN 'nfs_ok'
@@ -95,7 +122,7 @@ WITH t AS NOT MATERIALIZED (
         WHEN pude.state = 'DOWN' THEN 'link_down'
         WHEN hot THEN 'thermal'
         ELSE 'log' END AS kind
-    FROM m
+    FROM ms
 ), typed AS (
 SELECT lineno,
     CASE kind
@@ -108,9 +135,10 @@ SELECT lineno,
         WHEN 'aer' THEN aer.dev
         WHEN 'nfs_ok' THEN nfs.server
         WHEN 'nfs_not_responding' THEN nfs.server
-        WHEN 'lustre_restored' THEN lus.target
-        WHEN 'lustre_lost' THEN lus.target
-        ELSE CASE WHEN link.dev <> '' THEN link.dev WHEN pude.port <> '' THEN pude.port END
+        WHEN 'lustre_restored' THEN CASE WHEN lus_server THEN lus.client ELSE lus.target END
+        WHEN 'lustre_lost' THEN CASE WHEN lus_server THEN lus.client ELSE lus.target END
+        ELSE CASE WHEN link.dev <> '' THEN link.dev WHEN nic.dev <> '' THEN nic.dev
+                  WHEN pude.port <> '' THEN pude.port END
     END AS component,
     kind,
     CASE WHEN kind = 'xid' THEN TRY_CAST(xid.code AS INTEGER) END AS code,
@@ -138,8 +166,13 @@ SELECT lineno,
             'device', aer.dev, 'driver', aer.driver, 'type', aer.type, 'agent', nullif(aer.rest, ''))
         WHEN 'nfs_ok' THEN json_object('server', nfs.server)
         WHEN 'nfs_not_responding' THEN json_object('server', nfs.server, 'mode', nullif(nfs.mode, ''))
-        WHEN 'lustre_restored' THEN json_object('target', lus.target, 'server_nid', lus.nid, 'client', lus.client)
-        WHEN 'lustre_lost' THEN json_object('target', lus.target, 'server_nid', lus.nid, 'client', lus.client)
+        WHEN 'lustre_restored' THEN CASE WHEN lus_server
+            -- a server (MGS, fs-MDT0000, fs-OST0001) names the client that reconnected: roles kept, not swapped
+            THEN json_object('role', 'server', 'server', lus.client, 'client', lus.target, 'client_nid', lus.nid)
+            ELSE json_object('target', lus.target, 'server_nid', lus.nid, 'client', lus.client) END
+        WHEN 'lustre_lost' THEN CASE WHEN lus_server
+            THEN json_object('role', 'server', 'server', lus.client, 'client', lus.target, 'client_nid', lus.nid)
+            ELSE json_object('target', lus.target, 'server_nid', lus.nid, 'client', lus.client) END
         WHEN 'oom_kill' THEN CASE WHEN oomk THEN json_object(
                 'pid', TRY_CAST(nullif(regexp_extract(text, ',pid=(\\d+)', 1), '') AS BIGINT),
                 'process', nullif(regexp_extract(text, ',task=([^,]*)', 1), ''),
@@ -149,10 +182,12 @@ SELECT lineno,
         WHEN 'nccl_warn' THEN json_object('node', nullif(nccl.node, ''),
             'pid', TRY_CAST(nullif(nccl.pid, '') AS BIGINT),
             'cuda_dev', TRY_CAST(nullif(nccl.dev, '') AS INTEGER), 'text', nccl.what)
-        WHEN 'link_up' THEN json_object('device', coalesce(nullif(link.dev, ''), 'sx_netdev'),
-            'port', TRY_CAST(nullif(pude.port, '') AS INTEGER), 'state', 'up', 'pci', nullif(link.pci, ''))
-        WHEN 'link_down' THEN json_object('device', coalesce(nullif(link.dev, ''), 'sx_netdev'),
-            'port', TRY_CAST(nullif(pude.port, '') AS INTEGER), 'state', 'down', 'pci', nullif(link.pci, ''))
+        WHEN 'link_up' THEN CASE WHEN nic.dev <> '' THEN {nic_fields} ELSE json_object(
+            'device', coalesce(nullif(link.dev, ''), 'sx_netdev'),
+            'port', TRY_CAST(nullif(pude.port, '') AS INTEGER), 'state', 'up', 'pci', nullif(link.pci, '')) END
+        WHEN 'link_down' THEN CASE WHEN nic.dev <> '' THEN {nic_fields} ELSE json_object(
+            'device', coalesce(nullif(link.dev, ''), 'sx_netdev'),
+            'port', TRY_CAST(nullif(pude.port, '') AS INTEGER), 'state', 'down', 'pci', nullif(link.pci, '')) END
         ELSE json_object('uptime_s', up)
     END AS fields
 FROM k
@@ -163,7 +198,8 @@ SELECT t.ts, t.host, y.component, coalesce(y.kind, 'log') AS kind, y.code, t.sev
     END AS fields,
     t.lineno
 FROM t LEFT JOIN typed y ON y.lineno = t.lineno
-""".replace("{candidate}", CANDIDATE_SQL)
+""".replace("{candidate}", CANDIDATE_SQL).replace("{nic_fields}", NIC_FIELDS).replace(
+    "{short_host}", short_host_sql("host"))
 
 # Neighbour-line completions, each over the few typed events of one source ($sid).
 _AER_BIT_RE = r"^\S+ (\S+): (?:AER: )?\s+\[\s*\d+\] (.*?)\s*(?:\(First\))?\s*$"

@@ -91,6 +91,6 @@ def load(ctx: LoadContext) -> LoadResult:
     for reason, sample in conn.execute(REJECT_SAMPLES_SQL).fetchall():
         result.reject(None, reason, sample)
     result.rejected = conn.execute(REJECT_COUNT_SQL).fetchall()[0][0]
-    result.rows = prom_labels.write_series(conn, ctx.source_id, ctx.options.host, ctx.mtime)
+    result.rows = prom_labels.write_series(conn, ctx.source_id, ctx.options.host, ctx.mtime, result.notes)
     conn.execute(CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
     return result

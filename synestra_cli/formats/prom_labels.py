@@ -19,6 +19,7 @@ from datetime import datetime
 import duckdb
 
 from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
+from synestra_cli.formats.hosts import record_full_names_sql, short_host_sql
 
 # Labels that name the host, the entity or the GPU's identity. Any other label of a metric that is not in
 # the catalog is appended to its entity (`gpu0{xid="42"}`) so that series differing only by it stay apart.
@@ -65,7 +66,7 @@ RESOLVE_SQL = """
 CREATE OR REPLACE TEMP TABLE prom_resolved AS
 WITH s AS (
     SELECT sid, name, labels, m.metric AS canonical, m.scale, m.kind,
-           coalesce(labels['Hostname'], labels['hostname'], prom_strip_port(labels['instance']), $host) AS host,
+           coalesce(labels['Hostname'], labels['hostname'], prom_strip_port(labels['instance']), $host) AS full_host,
            CASE
                WHEN labels['gpu'] IS NOT NULL THEN 'gpu' || labels['gpu']
                    || coalesce('/gi' || labels['GPU_I_ID'], '') || coalesce('/nvlink' || labels['nvlink'], '')
@@ -82,14 +83,15 @@ WITH s AS (
     FROM prom_series LEFT JOIN prom_source_map m ON m.source = prom_series.name
 ),
 r AS (
-    SELECT sid, name, labels, host, scale, kind, name LIKE 'DCGM\\_%' ESCAPE '\\' AS is_dcgm,
+    SELECT sid, name, labels, {short} AS host, full_host, scale, kind,
+           name LIKE 'DCGM\\_%' ESCAPE '\\' AS is_dcgm,
            coalesce(canonical, name) AS metric,
            CASE WHEN canonical IS NOT NULL OR len(residual) = 0 THEN base_entity
                 ELSE coalesce(base_entity, '') || '{' || array_to_string(residual, ',') || '}' END AS entity
     FROM s
 )
 SELECT *, row_number() OVER (ORDER BY host, entity, metric) AS ord FROM r
-"""
+""".replace("{short}", short_host_sql("full_host"))
 
 INSERT_METRICS_SQL = """
 INSERT INTO metrics (ts, host, entity, metric, value, source_id)
@@ -160,16 +162,27 @@ def create_lookups(conn: duckdb.DuckDBPyConnection) -> None:
     })
 
 
-def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime) -> int:
+HOSTLESS_SQL = "SELECT count(*) FILTER (WHERE is_dcgm AND labels['gpu'] IS NOT NULL), count(*) FROM prom_resolved " \
+               "WHERE host IS NULL"
+
+
+def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime,
+                 notes: list[str] | None = None) -> int:
     """Map prom_series/prom_samples into metrics, gpus and metric_catalog; returns the metric rows written.
 
-    host: for series without a host label (--host); default_ts: for samples without a timestamp.
+    host: for series without a host label (--host); default_ts: for samples without a timestamp; notes: where
+    to say that series named no host.
     """
     install_macros(conn)
     create_lookups(conn)
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
+    gpu_series, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
+    if hostless and notes is not None:
+        notes.append(f"no host: {hostless} series carry no Hostname, hostname or instance label (their rows have "
+                     f"no host{', and their GPUs no gpus rows' if gpu_series else ''}): pass --host")
     rows = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchall()[0][0]
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
+    conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})
     conn.execute(INSERT_CATALOG_SQL)
     conn.execute(DROP_SQL)  # on failure the file's rollback drops the temp tables
     conn.execute(DROP_LOOKUPS_SQL)

@@ -10,17 +10,25 @@ from __future__ import annotations
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 
-# Cut position: the first "} " after labels, else the first space after a bare metric name. If that
-# leaves an odd number of quotes in the series text, the "} " was inside a quoted label value: those few
-# lines are cut again by a regex that respects quotes (REPAIR_SQL).
-SPLIT = "CASE WHEN strpos(line, '{') = 0 THEN strpos(line, ' ') - 1 ELSE strpos(line, '} ') END"
+# Cut position: the first "}" after labels, else the first blank (space or TAB: both separate tokens in the
+# text format) after a bare metric name. If the series text so cut does not close its quotes, the "}" was inside
+# a quoted label value: those few lines are cut again by a regex that respects quotes (REPAIR_SQL).
+SPLIT = """CASE WHEN strpos(line, '{') > 0 THEN strpos(line, '}')
+     WHEN strpos(line, chr(9)) = 0 THEN strpos(line, ' ') - 1
+     WHEN strpos(line, ' ') = 0 THEN strpos(line, chr(9)) - 1
+     ELSE least(strpos(line, ' '), strpos(line, chr(9))) - 1 END"""
 LABELS_END_RE = r'^[^{]*\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\}'
-ODD_QUOTES = "(length(series) - length(replace(series, '\"', ''))) % 2 = 1"
-# Blank and comment lines carry no sample (a CASE: DuckDB evaluates it cheaply, once per row).
-SKIP = """CASE WHEN line = '' OR starts_with(line, '#') THEN true
-     WHEN starts_with(line, ' ') THEN trim(line) = '' ELSE false END"""
+# A braced series text that is not one whole `name{...}` (its "}" is not outside quotes): cut inside a value.
+ODD_QUOTES = f"(contains(series, '{{') AND NOT regexp_full_match(series, '{LABELS_END_RE}'))"
+# Blank and comment lines carry no sample (a CASE: DuckDB evaluates it cheaply, once per row). Lines are
+# left-trimmed first (LEFT_TRIM): blanks before a sample or a `#` are allowed by the text format.
+SKIP = "CASE WHEN line = '' OR starts_with(line, '#') THEN true ELSE false END"
+LEFT_TRIM = """CASE WHEN starts_with(line, ' ') OR starts_with(line, chr(9)) THEN ltrim(line, ' ' || chr(9))
+     ELSE line END"""
 SERIES = "CASE WHEN p <= 0 THEN line ELSE substr(line, 1, p) END"
-TAIL = "CASE WHEN p <= 0 THEN '' ELSE substr(line, p + 2) END"
+# The rest of the line after the "}" or the name, as it is (series || tail is the line): the value and timestamp,
+# after blanks that are optional after a "}" (ROWS_SQL trims them).
+TAIL = "CASE WHEN p <= 0 THEN '' ELSE substr(line, p + 1) END"
 
 # Timestamp token -> microseconds: ms integers (exposition, promtool dump), seconds with a fraction
 # (dump-openmetrics, or every OpenMetrics file: $seconds). Out-of-range values give NULL (a reject).
@@ -78,12 +86,13 @@ BATCH_GROUP_SQL = f"""
 INSERT INTO prom_groups
 SELECT series, list(tail), list(lineno) FROM (
     SELECT lineno, CASE WHEN line = '# EOF' THEN line ELSE {SERIES} END AS series, {TAIL} AS tail
-    FROM (SELECT lineno, line, {SPLIT} AS p FROM prom_batch WHERE NOT {SKIP} OR line = '# EOF'))
+    FROM (SELECT lineno, line, {SPLIT} AS p
+          FROM (SELECT lineno, {LEFT_TRIM} AS line FROM prom_batch) WHERE NOT {SKIP} OR line = '# EOF'))
 GROUP BY series
 """
 REPAIR_SQL = f"""
 CREATE OR REPLACE TEMP TABLE prom_repair AS
-SELECT series || ' ' || tail AS line, lineno
+SELECT series || tail AS line, lineno
 FROM (SELECT series, unnest(tails) AS tail, unnest(linenos) AS lineno FROM prom_groups WHERE {ODD_QUOTES});
 DELETE FROM prom_groups WHERE {ODD_QUOTES};
 INSERT INTO prom_groups
@@ -95,7 +104,7 @@ DROP TABLE prom_repair;
 """
 
 LABEL_RE = r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"'
-SERIES_RE = (r'([A-Za-z_:][A-Za-z0-9_:]*)?\{\s*(' + LABEL_RE + r'\s*(,\s*' + LABEL_RE + r'\s*)*,?\s*)?\}'
+SERIES_RE = (r'([A-Za-z_:][A-Za-z0-9_:]*[ \t]*)?\{\s*(' + LABEL_RE + r'\s*(,\s*' + LABEL_RE + r'\s*)*,?\s*)?\}'
              r'|[A-Za-z_:][A-Za-z0-9_:]*')
 
 # One row per distinct series text: label map, metric name (promtool dumps carry it as __name__).
@@ -111,7 +120,9 @@ kv AS (
     SELECT series, ok,
            regexp_extract_all(body, $label_re, 1) AS k,
            list_transform(regexp_extract_all(body, $label_re, 2),
-                          lambda v: replace(replace(replace(v, '\\\\', '\\'), '\\"', '"'), '\\n', chr(10))) AS v
+                          -- escapes in one pass: split at escaped backslashes, unescape the parts, join with one
+                          lambda v: array_to_string(list_transform(string_split(v, '\\\\'),
+                              lambda x: replace(replace(x, '\\"', '"'), '\\n', chr(10))), '\\')) AS v
     FROM p
 )
 SELECT (row_number() OVER (ORDER BY series))::INTEGER AS sid, series,
@@ -122,7 +133,8 @@ FROM kv
 
 SERIES_SQL = """
 CREATE OR REPLACE TEMP TABLE prom_series AS
-SELECT sid, coalesce(nullif(regexp_extract(series, '^[^{]+'), ''), labels['__name__']) AS name, labels
+SELECT sid, coalesce(nullif(rtrim(regexp_extract(series, '^[^{]+'), ' ' || chr(9)), ''), labels['__name__'])
+    AS name, labels
 FROM prom_dict WHERE ok
 """
 
@@ -131,13 +143,13 @@ FROM prom_dict WHERE ok
 ROWS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE prom_rows AS
 WITH u AS (
-    SELECT d.sid, d.ok, g.series, unnest(g.tails) AS tail, unnest(g.linenos) AS lineno
+    SELECT d.sid, d.ok, g.series, ltrim(unnest(g.tails), ' ' || chr(9)) AS tail, unnest(g.linenos) AS lineno
     FROM prom_groups g JOIN prom_dict d USING (series)
 ),
 t AS (
     SELECT *, CASE WHEN contains(tail, '  ') OR contains(tail, '\t')
                    THEN regexp_split_to_array(trim(tail, ' \t\r'), '[ \t]+')
-                   ELSE string_split(rtrim(tail, '\r'), ' ') END AS tok
+                   ELSE string_split(rtrim(tail, ' \r'), ' ') END AS tok  -- trailing blanks are allowed
     FROM u
 ),
 v AS (

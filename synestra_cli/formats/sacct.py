@@ -1,6 +1,10 @@
-"""Slurm `sacct -P` / `-p` / `--delimiter=TAB`: jobs, attempts (requeues) and the nodes they ran on.
+"""Slurm `sacct`: jobs, attempts (requeues) and the nodes they ran on.
 
-The header names the columns (any order, any subset; JobID required). Allocation rows
+Two layouts: `-P` / `-p` / `--delimiter=TAB` (delimited), and the default fixed-width one people paste most (a
+header, a line of dashes whose runs give each column's width, values padded with blanks; a value too wide for
+its column is cut and ends with `+`). `sacct -n` prints no header: without it the columns cannot be known, so
+it is refused with a message to re-run with -P and a header. The header names the columns (any order, any
+subset; JobID required). Allocation rows
 (`123`, `123_4`, `123_[5-9]`, `123+0`) become jobs and attempts; step rows (`.batch`, `.extern`,
 `.0`) are kept in `sacct_rows` only: a step is not an attempt. `sacct -D` prints one allocation row
 per attempt of a requeued job: they are numbered 1..n in Start order. Times carry no zone: they are
@@ -10,6 +14,9 @@ NodeList once.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -56,11 +63,10 @@ CREATE OR REPLACE TEMP TABLE _sacct_parsed (
 PARSE_SQL = r"""
 INSERT INTO _sacct_parsed
 WITH f AS (
-    SELECT lineno, line, string_split(CASE WHEN $trailing AND suffix(line, $delim)
-                                           THEN substr(line, 1, length(line) - 1) ELSE line END, $delim) AS p
+    SELECT lineno, line, {split} AS p, {cut} AS cut
     FROM sacct_lines WHERE lineno > $header_line AND trim(line) <> '' AND line <> $header
 ), v AS (
-    SELECT lineno, line, len(p) AS nf, trim(coalesce(p[$c_jobid], p[$c_jobidraw])) AS jobid,
+    SELECT lineno, line, cut, len(p) AS nf, trim(coalesce(p[$c_jobid], p[$c_jobidraw])) AS jobid,
            regexp_extract(trim(coalesce(p[$c_jobid], p[$c_jobidraw])),
                           '^(\d+)(?:_(\d+|\[[0-9,%\-]+\]))?(?:\+(\d+))?(?:\.(\w+))?$',
                           ['base', 'task', 'het', 'step']) AS id,
@@ -73,7 +79,7 @@ WITH f AS (
            p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres
     FROM f
 ), t AS (
-    SELECT *, split_part(state_text, ' ', 1) AS state,
+    SELECT *, rtrim(split_part(state_text, ' ', 1), '+') AS state,  -- fixed width: `CANCELLED+` (by <uid>, cut)
            to_utc(try_strptime(start_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS start_utc,
            to_utc(try_strptime(end_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS end_utc,
            _sacct_seconds(elapsed_text) AS elapsed_s,
@@ -84,6 +90,8 @@ WITH f AS (
 )
 SELECT lineno, line,
        CASE WHEN nf <> $ncols THEN printf('expected %d fields, found %d', $ncols, nf)
+            WHEN list_contains(cut, true) THEN 'value cut at its column width (`+`): ' || list_filter(
+                $names, lambda n, i: cut[i])[1] || '; re-run sacct with -P, or widen it: --format=<Field>%40'
             WHEN id.base = '' THEN 'unreadable JobID ' || coalesce(jobid, '')
             WHEN start_text IS NOT NULL AND start_utc IS NULL THEN 'unreadable Start time ' || start_text
             WHEN end_text IS NOT NULL AND end_utc IS NULL THEN 'unreadable End time ' || end_text
@@ -178,38 +186,82 @@ DROP TABLE IF EXISTS _sacct_parsed; DROP TABLE IF EXISTS _sacct_nodes; DROP TABL
 """
 
 
-def _header(head: str) -> tuple[int, str] | None:
-    """(1-based line number, text) of the first non-blank line."""
-    for i, line in enumerate(head.splitlines(), start=1):
-        if line.strip():
-            return i, line.rstrip("\r")
-    return None
+# Columns that cannot be read once sacct has cut them (`+`): an identity, a host list, a time.
+CUT_MATTERS = ("jobid", "jobidraw", "nodelist", "start", "end", "elapsed", "alloctres", "reqtres", "allocgres")
+DASHES = re.compile(r"^-+(?: +-+)* *$")
+# A `sacct -n` row: a job id, then a delimiter or blanks; and some line of the head names a job state.
+HEADERLESS_ROW = re.compile(r"^ *\d+(?:_\d+|_\[[\d,%\-]+\])?(?:\+\d+)?(?:\.\w+)?(?:\||\t| +)")
+STATES = re.compile(r"\b(?:COMPLETED|FAILED|RUNNING|PENDING|CANCELLED\+?|TIMEOUT|OUT_OF_ME\w*|NODE_FAIL|PREEMPTED|"
+                    r"REQUEUED|BOOT_FAIL|DEADLINE|SUSPENDED)\b")
+HEADERLESS_MESSAGE = ("looks like `sacct -n` (--noheader) output: without its header the columns cannot be known; "
+                      "re-run sacct with -P (--parsable2) and without -n, e.g. "
+                      "sacct -P -D --format=JobID,JobName,User,State,ExitCode,Start,End,Elapsed,NodeList,AllocTRES")
 
 
-def _columns(header: str) -> tuple[str, bool, list[str]]:
-    """Delimiter, whether rows end with it (`-p`), and the lower-cased column names."""
+@dataclass(frozen=True)
+class Layout:
+    header_line: int                  # 1-based line of the header (fixed width: of the dashes under it)
+    header: str
+    names: list[str]                  # lower-cased column names
+    delim: str | None = None          # delimited: `|` or TAB
+    trailing: bool = False            # `-p`: rows end with the delimiter
+    spans: tuple[tuple[int, int], ...] = ()  # fixed width: (1-based start, width) of each column
+
+
+def _layout(head: str) -> Layout | None:
+    """The header of the head (its first non-blank line) and how rows are cut, or None."""
+    lines = head.splitlines()
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is None:
+        return None
+    header = lines[first].rstrip("\r")
+    dashes = lines[first + 1].rstrip("\r") if first + 1 < len(lines) else ""
+    if DASHES.match(dashes):
+        spans = tuple((m.start() + 1, m.end() - m.start()) for m in re.finditer(r"-+", dashes))
+        names = [header[s - 1:s - 1 + w].strip().lower() for s, w in spans]
+        return Layout(first + 2, header, names, spans=spans)
+    if "|" not in header and "\t" not in header:
+        return None
     delim = "|" if "|" in header else "\t"
     trailing = header.endswith(delim)
-    names = (header[:-1] if trailing else header).split(delim)
-    return delim, trailing, [n.strip().lower() for n in names]
+    names = [n.strip().lower() for n in (header[:-1] if trailing else header).split(delim)]
+    return Layout(first + 1, header, names, delim=delim, trailing=trailing)
+
+
+def _headerless(head: str) -> bool:
+    lines = [ln for ln in head.splitlines()[:50] if ln.strip()]
+    return bool(lines) and all(HEADERLESS_ROW.match(ln) for ln in lines) and bool(STATES.search(head))
 
 
 def sniff(head: str) -> float:
-    found = _header(head)
-    if not found or ("|" not in found[1] and "\t" not in found[1]):
-        return 0.0
-    names = set(_columns(found[1])[2])
-    if not names & {"jobid", "jobidraw"}:
-        return 0.0
-    return 0.95 if names & (set(FIELDS) | KNOWN_OTHERS) - {"jobid", "jobidraw"} else 0.5
+    layout = _layout(head)
+    if layout is None or not set(layout.names) & {"jobid", "jobidraw"}:
+        return 0.6 if _headerless(head) else 0.0  # recognised, to be refused with a clear message
+    return 0.95 if set(layout.names) & (set(FIELDS) | KNOWN_OTHERS) - {"jobid", "jobidraw"} else 0.5
 
 
-def _params(header_line: int, header: str, tz: str) -> dict[str, object]:
-    delim, trailing, names = _columns(header)
-    index = {n: i for i, n in reversed(list(enumerate(names, start=1)))}  # a repeated name: its first column
+def _cut_sql(layout: Layout) -> tuple[str, str]:
+    """SQL of a row's fields (list) and of which fields sacct cut (list of booleans) for this layout."""
+    if layout.delim is not None:
+        split = ("string_split(CASE WHEN $trailing AND suffix(line, $delim) "
+                 "THEN substr(line, 1, length(line) - 1) ELSE line END, $delim)")
+        return split, "[]::BOOLEAN[]"
+    # integers from the dash line only: no user text reaches the statement
+    cells = [f"substr(line, {start}, {width})" for start, width in layout.spans]
+    split = "[" + ", ".join(f"trim({c})" for c in cells) + "]"
+    cut = "[" + ", ".join(
+        f"length({c}) = {w} AND suffix({c}, '+')" if name in CUT_MATTERS else "false"
+        for c, (_, w), name in zip(cells, layout.spans, layout.names, strict=True)) + "]"
+    return split, cut
+
+
+def _params(layout: Layout, tz: str) -> dict[str, object]:
+    index = {n: i for i, n in reversed(list(enumerate(layout.names, start=1)))}  # repeated name: its first column
     params: dict[str, object] = {param: index.get(name, 0) for name, param in FIELDS.items()}
-    params.update(trailing=trailing, delim=delim, header_line=header_line, header=header, tz=tz,
-                  ncols=len(names))
+    params.update(header_line=layout.header_line, header=layout.header, tz=tz, ncols=len(layout.names),
+                  names=layout.names)
+    if layout.delim is not None:
+        params.update(trailing=layout.trailing, delim=layout.delim)
     return params
 
 
@@ -232,24 +284,31 @@ def _expand_nodelists(ctx: LoadContext) -> None:
                      "WHERE reason IS NULL AND list_contains(?, nodelist)", [bad])
 
 
-def _parse_batches(ctx: LoadContext, params: dict[str, object]) -> None:
+def _parse_batches(ctx: LoadContext, layout: Layout) -> None:
     for sql in MACROS_SQL:
         ctx.conn.execute(sql)
     ctx.conn.execute(CREATE_TMP_SQL)
+    split, cut = _cut_sql(layout)
+    parse = PARSE_SQL.replace("{split}", split).replace("{cut}", cut)
+    params = _params(layout, ctx.options.timezone)
     for batch in ctx.line_batches():
         ctx.conn.register("sacct_lines", batch)
         try:
-            ctx.conn.execute(PARSE_SQL, params)
+            ctx.conn.execute(parse, params)
         finally:
             ctx.conn.unregister("sacct_lines")
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    found = _header(decode(read_head(ctx.path)))
-    if not found or not sniff(found[1]):
-        raise InputError(f"{ctx.display}: no sacct header line (run sacct with -P and without -n)")
+    head = decode(read_head(ctx.path))
+    layout = _layout(head)
+    if layout is None or not set(layout.names) & {"jobid", "jobidraw"}:
+        if _headerless(head):
+            raise InputError(f"{ctx.display}: {HEADERLESS_MESSAGE}")
+        raise InputError(f"{ctx.display}: no sacct header line with a JobID column (run sacct with -P and "
+                         "without -n)")
     result = LoadResult()
-    _parse_batches(ctx, _params(found[0], found[1], ctx.options.timezone))
+    _parse_batches(ctx, layout)
     _expand_nodelists(ctx)
     ctx.conn.execute(NUMBER_SQL)
     sid = {"sid": ctx.source_id}

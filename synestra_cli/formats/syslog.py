@@ -20,6 +20,7 @@ from synestra_cli.errors import InputError
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.hosts import record_full_names_sql
 
 NAME = "syslog"
 DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
@@ -149,11 +150,27 @@ def load(ctx: LoadContext) -> LoadResult:
             conn.execute(sql, {"sid": ctx.source_id, **params})
     if envelope.time_kind == "uptime":
         _note_reboots(conn, result)
+    conn.execute(record_full_names_sql("_syslog_stage", "host"), {"sid": ctx.source_id})
     conn.execute(DROP_STAGE_SQL)
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):
         result.notes.append(_uptime_note(envelope))
+    if envelope.time_kind == "noyear" and not ctx.options.year:
+        result.notes += _year_note(ctx)
     return result
+
+
+YEARS_SQL = "SELECT min(year(ts)), max(year(ts)) FROM events WHERE source_id = ?"
+
+
+def _year_note(ctx: LoadContext) -> list[str]:
+    """Say that the year came from the file's mtime: a log copied later is re-dated without it."""
+    first, last = _one(ctx.conn, YEARS_SQL, [ctx.source_id])
+    if first is None:
+        return []
+    years = str(first) if first == last else f"{first}-{last}"
+    return [f"no year in the time stamps: year taken from the file's modification time "
+            f"({ctx.mtime:%Y-%m-%d}): {years}; pass --year YEAR (the year the log starts in) if it was copied later"]
 
 
 def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> tuple:

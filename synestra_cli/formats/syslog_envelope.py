@@ -46,8 +46,11 @@ def sev_num(x: str) -> str:
 # After the time: optional host, optional severity word (SONiC), optional ``tag[pid]:``, optional
 # printk ``[uptime]`` stamp, the message. A host never contains ':' (so ``kernel:`` is a tag).
 _SEV = "EMERG|ALERT|CRIT|ERR|ERROR|WARNING|WARN|NOTICE|INFO|DEBUG"
+# A printk stamp may carry the CONFIG_PRINTK_CALLER id after it (`[   36.782543][  T291] `, or `] [  C96] ` from
+# dmesg -S): part of the envelope, so that the message starts where the event does.
+CALLER = r"(?: ?\[ *[TC]\d+\])?"
 TAIL = (r"(?:([^\s:\[\]]+) )?(?:(" + _SEV + r") )?(?:([^\s\[:]+)(?:\[(\d+)\])?: )?"
-        r"(?:\[ *(\d+\.\d+)\] )?(.*)$")
+        r"(?:\[ *(\d+\.\d+)\]" + CALLER + r" )?(.*)$")
 TAIL_NAMES = "'host','sev','tag','pid','up','msg'"
 TAIL_NO_HOST = TAIL.removeprefix(r"(?:([^\s:\[\]]+) )?")
 TAIL_COLS = """nullif(m.host, '') AS host, {sev} AS sev, nullif(m.tag, '') AS tag, nullif(m.pid, '') AS pid,
@@ -58,7 +61,7 @@ TAIL_COLS = """nullif(m.host, '') AS host, {sev} AS sev, nullif(m.tag, '') AS ta
 # one-pass pattern with four or five groups, stopping before the message, reads what the envelope's
 # pattern would (whose many optional groups and `(.*)$` cost ~4x more). The message is the rest of
 # the line after the first ': ' (neither the time, the host nor the tag has one) and the stamp.
-FAST_TAG = r" ([^\s:\[\]]+) ([^\s\[:]+)(?:\[(\d+)\])?: (\[ *\d+\.\d+\] )?"
+FAST_TAG = r" ([^\s:\[\]]+) ([^\s\[:]+)(?:\[(\d+)\])?: (\[ *\d+\.\d+\](?: ?\[ *[TC]\d+\])? )?"
 FAST_TAG_NAMES = "'host','tag','pid','stamp'"
 
 
@@ -124,6 +127,17 @@ RFC5424 = Envelope(
     "utc",
 )
 
+# SONiC 202405+ rsyslog template: the year first, then the RFC 3164 date with microseconds, host, severity word:
+# `2024 Sep 18 21:37:02.573152 sonic NOTICE pmon#xcvrd: ...` (local time with a year: no inference needed).
+SONIC_YEAR = Envelope(
+    "sonic_year",
+    r"^(\d{4}) ([^\s\d\[<]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d)(\.\d{1,9})? " + TAIL,
+    "['year','mon','day','hms','frac'," + TAIL_NAMES + "]",
+    _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms || m.frac") + " AS ts, " + _tail_cols(sev_word("m.sev")),
+    "m.mon <> ''",
+    "local",
+)
+
 DMESG_CTIME = Envelope(
     "dmesg_ctime",
     r"^\[[^\s\d\]]{2,5} ([^\s\d\]]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\] ?(.*)$",
@@ -146,7 +160,7 @@ DMESG_ISO = Envelope(
 
 DMESG_RAW = Envelope(
     "dmesg_raw",
-    r"^\[ *(\d+\.\d+)\] ?(.*)$",
+    r"^\[ *(\d+\.\d+)\]" + CALLER + r" ?(.*)$",
     "['up','msg']",
     "NULL::TIMESTAMP AS ts, TRY_CAST(m.up AS DOUBLE) AS up, NULL AS host, NULL AS sev, NULL AS tag, "
     "NULL AS pid, m.msg AS msg",
@@ -223,7 +237,7 @@ JOURNAL_JSON = Envelope(
 )
 JOURNAL_SNIFF = re.compile(r'^\{.*"__REALTIME_TIMESTAMP" ?: ?"\d+"')
 
-ENVELOPES: list[Envelope] = [RFC3164, RFC3339, RFC5424, DMESG_CTIME, DMESG_ISO, DMESG_RAW, DMESG_RELATIVE,
+ENVELOPES: list[Envelope] = [RFC3164, RFC3339, RFC5424, SONIC_YEAR, DMESG_CTIME, DMESG_ISO, DMESG_RAW, DMESG_RELATIVE,
                              KMSG, FABRICMANAGER, THUNDERBIRD]
 _COMPILED = [(e, re.compile(e.pattern)) for e in ENVELOPES]
 
@@ -252,7 +266,7 @@ BATCH_SOURCE = "_syslog_batch WHERE line <> ''"
 # The stored message (TEXT_SQL) of a usual line is the line from its tag on: cut, not rebuilt.
 STAGE_FAST_SQL = """
 INSERT INTO _syslog_stage
-SELECT lineno, ok, ts, CASE WHEN f.stamp <> '' THEN TRY_CAST(trim(f.stamp, '[] ') AS DOUBLE) END,
+SELECT lineno, ok, ts, CASE WHEN f.stamp <> '' THEN TRY_CAST(trim(split_part(f.stamp, ']', 1), '[ ') AS DOUBLE) END,
     nullif(f.host, ''), NULL, nullif(f.tag, ''), nullif(f.pid, ''),
     CASE WHEN ok IS NULL THEN line
          WHEN f.tag = 'kernel' THEN substr(line, colon + 2 + length(f.stamp))

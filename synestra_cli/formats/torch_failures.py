@@ -26,6 +26,7 @@ import re
 
 from synestra_cli.formats import joblog
 from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.hosts import short_host_sql
 
 NAME = "torch_log"
 DESCRIPTION = "PyTorch / NCCL / torchrun failure log without framework lines (watchdog, NCCL WARN, elastic)"
@@ -40,23 +41,27 @@ WITH w AS (
         nullif(regexp_extract(body, '\[PG (?:ID )?(\d+)', 1), '') AS pg
     FROM jl_lines WHERE contains(body, 'Watchdog caught collective operation timeout')
 ), c AS (
-    SELECT pos, TRY_CAST(regexp_extract(body, 'Rank (\d+)\] Exception', 1) AS INTEGER) AS rank,
-        regexp_extract(body, 'detected by watchdog at work: (\d+), last enqueued NCCL work: (\d+), '
-            'last completed NCCL work: (-?\d+)', ['work', 'enqueued', 'completed']) AS x
-    FROM jl_lines WHERE contains(body, 'detected by watchdog at work:')
+    SELECT pos, TRY_CAST(regexp_extract(body, 'Rank (\d+)\] (?:Exception|Timeout at)', 1) AS INTEGER) AS rank,
+        nullif(regexp_extract(body, '\[PG (?:ID )?(\d+)', 1), '') AS pg,
+        regexp_extract(body, '(?:detected by watchdog at work|Timeout at NCCL work): (\d+), last enqueued NCCL '
+            'work: (\d+), last completed NCCL work: (-?\d+)', ['work', 'enqueued', 'completed']) AS x
+    FROM jl_lines WHERE contains(body, 'detected by watchdog at work:') OR contains(body, 'Timeout at NCCL work:')
 )
 SELECT w.pos, w.lineno, 'incident' AS fact, 'nccl_timeout' AS kind,
     w.logged_ts - to_milliseconds(TRY_CAST(m.ran_for AS BIGINT)) AS ts, w.logged_ts, w.ts_precision,
     coalesce(w.msg_rank, w.prefix_rank) AS rank, nullif(m.op, '') AS collective, TRY_CAST(m.seq AS BIGINT) AS seq,
     TRY_CAST(m.timeout AS BIGINT) AS timeout_ms, TRY_CAST(m.ran_for AS BIGINT) AS ran_for_ms,
     trim(regexp_extract(w.body, '(\[(?:PG [^\]]*)?Rank \d+\] Watchdog caught.*|Watchdog caught.*)', 1)) AS message,
-    json_object('pg', w.pg, 'numel_in', TRY_CAST(nullif(m.numel_in, '') AS BIGINT),
+    json_object('pg', coalesce(w.pg, c.pg), 'numel_in', TRY_CAST(nullif(m.numel_in, '') AS BIGINT),
                 'numel_out', TRY_CAST(nullif(m.numel_out, '') AS BIGINT),
                 'last_enqueued', TRY_CAST(c.x.enqueued AS BIGINT), 'last_completed', TRY_CAST(c.x.completed AS BIGINT))
         AS fields
 FROM w LEFT JOIN c ON c.rank = coalesce(w.msg_rank, w.prefix_rank) AND c.x.work = w.m.seq
     AND c.pos > w.pos AND c.pos <= w.pos + 8
 QUALIFY row_number() OVER (PARTITION BY w.pos ORDER BY c.pos) = 1
+    -- the same timeout printed again ("watchdog thread terminated with exception: ...", what()) is one incident
+    AND (m.seq = '' OR row_number() OVER (PARTITION BY coalesce(w.msg_rank, w.prefix_rank), m.seq, m.op,
+                                                       m.timeout, m.ran_for ORDER BY w.pos) = 1)
 """
 
 # ibv_wc_status names (rdma-core libibverbs/verbs.h), indexed from 0; a SQL list literal of constants.
@@ -71,9 +76,10 @@ WITH n AS (
     SELECT pos, lineno, ts, ts_precision, rank, body,
         regexp_extract(body, '^(\S+):(\d+):(\d+) \[(\d+)\] (?:\S+ )?NCCL WARN (.*)$',
                        ['host', 'pid', 'tid', 'dev', 'msg']) AS h,
-        TRY_CAST(nullif(regexp_extract(body, 'Got completion from peer \S+ with (?:status=(\d+)|error (\d+))', 1)
-            || regexp_extract(body, 'Got completion from peer \S+ with (?:status=(\d+)|error (\d+))', 2), '')
+        TRY_CAST(nullif(regexp_extract(body, 'Got completion (?:from peer \S+ )?with (?:status=(\d+)|error (\d+))', 1)
+            || regexp_extract(body, 'Got completion (?:from peer \S+ )?with (?:status=(\d+)|error (\d+))', 2), '')
             AS INTEGER) AS status,
+        regexp_extract(body, 'Connect to (\S+?)(?:<(\d+)>)? failed ?: (.*)$', ['addr', 'port', 'error']) AS conn,
         nullif(regexp_extract(body, 'Got completion from peer (\S+)', 1), '') AS peer,
         TRY_CAST(nullif(regexp_extract(body, 'vendor err (\d+)', 1), '') AS INTEGER) AS vendor_err,
         nullif(regexp_extract(body, 'vendor err \d+ \((Send|Recv)\)', 1), '') AS direction
@@ -83,7 +89,9 @@ SELECT pos, lineno, 'incident' AS fact, 'nccl_error' AS kind, ts, ts_precision, 
     trim(coalesce(nullif(h.msg, ''), body)) AS message,
     json_object('host', nullif(h.host, ''), 'pid', TRY_CAST(h.pid AS INTEGER), 'cuda_dev', TRY_CAST(h.dev AS INTEGER),
                 'status', status, 'status_name', {WC_LIST}[status + 1],
-                'peer', peer, 'vendor_err', vendor_err, 'direction', direction) AS fields
+                'peer', peer, 'vendor_err', vendor_err, 'direction', direction,
+                'connect_to', nullif(conn.addr, ''), 'connect_port', TRY_CAST(nullif(conn.port, '') AS INTEGER),
+                'connect_error', nullif(trim(conn.error), '')) AS fields
 FROM n
 """
 
@@ -99,7 +107,8 @@ TRACEBACK_SQL = rf"""
 WITH t AS (
     SELECT pos, lineno, ts, ts_precision, rank, body,
         regexp_matches(body, '^\s*Traceback \(most recent call last\):') AS is_tb,
-        regexp_matches(body, '{EXC_RE}') AND NOT contains(body, 'Watchdog caught') AS is_exc
+        regexp_matches(body, '{EXC_RE}') AND NOT contains(body, 'Watchdog caught')
+            AND NOT contains(body, 'ChildFailedError') AS is_exc  -- the launcher's: its workers are worker_failed
     FROM jl_lines
 ), r AS (
     SELECT *, lag(is_tb) OVER w AS prev_is_tb, lag(lineno) OVER w AS tb_lineno,
@@ -136,7 +145,92 @@ SELECT pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, ran
 FROM jl_lines WHERE regexp_matches(body, 'Received (Signals\.SIGTERM|SIGTERM|15) death signal')
 """
 
-SLURM_SQL = r"""
+# Linux signal numbers 1..15 (signal(7), x86/ARM): a worker's negative exit code is the signal that killed it.
+SIGNALS = ["SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
+           "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM"]
+SIGNAL_LIST = "[" + ", ".join(f"'{name}'" for name in SIGNALS) + "]"
+# What an exit code says, for the incident's fields: -N is signal N (multiprocessing's returncode), 128+N the
+# shell's way of saying the same; 1 is Python's exit status after an uncaught exception.
+MEANINGS = {
+    "SIGKILL": "killed by SIGKILL: most often the kernel or cgroup OOM killer (look for oom-kill lines)",
+    "SIGABRT": "aborted (SIGABRT): a C++ exception or abort(), e.g. the NCCL watchdog taking the process down",
+    "SIGTERM": "terminated by SIGTERM: stopped from outside (scheduler preemption or time limit, scancel, "
+               "or torchrun stopping the other workers)",
+    "SIGSEGV": "segmentation fault (SIGSEGV): a crash in native code",
+    "SIGBUS": "bus error (SIGBUS): often shared memory (/dev/shm) exhausted",
+    "SIGINT": "interrupted (SIGINT, Ctrl-C)",
+}
+MEANING_CASE = "CASE sig " + " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in MEANINGS.items()) + \
+    " ELSE CASE WHEN sig IS NOT NULL THEN 'killed by ' || sig WHEN code = 1 THEN " \
+    "'exit code 1: an uncaught Python exception (its traceback is in the worker''s log)' " \
+    "WHEN code IS NOT NULL THEN 'exit code ' || code END END"
+SIG_OF = f"""CASE WHEN code < 0 AND code >= -15 THEN {SIGNAL_LIST}[-code]
+    WHEN code > 128 AND code <= 143 THEN {SIGNAL_LIST}[code - 128] END"""
+
+# torchrun's agent reports each failed worker: `failed (exitcode: -9) local_rank: 0 (pid: 123) of binary: ...`
+# in three logger generations (`ERROR:torch.distributed.elastic...:`, torch 2.1-2.3 `[date] torch...: [ERROR] `,
+# glog `E0325 20:57:27.62 2576 .../api.py:869] `), also glued after a progress bar: matched anywhere in the line.
+# The ChildFailedError block then names each failure with its global rank, host (an FQDN: socket.getfqdn())
+# and time (the agent's local time, no zone: read in --timezone). One incident per failed worker: a block entry,
+# else the agent's line; the block entry takes the agent line's local rank and pid when both name the same pid.
+WORKER_SQL = rf"""
+WITH a AS (
+    SELECT pos, lineno, ts, ts_precision,
+        regexp_extract(body, 'failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)(?: of binary: (\S+))?',
+                       ['code', 'local_rank', 'pid', 'binary']) AS m, body
+    FROM jl_lines WHERE contains(body, 'failed (exitcode: ')
+), kv AS (
+    SELECT pos, regexp_extract(body, '^\s+(time|host|rank|exitcode|error_file|traceback)\s*: ?(.*?)\s*$',
+                               ['key', 'val']) AS kv
+    FROM jl_lines WHERE regexp_matches(body, '^\s+(time|host|rank|exitcode|error_file|traceback)\s*: ')
+), hdr AS (
+    SELECT pos AS hpos, lineno AS hline, TRY_CAST(regexp_extract(body, '^\[(\d+)\]:', 1) AS INTEGER) AS idx
+    FROM jl_lines WHERE regexp_matches(body, '^\[\d+\]:\s*$')
+), sec AS (
+    SELECT pos AS spos, starts_with(body, 'Root Cause') AS root_cause
+    FROM jl_lines WHERE regexp_matches(body, '^(Root Cause \(first observed failure\)|Failures):')
+), entry AS (
+    SELECT hpos, hline, idx,
+        max(kv.val) FILTER (WHERE kv.key = 'time') AS t, max(kv.val) FILTER (WHERE kv.key = 'host') AS fqdn,
+        max(kv.val) FILTER (WHERE kv.key = 'rank') AS r, max(kv.val) FILTER (WHERE kv.key = 'exitcode') AS e,
+        max(kv.val) FILTER (WHERE kv.key = 'traceback') AS tb
+    FROM kv ASOF JOIN hdr ON kv.pos >= hdr.hpos
+    WHERE kv.pos - hdr.hpos <= 8 GROUP BY ALL
+), cfe AS (
+    SELECT e.*, s.root_cause,
+        TRY_CAST(nullif(regexp_extract(r, '^(\d+)', 1), '') AS INTEGER) AS rank,
+        TRY_CAST(nullif(regexp_extract(r, 'local_rank: (\d+)', 1), '') AS INTEGER) AS local_rank,
+        TRY_CAST(nullif(regexp_extract(e.e, '^(-?\d+)', 1), '') AS INTEGER) AS code,
+        TRY_CAST(nullif(regexp_extract(e.e, 'pid: (\d+)', 1), '') AS BIGINT) AS pid,
+        try_strptime(t, '%Y-%m-%d_%H:%M:%S') AS local_ts
+    FROM entry e ASOF LEFT JOIN sec s ON e.hpos >= s.spos
+), wf AS (
+    SELECT hpos AS pos, hline AS lineno, rank, local_rank, code, pid, fqdn, root_cause, tb,
+        CASE WHEN $tz = 'UTC' THEN local_ts ELSE timezone('UTC', timezone($tz, local_ts)) END AS ts,
+        CASE WHEN local_ts IS NOT NULL THEN 'exact' ELSE 'none' END AS ts_precision, NULL AS bin_path,
+        'ChildFailedError' AS reported_by
+    FROM cfe WHERE code IS NOT NULL
+    UNION ALL BY NAME
+    SELECT pos, lineno, NULL AS rank, TRY_CAST(m.local_rank AS INTEGER) AS local_rank,
+        TRY_CAST(m.code AS INTEGER) AS code, TRY_CAST(m.pid AS BIGINT) AS pid, ts, ts_precision,
+        nullif(m.binary, '') AS bin_path, 'torchrun' AS reported_by
+    FROM a WHERE m.code <> '' AND TRY_CAST(m.pid AS BIGINT) NOT IN (SELECT pid FROM cfe WHERE pid IS NOT NULL)
+), s AS (
+    SELECT *, {SIG_OF} AS sig FROM wf
+)
+SELECT pos, lineno, 'incident' AS fact, 'worker_failed' AS kind, ts, ts_precision, rank,
+    'worker ' || coalesce('rank ' || rank || ' ', '') || coalesce('(local_rank ' || local_rank || ') ', '')
+        || coalesce('pid ' || pid || ' ', '') || 'failed with exit code ' || code
+        || coalesce(' (' || sig || ')', '') || coalesce(' on ' || fqdn, '') AS message,
+    json_object('local_rank', local_rank, 'pid', pid, 'exitcode', code, 'signal', sig,
+                'meaning', {MEANING_CASE},
+                'host', {short_host_sql("fqdn")},
+                'fqdn', fqdn, 'root_cause', root_cause, 'binary', bin_path, 'reported_by', reported_by,
+                'traceback', CASE WHEN NOT starts_with(tb, 'To enable traceback') THEN tb END) AS fields
+FROM s
+"""
+
+SLURM_SQL = rf"""
 SELECT pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'slurm', 'host', m.host, 'reason', nullif(m.reason, '')) AS fields
 FROM (SELECT *, regexp_extract(body, '\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED AT \S+(?: DUE TO (.+?))? \*\*\*',
@@ -144,17 +238,42 @@ FROM (SELECT *, regexp_extract(body, '\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED
       FROM jl_lines WHERE regexp_matches(body, '\*\*\* (JOB|STEP) \S+ ON \S+ CANCELLED AT'))
 UNION ALL BY NAME
 SELECT pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, rank, trim(body) AS message,
-    json_object('source', 'slurm') AS fields
-FROM jl_lines WHERE regexp_matches(body, 'Detected \d+ oom.kill event')
+    json_object('source', 'slurm', 'oom_kill_events', TRY_CAST(nullif(m.n, '') AS INTEGER),
+                'job_id', nullif(m.job, ''), 'step', nullif(m.step, '')) AS fields
+FROM (SELECT *, regexp_extract(body, 'Detected (\d+) oom.kill events?(?:\(s\))? in (?:StepId=|step )(\d+)(?:\.(\w+))?',
+                               ['n', 'job', 'step']) AS m
+      FROM jl_lines WHERE regexp_matches(body, 'Detected \d+ oom.kill event'))
+UNION ALL BY NAME
+-- srun names the task (the global rank) and the node the OOM killer hit
+SELECT pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, TRY_CAST(m.task AS INTEGER) AS rank,
+    trim(body) AS message,
+    json_object('source', 'srun', 'host', {short_host_sql("m.host")},
+                'task', TRY_CAST(m.task AS INTEGER)) AS fields
+FROM (SELECT *, regexp_extract(body, '^srun: error: (\S+): tasks? (\d+)(?:[-,\d]*)?: Out Of Memory',
+                               ['host', 'task']) AS m
+      FROM jl_lines WHERE contains(body, ': Out Of Memory') AND starts_with(body, 'srun: error: '))
+WHERE m.task <> ''
 """
 
-FACT_SQL = [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL]
+FACT_SQL = [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL, WORKER_SQL]
 
 # Log-shaped lines only (at a line start, after an optional `[rankN]:`), so that a README quoting
 # these messages is not taken for a log.
+# Also behind a launcher's `[PID] ` or Ray's `(RayWorkerWrapper pid=N) ` prefix, inside a C++ `what():`, after a
+# progress bar (torchrun's failure report), and Slurm's own oom-kill line.
 SNIFF_RE = re.compile(
-    r"^(?:\[rank\d+\]:)?(?:.*\])?\[[IWEF][\d :.]*ProcessGroupNCCL\.cpp:\d+\]|^\S+:\d+:\d+ \[\d+\] .*NCCL (WARN|INFO) |"
-    r"^(?:INFO|WARNING|ERROR):torch\.distributed\.elastic|^[IWEF]\d{3,4} [\d:.]+ +\d+ \S*torch/distributed/elastic/",
+    r"^(?:\[\d+\] |(?:\x1b?\[[0-9;]*m)?\(\w+ pid=\d+\) )?(?:\[rank\d+\]:)?(?:.*\])?"
+    r"\[[IWEF][\d :.]*ProcessGroupNCCL\.cpp:\d+\]"
+    r"|^(?:\S+:\d+:\d+ \[\d+\] .*)?NCCL (WARN|INFO) "
+    r"|^\s*(?:what\(\):\s+)?(?:\[PG [^\]]*\] .*)?(?:\[Rank \d+\] )?"
+    r"Watchdog caught collective operation timeout: WorkNCCL"
+    r"|^(?:stderr: )?(?:INFO|WARNING|ERROR):torch\.distributed\.elastic"
+    r"|^\[\d{4}-\d\d-\d\d [\d:,]+\] torch\.distributed\.elastic\.\S+: \[(?:INFO|WARNING|ERROR)\] "
+    r"|^[IWEF]\d{3,4} [\d:.]+ +\d+ \S*torch/distributed/elastic/"
+    r"|failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\)"
+    r"|^(?:torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:"
+    r"|^Root Cause \(first observed failure\):"
+    r"|^slurmstepd: error: Detected \d+ oom.kill event",
     re.MULTILINE)
 
 

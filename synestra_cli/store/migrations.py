@@ -164,12 +164,23 @@ CREATE TABLE explanations (
 """
 
 # (name, sql) in application order. Never edit a released migration: append a new one.
+# The full names a host was seen under (an FQDN in syslog, dcgm-exporter's Hostname, ChildFailedError's host):
+# every table keys a host by its short name (formats/hosts.py), this keeps what the source said.
+HOST_NAMES = """
+CREATE TABLE host_names (
+    host      VARCHAR NOT NULL,   -- node1
+    name      VARCHAR NOT NULL,   -- node1.cluster.local
+    source_id INTEGER NOT NULL
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
     ("003_jobs", JOBS),
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
+    ("010_host_names", HOST_NAMES),
 ]
 
 

@@ -1,0 +1,231 @@
+"""The real corpus in tests/data, scored as a new user meets it: is each file recognised without --format, and are
+the facts a correct reader must extract right (values, times with year and zone, hosts, codes, ranks)?
+
+    python tests/real_corpus.py        # prints the two counts and every miss
+    pytest tests/test_real_corpus.py   # the same, as assertions
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+S = DATA / "real_samples"
+
+# Files the project does not claim to read, and why (not counted).
+UNCLAIMED = {
+    "real_data/loghub-2k/BGL/BGL_2k.log": "BlueGene/L RAS log: not a format Synestra reads",
+    "real_data/loghub-2k/HPC/HPC_2k.log": "loghub HPC event table: not a format Synestra reads",
+    "real_samples/dcgm/gh-dcgm-235_promql-result_xid-errors-err_code.txt": "a PromQL answer pasted as text: refused",
+    "real_samples/fabric/gh-telegraf-12831_gnmi-proto_transceiver-output-power_decimal_val.txt":
+        "a fragment of gNMI protobuf text: not a whole export",
+}
+
+# Expected format of every claimed file, by folder (prefix) then by name.
+BY_PREFIX = [
+    ("real_samples/syslog/", "syslog"), ("real_data/loghub-2k/", "syslog"), ("real_data/mlperf", "mlperf"),
+    ("real_samples/dcgm/", "prometheus"), ("real_samples/prometheus/", "prometheus"),
+    ("real_samples/training/sacct_", "sacct"), ("real_samples/training/tdhock-slurm_sacct", "sacct"),
+]
+BY_NAME = {
+    "prometheus_docs_api_query_range_example.json": "prom_api_json",
+    "gh-ethq-8_ethtool-S_mlx5_connectx4_head.txt": "ethtool_stats",
+    "notes-bnx2x_ethtool-S_per-queue.txt": "ethtool_stats",
+    "gh-gnmic-613_event-format_psu.json": "gnmic_event",
+    "gh-infiniband-diags-16_perfquery-x_rhel75.txt": "ib_counters",
+    "gh-netdata-2620_perfquery-x_nonzero-data.txt": "ib_counters",
+    "gh-ucx-9590_ibqueryerrors-port-ALL.txt": "ib_counters",
+    "gpud_sys-class-infiniband_h100_snapshot.txt": "ib_counters",
+    "gh-lshca-11_mlxlink-json_operational-info_edr.json.txt": "mlxlink",
+    "gh-sonic-265_mlxlink_operational-info_25GbE.txt": "mlxlink",
+    "sichek_mlxlink-m_module-info_osfp.txt": "mlxlink",
+    "gh-snmp_exporter-1139_if_mib_output.prom": "prometheus",
+    "gh-snmp_exporter-pr515_ifname-only_float-exponent.prom": "prometheus",
+    "node_exporter_e2e-golden_infiniband.prom": "prometheus",
+    "gh-sonic-swss-3757_show-interfaces-counters-fec-stats.txt": "sonic_fec_stats",
+    "rdma-core_man_ibnetdiscover_topology-example.txt": "ibnetdiscover",
+    "gh-HuangSeedFund_Evo2_nemo2-async-checkpoint.log": "nemo",
+    "gh-ml-goodput-pr4_orbax-absl-checkpoint-save.log": "orbax_log",
+    "gh-mmr-2_deepspeed-log_dist-format.log": "deepspeed",
+    "gh-torchtitan-pr1287_steps_and_checkpoint_async.log": "torchtitan",
+    "gh-torchtitan-pr3393_steps_with-grad_norm.log": "torchtitan",
+    "gh-dlrover-977_megatron-loading-checkpoint.log": "megatron",
+    "gh-epfllm-megatron-llm-11_iteration-lines_no-timestamp.log": "megatron",
+    "gh-megatron-lm-756_iteration-lines_ts-seconds.log": "megatron",
+    "gh-swiss-ai-megatron-pr46_progress-txt.log": "megatron",
+}
+TORCH_LOG = "torch_log"  # every other training gh-*.log: a failure log without framework lines
+
+
+def expected_format(rel: str) -> str:
+    name = rel.rsplit("/", 1)[-1]
+    if name in BY_NAME:
+        return BY_NAME[name]
+    for prefix, fmt in BY_PREFIX:
+        if rel.startswith(prefix):
+            return fmt
+    if rel.startswith("real_samples/training/gh-"):
+        return TORCH_LOG
+    raise KeyError(rel)
+
+
+def claimed_files() -> list[Path]:
+    return [p for p in sorted(DATA.rglob("*")) if p.is_file() and p.suffix not in (".md", ".csv")
+            and str(p.relative_to(DATA)) not in UNCLAIMED]
+
+
+@dataclass(frozen=True)
+class Fact:
+    file: str       # relative to tests/data/real_samples
+    what: str
+    sql: str        # one row, read after ingesting the file alone into an empty store (year 2025, UTC)
+    expected: tuple
+    host: str | None = None
+
+
+def _f(file, what, sql, *expected, host=None) -> Fact:
+    return Fact(file, what, sql, tuple(expected), host)
+
+
+INC = "SELECT {} FROM job_incidents WHERE kind = '{}' ORDER BY line LIMIT 1"
+EV = "SELECT {} FROM events WHERE kind = '{}' ORDER BY line LIMIT 1"
+FACTS = [
+    # 1. torchrun / ChildFailedError / Slurm / NCCL failures
+    _f("training/gh-cppo-6_childfailederror_sigkill.log", "root cause: rank, local rank, pid, exit code, signal",
+       INC.format("rank, fields->>'local_rank', fields->>'pid', fields->>'exitcode', fields->>'signal'",
+                  "worker_failed"), 0, "0", "14750", "-9", "SIGKILL"),
+    _f("training/gh-cppo-6_childfailederror_sigkill.log", "root cause time (year, zone UTC)",
+       INC.format("ts", "worker_failed"), datetime(2025, 5, 21, 15, 43, 3)),
+    _f("training/gh-cppo-6_childfailederror_sigkill.log", "root cause host",
+       INC.format("fields->>'host'", "worker_failed"), "mlxlab115rp2n7682d40d9-20250521025625-6dyyd3-8nir8b-worker"),
+    _f("training/gh-llamafactory-7032_childfailederror_exitcode1.log", "exit code 1 is a Python exception",
+       INC.format("fields->>'exitcode', contains(fields->>'meaning', 'Python exception')", "worker_failed"), "1", True),
+    _f("training/gh-colossalai-3514_torchrun-pylogging_exitcode-9.log", "torch 1.x agent line: local rank, pid, code",
+       INC.format("fields->>'local_rank', fields->>'pid', fields->>'exitcode'", "worker_failed"), "3", "812917", "-9"),
+    _f("training/gh-llama-856_torchrun-2.1-bracketed_exitcode-9.log", "torch 2.1 agent line: time with ms",
+       INC.format("ts, fields->>'signal'", "worker_failed"), datetime(2023, 10, 13, 17, 40, 2, 544000), "SIGKILL"),
+    _f("training/gh-megatron-lm-1880_torchrun-glog_exitcode-11.log", "glog agent line: code -11 is SIGSEGV",
+       INC.format("fields->>'exitcode', fields->>'signal', ts", "worker_failed"), "-11", "SIGSEGV",
+       datetime(2025, 12, 23, 5, 18, 2, 971000)),
+    _f("training/gh-mmdetection-6779_torchelastic-restart_pylogging-format.log", "worker failure before the restart",
+       INC.format("fields->>'pid', fields->>'exitcode'", "worker_failed"), "5534", "1"),
+    _f("training/gh-arjuna-52_slurmstepd-oom-kill-stepid-batch.log", "slurmstepd oom-kill names job and step",
+       INC.format("job_id, fields->>'step', fields->>'oom_kill_events'", "oom"), "191", "batch", "1"),
+    _f("training/gh-hafs-101_slurmstepd-oom-kill_srun-task-out-of-memory.log", "srun OOM: task (rank) and node",
+       "SELECT rank, fields->>'host' FROM job_incidents WHERE kind = 'oom' AND rank IS NOT NULL", 4, "Orion-01-01"),
+    _f("training/gh-llamafactory-7396_watchdog_pid-prefix.log", "watchdog behind [PID]: rank, seq, began",
+       INC.format("rank, seq, ts", "nccl_timeout"), 0, 1580, datetime(2025, 3, 21, 1, 57, 8, 348271)),
+    _f("training/gh-sglang-1693_what-watchdog_pg3-rank5.log", "watchdog inside what(): rank 5, PG 3",
+       INC.format("rank, seq, collective, fields->>'pg'", "nccl_timeout"), 5, 9141, "_ALLGATHER_BASE", "3"),
+    _f("training/gh-vllm-6042_watchdog_ray-worker-prefix.log", "Ray prefix: one incident for a timeout printed twice",
+       "SELECT count(*), min(rank), min(seq) FROM job_incidents WHERE kind = 'nccl_timeout'", 1, 1, 158046),
+    _f("training/gh-nccl-902_nccl-warn-net-ib_bare-no-prefix.log", "bare NET/IB completion error: status, vendor err",
+       INC.format("fields->>'status_name', fields->>'vendor_err'", "nccl_error"), "IBV_WC_RETRY_EXC_ERR", "129"),
+    _f("training/gh-nccl-tests-166_nccl-warn-socket-connect-failed.log", "NCCL connect failure: host, peer, error",
+       INC.format("fields->>'host', fields->>'connect_to', fields->>'connect_error'", "nccl_error"), "ubuntu",
+       "10.0.0.2", "Software caused connection abort"),
+    _f("training/gh-nccl-1405_nccl-warn-net-ib-completion-status12.log", "NET/IB status 12 and direction",
+       INC.format("fields->>'status', fields->>'direction'", "nccl_error"), "12", "Recv"),
+    # 2. sacct
+    _f("training/sacct_gh-soperator-pr321_sacct-fixed-width_trailing-blanks.txt", "fixed width: job 20 FAILED",
+       "SELECT state FROM jobs WHERE job_id = '20'", "FAILED"),
+    _f("training/sacct_gh-soperator-pr321_sacct-fixed-width_trailing-blanks.txt", "fixed width: step rows",
+       "SELECT count(*) FILTER (WHERE step = '0') FROM sacct_rows", 4),
+    _f("training/sacct_gh-alan-cluster-6_sacct-fixed-width_right-aligned-header.txt", "right-aligned header: 3 jobs",
+       "SELECT string_agg(job_id, ',' ORDER BY job_id) FROM jobs", "1000146,1000148,1000149"),
+    _f("training/tdhock-slurm_sacct-P-tab_oom.txt", "OUT_OF_MEMORY step exit code",
+       "SELECT exit_code FROM sacct_rows WHERE state = 'OUT_OF_MEMORY'", "0:125"),
+    # 3. syslog variants
+    _f("syslog/gh-sonic-platform-daemons-pr539_sonic-year-first_pmon-xcvrd.log", "SONiC year-first time and host",
+       "SELECT ts, host, severity FROM events ORDER BY line LIMIT 1", datetime(2024, 9, 18, 21, 37, 2, 573152),
+       "sonic", "notice"),
+    _f("syslog/lkp-202302211644_dmesg-printk-caller_e1000-link-up.log", "printk caller id: the link event is found",
+       EV.format("component, fields->>'driver'", "link_up"), "eth0", "e1000", host="lkp"),
+    _f("syslog/ubuntuforums-2017_rfc3164_nvrm-gpu-at-fallen-off-bus-older-wording.log", "older NVRM wording",
+       EV.format("component, host", "gpu_fell_off_bus"), "00000000:01:00.0", "zozio32-p6-2487ea"),
+    _f("syslog/gh-sonic-buildimage-7310_sonic-hiprec_igb-nic-link-down.log", "igb NIC Link is Down",
+       EV.format("component, fields->>'driver', host", "link_down"), "eth0", "igb", "str-s6100-acs-4"),
+    _f("syslog/gh-pf-ring-293_rfc3164_ixgbe-nic-link-up-down.log", "ixgbe up at 10 Gb/s",
+       EV.format("component, fields->>'speed_mbps'", "link_up"), "eth11", "10000"),
+    _f("syslog/list-i40e-pause-frames_dmesg_i40e-nic-link-up.log", "i40e up at 40 Gb/s",
+       EV.format("component, fields->>'speed_mbps'", "link_up"), "eth0", "40000", host="n"),
+    _f("syslog/list-ice-e810_dmesg_ice-nic-link-up-fec.log", "ice up, negotiated FEC",
+       EV.format("component, fields->>'fec'", "link_up"), "ens1f1", "RS-FEC", host="n"),
+    _f("syslog/lkml-swiotlb-force_dmesg_bnxt-en-nic-link-up.log", "bnxt_en up at 25 Gb/s",
+       EV.format("component, fields->>'driver', fields->>'speed_mbps'", "link_up"), "eno2np0", "bnxt_en", "25000",
+       host="n"),
+    _f("syslog/gh-mrchromebox-firmware-143_dmesg_ata-sata-link-down-not-a-nic.log", "SATA link down is no NIC event",
+       "SELECT count(*) FROM events WHERE kind <> 'log'", 0, host="n"),
+    _f("syslog/gh-iml-pr107_rfc3164-fqdn_lustre-mgs-server-connection-restored.log", "Lustre server keeps its role",
+       EV.format("component, fields->>'role', fields->>'client', host", "lustre_restored"), "MGS", "server",
+       "c7547940-8b66-9e67-9f49-79141907f91f", "lotus-55vm15"),
+    _f("syslog/gh-node-problem-detector-pr708_dmesg-T_ixgbe-nic-link.log", "dmesg -T link down time",
+       EV.format("ts", "link_down"), datetime(2021, 5, 26, 15, 21, 5), host="n"),
+    _f("syslog/gh-aws-parallelcluster-2701_rfc3164_lustre-connection-lost.log", "Lustre client keeps its role",
+       EV.format("component", "lustre_lost"), "no2zxbmv-MDT0000"),
+    # 6. NIC and fabric counters
+    _f("fabric/notes-bnx2x_ethtool-S_per-queue.txt", "per-queue ethtool counter keeps its queue",
+       "SELECT entity, value FROM metrics WHERE metric = 'eth_rx_bytes'", "ens4f1/q0", 79656136793.0, host="n"),
+    _f("fabric/gpud_sys-class-infiniband_h100_snapshot.txt", "8-bit link_downed stuck at 255 is no count",
+       "SELECT count(*) FROM metrics WHERE metric = 'ib_port_link_downed_total' AND entity = 'mlx5_1'", 0, host="n"),
+    # 8. Prometheus exposition
+    _f("prometheus/prometheus-common_expfmt-case2_whitespace-escapes.prom", "every valid line of the case is read",
+       "SELECT count(*) FROM metrics", 4),
+]
+
+
+def _ingest_one(path: Path, host: str | None):
+    from synestra_cli.formats.base import IngestOptions
+    from synestra_cli.ingest import ingest_file
+    from synestra_cli.store.connect import memory_store
+
+    conn = memory_store()
+    report = ingest_file(conn, path, IngestOptions(year=2025, host=host))
+    return conn, report
+
+
+def score() -> tuple[list[str], list[str], int, int]:
+    """(misses in recognition, misses in facts, files, facts)."""
+    from synestra_cli import formats
+    from synestra_cli.errors import UnknownFormatError
+    from synestra_cli.formats.base import decode, read_head
+
+    recognition = []
+    files = claimed_files()
+    for p in files:
+        rel = str(p.relative_to(DATA))
+        try:
+            got = formats.detect(decode(read_head(p))).NAME
+        except UnknownFormatError:
+            got = "unknown format"
+        if got != expected_format(rel):
+            recognition.append(f"{rel}: {got}, expected {expected_format(rel)}")
+    wrong = []
+    for fact in FACTS:
+        conn, report = _ingest_one(S / fact.file, fact.host)
+        try:
+            got = tuple(conn.execute(fact.sql).fetchone() or ()) if report.status == "loaded" else (report.error,)
+        finally:
+            conn.close()
+        got = tuple(json.loads(json.dumps(x)) if isinstance(x, bool) else x for x in got)
+        if got != fact.expected:
+            wrong.append(f"{fact.file}: {fact.what}: got {got}, expected {fact.expected}")
+    return recognition, wrong, len(files), len(FACTS)
+
+
+def main() -> int:
+    recognition, wrong, n_files, n_facts = score()
+    print(f"recognised without --format: {n_files - len(recognition)}/{n_files} files")
+    print(f"facts right: {n_facts - len(wrong)}/{n_facts}")
+    for line in recognition + wrong:
+        print("  MISS", line)
+    return 0 if not recognition and not wrong else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.exit(main())
