@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli import formats
+from synestra_cli.clusters import qualify_source
 from synestra_cli.errors import InputError, SynestraError
 from synestra_cli.formats.base import IngestOptions, LoadContext, LoadResult, content_mtime, decode, read_head
 from synestra_cli.store.parallel import default_workers, map_in_threads
@@ -148,6 +149,7 @@ def _load_in_transaction(conn, path: Path, sha: str, fmt, options: IngestOptions
         ctx = LoadContext(conn=conn, source_id=source_id, path=path, display=str(path), options=options,
                           mtime=content_mtime(path))
         result: LoadResult = fmt.load(ctx)
+        qualify_source(conn, source_id, fmt.NAME, options.cluster)  # clusters do not merge
         if options.strict and result.rejected:
             line, reason, _ = result.reject_samples[0]
             raise InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)")

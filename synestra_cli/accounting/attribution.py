@@ -14,7 +14,7 @@ Whatever explain cannot attribute is charged to `unknown`, never dropped.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import duckdb
@@ -49,14 +49,16 @@ def _key(cp) -> tuple[str, int | None, int | None]:
     return (cp.kind, cp.attempt, cp.iteration)
 
 
-def _failure_charges(job: JobTax, checkpoints: list) -> Iterable[Charge]:
+def _failure_charges(job: JobTax, checkpoints: list, failures: list) -> Iterable[Charge]:
     cuts = job.buckets.attempts
     for cut, nxt in zip(cuts, [*cuts[1:], None], strict=True):
         if not cut["failed"]:
             continue
         restore = next((c for c in checkpoints if c.kind == "restore" and nxt and c.attempt == nxt["attempt"]), None)
-        who = _who(restore)
-        tied = _key(restore) if restore else None
+        # no restore after it (crashed before its first save, not requeued): the failure's own cause
+        failure = next((f for f in failures if f.attempt == cut["attempt"]), None) if restore is None else None
+        who = _who(restore or failure)
+        tied = _key(restore) if restore else ("failure", failure.attempt, None) if failure else None
         for bucket, secs in (("lost_work", cut["lost_work_s"]), ("hang", cut["hang_s"]),
                              ("requeue", cut["requeue_s"])):
             yield Charge(*who, bucket, secs, tied)
@@ -94,11 +96,13 @@ def _degraded_charges(job: JobTax, checkpoints: list) -> Iterable[Charge]:
         yield Charge(*_who(cp), "degraded_throughput", w.seconds, _key(cp) if cp else None)
 
 
-def charges_for(job: JobTax, checkpoints: list) -> list[Charge]:
-    """Every badput second of the job that its checkpoints' causes account for; per bucket never more
-    than the bucket holds (a checkpoint's own times may be wrong where the buckets were clamped)."""
-    charges = [c for c in (*_failure_charges(job, checkpoints), *_save_and_restore_charges(checkpoints),
-                           *_degraded_charges(job, checkpoints)) if c.seconds > 0]
+def charges_for(job: JobTax, checkpoints: list, failures: list | None = None) -> list[Charge]:
+    """Every badput second of the job that its checkpoints' causes (and, for a failure no restore
+    followed, the failure's own explanation) account for; per bucket never more than the bucket holds
+    (a checkpoint's own times may be wrong where the buckets were clamped)."""
+    charges = [c for c in (*_failure_charges(job, checkpoints, failures or []),
+                           *_save_and_restore_charges(checkpoints), *_degraded_charges(job, checkpoints))
+               if c.seconds > 0]
     total: dict[str, float] = {}
     for c in charges:
         total[c.bucket] = total.get(c.bucket, 0.0) + c.seconds
@@ -133,6 +137,7 @@ class FullReport:
     causes: list[dict]
     computed: list  # explanations computed for this report, not yet kept in the store (explain.memo.save_to)
     key: str        # the store key they were computed under
+    explanations: dict = field(default_factory=dict)  # job id -> its JobExplanation (fleet/ reads the causes)
 
 
 def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: datetime | None,
@@ -145,6 +150,7 @@ def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: dat
     report = tax_report(conn, job_id, since, until, price, capacity_gpus)
     explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs])
     for job in report.jobs:
-        job.charges = charges_for(job, explanations[job.buckets.job_id].checkpoints)
+        ex = explanations[job.buckets.job_id]
+        job.charges = charges_for(job, ex.checkpoints, ex.failures)
         job.by_cause = by_cause(job, job.charges, price)
-    return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key)
+    return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key, explanations)

@@ -66,7 +66,9 @@ def command(
 
         explain = explain_with_tax
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn, since, until) if all_jobs else [str(job_id)]
+        from synestra_cli.clusters import resolve_job
+
+        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
         docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
     _render(docs, fmt, all_jobs)
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from synestra_cli.cli.render import printable
-from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
+from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 
@@ -108,7 +108,20 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
         branch.add(_cause(alt, "alternative"))
 
 
-def _chain(branch: Tree, cp: CheckpointExplanation) -> None:
+def _failure(node: Tree, f: FailureExplanation) -> None:
+    when = f.at.strftime("%Y-%m-%d %H:%M:%SZ") if f.at else "time not known"
+    how = " ".join(p for p in (f.state, f.exit_code) if p)
+    head = _text(f"attempt {f.attempt} failed  {when}  {how + '  ' if how else ''}")
+    _add(head, "FAILURE (no restore after it)", style="bold")
+    branch = node.add(head)
+    if f.cause:
+        branch.add(_cause(f.cause))
+    _chain(branch, f)
+    for alt in f.alternatives:
+        branch.add(_cause(alt, "alternative"))
+
+
+def _chain(branch: Tree, cp: CheckpointExplanation | FailureExplanation) -> None:
     """A rack-wide fault has dozens of signals: show the first few, every effect, and count the rest
     (the JSON keeps them all)."""
     hidden = 0
@@ -121,7 +134,7 @@ def _chain(branch: Tree, cp: CheckpointExplanation) -> None:
                 continue
         if lk.layer == "checkpoint" and hidden:
             branch.add(_text(f"      ... {hidden} more signal(s): --format json lists them all", style="dim"))
-        branch.add(_link(lk, cp.start))
+        branch.add(_link(lk, cp.start if isinstance(cp, CheckpointExplanation) else cp.at))
 
 
 def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:
@@ -147,6 +160,8 @@ def render_job(console: Console, job: JobExplanation) -> None:
         _checkpoint(tree, cp)
     if run:
         _folded(tree, run)
+    for f in job.failures:
+        _failure(tree, f)
     if not job.checkpoints:
         tree.add(_text("no checkpoints logged for this job", style="dim"))
     if job.tax:

@@ -85,12 +85,14 @@ def _explain_all(conn) -> str:
 @click.option("--year", type=int, help="Year of syslog lines without one (default: from the file's mtime).")
 @click.option("--host", help="Host of files that do not name one (e.g. plain dmesg).")
 @click.option("--job", "job_id", help="Job id of job logs that do not name one.")
+@click.option("--cluster", metavar="NAME",
+              help="Cluster of the jobs these files name: their ids become NAME:ID (sacct's Cluster column wins).")
 @click.option("--strict", is_flag=True, help="Fail a file on any rejected line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON on stdout.")
 @click.option("--explain", "explain_after", is_flag=True,
               help="Then explain every job and keep the explanations, so that tax-report answers at once.")
 @handle_errors
-def command(paths, db, input_format, timezone, year, host, job_id, strict, as_json, explain_after) -> None:
+def command(paths, db, input_format, timezone, year, host, job_id, cluster, strict, as_json, explain_after) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
 
     The format of each file is detected from its content. Each file loads in one transaction;
@@ -104,9 +106,17 @@ def command(paths, db, input_format, timezone, year, host, job_id, strict, as_js
     Example:
       synestra ingest /var/export/cluster-2026-11-29/ --timezone Europe/Paris
       synestra ingest /var/export/$(date -u +%F)/ --explain   # nightly: tax-report at once in the morning
+      synestra ingest /exports/a100/ --cluster a100 && synestra ingest /exports/h100/ --cluster h100
     """
+    from synestra_cli.clusters import check_name
+    from synestra_cli.errors import InputError
+
+    try:
+        check_name(cluster)
+    except InputError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cluster") from exc
     options = IngestOptions(timezone=timezone, year=year, host=host, job_id=job_id, strict=strict,
-                            format=input_format)
+                            format=input_format, cluster=cluster)
     reporter = Reporter(tty=sys.stderr.isatty())
     with open_store(db) as conn:
         reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)

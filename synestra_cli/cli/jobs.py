@@ -31,6 +31,9 @@ def command(db, job_id, fmt) -> None:
     """
     with open_store(db, read_only=True) as conn:
         if job_id:
+            from synestra_cli.clusters import resolve_job
+
+            job_id = resolve_job(conn, job_id)
             rows = reconciled_attempts(conn, job_id)
             render_rows(rows, ATTEMPT_COLUMNS, fmt, title=f"job {job_id} attempts")
         else:

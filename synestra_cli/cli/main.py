@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "simulate": "simulate",
     "explain": "explain",
     "tax-report": "tax_report",
+    "fleet": "fleet",
+    "risks": "risks",
 }
 
 EXIT_CODES_HELP = "\n".join(f"  {c.value}  {c.name.lower()}" for c in ExitCode)

@@ -104,10 +104,12 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
     from synestra_cli.accounting.attribution import build_report
     from synestra_cli.accounting.buckets import BUCKETS
     from synestra_cli.accounting.report import job_doc
+    from synestra_cli.clusters import resolve_job
     from synestra_cli.explain import memo
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
+        job_id = resolve_job(conn, job_id) if job_id and not all_jobs else job_id
         full = build_report(conn, None if all_jobs else job_id, since, until, price, capacity_gpus, by)
     memo.save_to(db, full.key, full.computed)  # the next report reuses them (explain/memo.py)
     report, fleet, causes = full.report, full.fleet, full.causes

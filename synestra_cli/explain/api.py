@@ -14,12 +14,21 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.chain import ChainLink
-from synestra_cli.explain.reason import Cause, Evidence, plan, reason
-from synestra_cli.explain.rules import LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, SCHEMA
+from synestra_cli.explain.reason import (
+    Cause,
+    Evidence,
+    Plan,
+    crashes_of,
+    plan,
+    plan_attempt_failure,
+    reason,
+    reason_failure,
+)
+from synestra_cli.explain.rules import FAILED_STATES, LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, PREEMPT_STATES, SCHEMA
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, incidents, typed_events
-from synestra_cli.signals.scope import ANY_JOB_SQL, JobScope, load_scope, scalar
+from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, load_scope, scalar
 from synestra_cli.signals.steps import degradation_windows
 from synestra_cli.store.parallel import default_workers, map_in_threads
 
@@ -54,6 +63,21 @@ class CheckpointExplanation:
 
 
 @dataclass
+class FailureExplanation:
+    """An attempt that failed with no restore to explain it (it crashed before its first save, or the
+    job was not requeued): its cause, chain and alternatives, found as for a restart."""
+
+    attempt: int
+    at: datetime | None  # when it failed: the first crash incident, else the attempt's end
+    end: datetime | None
+    state: str | None
+    exit_code: str | None
+    cause: Cause | None
+    chain: list[ChainLink] = field(default_factory=list)
+    alternatives: list[Cause] = field(default_factory=list)
+
+
+@dataclass
 class JobExplanation:
     job: str
     hosts: list[str]
@@ -61,6 +85,7 @@ class JobExplanation:
     cadence: int | None
     checkpoints: list[CheckpointExplanation]
     tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (explain/tax.py)
+    failures: list[FailureExplanation] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The `synestra.explain/1` document (datetimes still as datetime: render serialises them)."""
@@ -71,6 +96,7 @@ class JobExplanation:
             "attempts": self.attempts,
             "save_cadence_iterations": self.cadence,
             "checkpoints": [_checkpoint_json(c) for c in self.checkpoints],
+            "failures": [_failure_json(f) for f in self.failures],
             "tax": self.tax,
         }
 
@@ -103,6 +129,36 @@ def _checkpoint_json(c: CheckpointExplanation) -> dict[str, Any]:
     }
 
 
+def _failure_json(f: FailureExplanation) -> dict[str, Any]:
+    return {
+        "attempt": f.attempt,
+        "at": f.at,
+        "end": f.end,
+        "state": f.state,
+        "exit_code": f.exit_code,
+        "cause": _cause_json(f.cause) if f.cause else None,
+        "chain": [asdict(lk) for lk in f.chain],
+        "alternatives": [_cause_json(a) for a in f.alternatives],
+    }
+
+
+def unexplained_failures(scope: JobScope, classified: list[Classified], inc: list) -> list[Attempt]:
+    """Attempts that failed (a failed Slurm state or a crash in the job's log, and not preempted)
+    that no restart restore explains: the attempt before a restart restore, or its own (in place)."""
+    restored = {c.checkpoint.attempt for c in classified if c.checkpoint.kind == "restore" and c.trigger == "restart"}
+    nos = [a.attempt for a in scope.attempts]
+    explained = {n for i, n in enumerate(nos) if n in restored or (i + 1 < len(nos) and nos[i + 1] in restored)}
+    ev = Evidence(scope, [], [], inc)
+    out = []
+    for a in scope.attempts:
+        state = (a.state or "").upper()
+        preempted = state.startswith(PREEMPT_STATES) or any(i.kind == "sigterm" and i.attempt == a.attempt for i in inc)
+        failed = state.startswith(FAILED_STATES) or bool(crashes_of(ev, a.attempt))
+        if a.attempt not in explained and not preempted and failed:
+            out.append(a)
+    return out
+
+
 def _selected(
     items: list[Classified], checkpoint: int | None, since: datetime | None, until: datetime | None
 ) -> list[Classified]:
@@ -111,12 +167,11 @@ def _selected(
     return [c for c, ts in t if (since is None or (ts and ts >= since)) and (until is None or (ts and ts <= until))]
 
 
-def _telemetry_windows(items: list[Classified], ev: Evidence) -> list[tuple[datetime, datetime]]:
+def _telemetry_windows(plans: list[Plan | None]) -> list[tuple[datetime, datetime]]:
     """Per effect to explain: from the baseline lookback before the attribution window to the
     checkpoint; overlapping windows merged, so each sample is read once."""
     spans = []
-    for cl in items:
-        p = plan(cl, ev)
+    for p in plans:
         if p is not None and p.effect is not None:
             lo = p.effect.at - timedelta(seconds=PRE_WINDOW_S + LOOKBACK_S)
             # past the checkpoint: the sample that shows a change just before it comes a scrape later
@@ -136,10 +191,12 @@ def _signal_order(s: Anomaly | Event) -> tuple:
     return (s.ts, s.host, s.entity or "", f"{s.kind} {s.code}", s.path or "", s.line or 0)
 
 
-def _evidence(conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list) -> Evidence:
+def _evidence(
+    conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list, failed: list[Attempt]
+) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
     ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc)
-    spans = _telemetry_windows(items, ev)
+    spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
         return ev
     ev.observed = build_scope(conn, scope, spans) > 0
@@ -175,7 +232,16 @@ def explain_job(
             f"job {job_id} has no checkpoint at iteration {checkpoint}: "
             f"run `synestra explain --job {job_id}` to list them"
         )
-    ev = _evidence(conn, scope, chosen, inc)
+    # attempt failures are whole-job facts: a view of one checkpoint or a time window leaves them out
+    whole = checkpoint is None and since is None and until is None
+    failed = unexplained_failures(scope, classified, inc) if whole else []
+    ev = _evidence(conn, scope, chosen, inc, failed)
+    failures = []
+    for a in failed:
+        r = reason_failure(a, ev)
+        at = min([i.ts for i in crashes_of(ev, a.attempt) if i.ts] + ([a.end] if a.end else []), default=None)
+        failures.append(FailureExplanation(a.attempt, at, a.end, a.state, a.exit_code, r.cause, r.chain,
+                                           r.alternatives))
     out = []
     for cl in chosen:
         r = reason(cl, ev)
@@ -196,7 +262,7 @@ def explain_job(
             )
         )
     cadence = learn_cadence([c.iteration for c in cps if c.kind == "save" and c.iteration])
-    return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out)
+    return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out, failures=failures)
 
 
 def explain_each(

@@ -19,7 +19,13 @@ import duckdb
 
 from synestra_cli import __version__
 from synestra_cli.errors import SynestraError
-from synestra_cli.explain.api import CheckpointExplanation, JobExplanation, explain_each, jobs_in_window
+from synestra_cli.explain.api import (
+    CheckpointExplanation,
+    FailureExplanation,
+    JobExplanation,
+    explain_each,
+    jobs_in_window,
+)
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
@@ -112,9 +118,19 @@ def _cause(doc: dict[str, Any] | None) -> Cause | None:
                  doc["reported_healthy"])
 
 
+def _chain(doc: dict[str, Any]) -> list[ChainLink]:
+    return [ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
+            for lk in doc["chain"]]
+
+
+def _failure(doc: dict[str, Any]) -> FailureExplanation:
+    return FailureExplanation(doc["attempt"], _ts(doc["at"]), _ts(doc["end"]), doc["state"], doc["exit_code"],
+                              _cause(doc["cause"]), _chain(doc),
+                              [c for c in map(_cause, doc["alternatives"]) if c is not None])
+
+
 def _checkpoint(doc: dict[str, Any]) -> CheckpointExplanation:
-    chain = [ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
-             for lk in doc["chain"]]
+    chain = _chain(doc)
     return CheckpointExplanation(
         doc["kind"], doc["attempt"], doc["iteration"], _ts(doc["start"]), _ts(doc["end"]), doc["duration_s"],
         doc["trigger"], doc["slow"], _cause(doc["cause"]), chain,
@@ -124,4 +140,5 @@ def _checkpoint(doc: dict[str, Any]) -> CheckpointExplanation:
 def from_json(doc: dict[str, Any]) -> JobExplanation:
     """The inverse of `JobExplanation.to_json` (datetimes inside chain evidence stay ISO strings)."""
     return JobExplanation(doc["job"], doc["hosts"], doc["attempts"], doc["save_cadence_iterations"],
-                          [_checkpoint(c) for c in doc["checkpoints"]], doc["tax"])
+                          [_checkpoint(c) for c in doc["checkpoints"]], doc["tax"],
+                          [_failure(f) for f in doc.get("failures", [])])

@@ -122,14 +122,31 @@ def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
     prev = [a for a in ev.scope.attempts if cp.attempt is not None and a.attempt < cp.attempt]
     failed: Attempt | None = prev[-1] if prev else None
     att_no = failed.attempt if failed else cp.attempt
-    crashes = [i for i in ev.incidents if i.attempt == att_no and i.kind in CRASH_INCIDENTS and i.ts]
+    return _plan_failure(failed, att_no, ev, ch.from_checkpoint(cp, cl.trigger), cp.start)
+
+
+def plan_attempt_failure(att: Attempt, ev: Evidence) -> Plan:
+    """An attempt that failed with no restore after it (it crashed before its first save, or was
+    never requeued): explained like a restart, the attempt's end standing in for the restore."""
+    return _plan_failure(att, att.attempt, ev, None, att.end)
+
+
+def crashes_of(ev: Evidence, attempt: int | None) -> list[Incident]:
+    return [i for i in ev.incidents if i.attempt == attempt and i.kind in CRASH_INCIDENTS and i.ts]
+
+
+def _plan_failure(
+    failed: Attempt | None, att_no: int | None, ev: Evidence, tail: ch.ChainLink | None, deadline: datetime | None
+) -> Plan:
+    """The failure of attempt `att_no` is the effect; nothing at or after `deadline` caused it."""
+    crashes = crashes_of(ev, att_no)
     crash_times = [i.ts for i in crashes if i.ts]
     end = failed.end if failed else None
     times = crash_times + ([end] if end else [])
-    at = min(times) if times else (cp.start or datetime.min)
+    at = min(times) if times else (deadline or datetime.min)
     links = [ch.from_incident(i) for i in crashes] + ([ch.from_attempt_end(failed)] if failed and end else [])
     links += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
-    links.append(ch.from_checkpoint(cp, cl.trigger))
+    links += [tail] if tail else []
     kinds = {i.kind for i in crashes}
     host = next((i.host for i in crashes if i.host), _first_node(failed))
     if kinds & {"python_exception", "cuda_error"}:
@@ -138,7 +155,9 @@ def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
         fallback = Cause("host.oom", host, None, at, 0.6)
     else:
         fallback = _fallback("unknown")
-    return Plan(effect_window(at, end, cp.start or at, "crash"), att_no, links, fallback)
+    # without a restore, anything up to the attempt's end (plus skew) may have caused it
+    limit = deadline + timedelta(seconds=SKEW_S) if tail is None and deadline else (deadline or at)
+    return Plan(effect_window(at, end, limit, "crash"), att_no, links, fallback)
 
 
 def _window_before(
@@ -202,6 +221,12 @@ def _preemption(cl: Classified, ev: Evidence) -> Reasoning:
     links.append(ch.from_checkpoint(cp, cl.trigger))
     first = min([i.ts for i in sig if i.ts] + ([att.end] if att and att.end else []), default=None)
     return Reasoning(_fallback("scheduler.preemption", _first_node(att), first), [], ch.ordered(links))
+
+
+def reason_failure(att: Attempt, ev: Evidence) -> Reasoning:
+    """Cause, alternatives and chain of an attempt failure that no restore explains."""
+    p = plan_attempt_failure(att, ev)
+    return _attribute(ev, p.effect, p.attempt, p.links, p.fallback) if p.effect else Reasoning(p.fallback)
 
 
 def reason(cl: Classified, ev: Evidence) -> Reasoning:

@@ -55,6 +55,8 @@ PREEMPT_SAVE_S = 600.0
 # Slurm states that mean the scheduler took the nodes back (sacct, L D.8).
 PREEMPT_STATES = ("PREEMPTED",)
 OK_STATES = ("COMPLETED", "RUNNING", "TIMEOUT")
+# Slurm states of an attempt that failed (sacct, L D.8): explained even when no restore follows.
+FAILED_STATES = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
 
 # --- Metric anomaly rules (signals/anomalies.py) -------------------------------------------------
 

@@ -45,7 +45,7 @@ def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
         return
     jt = report.jobs[0]
     b = jt.buckets
-    charges = charges_for(jt, job.checkpoints)
+    charges = charges_for(jt, job.checkpoints, job.failures)
     per = _per_checkpoint(charges, b.gpus)
     for cp in job.checkpoints:
         cp.tax = per.get((cp.kind, cp.attempt, cp.iteration), {"seconds": 0.0, "buckets_s": {}, "gpu_hours": 0.0})

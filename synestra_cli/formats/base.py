@@ -33,6 +33,7 @@ class IngestOptions:
     job_id: str | None = None       # job of a log that does not name it
     strict: bool = False            # any reject fails the file
     format: str | None = None       # force a format instead of sniffing
+    cluster: str | None = None      # cluster of the jobs the files name (synestra_cli/clusters.py)
 
 
 @dataclass

@@ -32,9 +32,10 @@ FIELDS = {
     "jobid": "c_jobid", "jobidraw": "c_jobidraw", "jobname": "c_name", "user": "c_user", "state": "c_state",
     "exitcode": "c_exit", "start": "c_start", "end": "c_end", "elapsed": "c_elapsed",
     "nodelist": "c_nodelist", "alloctres": "c_alloctres", "allocgres": "c_allocgres", "reqtres": "c_reqtres",
+    "cluster": "c_cluster",
 }
 KNOWN_OTHERS = {"partition", "account", "maxrss", "alloccpus", "nnodes", "submit", "timelimit", "cputime",
-                "reqmem", "qos", "cluster", "workdir", "reason", "priority", "maxvmsize", "averss"}
+                "reqmem", "qos", "workdir", "reason", "priority", "maxvmsize", "averss"}
 
 # Elapsed `[D-]HH:MM:SS` (or `MM:SS.fff`) -> seconds; AllocTRES/ReqTRES `gres/gpu=N` (else the sum of the
 # typed `gres/gpu:a100=N` entries) -> GPUs.
@@ -76,7 +77,8 @@ WITH f AS (
            CASE WHEN p[$c_end] NOT IN ('', 'Unknown', 'None') THEN p[$c_end] END AS end_text,
            CASE WHEN p[$c_elapsed] NOT IN ('', 'INVALID', 'Unknown') THEN p[$c_elapsed] END AS elapsed_text,
            nullif(trim(p[$c_nodelist]), '') AS nodelist, p[$c_alloctres] AS alloctres,
-           p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres
+           p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres,
+           nullif(trim(p[$c_cluster]), '') AS cluster
     FROM f
 ), t AS (
     SELECT *, rtrim(split_part(state_text, ' ', 1), '+') AS state,  -- fixed width: `CANCELLED+` (by <uid>, cut)
@@ -97,7 +99,8 @@ SELECT lineno, line,
             WHEN end_text IS NOT NULL AND end_utc IS NULL THEN 'unreadable End time ' || end_text
             WHEN elapsed_text IS NOT NULL AND elapsed_s IS NULL THEN 'unreadable Elapsed ' || elapsed_text
        END,
-       id.base || CASE WHEN id.task <> '' THEN '_' || id.task ELSE '' END,
+       -- jobs are keyed by cluster (synestra_cli/clusters.py): CLUSTER:ID when sacct names it
+       coalesce(cluster || ':', '') || id.base || CASE WHEN id.task <> '' THEN '_' || id.task ELSE '' END,
        try_cast(nullif(id.het, '') AS INTEGER),
        nullif(id.step, ''), job_name, user_name, state,
        nullif(trim(substr(state_text, length(state) + 1)), ''), exit_code,

@@ -147,10 +147,11 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     return int(scalar(conn, "SELECT count(*) FROM _scope"))
 
 
-def anomalies(conn: duckdb.DuckDBPyConnection) -> list[Anomaly]:
-    """Anomaly windows over `_scope` (build_scope first), in onset order."""
+def anomalies(conn: duckdb.DuckDBPyConnection, min_samples: int = MIN_ANOMALY_SAMPLES) -> list[Anomaly]:
+    """Anomaly windows over `_scope` (build_scope first), in onset order. `min_samples`: risks asks
+    for single-sample windows too, and then wants them corroborated (fleet/scan.py)."""
     conn.execute(SIGNAL_SQL)
-    rows = conn.execute(ANOMALIES_SQL, [MIN_ANOMALY_SAMPLES]).fetchall()
+    rows = conn.execute(ANOMALIES_SQL, [min_samples]).fetchall()
     return [
         Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr)
         for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr in rows

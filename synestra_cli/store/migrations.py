@@ -163,6 +163,16 @@ CREATE TABLE explanations (
 );
 """
 
+# Jobs are keyed by cluster: ids are CLUSTER:ID when the cluster is known (synestra_cli/clusters.py);
+# this view splits them back for queries by cluster.
+CLUSTERS = """
+CREATE VIEW job_clusters AS
+SELECT DISTINCT job_id,
+       CASE WHEN contains(job_id, ':') THEN job_id[:strpos(job_id, ':') - 1] END AS cluster,
+       CASE WHEN contains(job_id, ':') THEN job_id[strpos(job_id, ':') + 1:] ELSE job_id END AS slurm_job_id
+FROM jobs;
+"""
+
 # (name, sql) in application order. Never edit a released migration: append a new one.
 # The full names a host was seen under (an FQDN in syslog, dcgm-exporter's Hostname, ChildFailedError's host):
 # every table keys a host by its short name (formats/hosts.py), this keeps what the source said.
@@ -180,6 +190,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("003_jobs", JOBS),
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
+    ("007_clusters", CLUSTERS),
     ("010_host_names", HOST_NAMES),
 ]
 

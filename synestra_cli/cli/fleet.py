@@ -1,0 +1,133 @@
+"""`synestra fleet`: the components that cost jobs across the fleet, and the lemons (library:
+synestra_cli.fleet.lemons)."""
+
+from __future__ import annotations
+
+import click
+
+from synestra_cli.cli.common import db_option, format_option, handle_errors
+from synestra_cli.cli.explain import UTC_TIME
+
+CSV_COLUMNS = ["rank", "kind", "asset", "identity", "categories", "failures", "incidents", "gpu_hours", "jobs",
+               "episodes", "first_seen", "last_seen", "lemon", "lemon_reasons"]
+
+
+def identity(asset: dict) -> str | None:
+    """The name a technician acts on: the GPU's UUID, the NIC's far-end switch port, a rack's hosts."""
+    if asset["kind"] == "gpu":
+        return asset.get("uuid") or asset.get("pci_bus_id")
+    if asset["kind"] == "nic":
+        return asset.get("far_end")
+    if asset["kind"] == "rack":
+        return f"{len(asset.get('hosts') or [])} hosts"
+    if asset["kind"] == "filesystem":
+        return f"{len(asset.get('clients') or [])} clients complained"
+    return asset.get("rack")
+
+
+def flat_rows(doc: dict) -> list[dict]:
+    return [{"rank": i, "kind": c["asset"]["kind"], "asset": c["asset"]["id"], "identity": identity(c["asset"]),
+             "categories": c["categories"], "failures": c["failures"], "incidents": c["incidents"],
+             "gpu_hours": round(c["gpu_hours"], 3), "jobs": c["jobs"], "episodes": len(c["episodes"]),
+             "first_seen": c["first_seen"], "last_seen": c["last_seen"], "lemon": c["lemon"],
+             "lemon_reasons": "; ".join(c["lemon_reasons"])}
+            for i, c in enumerate(doc["components"], 1)]
+
+
+def _seen(c: dict) -> str:
+    lo, hi = c["first_seen"], c["last_seen"]
+    return f"{lo:%m-%d %H:%M} +{(hi - lo).total_seconds() / 3600:.1f}h" if lo and hi else ""
+
+
+def _print_table(out, doc: dict) -> None:
+    """A compact table for a terminal: one line per component (CSV and JSON carry every field)."""
+    from rich.table import Table
+
+    table = Table(header_style="bold", box=None, pad_edge=False)
+    # (header, justify, min width, max width): identities and causes give way, figures never do
+    for col, justify, lo, hi in (("#", "right", 2, 3), ("component", "left", 18, 24), ("identity", "left", 8, 18),
+                                 ("cause", "left", 8, 16), ("jobs", "right", 4, 4), ("fail", "right", 4, 4),
+                                 ("inc", "right", 3, 3), ("GPU-h", "right", 6, 8), ("eps", "right", 3, 3),
+                                 ("first seen, span", "left", 18, 18), ("", "left", 5, 5)):
+        table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
+                         min_width=lo, max_width=hi)
+    for i, c in enumerate(doc["components"], 1):
+        cats = c["categories"]
+        cause = (cats[0] + (f" +{len(cats) - 1}" if len(cats) > 1 else "")) if cats else ""
+        table.add_row(str(i), f"{c['asset']['kind']} {c['asset']['id']}", identity(c["asset"]) or "", cause,
+                      str(len(c["jobs"])), str(c["failures"]), str(c["incidents"]), f"{c['gpu_hours']:,.2f}",
+                      str(len(c["episodes"])), _seen(c), "[bold red]LEMON[/]" if c["lemon"] else "")
+    out.print(table)
+
+
+def _print_evidence(out, c: dict) -> None:
+    ident = identity(c["asset"])
+    out.print(f"[bold red]lemon[/] {c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: "
+              f"{'; '.join(c['lemon_reasons'])}")
+    for h in c["hits"][:6]:
+        at = h["at"].strftime("%Y-%m-%d %H:%M:%S") if h["at"] else "?"
+        out.print(f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
+                  f"(first signal {at}, confidence {h['confidence']:.2f})")
+    for e in c["episodes"][:4]:
+        ev = e["evidence"][0] if e["evidence"] else None
+        what = f"{ev['host']}:{ev['entity'] or ''} {ev['signal']}" if ev else ""
+        out.print(f"    episode {e['start']:%Y-%m-%d %H:%M} .. {e['end']:%H:%M}: {e['signals']} signal(s), {what}")
+
+
+@click.command("fleet")
+@click.option("--since", type=UTC_TIME, help="From this UTC time (default: the store's first data).")
+@click.option("--until", type=UTC_TIME, help="Up to this UTC time (default: the store's last data).")
+@click.option("--by", type=click.Choice(["component", "host", "rack"]), default="component", show_default=True,
+              help="Rank components, or the hosts or racks that hold them (their parts summed).")
+@click.option("--lemons", "only_lemons", is_flag=True, help="Only the lemons.")
+@click.option("--top", type=click.IntRange(min=1), help="Only the first N components.")
+@db_option
+@format_option("table", "json", "csv")
+@handle_errors
+def command(since, until, by, only_lemons, top, db, fmt) -> None:
+    """Hosts, GPUs, NICs/links, racks and filesystems ranked by the GPU-hours, failures and incidents
+    they cost across every job in the window, with the jobs they hit, when they were first and last
+    seen, their identities (GPU UUID, far-end switch port), and the lemons: components that hurt two or
+    more jobs, or reported errors in two or more separate episodes, with the evidence.
+
+    \b
+    Preemptions, routine saves, the job's own crashes, stragglers and OOMs are never a component's
+    fault; one rack event is one incident however many jobs it hit.
+    Exit codes: 0 done, 6 store without data. JSON schema: synestra.fleet/1 (docs/fleet.md).
+
+    \b
+    Examples:
+      synestra fleet --since 2026-11-01 --lemons
+      synestra fleet --by host --top 10          # which nodes to drain
+      synestra fleet --format json | jq '.components[] | select(.lemon) | .asset'
+    """
+    if since and until and since > until:
+        raise click.BadParameter("--since is after --until", param_hint="--since")
+    from synestra_cli.cli.render import console, dumps, render_rows
+    from synestra_cli.explain import memo
+    from synestra_cli.fleet.lemons import fleet_report
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        report = fleet_report(conn, since, until, by=by)
+    memo.save_to(db, report.key, report.computed)  # the next fleet or tax-report reuses them
+    doc = report.to_json()
+    if only_lemons:
+        doc["components"] = [c for c in doc["components"] if c["lemon"]]
+    if top:
+        doc["components"] = doc["components"][:top]
+    if fmt == "json":
+        click.echo(dumps(doc))
+        return
+    rows = flat_rows(doc)
+    if fmt == "csv":
+        render_rows(rows, CSV_COLUMNS, "csv")
+        return
+    out = console()
+    out.print(f"[bold]fleet[/] {doc['since']:%Y-%m-%d %H:%M} .. {doc['until']:%Y-%m-%d %H:%M} UTC: "
+              f"{doc['jobs']} job(s), {len(doc['components'])} component(s), "
+              f"{sum(c['lemon'] for c in doc['components'])} lemon(s)" if doc["since"] else "[bold]fleet[/]")
+    _print_table(out, doc)
+    for c in doc["components"]:
+        if c["lemon"]:
+            _print_evidence(out, c)

@@ -1,0 +1,155 @@
+"""Fleet-wide signals in a time window: every anomaly and typed event of every host and switch port,
+and the episodes they form per asset.
+
+The same rules and SQL as explain (signals/anomalies.py, signals/events.py), over the whole fleet
+instead of one job's scope: the window's telemetry goes into `_scope`, each series' baseline is its own
+low quantile in the window, counter rates come from window functions with resets handled. Episodes are
+formed per asset: signals whose windows lie within EPISODE_GAP of each other are one episode, so a
+link that keeps erring over days is several, one fault seen by many metrics is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import duckdb
+
+from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES, RACK_CATEGORIES, XID_APP
+from synestra_cli.fleet.assets import Asset, Inventory
+from synestra_cli.signals import anomalies as an
+from synestra_cli.signals.events import Event, typed_events
+from synestra_cli.signals.scope import placeholders
+
+Signal = an.Anomaly | Event
+
+EPISODE_GAP = timedelta(hours=1)  # signals of one asset closer than this are one episode
+# A noisy-but-healthy link shows a symbol error every scrape or two, and nothing else (FEC corrects
+# them): two erring scrapes in a row make an anomaly window, not a failing part. Two metrics erring at
+# once (symbol and receive errors, FEC climbing) are a failing part from the first scrape on: risks
+# scans with single-scrape windows for that lead time. A part is erring when
+# the evidence is a logged event, a discrete counter (a link went down, a DBE), a change far past its
+# threshold (magnitude: ~2 for a symbol error per scrape, thousands for a dying optic), or when two
+# metrics or two entities agree (FEC and symbol errors on one port; several GPUs of one rack).
+STRONG_MAGNITUDE = 10.0
+# A reading that barely crossed its threshold for the shortest window counted (a memory temperature
+# touching 85 C for two scrapes as a job starts) is a blip, not evidence.
+BLIP_MAGNITUDE = 1.5
+
+# The window's telemetry, a batch of hosts (and switches) at a time: a row group holds one host's day,
+# so the host list prunes, and the rate and quantile work stays within memory on a 1,000-host store.
+HOST_BATCH = 64
+SERIES_HOSTS_SQL = """
+SELECT DISTINCT host FROM metrics WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) ORDER BY host
+"""
+FLEET_SCOPE_SQL = """
+INSERT INTO _scope SELECT ts, host, entity, metric, value FROM metrics
+WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) AND host IN ({hosts})
+"""
+EVENT_HOSTS_SQL = "SELECT DISTINCT host FROM events WHERE ts BETWEEN ? AND ? AND host IS NOT NULL ORDER BY host"
+
+
+@dataclass
+class Episode:
+    asset: Asset
+    start: datetime
+    end: datetime
+    signals: list[Signal] = field(default_factory=list)
+
+    @property
+    def categories(self) -> list[str]:
+        return sorted({s.category for s in self.signals})
+
+
+def signal_start(s: Signal) -> datetime:
+    return s.onset if isinstance(s, an.Anomaly) else s.ts
+
+
+def fleet_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime,
+                  min_samples: int = MIN_ANOMALY_SAMPLES) -> list[Signal]:
+    """Anomaly windows and typed events of the whole fleet in [start, end], in time order. Xid 13/31
+    (the application's own faults, NVIDIA's catalog) are left out: they say nothing of the part.
+    `min_samples` 1 (risks) also returns single-scrape windows; an episode needs them corroborated."""
+    an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
+    metrics = [r.metric for r in METRIC_RULES]
+    marks = placeholders(len(metrics))
+    series_hosts = [r[0] for r in conn.execute(SERIES_HOSTS_SQL.format(metrics=marks), [start, end, *metrics])
+                    .fetchall()]
+    found: list[Signal] = []
+    for i in range(0, len(series_hosts), HOST_BATCH):
+        batch = series_hosts[i:i + HOST_BATCH]
+        conn.execute(an.SCOPE_DDL)
+        conn.execute(FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))),
+                     [start, end, *metrics, *batch])
+        found += an.anomalies(conn, min_samples)
+    hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
+    found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
+    return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
+
+
+def asset_of(s: Signal, inv: Inventory) -> Asset | None:
+    return inv.of(s.category, s.host, s.component if isinstance(s, Event) and s.category == "storage.slow"
+                  else s.entity)
+
+
+def blip(s: Signal) -> bool:
+    return isinstance(s, an.Anomaly) and s.samples <= MIN_ANOMALY_SAMPLES and s.magnitude < BLIP_MAGNITUDE
+
+
+def substantive(s: Signal) -> bool:
+    """Enough alone: an event, a discrete counter, or a sustained change far past its threshold (a
+    single scrape, however large, may be a one-off burst)."""
+    return isinstance(s, Event) or s.metric in DISCRETE_METRICS or (
+        s.magnitude >= STRONG_MAGNITUDE and s.samples >= MIN_ANOMALY_SAMPLES)
+
+
+def corroborated(signals: list[Signal]) -> bool:
+    """A part is erring, not noisy: one substantive signal, or two metrics or two entities that agree."""
+    names = {s.metric if isinstance(s, an.Anomaly) else f"{s.kind} {s.code}" for s in signals}
+    return any(substantive(s) for s in signals) or len(names) >= 2 or len({(s.host, s.entity) for s in signals}) >= 2
+
+
+def _merge(asset: Asset, signals: list[Signal]) -> list[Episode]:
+    out: list[Episode] = []
+    for s in sorted(signals, key=signal_start):
+        t0, t1 = signal_start(s), max(s.end, signal_start(s))
+        if out and t0 <= out[-1].end + EPISODE_GAP:
+            out[-1].end = max(out[-1].end, t1)
+            out[-1].signals.append(s)
+        else:
+            out.append(Episode(asset, t0, t1, [s]))
+    return [e for e in out if corroborated(e.signals)]
+
+
+def episodes(signals: list[Signal], inv: Inventory) -> dict[str, list[Episode]]:
+    """Per asset id, its episodes in time order. Thermal or power trouble on two or more GPUs or hosts
+    of one rack at once is the rack's episode (one rack event, counted once), else the GPU's."""
+    by_asset: dict[str, tuple[Asset, list[Signal]]] = {}
+    rack_sigs: dict[tuple[str, str], list[Signal]] = {}
+    for s in (s for s in signals if not blip(s)):
+        rack = inv.rack.get(s.host) if s.category in RACK_CATEGORIES else None
+        if rack:
+            rack_sigs.setdefault((rack, s.category), []).append(s)
+            continue
+        asset = asset_of(s, inv)
+        if asset is not None:
+            by_asset.setdefault(asset.id, (asset, []))[1].append(s)
+    out: dict[str, list[Episode]] = {}
+    for (rack, _cat), sigs in sorted(rack_sigs.items()):
+        rack_asset = Asset("rack", rack, None, None, {"hosts": inv.rack_hosts(rack)})
+        for ep in _merge(rack_asset, sigs):
+            if len({(s.host, s.entity) for s in ep.signals}) >= 2:
+                out.setdefault(rack, []).append(ep)
+            else:
+                for s in ep.signals:
+                    a = inv.of(s.category, s.host, s.entity)
+                    if a is not None:
+                        by_asset.setdefault(a.id, (a, []))[1].append(s)
+    for aid, (asset, sigs) in by_asset.items():
+        if asset.kind == "filesystem":  # every client complains: the clients are the evidence
+            clients = sorted({s.host for s in sigs})
+            asset = Asset(asset.kind, asset.id, None, None, {"clients": clients})
+        out.setdefault(aid, []).extend(_merge(asset, sigs))
+    for eps in out.values():
+        eps.sort(key=lambda e: e.start)
+    return {aid: eps for aid, eps in out.items() if eps}
