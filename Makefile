@@ -1,8 +1,14 @@
-.PHONY: test lint bench
+.PHONY: test test-all lint docs bench
 test:
 	pytest
+test-all:
+	pytest -m ""
 lint:
-	ruff check synestra_cli tests benchmarks
-	mypy synestra_cli
+	ruff check .
+	mypy
+	lint-imports
+	python scripts/gen_cli_docs.py --check
+docs:
+	python scripts/gen_cli_docs.py
 bench:
 	python benchmarks/run.py

@@ -149,6 +149,17 @@ DCGM_FIELDS: dict[str, tuple[str, ...]] = {
     "gpu_fb_free_mib": ("DCGM_FI_DEV_FB_FREE",),
 }
 
+# The pre-2.0 exporter (gpu-monitoring-tools exporters/prometheus-dcgm, a dcgmi dmon script) wrote lowercase
+# names with a lowercase `uuid` label; same fields, same units. Only names seen in its published sample output.
+DCGM_LEGACY: dict[str, str] = {
+    "gpu_temp_celsius": "dcgm_gpu_temp",
+    "gpu_util_percent": "dcgm_gpu_utilization",
+    "gpu_power_watts": "dcgm_power_usage",
+    "gpu_sm_clock_mhz": "dcgm_sm_clock",
+    "gpu_energy_millijoules_total": "dcgm_total_energy_consumption",
+    "gpu_xid_last": "dcgm_xid_errors",
+}
+
 # node_exporter's infiniband collector (values already in bytes: procfs multiplies PMA words by 4).
 NODE_EXPORTER_IB: dict[str, str] = {
     "ib_port_rcv_data_bytes_total": "node_infiniband_port_data_received_bytes_total",
@@ -187,5 +198,6 @@ IF_MIB: dict[str, str] = {
 }
 
 SOURCE_MAP.update({name: (canonical, 1.0) for canonical, names in DCGM_FIELDS.items() for name in names})
+SOURCE_MAP.update({name: (canonical, 1.0) for canonical, name in DCGM_LEGACY.items()})
 SOURCE_MAP.update({name: (canonical, 1.0) for canonical, name in NODE_EXPORTER_IB.items()})
 SOURCE_MAP.update({name: (canonical, 1.0) for canonical, name in IF_MIB.items()})

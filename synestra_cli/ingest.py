@@ -162,7 +162,7 @@ def _record_source(conn, source_id: int, path: Path, sha: str, fmt_name: str, re
     hosts = (hosts or [])[:MAX_HOSTS_LISTED]
     if result.reject_samples:
         conn.executemany(
-            "INSERT INTO rejects VALUES (?, ?, ?, ?)",
+            "INSERT INTO rejects (source_id, line, reason, text) VALUES (?, ?, ?, ?)",
             [(source_id, line, reason, text) for line, reason, text in result.reject_samples],
         )
     conn.execute(

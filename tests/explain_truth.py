@@ -19,11 +19,11 @@ from synestra_cli.ingest import ingest_paths
 from synestra_cli.simulate.scenarios import simulate
 from synestra_cli.store.connect import connect
 
-# The slow rank of a straggler is visible only in per-rank timing, which the simulator's exports do not
-# carry (every rank's step time, every GPU's telemetry slow down alike): its host cannot be observed,
-# and explain says host null rather than guess. "host" is scored where the exports can show it;
-# "host_all" counts these too.
-UNOBSERVABLE_HOST = ("workload.straggler",)
+# Categories whose host the exports cannot show (explain says host null rather than guess): "host" is
+# scored where the exports can show it, "host_all" counts these too. None today: a straggler's host is
+# the one whose GPUs stay busy while its peers wait (signals/activity.py). A truth without hosts (a
+# preemption: no faulty host) is right only with host null.
+UNOBSERVABLE_HOST: tuple[str, ...] = ()
 
 
 @dataclass
@@ -123,14 +123,14 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         sc.caused += 1
         ok = cause is not None and cause.category == tc["category"]
         sc.category_ok += ok
-        host_right = cause is not None and cause.host in tc["hosts"]
+        host_right = cause is not None and (cause.host in tc["hosts"] if tc["hosts"] else cause.host is None)
         sc.host_ok += host_right
         if tc["category"] in UNOBSERVABLE_HOST and not host_right:
             sc.host_unobservable += 1
         else:
             sc.host_scored += 1
         sc.component_ok += cause is not None and cause.component == tc["component"]
-        if not ok or cause.host not in tc["hosts"] or cause.component != tc["component"]:
+        if not ok or not host_right or cause.component != tc["component"]:
             got_s = f"{cause.category} {cause.host} {cause.component}" if cause else "no cause"
             sc.misses.append(f"{where}: {got_s} != {tc['category']} {tc['hosts'][:2]} {tc['component']}")
     return sc

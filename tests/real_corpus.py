@@ -32,6 +32,7 @@ BY_PREFIX = [
     ("real_samples/training/sacct_", "sacct"), ("real_samples/training/tdhock-slurm_sacct", "sacct"),
 ]
 BY_NAME = {
+    "ceems-jobstats_sacct-P_cluster-column.txt": "sacct",
     "prometheus_docs_api_query_range_example.json": "prom_api_json",
     "gh-ethq-8_ethtool-S_mlx5_connectx4_head.txt": "ethtool_stats",
     "notes-bnx2x_ethtool-S_per-queue.txt": "ethtool_stats",
@@ -40,6 +41,8 @@ BY_NAME = {
     "gh-netdata-2620_perfquery-x_nonzero-data.txt": "ib_counters",
     "gh-ucx-9590_ibqueryerrors-port-ALL.txt": "ib_counters",
     "gpud_sys-class-infiniband_h100_snapshot.txt": "ib_counters",
+    "gh-rdma-core-pr847_ibstat_mlx4-2port_verbose.txt": "ib_counters",
+    "gh-l2fwd-nv-6_ibstat_cx6dx-roce.txt": "ib_counters",
     "gh-lshca-11_mlxlink-json_operational-info_edr.json.txt": "mlxlink",
     "gh-sonic-265_mlxlink_operational-info_25GbE.txt": "mlxlink",
     "sichek_mlxlink-m_module-info_osfp.txt": "mlxlink",
@@ -167,11 +170,25 @@ FACTS = [
        EV.format("ts", "link_down"), datetime(2021, 5, 26, 15, 21, 5), host="n"),
     _f("syslog/gh-aws-parallelcluster-2701_rfc3164_lustre-connection-lost.log", "Lustre client keeps its role",
        EV.format("component", "lustre_lost"), "no2zxbmv-MDT0000"),
+    # 5. DCGM exporter label variants
+    _f("dcgm/notes-a800-mig_dcgm-exporter_process-name-label.prom", "DCGM_FI_PROCESS_NAME is no part of the entity",
+       "SELECT entity FROM metrics WHERE metric = 'DCGM_FI_DEV_ENC_UTIL' ORDER BY entity LIMIT 1", "gpu1"),
+    _f("dcgm/gpu-monitoring-tools_README_prometheus-dcgm_legacy-names.prom", "legacy dcgm_power_usage is power",
+       "SELECT entity, value FROM metrics WHERE metric = 'gpu_power_watts'", "gpu0", 31.737, host="n"),
+    _f("dcgm/gpu-monitoring-tools_README_prometheus-dcgm_legacy-names.prom", "legacy lowercase uuid label is the UUID",
+       "SELECT uuid FROM gpus WHERE entity = 'gpu0'", "GPU-8f640a3c-7e9a-608d-02a3-f4372d72b323", host="n"),
     # 6. NIC and fabric counters
     _f("fabric/notes-bnx2x_ethtool-S_per-queue.txt", "per-queue ethtool counter keeps its queue",
        "SELECT entity, value FROM metrics WHERE metric = 'eth_rx_bytes'", "ens4f1/q0", 79656136793.0, host="n"),
     _f("fabric/gpud_sys-class-infiniband_h100_snapshot.txt", "8-bit link_downed stuck at 255 is no count",
        "SELECT count(*) FROM metrics WHERE metric = 'ib_port_link_downed_total' AND entity = 'mlx5_1'", 0, host="n"),
+    _f("fabric/gh-rdma-core-pr847_ibstat_mlx4-2port_verbose.txt", "ibstat port 2: CA:port, state, phys state, rate",
+       "SELECT entity, list(value ORDER BY metric) FROM metrics WHERE entity = 'mlx4_0:2' GROUP BY entity",
+       "mlx4_0:2", [5.0, 7e9, 4.0], host="n"),
+    _f("fabric/gh-rdma-core-pr847_ibstat_mlx4-2port_verbose.txt", "ibstat port 1 Down/Disabled at 10 Gb/s",
+       "SELECT list(value ORDER BY metric) FROM metrics WHERE entity = 'mlx4_0'", [3.0, 1.25e9, 1.0], host="n"),
+    _f("fabric/gh-l2fwd-nv-6_ibstat_cx6dx-roce.txt", "ibstat second CA Active/LinkUp at 100 Gb/s",
+       "SELECT list(value ORDER BY metric) FROM metrics WHERE entity = 'mlx5_1'", [5.0, 12.5e9, 4.0], host="n"),
     # 8. Prometheus exposition
     _f("prometheus/prometheus-common_expfmt-case2_whitespace-escapes.prom", "every valid line of the case is read",
        "SELECT count(*) FROM metrics", 4),

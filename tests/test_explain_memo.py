@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from builders import crash_and_resume
 from click.testing import CliRunner
 from explain_fixtures import HOSTS, SAVE_S, Scenario
 
+import synestra_cli
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import StoreBusyError, StoreError
 from synestra_cli.explain import memo
@@ -130,3 +136,66 @@ def test_ingest_explain_on_a_store_without_jobs_says_so(db_path, tmp_path):
     (tmp_path / "empty").mkdir()
     out = CliRunner().invoke(cli, ["ingest", str(tmp_path / "empty"), "--db", str(db_path), "--explain"])
     assert out.exit_code == 0 and "explain: no jobs in the store yet" in out.stderr
+
+
+# Run in a fresh process against a copy of the package: the key of the code that process runs.
+KEY_SCRIPT = """
+import json, sys
+import synestra_cli
+from synestra_cli.explain import memo
+from synestra_cli.store import open_store
+with open_store(sys.argv[1], read_only=True) as c:
+    key = memo.store_key(c)
+    print(json.dumps({"package": synestra_cli.__file__, "key": key, "kept": sorted(memo.load(c, ["42"], key))}))
+"""
+
+
+def _copy_of_the_package(tmp_path: Path) -> Path:
+    root = tmp_path / "site"
+    shutil.copytree(Path(synestra_cli.__file__).parent, root / "synestra_cli",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _key_in_a_new_process(root: Path, db: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(root)}  # and the working folder: `-c` puts it first on sys.path
+    out = subprocess.run([sys.executable, "-c", KEY_SCRIPT, str(db)], env=env, cwd=root, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["package"].startswith(str(root)), doc  # the copy ran, not the installed package
+    return doc
+
+
+def test_a_changed_threshold_makes_the_kept_explanations_ignored(db_path, tmp_path):
+    with open_store(db_path) as c:
+        crash_and_resume(c)
+    first = CliRunner().invoke(cli, ["tax-report", "--all", "--format", "json", "--db", str(db_path)])
+    assert first.exit_code == 0, first.stderr
+    with open_store(db_path, read_only=True) as c:
+        (kept_key,) = c.execute("SELECT store_key FROM explanations WHERE job_id = '42'").fetchone()
+    root = _copy_of_the_package(tmp_path)
+    same = _key_in_a_new_process(root, db_path)
+    assert same["key"] == kept_key and same["kept"] == ["42"]  # the same code elsewhere reuses them
+    thresholds = root / "synestra_cli" / "signals" / "thresholds.py"
+    text = thresholds.read_text()
+    assert "\nSLOW_FACTOR = 1.10\n" in text
+    thresholds.write_text(text.replace("\nSLOW_FACTOR = 1.10\n", "\nSLOW_FACTOR = 1.25\n"))
+    tuned = _key_in_a_new_process(root, db_path)
+    assert tuned["key"] != kept_key and tuned["kept"] == []  # same version, same sources: the code changed
+
+
+def test_the_code_digest_covers_what_produces_an_explanation_and_only_that(tmp_path):
+    root = _copy_of_the_package(tmp_path)
+    pkg = root / "synestra_cli"
+    base = memo.code_digest(pkg)
+    assert base == memo.code_digest(Path(synestra_cli.__file__).parent) == memo.process_digest()
+    for producer in ("explain/rules.py", "accounting/attribution.py", "store/job_views.py"):
+        f = pkg / producer
+        original = f.read_bytes()
+        f.write_bytes(original + b"\n# tuned\n")
+        assert memo.code_digest(pkg) != base, producer
+        f.write_bytes(original)
+    (pkg / "formats" / "syslog.py").write_bytes(b"# a parser: what it wrote is in the sources already\n")
+    (pkg / "cli" / "explain_view.py").write_bytes(b"# rendering only\n")
+    assert memo.code_digest(pkg) == base

@@ -32,6 +32,29 @@ def _by_iteration(conn, job="100"):
     return {(c.kind, c.iteration): c for c in explain_job(conn, job).checkpoints}
 
 
+def _clock_events(sc: Scenario, end: float, bad_host: str, gpus: range, bits: float, every: float = 60.0) -> None:
+    """DCGM clocks-event reasons for every GPU: SW power cap (0x4) all along, as a GPU at its power
+    limit shows (routine); `bits` (a float, as some exporters write it) on bad_host's `gpus` from 290 s."""
+    for h in HOSTS:
+        for g in range(8):
+            bad = (290, 1e9, bits) if h == bad_host and g in gpus else None
+            sc.series(h, f"gpu{g}", "gpu_clock_events_bitmask", -1800, end + 600, every, 4.0, bad)
+
+
+@pytest.mark.parametrize(("bits", "gpus", "want"), [
+    (136.0, range(8), ("power.capping", "gpu-002", None)),        # HW power brake + HW slowdown, whole node
+    (96.0, range(3, 4), ("cooling.thermal", "gpu-002", "gpu3")),  # SW + HW thermal on one GPU
+    (8.0, range(5, 6), ("gpu.hw_slowdown", "gpu-002", "gpu5")),   # the GPU's own HW slowdown
+])
+def test_clock_event_reasons_tell_power_brake_from_thermal_from_a_gpus_own_slowdown(conn, bits, gpus, want):
+    sc, end = _reactive_job(conn)
+    _clock_events(sc, end, "gpu-002", gpus, bits)
+    reactive = _by_iteration(conn)[("save", 330)]
+    assert reactive.trigger == "reactive"
+    assert (reactive.cause.category, reactive.cause.host, reactive.cause.component) == want
+    assert reactive.cause.confidence > 0.5
+
+
 def test_healthy_job_has_only_routine_checkpoints(conn):
     healthy_job(conn)
     cps = explain_job(conn, "100").checkpoints
@@ -83,6 +106,37 @@ def test_slowdown_with_healthy_telemetry_is_a_straggler(conn):
     _ports(sc, "port_symbol_errors_total", end + 600, None)  # every job port clean
     cause = _by_iteration(conn)[("save", 330)].cause
     assert cause.category == "workload.straggler"
+
+
+def _activity(sc: Scenario, end: float, busy: tuple[str, int] | None, every: float = 30.0) -> None:
+    """DCGM activity of every GPU: tensor 0.52, SM 0.86, 660 W; from the slowdown (300 s, x1.5) each
+    GPU waits for the slowest and keeps 1/1.5 of it, but the `busy` GPU, which sets the pace."""
+    for h in HOSTS:
+        for g in range(8):
+            keep = 1.0 if (h, g) == busy else 1 / 1.5
+            for metric, level in (("gpu_tensor_active_ratio", 0.52), ("gpu_sm_active_ratio", 0.86),
+                                  ("gpu_power_watts", 660.0)):
+                sc.series(h, f"gpu{g}", metric, -1800, end + 600, every, level, (300, 1e9, level * keep))
+
+
+def test_straggler_host_is_the_one_whose_gpus_stay_busy_while_peers_wait(conn):
+    sc, end = _reactive_job(conn)
+    _ports(sc, "port_symbol_errors_total", end + 600, None)
+    _activity(sc, end, ("gpu-003", 2))
+    reactive = _by_iteration(conn)[("save", 330)]
+    assert (reactive.cause.category, reactive.cause.host, reactive.cause.component) == (
+        "workload.straggler", "gpu-003", None)
+    assert reactive.cause.confidence > 0.7
+    busy = next(lk for lk in reactive.chain if lk.evidence.get("metric") == "gpu_activity_kept_ratio")
+    assert (busy.host, busy.entity) == ("gpu-003", "gpu2") and busy.evidence["after"] > 0.95
+
+
+def test_straggler_without_an_asymmetry_names_no_host(conn):
+    sc, end = _reactive_job(conn)
+    _ports(sc, "port_symbol_errors_total", end + 600, None)
+    _activity(sc, end, None)  # every GPU slowed alike: nothing tells the slow rank apart
+    cause = _by_iteration(conn)[("save", 330)].cause
+    assert (cause.category, cause.host, cause.confidence) == ("workload.straggler", None, 0.5)
 
 
 def test_slowdown_without_any_telemetry_says_unknown_not_straggler(conn):
@@ -164,6 +218,39 @@ def test_preemption_save_and_the_restore_after_it(conn):
     assert cps[("restore", 270)].trigger == "preemption"
     assert cps[("save", 270)].cause.category == "scheduler.preemption"
     assert cps[("save", 200)].cause is None and cps[("save", 400)].trigger == "final"
+
+
+def test_exit_signal_handler_save_is_the_preemption_save_and_no_host_is_blamed(conn):
+    # Megatron's --exit-signal-handler: SIGTERM arrives unlogged, the job saves off-cadence (a 40 s
+    # save), then prints its exit line; sacct calls the attempt PREEMPTED, exit 0:15.
+    sc = Scenario(conn).cluster()
+    t = sc.steps(1, 0, 10, 200)
+    sc.checkpoint(1, "save", 200, t)
+    t = sc.steps(1, t + SAVE_S, 210, 270)
+    sc.checkpoint(1, "save", 273, t + 2, 40.0)
+    sc.incident(1, t + 44, "sigterm", message="[exiting program after receiving SIGTERM.] datetime: 2026-11-02 "
+                "01:00:00")
+    sc.attempt(1, -60, t + 47, "PREEMPTED", "0:15")
+    sc.checkpoint(2, "restore", 273, t + 1300, 55)
+    t2 = sc.steps(2, t + 1360, 280, 400)
+    sc.checkpoint(2, "save", 400, t2)
+    sc.attempt(2, t + 1200, t2 + 60, "COMPLETED")
+    cps = _by_iteration(conn)
+    save, restore = cps[("save", 273)], cps[("restore", 273)]
+    assert (save.trigger, save.cause.category, save.cause.host) == ("preemption", "scheduler.preemption", None)
+    assert (restore.trigger, restore.cause.category, restore.cause.host) == (
+        "preemption", "scheduler.preemption", None)
+
+
+def test_a_save_with_training_after_it_is_not_the_preemption_save(conn):
+    sc = Scenario(conn).cluster()
+    t = sc.steps(1, 0, 10, 200)
+    sc.checkpoint(1, "save", 200, t)
+    t = sc.steps(1, t + SAVE_S, 210, 260)
+    sc.checkpoint(1, "save", 250, t - 100, 40.0)  # an off-cadence save, then 10 more iterations logged
+    sc.incident(1, t + 60, "sigterm", message="[exiting program after receiving SIGTERM.] datetime: x")
+    sc.attempt(1, -60, t + 63, "PREEMPTED", "0:15")
+    assert _by_iteration(conn)[("save", 250)].trigger != "preemption"
 
 
 def test_slow_periodic_save_with_nfs_trouble_is_storage(conn):

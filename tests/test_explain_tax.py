@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from explain_fixtures import SAVE_S, Scenario
 
+from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 from synestra_cli.accounting.report import tax_report
-from synestra_cli.explain.tax import explain_with_tax
 
 
 def _reactive_job(conn):

@@ -183,3 +183,52 @@ def test_sysfs_no_pma_values_are_no_data_not_rejects(conn, tmp_path):
     assert any("read `N/A (no PMA)`" in n for n in report.notes)
     assert conn.execute("SELECT count(*) FROM metrics WHERE metric = 'ib_port_symbol_errors_total'").fetchone() == (0,)
     assert value(conn, "ib_port_link_downed_total", "mlx5_0", "h100-01") == 0
+
+
+def port_rows(conn):
+    return {
+        (entity, metric): v
+        for entity, metric, v in conn.execute("SELECT entity, metric, value FROM metrics WHERE host = 'n'").fetchall()
+    }
+
+
+def test_ibstat_ports_are_port_state_rows_named_by_ca_and_port(conn):
+    # A real ConnectX-3 paste under `set -x` with verbose umad: `+ ibstat` and `ibwarn:` lines around it, tabs.
+    path = FABRIC / "gh-rdma-core-pr847_ibstat_mlx4-2port_verbose.txt"
+    report = ingest_file(conn, path, IngestOptions(host="n"))
+    assert (report.format, report.rejected) == ("ib_counters", 0)
+    assert port_rows(conn) == {
+        ("mlx4_0", "ib_port_state_id"): 1,  # Port 1: State: Down
+        ("mlx4_0", "ib_port_physical_state_id"): 3,  # Physical state: Disabled
+        ("mlx4_0", "ib_port_rate_bytes_per_second"): 10e9 / 8,  # Rate: 10 (Gb/s)
+        ("mlx4_0:2", "ib_port_state_id"): 4,  # Port 2: State: Active
+        ("mlx4_0:2", "ib_port_physical_state_id"): 5,  # Physical state: LinkUp
+        ("mlx4_0:2", "ib_port_rate_bytes_per_second"): 56e9 / 8,  # Rate: 56
+    }  # CA type, firmware, GUIDs, LIDs, capability mask and link layer are identity, not samples
+
+
+def test_ibstat_space_indented_roce_ports_of_two_cas(conn):
+    path = FABRIC / "gh-l2fwd-nv-6_ibstat_cx6dx-roce.txt"
+    report = ingest_file(conn, path, IngestOptions(host="n"))
+    assert (report.format, report.rejected, report.hosts) == ("ib_counters", 0, ["n"])
+    assert port_rows(conn) == {
+        (ca, metric): v
+        for ca in ("mlx5_0", "mlx5_1")
+        for metric, v in (("ib_port_state_id", 4), ("ib_port_physical_state_id", 5),
+                          ("ib_port_rate_bytes_per_second", 100e9 / 8))
+    }
+
+
+def test_ibstat_is_recognised_without_format_and_odd_values_are_rejected_with_their_line(conn, tmp_path):
+    from synestra_cli import formats
+
+    text = (FABRIC / "gh-rdma-core-pr847_ibstat_mlx4-2port_verbose.txt").read_text()
+    assert formats.detect(text).NAME == "ib_counters"
+    odd = text.replace("State: Active", "State: Confused").replace("Rate: 10\n", "Rate: fast\n")
+    path = tmp_path / "ibstat.txt"
+    path.write_text(odd)
+    report = ingest_file(conn, path, IngestOptions(host="n"))
+    assert report.rejected == 2
+    assert [s[:2] for s in report.reject_samples] == [
+        (16, "ibstat rate 'fast' is not a number of Gb/s"), (24, "unknown ibstat state 'Confused'")]
+    assert port_rows(conn)[("mlx4_0:2", "ib_port_physical_state_id")] == 5

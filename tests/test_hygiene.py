@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import pkgutil
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import synestra_cli
 
@@ -46,8 +49,6 @@ def test_every_command_has_help_with_an_example():
 
 def test_no_test_reads_the_shared_folder_beside_the_clone():
     """A clone alone must pass: real samples live in tests/data/ with their provenance."""
-    from pathlib import Path
-
     tests = Path(__file__).resolve().parent
     offenders = [
         p.name for p in tests.glob("*.py")
@@ -55,3 +56,34 @@ def test_no_test_reads_the_shared_folder_beside_the_clone():
     ]
     assert offenders == []
     assert (tests / "data" / "real_samples" / "syslog" / "PROVENANCE.md").is_file()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run installs what the README's test command installs, then runs its test runner."""
+    readme = (ROOT / "README.md").read_text()
+    command = readme.split("Run the tests:", 1)[1].split("```sh\n", 1)[1].split("\n", 1)[0]
+    install, runner = command.rsplit(" && ", 1)
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert install in ci and runner in ci
+    assert ci.index(install) < ci.index(runner)
+
+
+def test_the_changelog_names_the_current_version():
+    released = re.findall(r"^## (\d+\.\d+\.\d+)\b", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
+    assert released and released[0] == synestra_cli.__version__
+
+
+def test_the_cli_reference_check_fails_when_the_file_drifts(tmp_path):
+    spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "scripts" / "gen_cli_docs.py")
+    assert spec and spec.loader
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    out = tmp_path / "cli.md"
+    assert gen.main(["--out", str(out)]) == 0
+    assert gen.main(["--check", "--out", str(out)]) == 0
+    assert "## synestra tax-report" in out.read_text() and "--fail-over PCT" in out.read_text()
+    out.write_text(out.read_text().replace("--fail-over PCT", "--fail-over"))
+    assert gen.main(["--check", "--out", str(out)]) == 1

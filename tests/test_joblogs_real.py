@@ -94,8 +94,8 @@ def test_megatron_progress_txt_gives_job_id_gpus_and_the_checkpoint(conn):
 def test_megatron_checkpoint_load_line_is_a_restore_at_its_iteration(conn):
     ingest(conn, TRAINING / "gh-dlrover-977_megatron-loading-checkpoint.log")
     (ck,) = rows(conn, "SELECT kind, iteration, start_ts, ts_precision, path FROM checkpoints")
-    # the line has no time of its own: it takes the DLRover logger line's before it
-    assert ck == ("restore", 100, datetime(2024, 2, 1, 17, 58, 59, 451000), "inferred", "/nas/megatron_gpt/")
+    # the line has no time of its own: it began after the DLRover logger line before it (its lower bound)
+    assert ck == ("restore", 100, datetime(2024, 2, 1, 17, 58, 59, 451000), "bounded", "/nas/megatron_gpt/")
 
 
 def test_torchtitan_steps_with_rank_prefix_and_thousands_separators(conn):
@@ -264,7 +264,7 @@ def test_mlperf_with_launcher_stdout_reads_tracked_stats_and_nemo_restore(conn):
     assert got[0][1] == datetime(2024, 4, 24, 21, 46, 32, 582000) and got[0][2] == pytest.approx(1.9597043)
     # NeMo "Loading distributed checkpoint" (no time: the line before's, 21:30:47) .. "successfully restored"
     (ck,) = rows(conn, "SELECT kind, start_ts, end_ts, ts_precision, blocking_s, path FROM checkpoints")
-    assert ck == ("restore", datetime(2024, 4, 24, 21, 30, 47), datetime(2024, 4, 24, 21, 32, 8), "inferred", None,
+    assert ck == ("restore", datetime(2024, 4, 24, 21, 30, 47), datetime(2024, 4, 24, 21, 32, 8), "bounded", None,
                   "/ckpt")
 
 

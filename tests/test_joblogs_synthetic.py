@@ -106,10 +106,10 @@ def test_appended_attempts_checkpoints_with_timer_block_and_async_phases(conn, t
          "/ckpt/gpt"),
         (2, "save", 57, datetime(2025, 3, 1, 10, 40, 20), None, False, None, None, "/ckpt/gpt"),
     ]
-    # the load lines have no time of their own: each takes its nearest timed line's (the banner just
-    # before "loading", the step line just after "successfully loaded"); no duration is made up from them
+    # the load lines have no time of their own: the restore is bounded by the timed lines around them
+    # (the banner just before "loading", the step line just after "successfully loaded")
     assert rows(conn, "SELECT ts_precision FROM checkpoints ORDER BY line") == [
-        ("exact",), ("inferred",), ("exact",), ("exact",)]
+        ("exact",), ("bounded",), ("exact",), ("exact",)]
 
 
 def test_appended_attempts_incidents_belong_to_their_attempt(conn, tmp_path):
@@ -143,6 +143,43 @@ def test_log_without_any_time_keeps_null_times_for_sacct_to_fill(conn, tmp_path)
         ("restore", 100, None, None, "none"), ("save", 120, None, None, "none")]
     assert rows(conn, "SELECT job_id, attempt, start_ts, end_ts FROM attempts ORDER BY attempt") == [
         ("777", 1, None, None), ("777", 2, None, None)]
+
+
+# Megatron as it prints itself (no launcher stamp): the load lines are undated; around them only
+# `[after megatron is initialized]`, `[after model, optimizer, ... are built]` and the iteration lines
+# carry a time, and model building lines sit between the first of them and "loading".
+RAW_RESTORE = [
+    "using world size: 16, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 8, "
+    "pipeline-model-parallel size: 1",
+    "[after megatron is initialized] datetime: 2025-03-01 10:31:10 ",
+    "building GPT model ...",
+    " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 1379659776",
+    " loading distributed checkpoint from /ckpt/gpt at iteration 20",
+    "  successfully loaded checkpoint from /ckpt/gpt [ t 1/8, p 1/1 ] at iteration 20",
+    "[after model, optimizer, and learning rate scheduler are built] datetime: 2025-03-01 10:32:05 ",
+    "> building train, validation, and test datasets ...",
+    "[before the start of training step] datetime: 2025-03-01 10:32:20 ",
+    it_line("2025-03-01 10:33:20", 30, 6000.0),
+]
+SACCT = ("JobID|JobName|User|State|ExitCode|Start|End|Elapsed|NodeList|AllocTRES\n"
+         "4242|pretrain|alice|COMPLETED|0:0|2025-03-01T10:30:00|2025-03-01T11:00:00|00:30:00|gpu-001|"
+         "billing=1,cpu=1,gres/gpu=8,mem=1G,node=1\n")
+
+
+def test_undated_restore_is_bounded_by_the_dated_lines_around_it(conn, tmp_path):
+    ingest(conn, write(tmp_path, RAW_RESTORE))
+    # began after [after megatron is initialized], ended by [after model ... are built]: 55 s, not 0
+    assert rows(conn, "SELECT start_ts, end_ts, ts_precision FROM checkpoints_reconciled") == [
+        (datetime(2025, 3, 1, 10, 31, 10), datetime(2025, 3, 1, 10, 32, 5), "bounded")]
+
+
+def test_undated_restore_without_a_dated_line_before_it_is_bounded_by_the_sacct_start(conn, tmp_path, monkeypatch):
+    ingest(conn, write(tmp_path, [RAW_RESTORE[0], *RAW_RESTORE[2:]]))
+    assert rows(conn, "SELECT ts_precision FROM checkpoints") == [("inferred",)]
+    monkeypatch.setattr(formats, "FORMAT_MODULES", [*joblog.FACT_MODULES, "sacct"])
+    ingest(conn, write(tmp_path, SACCT.splitlines(), "sacct.txt"), format="sacct")
+    assert rows(conn, "SELECT attempt, start_ts, end_ts, ts_precision FROM checkpoints_reconciled") == [
+        (1, datetime(2025, 3, 1, 10, 30), datetime(2025, 3, 1, 10, 32, 5), "bounded")]
 
 
 def test_watchdog_glog_without_year_rolls_over_new_year(conn, tmp_path):

@@ -239,3 +239,48 @@ def test_a_scrape_without_a_host_label_says_pass_host(conn):
             ("gpu-node-7", "gpu0", "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52")]
     finally:
         other.close()
+
+
+def test_dcgm_attribute_labels_are_not_part_of_a_gpus_identity(conn):
+    # A real A800 MIG scrape with dcgm-exporter's attribute labels DCGM_FI_DRIVER_VERSION and DCGM_FI_PROCESS_NAME
+    # on every series; DCGM_FI_DEV_ENC_UTIL has no canonical name, so its entity is built from the residual labels.
+    path = DCGM / "notes-a800-mig_dcgm-exporter_process-name-label.prom"
+    report = ingest_file(conn, path, IngestOptions())
+    assert (report.format, report.rejected) == ("prometheus", 0)
+    enc = conn.execute("SELECT DISTINCT entity FROM metrics WHERE metric = 'DCGM_FI_DEV_ENC_UTIL' ORDER BY 1")
+    enc = enc.fetchall()
+    assert enc == [(f"gpu{i}",) for i in range(1, 8)]  # not gpu1{DCGM_FI_PROCESS_NAME="/usr/bin/dcgm-exporter"}
+    assert conn.execute("SELECT count(*) FROM metrics WHERE entity LIKE '%DCGM_FI_%'").fetchone() == (0,)
+    rows = conn.execute("SELECT entity, value FROM metrics WHERE host = 'msxf-hpc-64-35-ai' AND metric = "
+                        "'gpu_temp_celsius' AND entity IN ('gpu0/gi5', 'gpu3') ORDER BY 1").fetchall()
+    assert rows == [("gpu0/gi5", 33.0), ("gpu3", 31.0)]
+    assert conn.execute("SELECT uuid, model FROM gpus WHERE entity = 'gpu7'").fetchone() == (
+        "GPU-4e75c9ab-0ed7-8a57-75f5-23761b9f053f", "NVIDIA A800-SXM4-80GB")
+
+
+def test_other_dcgm_attribute_labels_and_dcgm_fi_dev_name_as_the_model(conn, tmp_path):
+    # The same real scrape with the attribute labels `dcgm-exporter -a` can add instead (serial, brand, name):
+    # still gpu1, and DCGM_FI_DEV_NAME names the model when modelName is absent.
+    text = (DCGM / "notes-a800-mig_dcgm-exporter_process-name-label.prom").read_text()
+    text = text.replace('modelName="NVIDIA A800-SXM4-80GB"', 'DCGM_FI_DEV_NAME="NVIDIA A800-SXM4-80GB"').replace(
+        'DCGM_FI_PROCESS_NAME="/usr/bin/dcgm-exporter"', 'DCGM_FI_DEV_BRAND="NVIDIA",DCGM_FI_DEV_SERIAL="165282"')
+    path = tmp_path / "attrs.prom"
+    path.write_text(text)
+    ingest_file(conn, path, IngestOptions())
+    assert conn.execute("SELECT count(*) FROM metrics WHERE entity LIKE '%{%'").fetchone() == (0,)
+    assert conn.execute("SELECT model FROM gpus WHERE entity = 'gpu1'").fetchone() == ("NVIDIA A800-SXM4-80GB",)
+
+
+def test_legacy_pre_2_0_exporter_names_map_to_the_catalog(conn):
+    # gpu-monitoring-tools' prometheus-dcgm sample output: lowercase dcgm_* names and a lowercase uuid label.
+    path = DCGM / "gpu-monitoring-tools_README_prometheus-dcgm_legacy-names.prom"
+    report = ingest_file(conn, path, IngestOptions(host="dgx1"))
+    assert (report.format, report.rejected) == ("prometheus", 0)
+    got = dict(conn.execute("SELECT metric, value FROM metrics WHERE host = 'dgx1' AND entity = 'gpu0'").fetchall())
+    assert got == {
+        "gpu_temp_celsius": 34.0, "gpu_util_percent": 0.0, "gpu_power_watts": 31.737, "gpu_sm_clock_mhz": 135.0,
+        "gpu_energy_millijoules_total": 7824041.0, "gpu_xid_last": 0.0,
+    }
+    assert conn.execute("SELECT uuid FROM gpus WHERE host = 'dgx1' AND entity = 'gpu0'").fetchone() == (
+        "GPU-8f640a3c-7e9a-608d-02a3-f4372d72b323",)
+    assert {r[0] for r in conn.execute("SELECT metric FROM metric_catalog").fetchall()} >= set(got)

@@ -190,18 +190,21 @@ def test_slow_storage_complaints_start_at_the_first_signal_and_saves_stretch(sim
     assert slow and min(c["duration_s"] for c in slow) > 2 * max(normal)
 
 
-def test_a_straggler_is_the_one_gpu_below_full_utilisation_while_the_others_spin(sims):
+def test_a_straggler_is_the_one_gpu_that_keeps_its_tensor_activity_while_the_others_wait(sims):
     exports, truth = sims("straggler-compute")
     f, job = main_fault(truth), main_job(truth)
     react = ts(next(c for c in job["checkpoints"] if c["trigger"] == "reactive")["start"])
-    low = []
+    start = ts(f["first_signal"])
+    kept = {}
     for host in job["hosts"]:
         for gpu in range(GPUS):
-            t, util = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_DEV_GPU_UTIL", gpu=str(gpu))
-            window = (t > ts(f["first_signal"]) + 60) & (t < react - 60) & (util > 30)
-            if util[window].mean() < 90:
-                low.append(host)
-    assert low == f["hosts"]
+            t, tensor = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gpu=str(gpu))
+            before = tensor[(t > start - 1500) & (t < start - 60) & (tensor > 0.3)].mean()
+            during = tensor[(t > start + 60) & (t < react - 60) & (tensor > 0.2)].mean()
+            kept[(host, gpu)] = during / before
+    busy = [k for k, v in kept.items() if v > 0.95]
+    assert [h for h, _ in busy] == f["hosts"]  # one GPU, on the straggler's host
+    assert all(v < 0.85 for k, v in kept.items() if k not in busy)  # every other GPU waits
 
 
 @pytest.mark.parametrize("scenario", ["software-crash", "straggler-compute", "preemption"])
@@ -226,6 +229,9 @@ def test_decoys_are_outside_the_job_or_begin_after_the_checkpoint_they_could_be_
         if d["decoy"] == "after_checkpoint":
             first = ([c for c in job["checkpoints"] if c["trigger"] != "periodic"] or job["checkpoints"])[0]
             assert ts(d["start"]) > ts(first["end"])
+            # never on the component of a real fault: a decoy is told apart by what it is, not by when
+            assert not any(set(d["hosts"]) & set(f["hosts"]) and d["component"] == f["component"]
+                           for f in truth["faults"] if not f["decoy"])
 
 
 def test_counters_restart_from_zero_when_the_node_reboots(sims):
@@ -234,3 +240,24 @@ def test_counters_restart_from_zero_when_the_node_reboots(sims):
     _, energy = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0")
     drops = np.flatnonzero(np.diff(energy) < 0)
     assert len(drops) == 1 and energy[drops[0] + 1] < 0.01 * energy[drops[0]]
+
+
+def test_the_after_checkpoint_decoy_never_lands_on_a_real_faults_nic():
+    from types import SimpleNamespace
+
+    from synestra_cli.simulate import faults as F
+    from synestra_cli.simulate.cluster import Cluster
+    from synestra_cli.simulate.jobs import US
+    from synestra_cli.simulate.scenarios import after_checkpoint_decoy, base_plan
+
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        plan = base_plan(Cluster(4, 8, seed=seed), 4.0, rng)
+        a, b = plan.main.hosts
+        # real degraded links on every NIC of the job but one: the decoy must take that one
+        plan.faults += [F.ghost_link(plan.cl, h, n, plan.t0 + 3600, plan.t0 + 7200, rng)
+                        for h in (a, b) for n in range(8) if (h, n) != (b, 5)]
+        tl = SimpleNamespace(spec=plan.main, checkpoints=[SimpleNamespace(trigger="periodic",
+                                                                          end=int((plan.t0 + 600) * US))])
+        decoy = after_checkpoint_decoy(plan, tl)
+        assert (decoy.hosts, decoy.cause.component) == ((b,), "mlx5_5")

@@ -46,7 +46,8 @@ def test_read_only_open_of_a_missing_store_says_to_ingest_first(tmp_path):
         connect(tmp_path / "absent.duckdb", read_only=True)
 
 
-def test_a_second_writer_waits_then_fails_with_a_reason(db_path):
+def test_a_second_writer_waits_then_fails_with_a_reason(db_path, monkeypatch):
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "1")  # set after import: read when connecting
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import duckdb,sys,time; c=duckdb.connect(sys.argv[1]); print('ok', flush=True); time.sleep(30)",
@@ -55,7 +56,7 @@ def test_a_second_writer_waits_then_fails_with_a_reason(db_path):
     )
     try:
         assert holder.stdout.readline().strip() == "ok"
-        with pytest.raises(StoreBusyError, match="locked by another synestra process"):
+        with pytest.raises(StoreBusyError, match=r"locked by another synestra process \(waited 1 s\)"):
             connect(db_path)
     finally:
         holder.kill()

@@ -297,6 +297,28 @@ def test_journal_json(conn, tmp_path):
     assert log["message"] == "slurmd[812]: launch task StepId=1.0"
 
 
+def test_kernel_lines_in_journal_json_keep_their_printk_stamp_and_still_type(conn, tmp_path):
+    # A kernel line forwarded through the syslog socket (or by a collector) keeps the printk stamp in
+    # MESSAGE: the typed event must come out the same as from the rfc3164 line that carries it.
+    rows = [{"__REALTIME_TIMESTAMP": "1700000000000000", "_HOSTNAME": "gpu-007", "SYSLOG_IDENTIFIER": "kernel",
+             "_TRANSPORT": "syslog", "PRIORITY": "4",
+             "MESSAGE": "[267043.104677] nfs: server fs01 not responding, still trying"},
+            {"__REALTIME_TIMESTAMP": "1700000002000000", "_HOSTNAME": "gpu-007", "SYSLOG_IDENTIFIER": "kernel",
+             "_TRANSPORT": "syslog", "PRIORITY": "3",
+             "MESSAGE": "[  267045.5] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus."},
+            {"__REALTIME_TIMESTAMP": "1700000003000000", "_HOSTNAME": "gpu-007", "SYSLOG_IDENTIFIER": "kernel",
+             "_TRANSPORT": "syslog", "PRIORITY": "6", "MESSAGE": "[267046.0] nfs: server fs01 OK"}]
+    path = write(tmp_path, "journal.json", "".join(json.dumps(r) + "\n" for r in rows))
+    load(conn, path)
+    nfs, xid, ok = events(conn, path)
+    assert (nfs["kind"], nfs["component"], nfs["message"]) == (
+        "nfs_not_responding", "fs01", "nfs: server fs01 not responding, still trying")
+    assert nfs["fields"] == {"server": "fs01", "mode": "still trying"}
+    assert (xid["kind"], xid["code"], xid["component"]) == ("xid", 79, "00000000:9B:00.0")
+    assert xid["fields"]["uptime_s"] == pytest.approx(267045.5)
+    assert ok["kind"] == "nfs_ok"
+
+
 def test_severity_from_the_envelope(conn):
     iso = SYSLOG / "gpud_dmesg-decode-iso_xid13_xid43.log"
     kmsg = SYSLOG / "gpud_dev-kmsg-raw.log"

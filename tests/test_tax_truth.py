@@ -16,6 +16,8 @@ from synestra_cli.ingest import ingest_paths
 from synestra_cli.simulate.scenarios import SCENARIOS, simulate
 from synestra_cli.store.connect import memory_store
 
+pytestmark = pytest.mark.truth  # a ground-truth matrix: `pytest -m "not truth"` skips it while developing
+
 SEEDS_AND_SIZES = [(101, 8), (202, 16), (303, 32)]  # seeds never used while developing
 TOLERANCE_S, TOLERANCE_REL = 60.0, 0.05
 

@@ -22,6 +22,7 @@ import duckdb
 from synestra_cli.accounting.buckets import BUCKETS
 from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
 from synestra_cli.accounting.report import JobTax, TaxReport, tax_report
+from synestra_cli.explain import memo
 
 ROUTINE = "checkpoint.routine"
 UNKNOWN = "unknown"
@@ -145,8 +146,6 @@ def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: dat
                  by: str = "category") -> FullReport:
     """The whole tax report: buckets, charges to causes (via explain, reusing kept explanations), fleet
     view, ranked causes."""
-    from synestra_cli.explain import memo
-
     report = tax_report(conn, job_id, since, until, price, capacity_gpus)
     explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs])
     for job in report.jobs:

@@ -21,7 +21,7 @@ from datetime import datetime
 import duckdb
 import pyarrow as pa
 
-from synestra_cli.explain.rules import MAD_K
+from synestra_cli.signals.thresholds import MAD_K
 
 BUCKETS = ("productive", "checkpoint_save", "checkpoint_restore", "startup", "lost_work", "hang", "requeue",
            "degraded_throughput", "other")

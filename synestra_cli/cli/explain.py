@@ -62,7 +62,7 @@ def command(
 
     explain = explain_job
     if with_tax:  # lazily: tax-report's buckets cost ~0.4 s more (pyarrow, bucket queries)
-        from synestra_cli.explain.tax import explain_with_tax
+        from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 
         explain = explain_with_tax
     with open_store(db, read_only=True) as conn:

@@ -103,7 +103,7 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
     check_window(since, until)
     from synestra_cli.accounting.attribution import build_report
     from synestra_cli.accounting.buckets import BUCKETS
-    from synestra_cli.accounting.report import job_doc
+    from synestra_cli.accounting.report import SCHEMA, job_doc
     from synestra_cli.clusters import resolve_job
     from synestra_cli.explain import memo
     from synestra_cli.store import open_store
@@ -115,7 +115,7 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
     report, fleet, causes = full.report, full.fleet, full.causes
     docs = [job_doc(t, price) for t in report.jobs]
     if fmt == "json":
-        click.echo(dumps({"schema": "synestra.tax/1", "jobs": docs, "fleet": fleet, "by": by, "causes": causes}))
+        click.echo(dumps({"schema": SCHEMA, "jobs": docs, "fleet": fleet, "by": by, "causes": causes}))
     elif fmt == "csv":
         rows = [{**d, **{f"{k}_s": v for k, v in d["buckets_s"].items()}} for d in docs]
         render_rows(rows, JOB_CSV_COLUMNS + [f"{b}_s" for b in BUCKETS], "csv")

@@ -26,6 +26,7 @@ from synestra_cli.explain.reason import (
 )
 from synestra_cli.explain.rules import FAILED_STATES, LOOKBACK_S, POST_WINDOW_S, PRE_WINDOW_S, PREEMPT_STATES, SCHEMA
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
+from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, incidents, typed_events
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, load_scope, scalar
@@ -55,7 +56,7 @@ class CheckpointExplanation:
     cause: Cause | None
     chain: list[ChainLink] = field(default_factory=list)
     alternatives: list[Cause] = field(default_factory=list)
-    tax: dict[str, Any] | None = None  # its cost and the badput charged through it (explain/tax.py)
+    tax: dict[str, Any] | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
 
     @property
     def routine(self) -> bool:
@@ -84,7 +85,7 @@ class JobExplanation:
     attempts: int
     cadence: int | None
     checkpoints: list[CheckpointExplanation]
-    tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (explain/tax.py)
+    tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
     failures: list[FailureExplanation] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -195,7 +196,8 @@ def _evidence(
     conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list, failed: list[Attempt]
 ) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
-    ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc)
+    ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc,
+                  stragglers=lambda *window: straggler_host(conn, *window))
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
         return ev

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from synestra_cli.explain.rules import (
+    FLAG_METRICS,
+    HOST_LEVEL_METRICS,
     MIN_SCORE,
     POST_WINDOW_S,
     PRE_WINDOW_S,
@@ -73,12 +75,14 @@ def _cable(s: Signal, scope: JobScope) -> tuple[str, str | None] | None:
 
 def _key(s: Signal, scope: JobScope) -> tuple[str, str, str, str]:
     """(category, what, where, which): a cable (both ends), a filesystem server, a rack's
-    environment, or one component of one host."""
+    environment, a host (a node-level signal: power brake, HW slowdown), or one component of one host."""
     if isinstance(s, Event) and s.category == "storage.slow" and s.component:
         return s.category, "fs", s.component, ""
     cable = _cable(s, scope) if s.category.startswith("network.") else None
     if cable:
         return s.category, "cable", cable[0], cable[1] or ""
+    if isinstance(s, Anomaly) and s.metric in HOST_LEVEL_METRICS:
+        return s.category, "host", s.host, ""
     rack = scope.rack_of(s.host) if s.category in RACK_CATEGORIES else None
     if rack:
         return s.category, "rack", rack, ""
@@ -97,13 +101,15 @@ def _named(key: tuple[str, str, str, str], signals: list[Signal], scope: JobScop
         return Candidate(cat, where, which or None, signals)
     if what == "rack" and len({(s.host, s.entity) for s in signals}) >= 2:
         return Candidate(cat, min(s.host for s in signals), where, signals)
+    if what == "host" and len({s.entity for s in signals}) >= 2:
+        return Candidate(cat, where, None, signals)
     if first.host not in scope.hosts:
         return Candidate(cat, first.host, f"{first.host}:{first.entity}", signals)
     return Candidate(cat, first.host, first.entity, signals)
 
 
 def _magnitude(s: Signal) -> float:
-    if isinstance(s, Event):
+    if isinstance(s, Event) or s.metric in FLAG_METRICS:
         return 1.0
     return min(1.0, 0.5 + 0.15 * math.log10(max(s.magnitude, 1.0)))
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from synestra_cli.explain.rules import LAYERS
+from synestra_cli.explain.rules import ACTIVITY_METRICS, LAYERS
 from synestra_cli.explain.triggers import Checkpoint
+from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.events import Event, Incident
 from synestra_cli.signals.scope import Attempt
@@ -66,6 +67,22 @@ def from_window(w: DegradationWindow) -> ChainLink:
         "iterations": [w.first_iteration, w.last_iteration],
     }
     return ChainLink(w.first_slow, "throughput", None, None, f"step time x{w.factor:.2f}", evidence)
+
+
+def from_straggler(s: StragglerHost, w: DegradationWindow) -> ChainLink:
+    evidence = {
+        "type": "metric",
+        "metric": "gpu_activity_kept_ratio",
+        "unit": "ratio",
+        "before": s.peers_kept,
+        "after": s.kept,
+        "peak": None,
+        "window": {"start": w.first_slow, "end": w.end},
+        "samples": None,
+        "metrics": list(ACTIVITY_METRICS),
+    }
+    what = f"GPUs stayed busy ({s.kept:.0%} of own activity kept; peers {s.peers_kept:.0%}): the others wait for it"
+    return ChainLink(w.first_slow, "gpu", s.host, s.gpu, what, evidence)
 
 
 def from_incident(i: Incident) -> ChainLink:

@@ -1,14 +1,18 @@
 """Explanations kept in the store, so that a fleet's tax-report does not re-explain every job each time.
 
 An explanation is a function of the store's contents and of Synestra's code only. It is kept under a key
-made of both: the version, and the sources ingested so far (their count and the last source id). Any
-ingest that loads a file changes the key, so a kept explanation is either current or ignored: never
-stale. Keeping them is best effort: a store another process holds, or a read-only file, is left alone
-(tax-report opens the store read-only; the write is a separate, short transaction afterwards).
+made of both: a digest of the code and rule tables that produce an explanation (`code_digest`), and the
+sources ingested so far (their count and the last source id). Any ingest that loads a file, and any
+change to explain/, signals/, accounting/ or the store's views (an upgrade, a tuned threshold), changes
+the key, so a kept explanation is either current or ignored: never stale. Keeping them is best effort:
+a store another process holds, or a read-only file, is left alone (tax-report opens the store
+read-only; the write is a separate, short transaction afterwards).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from collections.abc import Iterable
 from datetime import datetime
@@ -17,6 +21,7 @@ from typing import Any
 
 import duckdb
 
+import synestra_cli
 from synestra_cli import __version__
 from synestra_cli.errors import SynestraError
 from synestra_cli.explain.api import (
@@ -38,10 +43,35 @@ INSERT_SQL = "INSERT INTO explanations (job_id, store_key, doc) SELECT unnest(?:
 HAS_TABLE_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'explanations' AND NOT temporary"
 
 
+# What produces an explanation: its code, the rule tables and thresholds, and the views it reads.
+PRODUCERS = ("explain", "signals", "accounting", "store")
+PRODUCER_SUFFIXES = (".py", ".sql", ".json")
+
+
+def code_digest(root: Path | None = None) -> str:
+    """A digest of the files under `root` (the installed package) that produce an explanation: their
+    paths and bytes, in a stable order. A changed threshold or rule changes it; a reformatted comment
+    does too, which costs one re-explanation, never a stale one."""
+    root = Path(synestra_cli.__file__).parent if root is None else root
+    h = hashlib.sha256()
+    for pkg in PRODUCERS:
+        for f in sorted((root / pkg).rglob("*")):
+            if f.suffix in PRODUCER_SUFFIXES and "__pycache__" not in f.parts:
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def process_digest() -> str:
+    """code_digest of the running code, read once per process (the code cannot change under it)."""
+    return code_digest()
+
+
 def store_key(conn: duckdb.DuckDBPyConnection) -> str:
-    """What a kept explanation depends on: Synestra's version and the sources in the store."""
+    """What a kept explanation depends on: the explanation schema, Synestra's version and code, and the
+    sources in the store."""
     n, last = fetch_one(conn, KEY_SQL) or (0, 0)
-    return f"{SCHEMA}|{__version__}|{n}|{last}"
+    return f"{SCHEMA}|{__version__}+{process_digest()}|{n}|{last}"
 
 
 def _has_table(conn: duckdb.DuckDBPyConnection) -> bool:

@@ -10,13 +10,15 @@ anything else is `unknown` with low confidence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from synestra_cli.explain import chain as ch
 from synestra_cli.explain.attribute import Candidate, Effect, Signal, active, confidences, effect_window, rank
 from synestra_cli.explain.rules import FALLBACK_CONFIDENCE, MAX_ALTERNATIVES, PRE_WINDOW_S, SKEW_S
 from synestra_cli.explain.triggers import Classified
+from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.events import Incident
 from synestra_cli.signals.scope import Attempt, JobScope
@@ -51,6 +53,8 @@ class Evidence:
     windows: list[DegradationWindow]
     incidents: list[Incident]
     observed: bool = False  # any telemetry of the job's hosts: without it, "not the infrastructure" is a guess
+    # (hosts, healthy until, slow from, until, since) -> the straggler's host, read only when needed
+    stragglers: Callable[..., StragglerHost | None] | None = None
 
 
 def _hosts_of(ev: Evidence, attempt: int | None) -> set[str]:
@@ -114,6 +118,7 @@ class Plan:
     attempt: int | None  # whose hosts may hold the cause
     links: list[ch.ChainLink]  # the effect side of the chain
     fallback: Cause  # what to say when no candidate survives
+    window: DegradationWindow | None = None  # the slowdown a reactive save reacts to
 
 
 def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
@@ -182,7 +187,7 @@ def _plan_reactive(cl: Classified, ev: Evidence) -> Plan:
     # slowdown that began long before (another fault) fades with its age.
     effect = effect_window(start, start, start, "slowdown")
     fallback = _fallback("workload.straggler", None, w.first_slow) if ev.observed else _fallback("unknown")
-    return Plan(effect, cp.attempt, links, fallback)
+    return Plan(effect, cp.attempt, links, fallback, w)
 
 
 def _plan_slow_save(cl: Classified, ev: Evidence) -> Plan:
@@ -220,7 +225,8 @@ def _preemption(cl: Classified, ev: Evidence) -> Reasoning:
     links = [ch.from_incident(i) for i in sig] + ([ch.from_attempt_end(att)] if att and att.end else [])
     links.append(ch.from_checkpoint(cp, cl.trigger))
     first = min([i.ts for i in sig if i.ts] + ([att.end] if att and att.end else []), default=None)
-    return Reasoning(_fallback("scheduler.preemption", _first_node(att), first), [], ch.ordered(links))
+    # The scheduler took the nodes back: no host of the job is at fault.
+    return Reasoning(_fallback("scheduler.preemption", None, first), [], ch.ordered(links))
 
 
 def reason_failure(att: Attempt, ev: Evidence) -> Reasoning:
@@ -238,4 +244,19 @@ def reason(cl: Classified, ev: Evidence) -> Reasoning:
         return Reasoning()
     if p.effect is None:
         return Reasoning(p.fallback, [], ch.ordered(p.links))
-    return _attribute(ev, p.effect, p.attempt, p.links, p.fallback)
+    r = _attribute(ev, p.effect, p.attempt, p.links, p.fallback)
+    if r.cause is not None and r.cause.category == "workload.straggler" and p.window is not None:
+        r = _straggler(r, ev, p.window, p.attempt, p.effect.at)
+    return r
+
+
+def _straggler(r: Reasoning, ev: Evidence, w: DegradationWindow, attempt: int | None, at: datetime) -> Reasoning:
+    """Name the straggler's host when its GPUs stayed busy while its peers' activity fell."""
+    att = next((a for a in ev.scope.attempts if a.attempt == attempt), None)
+    hosts = sorted(att.nodes) if att and att.nodes else ev.scope.hosts
+    found = ev.stragglers(hosts, w.onset, w.first_slow, at, att.start if att else None) if ev.stragglers else None
+    if found is None or r.cause is None:
+        return r
+    cause = replace(r.cause, host=found.host, confidence=found.confidence)
+    link = ch.from_straggler(found, w)
+    return Reasoning(cause, r.alternatives, ch.ordered([*r.chain, link]))

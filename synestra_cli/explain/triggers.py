@@ -13,7 +13,14 @@ from statistics import median
 
 import duckdb
 
-from synestra_cli.explain.rules import OK_STATES, PREEMPT_SAVE_S, PREEMPT_STATES, SKEW_S, SLOW_SAVE_FACTOR
+from synestra_cli.explain.rules import (
+    EXIT_SIGNAL_MARK,
+    OK_STATES,
+    PREEMPT_SAVE_S,
+    PREEMPT_STATES,
+    SKEW_S,
+    SLOW_SAVE_FACTOR,
+)
 from synestra_cli.signals.events import Incident
 from synestra_cli.signals.scope import Attempt
 
@@ -88,25 +95,35 @@ def _preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
     return sigterm or (attempt.state or "").upper().startswith(PREEMPT_STATES)
 
 
-def _is_preemption_save(
-    cp: Checkpoint, att: Attempt | None, saves: list[Checkpoint], incidents: list[Incident]
-) -> bool:
-    if not _preempted(att, incidents) or cp.start is None:
+def exit_report(i: Incident) -> bool:
+    """Megatron's exit-signal handler: logged after the save it made, when the process exits."""
+    return i.kind == "sigterm" and EXIT_SIGNAL_MARK in (i.message or "")
+
+
+def _is_preemption_save(cp: Checkpoint, att: Attempt | None, ctx: _Context) -> bool:
+    """The save the job made because the scheduler signalled it: at or after a SIGTERM whose arrival is
+    logged (Slurm's notice, torchrun), else the attempt's last save with no training after it, just
+    before the handler's exit line or the attempt's preempted end."""
+    if not _preempted(att, ctx.incidents) or cp.start is None:
         return False
     skew = timedelta(seconds=SKEW_S)
-    sigterms = [i.ts for i in incidents if i.kind == "sigterm" and i.attempt == cp.attempt and i.ts]
-    if sigterms:
-        return cp.start >= min(sigterms) - skew
-    last = max((s.start for s in saves if s.attempt == cp.attempt and s.start), default=None)
-    near_end = att is None or att.end is None or (att.end - cp.start).total_seconds() <= PREEMPT_SAVE_S
-    return cp.start == last and near_end
+    mine = [i for i in ctx.incidents if i.kind == "sigterm" and i.attempt == cp.attempt and i.ts]
+    arrived = [i.ts for i in mine if i.ts and not exit_report(i)]
+    if arrived:
+        return cp.start >= min(arrived) - skew
+    last = max((s.start for s in ctx.saves if s.attempt == cp.attempt and s.start), default=None)
+    if cp.start != last or (cp.iteration or 0) < ctx.last_iterations.get(cp.attempt, 0):
+        return False  # training went on after it: an ordinary save
+    exits = [i.ts for i in mine if i.ts and exit_report(i)]
+    end = min(exits) if exits else att.end if att else None
+    return end is None or -SKEW_S <= (end - cp.start).total_seconds() <= PREEMPT_SAVE_S
 
 
 def _save_trigger(cp: Checkpoint, ctx: _Context) -> str:
     if cp.iteration is None:
         return "unknown"
     att = ctx.attempts.get(cp.attempt) if cp.attempt is not None else None
-    if _is_preemption_save(cp, att, ctx.saves, ctx.incidents):
+    if _is_preemption_save(cp, att, ctx):
         return "preemption"
     if cp is ctx.saves[-1] and ctx.job_finished and cp.iteration >= ctx.max_iteration:
         return "final"
@@ -138,6 +155,7 @@ class _Context:
     cadence: int | None
     max_iteration: int
     job_finished: bool
+    last_iterations: dict[int | None, int]
 
 
 def classify(
@@ -165,6 +183,7 @@ def classify(
         learn_cadence([c.iteration for c in saves if c.iteration]),
         max_it,
         finished,
+        last_its,
     )
     durations = [d for c in saves if (d := c.duration_s) is not None]
     typical = median(durations) if durations else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 from synestra_cli.formats.snapshot import MetricRows, to_float
@@ -68,10 +69,10 @@ def sniff(head: str) -> float:
     return 0.9 if text[:1] in "[{" and SNIFF.search(text[:8192]) and '"values"' in text else 0.0
 
 
-def events(text: str, result: LoadResult) -> list[tuple[int, dict]]:
+def events(text: str, result: LoadResult) -> list[tuple[int, dict[str, Any]]]:
     """(line, event) for every event in arrays or objects laid one after another (JSON lines too)."""
     decoder, pos = json.JSONDecoder(), 0
-    found: list[tuple[int, dict]] = []
+    found: list[tuple[int, dict[str, Any]]] = []
     while (start := NON_SPACE.search(text, pos)) is not None:
         pos = start.start()
         line = text.count("\n", 0, pos) + 1
@@ -89,7 +90,7 @@ def events(text: str, result: LoadResult) -> list[tuple[int, dict]]:
     return found
 
 
-def _host(tags: dict) -> str | None:
+def _host(tags: dict[str, Any]) -> str | None:
     source = str(tags.get("source") or "")
     if not source:
         return None
@@ -97,7 +98,7 @@ def _host(tags: dict) -> str | None:
     return host if re.fullmatch(r"[\d.]+", host) else host.split(".")[0]
 
 
-def _entity(tags: dict, path: str) -> str | None:
+def _entity(tags: dict[str, Any], path: str) -> str | None:
     entity = next((str(tags[t]) for t in ENTITY_TAGS if tags.get(t)), None)
     if entity is None:
         key = re.search(r"\[name=([^\]]+)\]", path)

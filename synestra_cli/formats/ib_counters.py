@@ -1,7 +1,9 @@
-"""InfiniBand PMA port counters: `perfquery [-x]`, `ibqueryerrors`, and a /sys/class/infiniband dump.
+"""InfiniBand PMA port counters: `perfquery [-x]`, `ibqueryerrors`, a /sys/class/infiniband dump; `ibstat`.
 
-One format, three dialects told apart by content. All three print the same PMA counters under two
-spellings (perfquery `SymbolErrorCounter`, sysfs `symbol_error`); both map to `ib_port_*_total`.
+One format, four dialects told apart by content. `ibstat` carries no counters, only each port's state,
+physical state and rate: the same port-state rows the sysfs dump gives (`state`, `phys_state`, `rate`).
+The other three print the same PMA counters under two spellings (perfquery `SymbolErrorCounter`,
+sysfs `symbol_error`); both map to `ib_port_*_total`.
 PortXmitData/PortRcvData count 4-byte words and are stored in bytes. Counters with no canonical twin
 are kept as `ib_pma_<snake name>` (perfquery, ibqueryerrors), `ib_sysfs_<name>` and `ib_hw_<name>`
 (sysfs `counters/` and RDMA `hw_counters/`).
@@ -10,12 +12,13 @@ Entities: perfquery names only a LID (`lid10`, `lid10:2` for port 2, `lid10:all`
 an echoed `perfquery -C mlx5_0 ...` line names the HCA instead. ibqueryerrors names the node
 (`Errors for 0x... "gpu-001 mlx5_0"` -> host gpu-001, entity mlx5_0; a switch "MF0;leaf-01:..." ->
 host leaf-01, entity the port number) or only the port GUID (entity `0x<guid>`, `0x<guid>:all`);
-sysfs names the device (`mlx5_0`, `mlx5_0:2`).
+sysfs names the device (`mlx5_0`, `mlx5_0:2`); so does ibstat (`CA 'mlx4_0'` ... `Port 2:` -> `mlx4_0:2`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -24,7 +27,7 @@ from synestra_cli.formats.ibnetdiscover import guid, node_names
 from synestra_cli.formats.snapshot import MetricRows, fallback_host, snake, snapshot_time, to_float
 
 NAME = "ib_counters"
-DESCRIPTION = "InfiniBand port counters: perfquery [-x], ibqueryerrors, /sys/class/infiniband dump"
+DESCRIPTION = "InfiniBand port counters: perfquery [-x], ibqueryerrors, /sys/class/infiniband dump; ibstat port states"
 
 # (perfquery / ibqueryerrors name, sysfs counters/ name, canonical); data counters are in 4-byte words.
 PMA: list[tuple[str, str, str]] = [
@@ -79,9 +82,27 @@ SYSFS_LINE = re.compile(r"^(?:\S*?/infiniband/)?([\w-]+)/(?:ports/(\d+)/)?([\w/]
 PQ_SNIFF = re.compile(r"^# Port (?:extended )?counters: Lid \d+", re.MULTILINE)
 IQE_SNIFF = re.compile(r"^\s*GUID 0x[0-9a-fA-F]+ port (?:\d+|ALL): \[\w+ == \d+", re.MULTILINE)
 SYSFS_SNIFF = re.compile(r"^(?:\S*?/infiniband/)?[\w-]+/ports/\d+/(?:hw_)?counters/\w+:", re.MULTILINE)
+# ibstat (infiniband-diags ibstat.c) prints the logical and physical port states by name; the numbers are the
+# PortInfo codes sysfs prints before them (`4: ACTIVE`, `5: LinkUp`).
+IBSTAT_STATES = {"down": 1, "initializing": 2, "init": 2, "armed": 3, "active": 4, "active_defer": 5}
+IBSTAT_PHYS_STATES = {
+    "sleep": 1, "polling": 2, "disabled": 3, "portconfigurationtraining": 4, "linkup": 5,
+    "linkerrorrecovery": 6, "phytest": 7,
+}
+IBSTAT_CA = re.compile(r"^\s*CA '([^']+)'\s*$")
+IBSTAT_PORT = re.compile(r"^\s+Port (\d+):\s*$")
+IBSTAT_FIELD = re.compile(r"^\s+([A-Za-z][\w ]*?):\s*(.*?)\s*$")
+# What is printed around ibstat's output when it is pasted: umad diagnostics, `set -x` traces, shell prompts.
+IBSTAT_NOISE = re.compile(r"^\s*(?:ib(?:warn|panic|debug|error): .*|\+ .*|\S*[$#] .*|)$")
+IBSTAT_SNIFF = re.compile(r"^\s*CA '[^']+'\s*\n(?:\s+[A-Za-z][\w ]*:.*\n)*?\s+Port \d+:\s*\n\s+State: ", re.MULTILINE)
 
 
-def _dialect(head: str):
+Dialect = Callable[[LoadContext, list[str], "Sink"], None]  # one export's reader
+
+
+def _dialect(head: str) -> Dialect | None:
+    if IBSTAT_SNIFF.search(head):
+        return _ibstat
     if PQ_SNIFF.search(head):
         return _perfquery
     if IQE_SNIFF.search(head):
@@ -111,7 +132,8 @@ class Sink:
     no_pma: int = 0
     saturated: list[str] = field(default_factory=list)
 
-    def counter(self, host, entity, name: str, text: str, naming: tuple[dict, str], at: tuple[int, str]) -> None:
+    def counter(self, host: str | None, entity: str | None, name: str, text: str, naming: tuple[dict[str, str], str],
+                at: tuple[int, str]) -> None:
         """Add counter `name` (canonical if `naming`'s map knows it, else prefix + snake name)."""
         if text.strip() == NO_PMA:
             self.no_pma += 1  # no data, not a malformed line
@@ -212,7 +234,7 @@ def _sysfs(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
             _port_attribute(sink, host, entity, path, value)
 
 
-def _port_attribute(sink: Sink, host, entity, name: str, value: str) -> None:
+def _port_attribute(sink: Sink, host: str | None, entity: str | None, name: str, value: str) -> None:
     """state `4: ACTIVE`, phys_state `5: LinkUp`, rate `400 Gb/sec (4X NDR)`; others are identity."""
     metric = {"state": "ib_port_state_id", "phys_state": "ib_port_physical_state_id"}.get(name)
     number = to_float(value.split(":")[0]) if metric else None
@@ -221,3 +243,40 @@ def _port_attribute(sink: Sink, host, entity, name: str, value: str) -> None:
         sink.rows.add(sink.ts, host, entity, metric, number)
     elif rate:
         sink.rows.add(sink.ts, host, entity, "ib_port_rate_bytes_per_second", float(rate.group(1)) * 1e9 / 8)
+
+
+def _ibstat(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
+    """`CA '<name>'` blocks, each with `Port N:` sub-blocks of `State:`, `Physical state:` and `Rate:` (Gb/s).
+
+    CA and port attributes (type, firmware, GUIDs, LIDs, capability mask, link layer) are identity, not samples.
+    """
+    host, ca, entity = fallback_host(ctx, sink.result), None, None
+    for lineno, line in enumerate(lines, start=1):
+        head, port, field = IBSTAT_CA.match(line), IBSTAT_PORT.match(line), IBSTAT_FIELD.match(line)
+        if head:
+            ca, entity = head.group(1), None
+        elif port and ca:
+            entity = port_entity(ca, port.group(1))
+        elif lineno == sink.skip or IBSTAT_NOISE.match(line):
+            continue
+        elif not field or ca is None:
+            sink.result.reject(lineno, "not an ibstat `CA '<name>'`, `Port N:` or `Name: value` line", line)
+        elif entity is not None:
+            _ibstat_port_field(sink, host, entity, field.group(1).lower(), field.group(2), (lineno, line))
+
+
+def _ibstat_port_field(sink: Sink, host: str | None, entity: str, name: str, value: str, at: tuple[int, str]) -> None:
+    codes = {"state": ("ib_port_state_id", IBSTAT_STATES),
+             "physical state": ("ib_port_physical_state_id", IBSTAT_PHYS_STATES)}.get(name)
+    if codes:
+        code = codes[1].get(value.lower())
+        if code is None:
+            sink.result.reject(at[0], f"unknown ibstat {name} {value!r}", at[1])
+        else:
+            sink.rows.add(sink.ts, host, entity, codes[0], float(code))
+    elif name == "rate":
+        gbps = to_float(value)
+        if gbps is None:
+            sink.result.reject(at[0], f"ibstat rate {value!r} is not a number of Gb/s", at[1])
+        else:
+            sink.rows.add(sink.ts, host, entity, "ib_port_rate_bytes_per_second", gbps * 1e9 / 8)

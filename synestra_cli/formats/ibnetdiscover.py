@@ -104,7 +104,7 @@ def parse(ctx: LoadContext, result: LoadResult) -> tuple[list[Link], dict[str, s
     return links, descs
 
 
-def ca_switch_rows(links: list[Link], descs: dict[str, str]) -> dict[str, list]:
+def ca_switch_rows(links: list[Link], descs: dict[str, str]) -> dict[str, list[str | None]]:
     """Topology columns, one row per (CA, port) cabled to a switch, seen from either end."""
     seen: dict[tuple[str, int], tuple[str | None, str, int]] = {}
     for ln in links:
@@ -112,7 +112,7 @@ def ca_switch_rows(links: list[Link], descs: dict[str, str]) -> dict[str, list]:
             seen[(ln.guid, ln.port)] = (ln.port_guid, ln.peer_guid, ln.peer_port)
         elif ln.kind == "S" and ln.peer_kind == "H":
             seen.setdefault((ln.peer_guid, ln.peer_port), (ln.peer_port_guid, ln.guid, ln.port))
-    cols: dict[str, list] = {"host": [], "nic": [], "switch": [], "switch_port": [], "rack": []}
+    cols: dict[str, list[str | None]] = {"host": [], "nic": [], "switch": [], "switch_port": [], "rack": []}
     for (ca, ca_port), (port_guid, sw, sw_port) in sorted(seen.items()):
         host, nic = node_names(descs.get(ca))
         if nic:

@@ -45,11 +45,21 @@ WITH f AS (
 SELECT DISTINCT pos FROM m WHERE act_before > act_at_prev_marker
 """
 
+# Each line's attempt, and the nearest lines with their own time around it in that attempt: an
+# undated line happened between them (the bounds of an undated restore).
 ATTEMPT_OF_LINE_SQL = """
 CREATE OR REPLACE TEMP TABLE jl_la AS
-SELECT l.pos, l.lineno, l.ts_exact,
-    1 + count(b.pos) OVER (ORDER BY l.pos ROWS UNBOUNDED PRECEDING) AS attempt
-FROM jl_lines l LEFT JOIN jl_bounds b USING (pos)
+WITH a AS (
+    SELECT l.pos, l.lineno, l.ts_exact,
+        1 + count(b.pos) OVER (ORDER BY l.pos ROWS UNBOUNDED PRECEDING) AS attempt
+    FROM jl_lines l LEFT JOIN jl_bounds b USING (pos)
+)
+SELECT *,
+    last_value(ts_exact IGNORE NULLS) OVER (PARTITION BY attempt ORDER BY pos ROWS UNBOUNDED PRECEDING)
+        AS dated_before,
+    first_value(ts_exact IGNORE NULLS) OVER (PARTITION BY attempt ORDER BY pos
+                                              ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS dated_after
+FROM a
 """
 
 # Checkpoint facts without their own iteration (torchtitan's "Saving the checkpoint", NeMo's
@@ -57,7 +67,7 @@ FROM jl_lines l LEFT JOIN jl_bounds b USING (pos)
 # before them in the same attempt; loads likewise to the last load.
 FACTS_A_SQL = """
 CREATE OR REPLACE TEMP TABLE jl_fa AS
-SELECT f.*, la.attempt,
+SELECT f.*, la.attempt, la.dated_before, la.dated_after,
     coalesce(f.iteration, last_value(f.iteration IGNORE NULLS) OVER (
         PARTITION BY la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING)) AS it
 FROM jl_facts f JOIN jl_la la USING (pos)
@@ -84,23 +94,32 @@ FROM jl_fa WHERE fact = 'step' AND iteration IS NOT NULL ORDER BY pos
 # One row per (attempt, kind, iteration): its phases' lines merged. end_ts is the end of the last
 # phase reached (finalized, else scheduled); blocking_s is what the log states (timer block, "in N
 # seconds", "Save duration"), else the time from start to scheduled (async) or to end (sync) when
-# both times are the lines' own (inferred times would make up a duration).
+# both times are the lines' own (inferred times would make up a duration). A restore printed
+# undated (Megatron's "loading checkpoint ..." lines) is bounded instead: it began after the dated
+# line before its start line and ended by the dated line after its end line, in its attempt
+# ('bounded'); without a dated line before it, the sacct start bounds it (checkpoints_reconciled).
 INSERT_CHECKPOINTS_SQL = """
 INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, end_ts, ts_precision, path, is_async, phase,
                          blocking_s, source_id, line)
 WITH c AS (
     SELECT attempt, ck_kind AS kind, it AS iteration,
-        min(ts) FILTER (WHERE fact IN ('save_start', 'load_start')) AS start_ts,
+        min(CASE WHEN bounded THEN coalesce(dated_before, ts) ELSE ts END)
+            FILTER (WHERE fact IN ('save_start', 'load_start')) AS start_ts,
         min(ts) FILTER (WHERE fact = 'save_sched') AS sched_ts,
-        max(ts) FILTER (WHERE fact IN ('save_end', 'load_end')) AS done_ts,
+        max(CASE WHEN bounded THEN coalesce(dated_after, ts) ELSE ts END)
+            FILTER (WHERE fact IN ('save_end', 'load_end')) AS done_ts,
         CASE WHEN bool_or(ts_precision = 'none') THEN 'none'
+             WHEN bool_or(bounded) THEN CASE WHEN bool_or(bounded AND dated_before IS NULL)
+                                                  FILTER (WHERE fact = 'load_start') THEN 'inferred'
+                                             ELSE 'bounded' END
              WHEN bool_or(ts_precision = 'inferred') FILTER (WHERE fact <> 'save_block') THEN 'inferred'
              ELSE 'exact' END AS ts_precision,
         arg_min(path, pos) FILTER (WHERE path IS NOT NULL) AS path,
         coalesce(bool_or(is_async), false) AS is_async,
         max(blocking_s) AS stated_blocking_s, min(lineno) AS line
-    FROM (SELECT *, CASE WHEN fact LIKE 'load%' THEN 'restore' ELSE 'save' END AS ck_kind FROM jl_fa
-          WHERE fact LIKE 'save%' OR fact LIKE 'load%')
+    FROM (SELECT *, CASE WHEN fact LIKE 'load%' THEN 'restore' ELSE 'save' END AS ck_kind,
+                 fact LIKE 'load%' AND ts_precision = 'inferred' AS bounded
+          FROM jl_fa WHERE fact LIKE 'save%' OR fact LIKE 'load%')
     GROUP BY attempt, ck_kind, it
 )
 SELECT $job, attempt, kind, iteration, start_ts, coalesce(done_ts, sched_ts), ts_precision, path,

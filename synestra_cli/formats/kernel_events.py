@@ -43,6 +43,8 @@ PATTERNS: dict[str, str] = {
     "oom_re": r"(Memory cgroup out of memory|Out of memory): Kill(?:ed)? process (\d+) \(([^)]*)\)",
     "nccl_re": r"(?:(\S+):(\d+):(\d+) )?(?:\[(\d+)\] )?NCCL WARN (.*)$",
     "pude_re": r"sx_netdev_handle_pude_event: Called for logical port - (\d+) status (UP|DOWN)",
+    # `[267043.104677] rest`: a printk stamp still at the start of the message
+    "printk_re": r"(?s)^\[ *(\d+\.\d+)\] (.*)$",
 }
 
 # One row per message line. Most lines are plain `log` lines: only those that pass CANDIDATE_SQL go
@@ -65,11 +67,16 @@ NIC_FIELDS = """json_object('device', nic.dev,
     'duplex', nullif(lower(nic.duplex), ''), 'fec', nullif(trim(nic.fec), ''))"""
 
 CLASSIFY_SQL = """
-WITH t AS NOT MATERIALIZED (
-    SELECT lineno, ts, sev, up, tag, pid,
-        coalesce({short_host}, $host) AS host,
-        msg AS text
+WITH s AS NOT MATERIALIZED (
+    -- A printk stamp the envelope left in the message (journald MESSAGE of a kernel line forwarded
+    -- through syslog, a collector's JSON): cut here, so that typed matching never depends on the envelope.
+    SELECT *, CASE WHEN starts_with(msg, '[') THEN regexp_extract(msg, $printk_re, ['up', 'rest']) END AS st
     FROM timed
+), t AS NOT MATERIALIZED (
+    SELECT lineno, ts, sev, coalesce(up, TRY_CAST(nullif(st.up, '') AS DOUBLE)) AS up, tag, pid,
+        coalesce({short_host}, $host) AS host,
+        CASE WHEN st.up <> '' THEN st.rest ELSE msg END AS text
+    FROM s
 ), m AS (
     SELECT *,
         CASE WHEN contains(text, 'NVRM: Xid') THEN regexp_extract(text, $xid_re,

@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 from synestra_cli.formats.ib_counters import port_entity
 from synestra_cli.formats.snapshot import (
+    InfoEvent,
     MetricRows,
     fallback_host,
     snake,
@@ -135,7 +138,7 @@ def _command_entity(device: str, port: str | None) -> str:
     return port or device  # a switch ASIC (/dev/mst/...): the entity is the port label
 
 
-def _parse_text(lines: list[str], skip: int, default_entity, result: LoadResult) -> list[Report]:
+def _parse_text(lines: list[str], skip: int, default_entity: str | None, result: LoadResult) -> list[Report]:
     reports: list[Report] = []
     section: dict[str, object] | None = None
     for lineno, line in enumerate(lines, start=1):
@@ -177,7 +180,7 @@ def _parse_json(lines: list[str], start: int, entity: str | None, result: LoadRe
     return [Report(entity, start + 1, sections)]
 
 
-def _close_truncated(text: str) -> dict | None:
+def _close_truncated(text: str) -> dict[str, Any] | None:
     """A cut-off JSON document closed after its last complete object or array, or None."""
     cut = max(text.rfind("}"), text.rfind("]"))
     body, stack, in_str, escaped = text[: cut + 1], [], False, False
@@ -211,24 +214,26 @@ def lanes_and_range(raw: object) -> tuple[list[float | None], float | None, floa
     return values, (to_float(low) if low else None), (to_float(high) if high else None)
 
 
-def _add_metrics(rows: MetricRows, ts, host, report: Report) -> None:
+def _add_metrics(rows: MetricRows, ts: datetime, host: str | None, report: Report) -> None:
     for section in METRIC_SECTIONS:
         for key, raw in report.sections.get(section, {}).items():
             values, low, high = lanes_and_range(raw)
+            lanes = [v for v in values if v is not None]
             if (
                 not values
-                or any(v is None for v in values)
+                or len(lanes) < len(values)
                 or (section == "Module Info" and "[" not in key and key not in CANONICAL)
             ):
                 continue  # text (vendor, N/A) or a module identity number: kept in the info event
             metric, low_metric, high_metric = CANONICAL.get(key, (f"mlxlink_{snake(key)}", None, None))
-            _add_lanes(rows, ts, host, report.entity, metric, values)
+            _add_lanes(rows, ts, host, report.entity, metric, lanes)
             for threshold_metric, threshold in ((low_metric, low), (high_metric, high)):
                 if threshold_metric and threshold is not None:
                     rows.add(ts, host, report.entity, threshold_metric, threshold)
 
 
-def _add_lanes(rows: MetricRows, ts, host, entity: str | None, metric: str, values: list) -> None:
+def _add_lanes(rows: MetricRows, ts: datetime, host: str | None, entity: str | None, metric: str,
+               values: list[float]) -> None:
     if len(values) == 1:
         rows.add(ts, host, entity, metric, values[0])
         return
@@ -238,7 +243,7 @@ def _add_lanes(rows: MetricRows, ts, host, entity: str | None, metric: str, valu
         rows.add(ts, host, entity, metric, min(values))
 
 
-def _info_event(ts, host, report: Report):
+def _info_event(ts: datetime, host: str | None, report: Report) -> InfoEvent:
     info = {
         snake(section): {k: v for k, v in keys.items() if not isinstance(v, dict)}
         for section, keys in report.sections.items()

@@ -23,8 +23,12 @@ from synestra_cli.formats.hosts import record_full_names_sql, short_host_sql
 
 # Labels that name the host, the entity or the GPU's identity. Any other label of a metric that is not in
 # the catalog is appended to its entity (`gpu0{xid="42"}`) so that series differing only by it stay apart.
+# dcgm-exporter's attribute labels (`DCGM_FI_DRIVER_VERSION`, `DCGM_FI_PROCESS_NAME`, `DCGM_FI_DEV_BRAND`,
+# `DCGM_FI_DEV_SERIAL`, `DCGM_FI_DEV_NAME`, ...: any label named `DCGM_FI_*`) describe the GPU, not a series of
+# it: they are never appended either (see ATTRIBUTE_LABEL_PREFIX).
+ATTRIBUTE_LABEL_PREFIX = "DCGM_FI_"
 IDENTITY_LABELS = [
-    "__name__", "Hostname", "hostname", "instance", "gpu", "UUID", "gpu_uuid", "pci_bus_id", "device",
+    "__name__", "Hostname", "hostname", "instance", "gpu", "UUID", "uuid", "gpu_uuid", "pci_bus_id", "device",
     "modelName", "model_name", "GPU_I_ID", "GPU_I_PROFILE", "DCGM_FI_DRIVER_VERSION", "container",
     "namespace", "pod", "nvlink", "nvswitch", "ifName", "ifIndex", "ifDescr", "ifAlias", "port",
 ]
@@ -78,13 +82,14 @@ WITH s AS (
                    || CASE WHEN coalesce(labels['port'], '1') = '1' THEN '' ELSE ':' || labels['port'] END
            END AS base_entity,
            list_sort(list_transform(
-               list_filter(map_entries(labels), lambda e: NOT list_contains($identity, e.key)),
+               list_filter(map_entries(labels), lambda e: NOT list_contains($identity, e.key)
+                                                         AND NOT starts_with(e.key, $attribute_prefix)),
                lambda e: e.key || '="' || e.value || '"')) AS residual
     FROM prom_series LEFT JOIN prom_source_map m ON m.source = prom_series.name
 ),
 r AS (
     SELECT sid, name, labels, {short} AS host, full_host, scale, kind,
-           name LIKE 'DCGM\\_%' ESCAPE '\\' AS is_dcgm,
+           (name LIKE 'DCGM\\_%' ESCAPE '\\' OR name LIKE 'dcgm\\_%' ESCAPE '\\') AS is_dcgm,
            coalesce(canonical, name) AS metric,
            CASE WHEN canonical IS NOT NULL OR len(residual) = 0 THEN base_entity
                 ELSE coalesce(base_entity, '') || '{' || array_to_string(residual, ',') || '}' END AS entity
@@ -106,8 +111,8 @@ INSERT_GPUS_SQL = """
 INSERT INTO gpus (host, entity, pci_bus_id, uuid, model, source_id)
 SELECT host, gpu, max(pci), max(uuid), max(model), $sid
 FROM (SELECT host, 'gpu' || labels['gpu'] AS gpu, prom_pci_bus_id(labels['pci_bus_id']) AS pci,
-             coalesce(labels['UUID'], labels['gpu_uuid']) AS uuid,
-             coalesce(labels['modelName'], labels['model_name']) AS model
+             coalesce(labels['UUID'], labels['gpu_uuid'], labels['uuid']) AS uuid,
+             coalesce(labels['modelName'], labels['model_name'], labels['DCGM_FI_DEV_NAME']) AS model
       FROM prom_resolved WHERE is_dcgm AND labels['gpu'] IS NOT NULL AND host IS NOT NULL)
 GROUP BY host, gpu
 ORDER BY host, gpu
@@ -175,7 +180,7 @@ def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | No
     """
     install_macros(conn)
     create_lookups(conn)
-    conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS})
+    conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
     gpu_series, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
     if hostless and notes is not None:
         notes.append(f"no host: {hostless} series carry no Hostname, hostname or instance label (their rows have "

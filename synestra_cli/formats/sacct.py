@@ -135,7 +135,8 @@ FROM good g LEFT JOIN alloc a ON a.lineno = g.lineno AND g.step IS NULL
 """
 
 INSERT_ROWS_SQL = """
-INSERT INTO sacct_rows
+INSERT INTO sacct_rows (job_id, het, step, attempt, job_name, user_name, state, state_detail, exit_code,
+                        start_ts, end_ts, elapsed_s, nodelist, nodes, gpus, source_id, line)
 SELECT job_id, het, step, CASE WHEN step IS NULL AND NOT allocated THEN NULL ELSE attempt END, job_name,
        user_name, state, state_detail, exit_code, start_ts, end_ts, elapsed_s, nodelist, nodes, gpus,
        $sid, lineno
@@ -143,7 +144,7 @@ FROM _sacct_numbered ORDER BY job_id, lineno
 """
 
 INSERT_ATTEMPTS_SQL = """
-INSERT INTO attempts
+INSERT INTO attempts (job_id, attempt, start_ts, end_ts, state, exit_code, nodes, source_id)
 SELECT job_id, attempt, min(start_ts), max(end_ts),
        first(state ORDER BY het NULLS FIRST), first(exit_code ORDER BY het NULLS FIRST),
        CASE WHEN count(nodes) > 0 THEN list_sort(list_distinct(flatten(list(nodes)))) END, $sid
@@ -153,7 +154,7 @@ GROUP BY job_id, attempt ORDER BY job_id, attempt
 
 # The job's state is that of its latest allocation row (a requeued job waiting again is PENDING).
 INSERT_JOBS_SQL = """
-INSERT INTO jobs
+INSERT INTO jobs (job_id, name, user_name, gpus, state, source_id)
 WITH last_row AS (
     SELECT job_id, het, arg_max(gpus, (coalesce(start_ts, TIMESTAMP '9999-12-31'), lineno)) AS gpus,
            arg_max(state, (coalesce(start_ts, TIMESTAMP '9999-12-31'), lineno)) AS state,
@@ -167,7 +168,7 @@ FROM last_row GROUP BY job_id ORDER BY job_id
 """
 
 INSERT_JOB_NODES_SQL = """
-INSERT INTO job_nodes
+INSERT INTO job_nodes (job_id, attempt, host, source_id)
 SELECT job_id, attempt, unnest(nodes), $sid FROM attempts WHERE source_id = $sid ORDER BY job_id, attempt
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
@@ -121,7 +122,7 @@ class MetricRows:
     """Column lists of metric samples, written at once by `write`."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list] = {name: [] for name in METRIC_SCHEMA.names}
+        self.cols: dict[str, list[Any]] = {name: [] for name in METRIC_SCHEMA.names}
 
     def add(self, ts: datetime, host: str | None, entity: str | None, metric: str, value: float | None) -> None:
         for name, v in zip(METRIC_SCHEMA.names, (ts, host, entity, metric, value), strict=True):
@@ -145,7 +146,11 @@ class MetricRows:
         return len(self)
 
 
-def write_info_events(ctx: LoadContext, rows: list[tuple[datetime, str | None, str | None, str, dict, int]]) -> int:
+# (time, host, entity, message, fields, line) of one descriptive `log` event
+InfoEvent = tuple[datetime, str | None, str | None, str, dict[str, Any], int]
+
+
+def write_info_events(ctx: LoadContext, rows: list[InfoEvent]) -> int:
     """Descriptive facts a metric cannot hold (FEC mode, module vendor): one `log` event per port.
 
     rows: (ts, host, component, message, fields, line).
@@ -159,7 +164,7 @@ def write_info_events(ctx: LoadContext, rows: list[tuple[datetime, str | None, s
     return len(rows)
 
 
-def write_topology(ctx: LoadContext, cols: dict[str, list]) -> int:
+def write_topology(ctx: LoadContext, cols: dict[str, list[Any]]) -> int:
     """Insert topology rows from column lists host, nic, switch, switch_port, rack."""
     table = pa.table({k: pa.array(cols[k], pa.string()) for k in ("host", "nic", "switch", "switch_port", "rack")})
     if not table.num_rows:
@@ -169,4 +174,4 @@ def write_topology(ctx: LoadContext, cols: dict[str, list]) -> int:
         ctx.conn.execute(INSERT_TOPOLOGY_SQL, {"sid": ctx.source_id})
     finally:
         ctx.conn.unregister("topology_rows")
-    return table.num_rows
+    return int(table.num_rows)

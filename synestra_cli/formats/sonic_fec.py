@@ -10,6 +10,7 @@ which the table does not name: pass `--host leaf-02`; the entity is the interfac
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 from synestra_cli.formats.snapshot import MetricRows, fallback_host, snake, snapshot_time, to_float
@@ -54,7 +55,7 @@ def load(ctx: LoadContext) -> LoadResult:
     return result
 
 
-def _add_row(rows: MetricRows, ts, host, row: dict[str, str]) -> None:
+def _add_row(rows: MetricRows, ts: datetime, host: str | None, row: dict[str, str]) -> None:
     iface = row["IFACE"]
     if row.get("STATE") in OPER_STATUS:
         rows.add(ts, host, iface, "if_oper_status", OPER_STATUS[row["STATE"]])

@@ -41,7 +41,7 @@ def load(ctx: LoadContext) -> LoadResult:
         result.reject(header_line or None, "missing header host,nic,switch,switch_port[,rack]", header)
         return result
     width = len(header.split(","))
-    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    cols: dict[str, list[str | None]] = {c: [] for c in COLUMNS}
     lines = text.splitlines()[header_line:]
     for lineno, line in enumerate(lines, start=header_line + 1):
         if not line.strip() or line.lstrip().startswith("#"):

@@ -15,9 +15,15 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
 from synestra_cli.signals.scope import JobScope, insert_rows, placeholders, scalar
+from synestra_cli.signals.thresholds import (
+    CLOCK_EVENT_METRIC,
+    CLOCK_EVENT_SIGNALS,
+    DISCRETE_METRICS,
+    METRIC_RULES,
+    MIN_ANOMALY_SAMPLES,
+)
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
@@ -41,6 +47,17 @@ SCOPE_PORTS_SQL = """
 INSERT INTO _scope SELECT ts, m.host, m.entity, metric, value
 FROM metrics m SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity
 WHERE ({spans}) AND m.host IN ({switches}) AND m.entity IN ({ports}) AND metric IN ({metrics})
+"""
+
+# The clocks-event bitmask decoded into one 0/1 sample per signal bit (rules.CLOCK_EVENT_SIGNALS): a
+# float export (136.0) reads like an integer one, at whatever rate it was sampled.
+CLOCK_BITS_SQL = """
+INSERT INTO _scope
+SELECT s.ts, s.host, s.entity, d.metric,
+       CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END
+FROM (SELECT ts, host, entity, TRY_CAST(round(value) AS BIGINT) AS b FROM _scope WHERE metric = ?) s
+CROSS JOIN (VALUES {values}) d(metric, bit, unless)
+WHERE s.b IS NOT NULL AND s.b >= 0
 """
 
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
@@ -132,7 +149,8 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     insert_rows(conn, "_ports", ports)
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     port_names = sorted({p[1] for p in ports})
-    metrics = [r.metric for r in METRIC_RULES]
+    derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
+    metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC]
     spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
     bounds = [t for window in windows for t in window]
     conn.execute(SCOPE_DDL)
@@ -144,6 +162,9 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
         conn.execute(SCOPE_PORTS_SQL.format(spans=spans, switches=placeholders(len(switches)),
                                             ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
                      [*bounds, *switches, *port_names, *metrics])
+    values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
+    bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
+    conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
     return int(scalar(conn, "SELECT count(*) FROM _scope"))
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.explain.rules import MAD_K, MIN_SLOW_LINES, SLOW_FACTOR
+from synestra_cli.signals.thresholds import MAD_K, MIN_SLOW_LINES, SLOW_FACTOR
 
 # The baseline is the job's healthiest stretch: the lowest median over BASELINE_RUN consecutive lines
 # (all lines when there are fewer). A slowdown covering even most of a job then cannot become its own

@@ -19,7 +19,7 @@ from synestra_cli.simulate.fabric import write_node_exporter, write_optics, writ
 from synestra_cli.simulate.joblog import write_megatron_log
 from synestra_cli.simulate.jobs import US, JobTimeline, simulate_job
 from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad
-from synestra_cli.simulate.model import Disturbance, JobSpec
+from synestra_cli.simulate.model import AS_USUAL, Disturbance, JobSpec, Rendering
 from synestra_cli.simulate.promtext import sink
 from synestra_cli.simulate.sacct import write_sacct
 from synestra_cli.simulate.telemetry import Grid, write_dcgm
@@ -95,7 +95,8 @@ def _utc(t: datetime) -> float:
 
 
 def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv: Intervals, seed: int,
-                    loads: dict[str, HostLoad], effects: dict[str, list[F.Effect]], gz: bool = False) -> int:
+                    loads: dict[str, HostLoad], effects: dict[str, list[F.Effect]], gz: bool = False,
+                    render: Rendering = AS_USUAL) -> int:
     """dcgm, node_exporter and optics per host; snmp per leaf. Returns the number of metric samples."""
     t0, t1 = grid_span
     for d in ("dcgm", "node_exporter", "snmp", "optics"):
@@ -104,7 +105,8 @@ def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv:
     for i, h in enumerate(cl.hosts):
         eff = effects.get(h, [])
         with sink(root / "dcgm" / f"{h}.prom", gz) as fh:
-            n += write_dcgm(fh, cl, h, Grid(t0, t1, iv.dcgm).times(seed, "dcgm", i), loads[h], eff, seed)
+            n += write_dcgm(fh, cl, h, Grid(t0, t1, iv.dcgm).times(seed, "dcgm", i), loads[h], eff, seed,
+                            render.dcgm_46_names)
         with sink(root / "node_exporter" / f"{h}.prom", gz) as fh:
             n += write_node_exporter(fh, cl, h, Grid(t0, t1, iv.ib).times(seed, "ib", i), loads[h], eff, seed)
         with sink(root / "optics" / f"{h}.csv", gz) as fh:
@@ -117,7 +119,7 @@ def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv:
 
 
 def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs: list[F.LogLine],
-                  effects: dict[str, list[F.Effect]], gz: bool = False) -> None:
+                  effects: dict[str, list[F.Effect]], gz: bool = False, render: Rendering = AS_USUAL) -> None:
     (root / "syslog").mkdir(parents=True, exist_ok=True)
     by_host: dict[str, list[F.LogLine]] = {h: [] for h in cl.hosts}
     for ln in logs:
@@ -128,12 +130,12 @@ def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs
         boots = syslog.boot_times(cl, h, t0, effects.get(h, []), seed)
         lines = by_host[h] + syslog.routine_lines(h, t0, t1, seed, i)
         if lines or len(boots) > 1:  # a quiet host in a short window logged nothing: no empty file
-            syslog.write_host(root / "syslog", cl, h, lines, boots, skew, gz)
+            syslog.write_host(root / "syslog", cl, h, lines, boots, skew, gz, render.journal_printk)
 
 
-def write_jobs(root: Path, timelines: list[JobTimeline]) -> None:
+def write_jobs(root: Path, timelines: list[JobTimeline], render: Rendering = AS_USUAL) -> None:
     """Each job's Megatron-LM log (attempts appended) and one ``sacct -P -D`` file, by the job model."""
     (root / "jobs").mkdir(parents=True, exist_ok=True)
     for tl in timelines:
-        write_megatron_log(root / "jobs", tl)
+        write_megatron_log(root / "jobs", tl, render)
     write_sacct(root / "sacct.txt", timelines)

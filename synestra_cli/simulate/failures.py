@@ -59,18 +59,20 @@ def glog_py(us: int, level: str = "E") -> str:
     return f"{level}{t:%m%d %H:%M:%S}.{t.microsecond:06d}"
 
 
-def ending_lines(tl: JobTimeline, a: Attempt) -> list[Line]:
-    """What the log shows at the end of the attempt."""
+def ending_lines(tl: JobTimeline, a: Attempt, say=mega, slurm_notice: bool = True) -> list[Line]:
+    """What the log shows at the end of the attempt (`say` writes a rank-0 line; `slurm_notice`: Slurm's
+    cancellation notice reaches this log, as in a batch script's own stdout)."""
     spec = tl.spec
     saves = [c.end for c in tl.checkpoints if c.attempt == a.number and c.kind == "save"]
     if a.state == "COMPLETED":
         done = max(saves, default=a.end)
-        return [mega(done, f"[after training is done] datetime: {stamp(done)[:19]} ", 5)]
+        return [say(done, f"[after training is done] datetime: {stamp(done)[:19]} ", 5)]
     if a.state == "PREEMPTED":
         assert a.sigterm is not None
-        return [_slurm(spec.job_id, spec.hosts[0], a.sigterm, "PREEMPTION"),
-                mega(max(saves), f"[exiting program after receiving SIGTERM.] datetime: {stamp(max(saves))[:19]} ",
-                     5)]
+        notice = [_slurm(spec.job_id, spec.hosts[0], a.sigterm, "PREEMPTION")] if slurm_notice else []
+        # the exit-signal handler saved, then prints this as it exits: the signal itself is not logged
+        return notice + [say(max(saves), "[exiting program after receiving SIGTERM.] datetime: "
+                                         f"{stamp(max(saves))[:19]} ", 5)]
     if a.state == "TIMEOUT":
         return [_slurm(spec.job_id, spec.hosts[0], a.end, "TIME LIMIT")]
     return _crash_lines(tl, a)

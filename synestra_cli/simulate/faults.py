@@ -20,14 +20,14 @@ NCCL_TIMEOUT_S = 600.0
 LUSTRE_TARGET = "scratch-OST0003"  # torch.distributed default NCCL watchdog timeout (10 min)
 
 # clocks-event bits (DCGM_CLOCKS_EVENT_REASON_*, dcgm_fields.h)
-SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x04, 0x08, 0x20, 0x40
+SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x04, 0x08, 0x20, 0x40, 0x80
 
 
 @dataclass(frozen=True)
 class Effect:
     """One change to a host's telemetry. ``target`` is a GPU or NIC index (None: all of them)."""
 
-    kind: str        # gpu_stop | gpu_heat | clock_event | power_cap | util_scale | xid | ecc_dbe | nvlink_err
+    kind: str        # gpu_stop | gpu_heat | clock_event | power_cap | pace | xid | ecc_dbe | nvlink_err
     host: str        # | optic_sag | link_errors | link_down | reboot
     start: float
     end: float | None = None
@@ -194,6 +194,19 @@ def power_capping(cl: Cluster, hosts: tuple[str, ...], start: float, end: float,
     return Fault("power_capping", hosts, start, cause, effects, (), slow, end)
 
 
+def power_brake(cl: Cluster, host: str, start: float, end: float, rng: np.random.Generator) -> Fault:
+    """A node's power supply asserts the external power brake: every GPU of the host reports HW power
+    brake and HW slowdown (0x88), clocks halve and power sits flat well below its peers'; the whole
+    synchronous job slows to that node's pace. The power-violation counter (SW capping) stays put."""
+    cause = Cause("power.capping", (host,), None, dt(start))
+    flat = float(rng.uniform(260, 330))
+    effects = (Effect("power_cap", host, start, end, None, flat),
+               Effect("clock_event", host, start, end, None, HW_POWER_BRAKE | HW_SLOWDOWN),
+               Effect("pace", host, start, end, None))
+    slow = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.3, 1.6)), cause=cause)
+    return Fault("power_brake", (host,), start, cause, effects, (), slow, end)
+
+
 def slow_storage(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator,
                  lustre: bool = False) -> Fault:
     """The filesystem server stalls: clients log NFS 'not responding' (or Lustre lost); saves stretch."""
@@ -214,8 +227,8 @@ def slow_storage(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, 
 
 
 def preemption(cl: Cluster, hosts: tuple[str, ...], start: float) -> Fault:
-    """The scheduler preempts the job: SIGTERM, a save, exit, requeue. No hardware signal."""
-    cause = Cause("scheduler.preemption", hosts, None, dt(start))
+    """The scheduler preempts the job: SIGTERM, a save, exit, requeue. No hardware signal, no faulty host."""
+    cause = Cause("scheduler.preemption", (), None, dt(start))
     return Fault("preemption", hosts, start, cause, (), (), Disturbance("preempt", dt(start), cause=cause))
 
 
@@ -228,14 +241,14 @@ def software_crash(cl: Cluster, hosts: tuple[str, ...], start: float) -> Fault:
 
 def straggler(cl: Cluster, hosts: tuple[str, ...], host: str, start: float, end: float,
               rng: np.random.Generator, rank: int) -> Fault:
-    """One rank is slow (data loading / imbalance): all ranks wait for it; no infrastructure signal."""
+    """One rank computes slower (more work: imbalance, a longer sequence shard): every rank waits for it
+    at each collective; no infrastructure signal. Its GPU keeps computing flat out while every other
+    GPU's tensor/SM activity and power fall by the slowdown factor (they wait in NCCL)."""
     cause = Cause("workload.straggler", (host,), None, dt(start))
     factor = float(rng.uniform(1.3, 1.5))
     slow = Disturbance("slowdown", dt(start), dt(end), factor=factor, rank=rank, cause=cause)
-    # the slow rank's GPU idles while its input pipeline catches up: the only GPU of the job whose
-    # utilisation falls below 100% (the others spin in NCCL waiting for it)
-    idle = Effect("util_scale", host, start, end, rank % cl.gpus_per_node, 1.0 / factor)
-    return Fault("straggler", (host,), start, cause, (idle,), (), slow, end)
+    pace = Effect("pace", host, start, end, rank % cl.gpus_per_node)
+    return Fault("straggler", (host,), start, cause, (pace,), (), slow, end)
 
 
 @dataclass

@@ -19,60 +19,86 @@ import numpy as np
 from synestra_cli.simulate.failures import ending_lines
 from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.logfmt import Line, ckpt_dir, mega, parallelism, stamp, stamps
-from synestra_cli.simulate.model import JobSpec
+from synestra_cli.simulate.model import AS_USUAL, Rendering
 
 NOMINAL_TFLOPS = 380.0      # per GPU at the healthy step time
+MODEL_BUILD_US = 4 * US     # building the model and optimizer, between initialisation and the load
 
 
-def megatron_log_lines(tl: JobTimeline) -> list[str]:
-    """All lines of the job's log, attempt after attempt."""
+def megatron_log_lines(tl: JobTimeline, render: Rendering = AS_USUAL) -> list[str]:
+    """All lines of the job's log, attempt after attempt. Without launcher stamps only the lines that
+    carry Megatron's own time (iteration lines, `[...] datetime:` lines) are dated."""
+    say = mega if render.launcher_stamps else _undated
     lines: list[str] = []
     for a in tl.attempts:
-        events = _startup(tl.spec, a) + _checkpoints(tl, a) + _iterations(tl, a) + ending_lines(tl, a)
+        events = (_startup(tl, a, say) + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
+                  + _iterations(tl, a) + ending_lines(tl, a, say, render.slurm_notice))
         lines.extend(text for _, _, text in sorted(events, key=lambda e: (e[0], e[1])))
     return lines
 
 
-def write_megatron_log(outdir: Path, tl: JobTimeline) -> Path:
+def write_megatron_log(outdir: Path, tl: JobTimeline, render: Rendering = AS_USUAL) -> Path:
     path = Path(outdir) / f"{tl.spec.job_id}.log"
-    path.write_text("\n".join(megatron_log_lines(tl)) + "\n", encoding="utf-8")
+    path.write_text("\n".join(megatron_log_lines(tl, render)) + "\n", encoding="utf-8")
     return path
 
 
-def _startup(spec: JobSpec, a: Attempt) -> list[Line]:
+def _undated(us: int, text: str, order: int = 0) -> Line:
+    """A rank-0 line as Megatron prints it, without a launcher stamp."""
+    return us, order, text
+
+
+def _startup(tl: JobTimeline, a: Attempt, say) -> list[Line]:
+    """Initialisation, model and optimizer building (then the load, _checkpoints), the training loop.
+    `[after megatron is initialized]` precedes model building; `[after model, optimizer, ... are built]`
+    follows the load (megatron/training/training.py setup_model_and_optimizer)."""
+    spec = tl.spec
     tp, pp, dp = parallelism(spec)
     world = len(spec.hosts) * spec.gpus_per_node
-    init_us = a.start + ((a.loop_start or a.first_step) - a.start) // 3
+    restore = next((c for c in tl.checkpoints if c.attempt == a.number and c.kind == "restore"), None)
+    built = restore.end if restore else (a.loop_start or a.first_step)
+    init_us = max(a.start, (restore.start if restore else built) - MODEL_BUILD_US)
     lines = [
-        mega(a.start, f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
-                      f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: {pp}"),
-        mega(a.start, "> initializing torch distributed ...", 1),
-        mega(init_us, f"time to initialize megatron (seconds): {(init_us - a.start) / US:.3f}"),
-        mega(init_us, f"[after megatron is initialized] datetime: {stamp(init_us)[:19]} ", 1),
+        say(a.start, f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
+                     f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: {pp}"),
+        say(a.start, "> initializing torch distributed ...", 1),
+        say(init_us, f"time to initialize megatron (seconds): {(init_us - a.start) / US:.3f}"),
+        say(init_us, f"[after megatron is initialized] datetime: {stamp(init_us)[:19]} ", 1),
+        say(init_us, "building GPT model ...", 2),
+        say(init_us, f" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): "
+                     f"{175_000_000_000 // (tp * pp)}", 3),
     ]
     if a.resume_iteration == 0:
-        lines.append(mega(init_us, f"WARNING: could not find the metadata file {ckpt_dir(spec)}/"
-                                   "latest_checkpointed_iteration.txt ", 2))
-        lines.append(mega(init_us, "    will not load any checkpoints and will start from random", 3))
+        lines.append(say(init_us, f"WARNING: could not find the metadata file {ckpt_dir(spec)}/"
+                                  "latest_checkpointed_iteration.txt ", 4))
+        lines.append(say(init_us, "    will not load any checkpoints and will start from random", 5))
     if a.loop_start is not None:
+        lines.append(say(built, "[after model, optimizer, and learning rate scheduler are built] datetime: "
+                                f"{stamp(built)[:19]} ", 3))
         when = stamp(a.loop_start)[:19]
-        lines.append(mega(a.loop_start, f"[before the start of training step] datetime: {when} ", 5))
+        lines.append(say(a.loop_start, f"[before the start of training step] datetime: {when} ", 5))
     return lines
 
 
-def _checkpoints(tl: JobTimeline, a: Attempt) -> list[Line]:
+def _checkpoints(tl: JobTimeline, a: Attempt, say, timers: bool = False) -> list[Line]:
+    """Loads and saves; `timers`: the save-checkpoint timer block Megatron prints after each save."""
     spec, lines = tl.spec, []
     tp, pp, _ = parallelism(spec)
     where = f"{ckpt_dir(spec)} [ t 1/{tp}, p 1/{pp} ]"
     for c in (c for c in tl.checkpoints if c.attempt == a.number):
         if c.kind == "restore":
-            lines.append(mega(c.start, f" loading distributed checkpoint from {ckpt_dir(spec)} "
-                                       f"at iteration {c.iteration}"))
-            lines.append(mega(c.end, f"  successfully loaded checkpoint from {where} at iteration {c.iteration}"))
+            lines.append(say(c.start, f" loading distributed checkpoint from {ckpt_dir(spec)} "
+                                      f"at iteration {c.iteration}"))
+            lines.append(say(c.end, f"  successfully loaded checkpoint from {where} at iteration {c.iteration}"))
         else:
-            lines.append(mega(c.start, f"saving checkpoint at iteration {c.iteration:7d} to {ckpt_dir(spec)} "
-                                       "in torch_dist format", 1))
-            lines.append(mega(c.end, f"  successfully saved checkpoint from iteration {c.iteration:7d} to {where}"))
+            lines.append(say(c.start, f"saving checkpoint at iteration {c.iteration:7d} to {ckpt_dir(spec)} "
+                                      "in torch_dist format", 1))
+            lines.append(say(c.end, f"  successfully saved checkpoint from iteration {c.iteration:7d} to {where}"))
+            if timers:
+                ms = (c.end - c.start) / 1000
+                lines.append(say(c.end, "(min, max) time across ranks (ms):", 1))
+                lines.append(say(c.end, f"    save-checkpoint ................................: "
+                                        f"({ms * 0.998:.2f}, {ms:.2f})", 2))
     return lines
 
 

@@ -24,7 +24,8 @@ STEP_NOISE_SIGMA = 0.015   # lognormal sigma of step times: ~1.5% run-to-run jit
 PHASE_NOISE_SIGMA = 0.05   # startup, save and restore durations vary more
 EXIT_US = 3 * US           # process teardown: after the last save, or after the watchdog / crash
 WARMUP_SHARE = 0.1         # share of startup_s spent in the training loop before the first step
-EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:0", "PREEMPTED": "0:0", "COMPLETED": "0:0"}
+# sacct ExitCode "code:signal": a preempted allocation ends on SIGTERM (0:15, log-formats D.8)
+EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:0", "PREEMPTED": "0:15", "COMPLETED": "0:0"}
 
 
 def to_us(t: datetime) -> int:
@@ -277,7 +278,7 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
         _commit(run, base["number"], starts, ends, streak, c)
         if n_pre == c:  # Megatron acts on SIGTERM after the step in progress: save, then exit
             assert pre is not None
-            cause = pre[1].cause or Cause("scheduler.preemption", spec.hosts, None, pre[1].start)
+            cause = pre[1].cause or Cause("scheduler.preemption", (), None, pre[1].start)
             return _save(run, base, "preemption", cause, limit, first_step) or _clean_exit(
                 run, base, "PREEMPTED", first_step, sigterm=sigterm, cause=cause)
         if n_react == c < n:

@@ -59,3 +59,19 @@ class JobSpec:
     reactive_threshold: float = 1.2   # reactive save when step time > threshold x normal ...
     reactive_after_s: float = 300.0   # ... for this long
     disturbances: tuple[Disturbance, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How the exports are written where real sites differ (docs/simulator.md, "Variants"): the same
+    faults, told the way another exporter, logger or launcher tells them."""
+
+    launcher_stamps: bool = True   # a launcher stamps every rank-0 line; False: only Megatron's own times
+    slurm_notice: bool = True      # Slurm's "CANCELLED ... DUE TO PREEMPTION" notice reaches the job log
+    journal_printk: bool = False   # every host keeps journald JSON, kernel lines forwarded through the
+    #                                syslog socket with the printk stamp still in MESSAGE
+    dcgm_46_names: bool = False    # DCGM 4.6 field names (CLOCKS_EVENT_REASONS, ...), the bitmask as a float
+    dcgm_every_s: float | None = None  # DCGM sampling interval (None: the cluster size's default)
+
+
+AS_USUAL = Rendering()

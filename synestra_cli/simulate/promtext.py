@@ -39,14 +39,18 @@ def _bytes_of(arr: pa.Array) -> bytes:
     return arr.buffers()[2].to_pybytes()[lo:hi]
 
 
-def fmt_values(values: np.ndarray, integer: bool) -> pa.Array:
+def fmt_values(values: np.ndarray, integer: bool | str) -> pa.Array:
+    """Sample values as text: integers, floats to 4 decimals, or ``"fixed"``: six decimals (136.000000),
+    as some pipelines re-export integer fields."""
+    if integer == "fixed":
+        return pa.array(np.char.mod("%.6f", values.astype(np.float64)))
     if integer:
         return pc.cast(pa.array(np.rint(values).astype(np.int64)), pa.string())
     return pc.cast(pa.array(np.round(values.astype(np.float64), 4)), pa.string())
 
 
 def family(out: BinaryIO, name: str, kind: str, help_text: str, labels: list[str], values: np.ndarray,
-           ts: np.ndarray, mask: np.ndarray | None = None, integer: bool = False) -> int:
+           ts: np.ndarray, mask: np.ndarray | None = None, integer: bool | str = False) -> int:
     """Write one metric family: HELP, TYPE, then each series' samples in time order. Returns samples.
 
     labels: S label sets (``{gpu="0",...}``); values, ts (epoch seconds) and mask: shape (S, T).

@@ -21,7 +21,7 @@ from synestra_cli.simulate import export, groundtruth
 from synestra_cli.simulate import faults as F
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.jobs import US
-from synestra_cli.simulate.model import Cause, JobSpec
+from synestra_cli.simulate.model import AS_USUAL, Cause, JobSpec, Rendering
 
 EPOCH = 1793577600.0  # 2026-11-02T00:00:00Z: fixed, so output depends on the seed alone
 MAIN_JOB = "1001"
@@ -36,6 +36,7 @@ class Plan:
     rng: np.random.Generator
     jobs: list[JobSpec] = field(default_factory=list)
     faults: list[F.Fault] = field(default_factory=list)
+    render: Rendering = AS_USUAL  # how the exports tell it (the variants: docs/simulator.md)
 
     def at(self, lo: float, hi: float) -> float:
         """A time between fractions lo and hi of the window, on a whole second."""
@@ -172,6 +173,29 @@ def routine(p: Plan) -> None:
     link_decoys(p)
 
 
+# ------------------------------------------------------------------ variants: the same physics, told otherwise
+
+def power_brake(p: Plan) -> None:
+    """One node's power supply brakes its GPUs (HW power brake + HW slowdown), exported by DCGM 4.6
+    (CLOCKS_EVENT_REASONS, as a float) every 60 s; a braked node outside the job is the decoy."""
+    p.faults.append(F.power_brake(p.cl, p.pick(p.main.hosts), p.at(0.35, 0.45), p.at(0.75, 0.85), p.rng))
+    p.faults.append(_decoy(p, F.power_brake(p.cl, p.pick(p.outside()), p.at(0.1, 0.2), p.at(0.3, 0.35), p.rng)))
+    p.render = replace(p.render, dcgm_46_names=True, dcgm_every_s=60.0)
+
+
+def slow_storage_journald(p: Plan) -> None:
+    """The storage stall, every host keeping journald JSON whose kernel MESSAGEs hold the printk stamp."""
+    slow_storage(p)
+    p.render = replace(p.render, journal_printk=True)
+
+
+def preemption_exit_signal(p: Plan) -> None:
+    """The preemption, told by Megatron alone: no Slurm notice in the log, no launcher stamps (undated
+    checkpoint lines; only `[...] datetime:` and iteration lines carry a time), sacct PREEMPTED 0:15."""
+    preemption(p)
+    p.render = replace(p.render, launcher_stamps=False, slurm_notice=False)
+
+
 def link_decoys(p: Plan) -> None:
     """A real degraded link outside the main job (it slows whatever runs there, not the main job)."""
     out = p.pick(p.outside())
@@ -184,6 +208,8 @@ SCENARIOS: dict[str, Callable[[Plan], None]] = {
     "link-flap": link_flap, "thermal-rack": thermal_rack, "power-capping": power_capping,
     "slow-storage": slow_storage, "preemption": preemption, "software-crash": software_crash,
     "straggler-compute": straggler_compute, "routine": routine,
+    "power-brake": power_brake, "slow-storage-journald": slow_storage_journald,
+    "preemption-exit-signal": preemption_exit_signal,
 }
 
 
@@ -221,7 +247,10 @@ def after_checkpoint_decoy(p: Plan, tl) -> F.Fault | None:
         return None
     c = ckpts[0]
     start = c.end / US + float(p.rng.uniform(60, 180))
-    host, nic = p.pick(tl.spec.hosts), int(p.rng.integers(p.cl.nics_per_host))
+    # never on the component of a real fault: the decoy must be told apart by what it is, not by when
+    taken = {(h, f.cause.component) for f in p.faults if not f.decoy_reason for h in f.hosts}
+    free = [(h, n) for h in tl.spec.hosts for n in range(p.cl.nics_per_host) if (h, f"mlx5_{n}") not in taken]
+    host, nic = p.pick(free)
     cause = Cause("network.link_degraded", (host,), f"mlx5_{nic}", F.dt(start))
     effects = (F.Effect("link_errors", host, start, start + 900.0, nic, -1.0),)
     logs = tuple(F.aer_corrected(p.cl, host, start, p.rng))
@@ -278,11 +307,12 @@ def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, 
         effects.setdefault(e.host, []).append(e)
     root = outdir / "exports"
     iv = export.Intervals.for_size(nodes, hours)
+    iv = replace(iv, dcgm=plan.render.dcgm_every_s) if plan.render.dcgm_every_s else iv
     samples = export.write_telemetry(root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines),
-                                     effects, gz)
+                                     effects, gz, plan.render)
     logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
-    export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz)
-    export.write_jobs(root, timelines)
+    export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz, plan.render)
+    export.write_jobs(root, timelines, plan.render)
     meta = {"scenario": scenario, "seed": seed, "nodes": nodes, "hours": hours, "gpus_per_node": gpus_per_node,
             "gzip": gz, "start": groundtruth.iso(plan.t0), "end": groundtruth.iso(plan.t1),
             "main_job": plan.main.job_id, "metric_samples": samples}

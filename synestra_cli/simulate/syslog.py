@@ -4,6 +4,9 @@
   (``Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid ...``, gpu-operator#1146).
 - ``rfc3339``: rsyslog RSYSLOG_FileFormat, the Debian 12+ default (``2021-12-19T20:35:40.572463+01:00``).
 - ``journal``: ``journalctl -o json``, one compact object per line, every value a string.
+- ``journal`` with ``printk=True`` (the ``journal_printk`` rendering): every host keeps journald JSON and
+  its kernel lines arrive through the syslog socket (a forwarder reading the kernel ring buffer), so
+  MESSAGE still starts with the printk stamp: ``[267043.104677] nfs: server fs01 not responding``.
 Message wording is copied from real drivers (simulate/faults.py); hosts' clocks are skewed.
 """
 
@@ -49,10 +52,10 @@ def routine_lines(host: str, t0: float, t1: float, seed: int, index: int) -> lis
 
 
 def write_host(outdir: Path, cl: Cluster, host: str, lines: list[LogLine], boots: list[tuple[float, str]],
-               skew: float, gz: bool = False) -> Path:
-    fl = flavour(cl, host)
+               skew: float, gz: bool = False, printk: bool = False) -> Path:
+    fl = "journal" if printk else flavour(cl, host)
     lines = sorted(lines + _boot_lines(host, boots[1:]), key=lambda ln: ln.ts)
-    render = {"rfc3164": _rfc3164, "rfc3339": _rfc3339, "journal": _journal}[fl]
+    render = {"rfc3164": _rfc3164, "rfc3339": _rfc3339, "journal": _journal_printk if printk else _journal}[fl]
     path = outdir / f"{host}.{SUFFIX[fl]}"
     text = "".join(render(ln, ln.ts + skew, _boot_of(boots, ln.ts), i) + "\n" for i, ln in enumerate(lines))
     # RFC3164 lines lack the year: readers infer it from the file's mtime (the last write). A gzip
@@ -110,4 +113,14 @@ def _journal(ln: LogLine, ts: float, boot: tuple[float, str], i: int) -> str:
         rec |= {"_TRANSPORT": "syslog", "SYSLOG_FACILITY": "9", "SYSLOG_IDENTIFIER": name, "_PID": pid,
                 "SYSLOG_PID": pid}
     rec["MESSAGE"] = ln.text
+    return json.dumps(rec, separators=(",", ":"), ensure_ascii=False)
+
+
+def _journal_printk(ln: LogLine, ts: float, boot: tuple[float, str], i: int) -> str:
+    """A kernel line forwarded through the syslog socket: _TRANSPORT=syslog, the printk stamp in MESSAGE."""
+    if ln.ident != "kernel":
+        return _journal(ln, ts, boot, i)
+    rec = json.loads(_journal(ln, ts, boot, i))
+    rec |= {"_TRANSPORT": "syslog", "MESSAGE": f"[{ts - boot[0]:12.6f}] {ln.text}"}
+    del rec["_SOURCE_MONOTONIC_TIMESTAMP"]
     return json.dumps(rec, separators=(",", ":"), ensure_ascii=False)

@@ -15,7 +15,7 @@ import numpy as np
 
 from synestra_cli.simulate import promtext
 from synestra_cli.simulate.cluster import DRIVER, GPU_MODEL, Cluster
-from synestra_cli.simulate.faults import HW_THERMAL, SW_POWER_CAP, SW_THERMAL, Effect
+from synestra_cli.simulate.faults import HW_POWER_BRAKE, HW_SLOWDOWN, HW_THERMAL, SW_POWER_CAP, SW_THERMAL, Effect
 from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad, cumulative, effect_mask, reboots
 
 SOURCES = {"dcgm": 1, "ib": 2, "snmp": 3, "optics": 4}
@@ -76,14 +76,16 @@ def gpu_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: l
     noise = lambda s: rng.normal(0.0, s, (g, n))  # noqa: E731
     f = {}
     util = np.where(comp | hang, 100.0, np.where(io, 22.0, 0.0))   # NCCL kernels spin at 100% while hung
-    starved, scale = effect_mask(ts, effects, "util_scale", g)
-    util = np.where(starved & comp, util * scale, util)
     f["DCGM_FI_DEV_GPU_UTIL"] = np.clip(util - np.abs(noise(1.0)) * busy, 0, 100)
-    sm = np.where(comp, 0.86 / factor, np.where(io, 0.06, np.where(hang, 0.03, 0.0)))
+    # A slowed job's GPUs wait for the slowest in every collective: their activity falls by the factor,
+    # but the straggler's own GPU (pace) keeps computing flat out.
+    pace, _ = effect_mask(ts, effects, "pace", g)
+    wait = np.where(pace, 1.0, factor)
+    sm = np.where(comp, 0.86 / wait, np.where(io, 0.06, np.where(hang, 0.03, 0.0)))
     sm = np.clip(sm + noise(0.01) * busy, 0, 1)
-    tensor = np.clip(np.where(comp, 0.52 / factor, 0.0) + noise(0.008) * comp, 0, 1)
+    tensor = np.clip(np.where(comp, 0.52 / wait, 0.0) + noise(0.008) * comp, 0, 1)
     f["DCGM_FI_PROF_SM_ACTIVE"], f["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"] = sm, tensor
-    f["DCGM_FI_PROF_DRAM_ACTIVE"] = np.clip(np.where(comp, 0.38 / factor, 0.04 * io) + noise(0.005) * busy, 0, 1)
+    f["DCGM_FI_PROF_DRAM_ACTIVE"] = np.clip(np.where(comp, 0.38 / wait, 0.04 * io) + noise(0.005) * busy, 0, 1)
     power = 72.0 + 590.0 * (0.3 * f["DCGM_FI_DEV_GPU_UTIL"] / 100.0 + 0.7 * tensor / 0.52) + noise(6.0)
     capped, cap = effect_mask(ts, effects, "power_cap", g)
     power = np.where(capped, np.minimum(power, cap - np.abs(noise(4.0))), power)
@@ -97,6 +99,7 @@ def gpu_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: l
     clock = np.where(busy, 1980.0, 345.0)[None, :].repeat(g, 0)
     clock = np.where(bits & (SW_THERMAL | HW_THERMAL), 1410.0, clock)
     clock = np.where(bits & SW_POWER_CAP, 1980.0 * np.sqrt(np.clip(power / 660.0, 0.3, 1.0)), clock)
+    clock = np.where(bits & (HW_SLOWDOWN | HW_POWER_BRAKE), np.minimum(clock, 900.0), clock)  # cut >= 2x
     f["DCGM_FI_DEV_SM_CLOCK"], f["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"] = clock, bits
     down, reset = reboots(ts, effects)
     dts = np.diff(ts, prepend=ts[0] - (ts[1] - ts[0] if n > 1 else 30.0))
@@ -150,8 +153,24 @@ def _steps(ts: np.ndarray, effects: list[Effect], kind: str, g: int) -> np.ndarr
     return inc
 
 
+# DCGM 4.6 names of the fields above that it renamed (catalog.DCGM_FIELDS); the bitmask then as a float.
+DCGM_46_NAMES = {
+    "DCGM_FI_DEV_GPU_TEMP": "DCGM_FI_DEV_GPU_TEMP_CELSIUS",
+    "DCGM_FI_DEV_MEMORY_TEMP": "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS",
+    "DCGM_FI_DEV_POWER_USAGE": "DCGM_FI_DEV_BOARD_POWER_WATTS",
+    "DCGM_FI_DEV_GPU_UTIL": "DCGM_FI_DEV_GPU_UTIL_RATIO",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "DCGM_FI_DEV_XID_ERRORS": "DCGM_FI_DEV_XID_ERROR",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "DCGM_FI_DEV_PCIE_REPLAY_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL",
+    "DCGM_FI_PROF_SM_ACTIVE": "DCGM_FI_PROF_SM_UTIL_RATIO",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "DCGM_FI_PROF_TENSOR_UTIL_RATIO",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "DCGM_FI_PROF_DRAM_UTIL_RATIO",
+}
+
+
 def write_dcgm(out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
-               seed: int) -> int:
+               seed: int, new_names: bool = False) -> int:
     frame, present = gpu_frame(cl, host, ts, load, effects, _rng(seed, "dcgm", cl.host_index(host)))
     labels = [
         f'{{gpu="{i}",UUID="{cl.gpu_uuid(host, i)}",pci_bus_id="{cl.gpu_bus_id(i)}",device="nvidia{i}",'
@@ -159,5 +178,9 @@ def write_dcgm(out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, load: Host
         for i in range(cl.gpus_per_node)
     ]
     tsb = np.broadcast_to(ts, present.shape)
-    return sum(promtext.family(out, name, kind, help_, labels, frame[name], tsb, present, integer)
+    if not new_names:
+        return sum(promtext.family(out, name, kind, help_, labels, frame[name], tsb, present, integer)
+                   for name, kind, help_, integer in DCGM_FIELDS)
+    return sum(promtext.family(out, DCGM_46_NAMES.get(name, name), kind, help_, labels, frame[name], tsb, present,
+                               "fixed" if name == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" else integer)
                for name, kind, help_, integer in DCGM_FIELDS)

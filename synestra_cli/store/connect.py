@@ -53,9 +53,14 @@ def _one_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+def lock_wait_s() -> float:
+    """$SYNESTRA_LOCK_WAIT seconds, read (and validated) at each connection, not at import."""
+    return settings.lock_wait_s()
+
+
 def _connect_with_wait(path: Path, read_only: bool, config: dict) -> duckdb.DuckDBPyConnection:
-    lock_wait_s = settings.lock_wait_s()
-    deadline = time.monotonic() + lock_wait_s
+    wait_s = lock_wait_s()
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only, config=config)
@@ -64,7 +69,7 @@ def _connect_with_wait(path: Path, read_only: bool, config: dict) -> duckdb.Duck
                 raise StoreError(f"cannot open store {path}: {_one_line(exc)}") from exc
             if time.monotonic() >= deadline:
                 raise StoreBusyError(
-                    f"store {path} is locked by another synestra process (waited {lock_wait_s:.0f} s); "
+                    f"store {path} is locked by another synestra process (waited {wait_s:g} s); "
                     "wait for it to finish or use another --db"
                 ) from exc
             time.sleep(0.2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-from synestra_cli.store.job_views import JOB_VIEWS
+from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
 
 CORE = """
@@ -191,6 +191,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("004_job_views", JOB_VIEWS),
     ("005_explanations", EXPLANATIONS),
     ("007_clusters", CLUSTERS),
+    ("008_bounded_restores", BOUNDED_RESTORES),
     ("010_host_names", HOST_NAMES),
 ]
 
@@ -209,6 +210,6 @@ def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
             continue
         with transaction(conn):
             conn.execute(sql)
-            conn.execute("INSERT INTO _migrations VALUES (?, current_localtimestamp())", [name])
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())", [name])
         new.append(name)
     return new

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 
 
-def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple | None:
+def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...] | None:
     rows = conn.execute(sql, params).fetchall() if params is not None else conn.execute(sql).fetchall()
     return rows[0] if rows else None
 

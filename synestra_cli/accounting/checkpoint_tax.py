@@ -1,4 +1,4 @@
-"""The checkpoint tax printed with the chain (issue 6, item 6).
+"""The checkpoint tax printed with the chain (issue 6, item 6): accounting applied to an explanation.
 
 Each checkpoint carries its own cost (its save or restore seconds) and, when it has a cause, the
 badput tax-report charges to that cause through it (the degraded throughput before it, the lost work,
@@ -9,18 +9,24 @@ explanation, so `explain` and `tax-report` agree to the second.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import duckdb
 
+from synestra_cli.accounting.attribution import Charge, by_cause, charges_for
+from synestra_cli.accounting.report import tax_report
 from synestra_cli.errors import NotFoundError
-from synestra_cli.explain.api import JobExplanation
+from synestra_cli.explain.api import JobExplanation, explain_job
 
 TOP_CAUSES = 5
 
 
-def _per_checkpoint(charges: list, gpus: int) -> dict[tuple, dict[str, Any]]:
-    out: dict[tuple, dict[str, Any]] = {}
+CheckpointKey = tuple[str, int | None, int | None]  # (kind, attempt, iteration)
+
+
+def _per_checkpoint(charges: list[Charge], gpus: int) -> dict[CheckpointKey, dict[str, Any]]:
+    out: dict[CheckpointKey, dict[str, Any]] = {}
     for c in charges:
         if c.checkpoint is None:
             continue
@@ -36,9 +42,6 @@ def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
     """Fill `tax` on the job and on each of its checkpoints (left None when the store lacks the
     attempt times tax-report needs). Meant for a whole-job explanation: charges follow the job's
     non-routine checkpoints, so a filtered view would move them."""
-    from synestra_cli.accounting.attribution import by_cause, charges_for
-    from synestra_cli.accounting.report import tax_report
-
     try:
         report = tax_report(conn, job.job)
     except NotFoundError:
@@ -60,11 +63,13 @@ def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
 
 
 def explain_with_tax(
-    conn: duckdb.DuckDBPyConnection, job_id: str, checkpoint: int | None = None, since=None, until=None
+    conn: duckdb.DuckDBPyConnection,
+    job_id: str,
+    checkpoint: int | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> JobExplanation:
     """explain_job, with the tax attached when the whole job is explained (see attach_tax)."""
-    from synestra_cli.explain.api import explain_job
-
     job = explain_job(conn, job_id, checkpoint, since, until)
     if checkpoint is None and since is None and until is None:
         attach_tax(conn, job)
