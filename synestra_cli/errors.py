@@ -14,7 +14,9 @@ class ExitCode(IntEnum):
     NOT_FOUND = 5  # the job / checkpoint asked for is not in the store
     EMPTY_STORE = 6  # the store holds no data of the kind the command needs
     THRESHOLD = 7  # tax-report --fail-over: a job's tax exceeded the threshold
-    STORE = 8  # the store cannot be read or written (disk full, corrupt, written by a newer Synestra)
+    STORE = 8  # the store cannot be opened, read or written: not a store, read-only, corrupt, newer, disk full
+    QUERY = 9  # `synestra sql`: the query failed (syntax, unknown table, or refused: the store is read-only)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it); the store is left as it was
 
 
 class SynestraError(Exception):
@@ -45,6 +47,17 @@ class StoreWriteError(StoreError):
     """A write to the store failed (disk full, quota, read-only file system): nothing more can be loaded."""
 
 
+
+class QueryError(SynestraError):
+    exit_code = ExitCode.QUERY
+
+
+class SettingsError(SynestraError):
+    """A malformed SYNESTRA_* variable or option value: a usage error."""
+
+    exit_code = ExitCode.USAGE
+
+
 class NotFoundError(SynestraError):
     exit_code = ExitCode.NOT_FOUND
 
@@ -58,3 +71,12 @@ def exit_code_for(exc: BaseException) -> ExitCode:
     if isinstance(exc, SynestraError):
         return exc.exit_code
     return ExitCode.ERROR
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Ctrl-C, however it surfaced: KeyboardInterrupt in Python code, or the DuckDB query it stopped
+    (duckdb.InterruptException; a RuntimeError "Query interrupted" in DuckDB 2). A loop that turns each
+    file's exception into that file's failure must re-raise these: Ctrl-C stops the whole run."""
+    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException":
+        return True
+    return isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()

@@ -26,7 +26,7 @@ import duckdb
 
 from synestra_cli import formats
 from synestra_cli.clusters import qualify_source
-from synestra_cli.errors import InputError, StoreWriteError, SynestraError
+from synestra_cli.errors import InputError, StoreWriteError, SynestraError, is_interrupt
 from synestra_cli.formats.base import (
     UTF8_BOM,
     IngestOptions,
@@ -321,6 +321,8 @@ def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOpti
         except SynestraError as exc:
             report.error = str(exc)
         except duckdb.Error as exc:
+            if is_interrupt(exc):  # Ctrl-C stops the whole run; this file's transaction is rolled back
+                raise
             if is_store_write_failure(exc):
                 raise StoreWriteError(_store_write_message(conn, exc)) from exc
             # Two files loading at once both added the same catalog row (or the same content): the later
@@ -329,6 +331,8 @@ def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOpti
                 continue
             report.error = _driver_error(path, exc)
         except Exception as exc:  # noqa: BLE001 - a parser bug or an input it did not foresee
+            if is_interrupt(exc):  # DuckDB 2 reports a Ctrl-C inside a query as a RuntimeError
+                raise
             # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
             # file fails, rolled back, and the others still load.
             report.error = f"{path}: could not be loaded ({_first_line(exc)}); please report this file"

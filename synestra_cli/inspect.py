@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
 
-from synestra_cli.errors import InputError
+from synestra_cli.errors import QueryError
+
+BATCH_ROWS = 8192  # rows per Arrow record batch a `sql` result streams in
 
 SOURCES_SQL = """
 SELECT source_id, path, format, rows, rejected, first_ts, last_ts, len(hosts) AS n_hosts, hosts
@@ -26,9 +29,51 @@ def list_sources(conn: duckdb.DuckDBPyConnection) -> list[dict]:
     return fetch_dicts(conn, SOURCES_SQL)[1]
 
 
-def run_sql(conn: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[dict]]:
-    """Run one query on a read-only connection; DuckDB errors become a one-line InputError."""
+def _query_error(exc: duckdb.Error) -> QueryError:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, duckdb.PermissionException) or "configuration has been locked" in text:
+        text += " (synestra sql reads the store only: no files, network, extensions or settings)"
+    return QueryError(f"query failed: {text}")
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Column names made unique (SELECT 1 AS a, 2 AS a -> a, a_2): rows are keyed by name."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    return out
+
+
+def stream_sql(conn: duckdb.DuckDBPyConnection, sql: str,
+               batch_rows: int = BATCH_ROWS) -> tuple[list[str], Iterator[list[dict]]]:
+    """Run one query; its columns and its rows in batches, streamed from DuckDB as Arrow record batches.
+    DuckDB errors, when the query starts or while it streams, become a one-line QueryError."""
+    if not sql.strip():
+        raise QueryError('empty query: give one SQL statement, e.g. synestra sql "SELECT * FROM sources"')
     try:
-        return fetch_dicts(conn, sql)
+        rel = conn.sql(sql)  # a relation streams; a DB-API result would copy every row into Arrow first
+        if rel is None:  # a statement without a result (SET, CREATE TEMP ...)
+            return [], iter(())
+        cols = _unique(rel.columns)
+        # DuckDB 2: to_arrow_reader; DuckDB 1.x: fetch_arrow_reader (the same streaming reader)
+        reader = (getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader)(batch_rows)
     except duckdb.Error as exc:
-        raise InputError(f"query failed: {str(exc).splitlines()[0]}") from exc
+        raise _query_error(exc) from exc
+
+    def batches() -> Iterator[list[dict]]:
+        try:
+            for batch in reader:
+                yield [dict(zip(cols, row, strict=True)) for row in zip(*(c.to_pylist() for c in batch.columns),
+                                                                          strict=True)]
+        except duckdb.Error as exc:
+            raise _query_error(exc) from exc
+
+    return cols, batches()
+
+
+def run_sql(conn: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[dict]]:
+    """Run one query and hold its whole result (small results; `stream_sql` for exports)."""
+    cols, batches = stream_sql(conn, sql)
+    return cols, [row for batch in batches for row in batch]

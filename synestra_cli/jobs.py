@@ -7,6 +7,7 @@ and `job_incidents_reconciled` directly; this module is the typed Python face of
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -99,3 +100,20 @@ def job_summary(conn: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         raise EmptyStoreError("no jobs in the store: ingest job logs or sacct output first "
                               "(`synestra ingest slurm-1234.out sacct.txt`)")
     return rows
+
+
+SPAN_SQL = "SELECT count(DISTINCT job_id), min(start_ts), max(end_ts) FROM attempts_reconciled"
+
+
+def empty_window_message(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> str:
+    """An empty --since/--until window is not an empty store: say which, and where the jobs are."""
+    n, lo, hi = conn.execute(SPAN_SQL).fetchall()[0]
+    def iso(t: datetime) -> str:
+        return f"{t:%Y-%m-%dT%H:%M:%SZ}"
+
+    window = f"between {iso(since)} and {iso(until)}" if since and until else \
+        f"after {iso(since)}" if since else f"before {iso(until)}" if until else "at all"
+    if not n:
+        return "no jobs in the store (ingest job logs and sacct output first)"
+    span = f"{iso(lo)} .. {iso(hi)}" if lo and hi else "with no times"
+    return f"no job ran {window}; the store's {n} job(s) ran {span}"

@@ -201,7 +201,7 @@ def test_cli_sql_refuses_writes_and_reports_the_error(tmp_path):
     runner = CliRunner()
     runner.invoke(cli, ["ingest", str(f)])
     result = runner.invoke(cli, ["sql", "DELETE FROM events"])
-    assert result.exit_code == ExitCode.INPUT
+    assert result.exit_code == ExitCode.QUERY
     assert "read-only" in result.stderr.lower()
     assert result.stdout == ""
 

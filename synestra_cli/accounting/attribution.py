@@ -14,7 +14,7 @@ Whatever explain cannot attribute is charged to `unknown`, never dropped.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import duckdb
@@ -99,9 +99,17 @@ def _degraded_charges(job: JobTax, checkpoints: list) -> Iterable[Charge]:
 
 def charges_for(job: JobTax, checkpoints: list, failures: list | None = None) -> list[Charge]:
     """Every badput second of the job that its checkpoints' causes (and, for a failure no restore
-    follows, the failure's own cause) account for."""
-    return [c for c in (*_failure_charges(job, checkpoints, failures or []), *_save_and_restore_charges(checkpoints),
-                        *_degraded_charges(job, checkpoints)) if c.seconds > 0]
+    followed, the failure's own explanation) account for; per bucket never more than the bucket holds
+    (a checkpoint's own times may be wrong where the buckets were clamped)."""
+    charges = [c for c in (*_failure_charges(job, checkpoints, failures or []),
+                           *_save_and_restore_charges(checkpoints), *_degraded_charges(job, checkpoints))
+               if c.seconds > 0]
+    total: dict[str, float] = {}
+    for c in charges:
+        total[c.bucket] = total.get(c.bucket, 0.0) + c.seconds
+    cap = job.buckets.buckets_s
+    return [replace(c, seconds=c.seconds * cap[c.bucket] / total[c.bucket])
+            if total[c.bucket] > cap[c.bucket] + 1.0 else c for c in charges]
 
 
 def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[dict]:

@@ -159,6 +159,7 @@ class JobBuckets:
     attempts: list[dict] = field(default_factory=list)
     first_attempt_startup_s: float = 0.0
     degraded_windows: list[DegradedWindow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # where the logs' times had to be clamped
 
     @property
     def checkpoint_tax_s(self) -> float:
@@ -224,25 +225,42 @@ def degraded_windows(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: d
     return out
 
 
-def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, degraded: list[DegradedWindow],
-             first_iteration: int) -> JobBuckets:
-    """Sum one job's attempts into buckets; productive and other close the partition."""
-    wall = (max(c["end_ts"] for c in cuts) - min(c["start_ts"] for c in cuts)).total_seconds()
+# Per attempt, the buckets measured inside it; none can exceed the attempt itself.
+ATTEMPT_BUCKETS = {"save_s": "checkpoint_save", "restore_s": "checkpoint_restore", "startup_s": "startup",
+                   "lost_work_s": "lost_work", "hang_s": "hang"}
+
+
+def _clamped(cuts: list[dict], notes: list[str]) -> dict[str, float]:
+    """Sum the attempts' measured buckets, each clamped to [0, its attempt's duration]: a save that
+    'lasted' longer than the attempt it ran in has a wrong clock on one of its lines."""
     b = dict.fromkeys(BUCKETS, 0.0)
     for c in cuts:
-        b["checkpoint_save"] += c["save_s"]
-        b["checkpoint_restore"] += c["restore_s"]
-        b["startup"] += c["startup_s"]
-        b["lost_work"] += c["lost_work_s"]
-        b["hang"] += c["hang_s"]
-        b["requeue"] += c["requeue_s"]
+        duration = max((c["end_ts"] - c["start_ts"]).total_seconds(), 0.0)
+        for key, bucket in ATTEMPT_BUCKETS.items():
+            raw = c[key] or 0.0
+            value = min(max(raw, 0.0), duration)
+            if raw > duration + 1.0:
+                notes.append(f"attempt {c['attempt']}: {bucket} {raw:,.0f} s is longer than the attempt "
+                             f"({duration:,.0f} s), a wrong clock on a log line: counted as {value:,.0f} s")
+            b[bucket] += value
+        b["requeue"] += max(c["requeue_s"] or 0.0, 0.0)
+    return b
+
+
+def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, degraded: list[DegradedWindow],
+             first_iteration: int) -> JobBuckets:
+    """Sum one job's attempts into buckets; productive and other close the partition. Every bucket is
+    >= 0 and they sum to the wall time exactly, whatever the logs' clocks say."""
+    wall = max((max(c["end_ts"] for c in cuts) - min(c["start_ts"] for c in cuts)).total_seconds(), 0.0)
+    notes: list[str] = []
+    b = _clamped(cuts, notes)
     last = cuts[-1]
     # A finished job's model is its last iteration; the final save may name one past the last printed line.
     reached = max(last["last_iteration"] or 0, last["saved_iteration"] or 0)
     final_iteration = (last["saved_iteration"] if last["failed"] else reached) or first_iteration
     counted = max(final_iteration - first_iteration, 0)
-    b["degraded_throughput"] = sum(w.seconds for w in degraded)
-    b["productive"] = (ideal_s or 0.0) * counted
+    b["degraded_throughput"] = max(sum(w.seconds for w in degraded), 0.0)
+    b["productive"] = max((ideal_s or 0.0) * counted, 0.0)
     # The time-based buckets are disjoint intervals of the wall time; productive and degraded are
     # estimates from step times. If the logs over-explain the wall (clock skew, overlapping lines),
     # trim the estimates, so that every bucket stays >= 0 and the sum is the wall time exactly.
@@ -250,5 +268,15 @@ def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, de
         excess = sum(b.values()) - wall
         if excess > 0:
             b[estimate] = max(b[estimate] - excess, 0.0)
-    b["other"] = wall - sum(b.values())
-    return JobBuckets(job_id, gpus, wall, ideal_s, counted, b, cuts, cuts[0]["startup_s"], degraded)
+    excess = sum(b.values()) - wall
+    scale = 1.0
+    if excess > 1e-6:  # still over (attempts that overlap, clamped clocks): scale the measured buckets
+        scale = wall / sum(b.values())
+        notes.append(f"the logs' times exceed the wall time by {excess:,.0f} s (overlapping attempts or a wrong "
+                     "clock): every bucket scaled to fit")
+        b = {k: v * scale for k, v in b.items()}
+    b["other"] = max(wall - sum(v for k, v in b.items() if k != "other"), 0.0)
+    first = cuts[0]
+    first_startup = min(max(first["startup_s"] or 0.0, 0.0),
+                        max((first["end_ts"] - first["start_ts"]).total_seconds(), 0.0)) * scale
+    return JobBuckets(job_id, gpus, wall, ideal_s, counted, b, cuts, min(first_startup, b["startup"]), degraded, notes)

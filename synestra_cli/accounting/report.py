@@ -18,6 +18,7 @@ from synestra_cli.accounting.buckets import (
 )
 from synestra_cli.accounting.interval import IntervalAdvice, advise, cadence_action
 from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.jobs import empty_window_message
 from synestra_cli.signals.steps import degradation_windows_for
 
 SCHEMA = "synestra.tax/1"
@@ -131,6 +132,8 @@ def tax_report(conn: duckdb.DuckDBPyConnection, job_id: str | None = None, since
         if job_id is not None:
             raise NotFoundError(f"job {job_id} has no attempts with start and end times in the store "
                                 "(`synestra jobs` lists the jobs)")
+        if since is not None or until is not None:
+            raise NotFoundError(empty_window_message(conn, since, until))
         raise EmptyStoreError("no jobs in the store (ingest job logs and sacct output first)")
     return TaxReport(job_taxes(conn, rows), price, capacity_gpus, since, until)
 
@@ -147,6 +150,7 @@ def job_doc(t: JobTax, price: float | None) -> dict:
         **t.headlines(price),
         "failures": t.failures,
         "by_cause": t.by_cause,
+        "notes": list(b.notes),
         "interval": {
             "save_cost_s": iv.save_cost_s, "failures": iv.failures, "mtbf_s": iv.mtbf_s,
             "current_interval_s": iv.current_interval_s, "restart_s": iv.restart_s,

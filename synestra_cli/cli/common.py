@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import duckdb
 
-from synestra_cli.errors import SynestraError, exit_code_for
+from synestra_cli.errors import ExitCode, SynestraError, exit_code_for, is_interrupt
 from synestra_cli.store.connect import as_store_error
 
 db_option = click.option(
@@ -28,21 +29,87 @@ def format_option(*choices: str, default: str = "table") -> Callable:
     )
 
 
+INTERRUPTED = "interrupted: nothing half-written is kept (each file loads in one transaction)"
+
+
+def _fail(message: str, code: ExitCode) -> NoReturn:
+    from synestra_cli.cli.render import printable
+
+    click.echo(f"error: {printable(message)}", err=True)
+    sys.exit(int(code))
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """The reader went away (`synestra sources | head -1`): end quietly with 0, as Unix filters do.
+    stdout goes to /dev/null first, so that the interpreter's last flush does not complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os._exit(int(ExitCode.OK))  # no cleanup left to run: every store write is a committed transaction
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Domain errors become one line on stderr and a documented exit code: never a traceback."""
+    """Every way a command can end, mapped to one line on stderr and a documented exit code: domain
+    errors, a store DuckDB cannot read or write, Ctrl-C (130) and a closed pipe (0). Never a traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+
         try:
             return fn(*args, **kwargs)
         except SynestraError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(int(exit_code_for(exc)))
+            _fail(str(exc), exit_code_for(exc))
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+        except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
+            if not is_interrupt(exc):
+                raise
+            _fail(INTERRUPTED, ExitCode.INTERRUPTED)
         except duckdb.Error as exc:  # a store damaged or unwritable mid-command: one line, exit 8
             store_error = as_store_error(exc)
-            if store_error is None:
-                raise
-            click.echo(f"error: {store_error}", err=True)
-            sys.exit(int(exit_code_for(store_error)))
+            if store_error is not None:
+                _fail(str(store_error), exit_code_for(store_error))
+            if isinstance(exc, duckdb.IOException | duckdb.PermissionException | duckdb.FatalException):
+                _fail(f"the store cannot be read or written: {str(exc).strip().splitlines()[0]}", ExitCode.STORE)
+            _fail(f"unexpected DuckDB error (a bug: please report it): {str(exc).strip().splitlines()[0]}",
+                  ExitCode.ERROR)
 
     return wrapper
+
+
+class FiniteFloat(click.ParamType):
+    """A float in [lo, hi]: NaN and infinities are refused (click.FloatRange lets NaN through)."""
+
+    name = "number"
+
+    def __init__(self, lo: float | None = None, hi: float | None = None) -> None:
+        self.lo, self.hi = lo, hi
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        import math
+
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if (self.lo is not None and x < self.lo) or (self.hi is not None and x > self.hi):
+            bounds = f"from {self.lo:g}" + (f" to {self.hi:g}" if self.hi is not None else " up")
+            self.fail(f"{value!r} is out of range: expected {bounds}", param, ctx)
+        return x
+
+
+def check_window(since: Any, until: Any) -> None:
+    """--since after --until is a window that holds nothing: a usage error, not an empty answer."""
+    if since is not None and until is not None and since > until:
+        raise click.BadParameter(f"--since {since:%Y-%m-%dT%H:%M:%S} is after --until {until:%Y-%m-%dT%H:%M:%S}",
+                                 param_hint="'--since'")
+
+
+def format_name_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`ingest --format NAME`: an unknown name is a usage error (exit 2), with the known names."""
+    from synestra_cli.formats import all_formats
+
+    if value is not None and value not in all_formats():
+        raise click.BadParameter(f"no format named {value!r}; known: {', '.join(sorted(all_formats()))}")
+    return value

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import click
 
-from synestra_cli.cli.common import db_option, format_option, handle_errors
+from synestra_cli.cli.common import check_window, db_option, format_option, handle_errors
 
 # DuckDB's buffer pool for one job's explanation (SYNESTRA_MEMORY_LIMIT overrides it, as everywhere).
 ONE_JOB_MEMORY_LIMIT = "384MB"
@@ -62,6 +62,7 @@ def command(
     """
     if bool(job_id) == all_jobs:
         raise click.UsageError("give either --job ID or --all")
+    check_window(since, until)
     from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
     from synestra_cli.store import open_store
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
+from synestra_cli.cli.render import printable
 from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
@@ -31,6 +32,15 @@ LAYER_STYLE = {
     "job": "bright_white",
     "checkpoint": "bold",
 }
+
+
+def _text(s: str, style: str = "") -> Text:
+    """Text from the store (host names, log signals, file names): escape sequences shown, not obeyed."""
+    return Text(printable(s), style=style)
+
+
+def _add(text: Text, s: str, style: str = "") -> None:
+    text.append(printable(s), style=style)
 
 
 def _rel(t: datetime | None, ref: datetime | None) -> str:
@@ -63,36 +73,34 @@ def _evidence(lk: ChainLink) -> str:
 
 def _link(lk: ChainLink, ref: datetime | None) -> Text:
     where = ":".join(p for p in (lk.host, lk.entity) if p)
-    text = Text(f"{_rel(lk.time, ref):>8}  ")
-    text.append(f"{lk.layer:<10}", style=LAYER_STYLE.get(lk.layer, ""))
-    text.append(f" {where + '  ' if where else ''}{lk.signal}")
-    evidence = _evidence(lk)
-    if evidence:
-        text.append(f"  {evidence}", style="dim")
+    text = _text(f"{_rel(lk.time, ref):>8}  ")
+    _add(text, f"{lk.layer:<10}", style=LAYER_STYLE.get(lk.layer, ""))
+    _add(text, f" {where + '  ' if where else ''}{lk.signal}  ")
+    _add(text, _evidence(lk), style="dim")
     return text
 
 
 def _cause(c: Cause, prefix: str = "cause") -> Text:
-    text = Text(f"{prefix}: ")
-    text.append(c.category, style="bold red" if prefix == "cause" else "")
+    text = _text(f"{prefix}: ")
+    _add(text, c.category, style="bold red" if prefix == "cause" else "")
     where = " ".join(dict.fromkeys(p for p in (c.host, c.component) if p))
-    text.append(f"  {where}" if where else "  (no host named)")
-    text.append(f"  confidence {c.confidence:.2f}", style="dim")
+    _add(text, f"  {where}" if where else "  (no host named)")
+    _add(text, f"  confidence {c.confidence:.2f}", style="dim")
     if c.reported_healthy:
-        text.append("  (link reported healthy: never went down)", style="yellow")
+        _add(text, "  (link reported healthy: never went down)", style="yellow")
     return text
 
 
 def _charged(tax: dict) -> Text:
     parts = ", ".join(f"{b} {s:,.0f} s" for b, s in sorted(tax["buckets_s"].items(), key=lambda kv: -kv[1]))
-    return Text(f"tax charged to this cause here: {parts}  = {tax['gpu_hours']:,.2f} GPU-h", style="yellow")
+    return _text(f"tax charged to this cause here: {parts}  = {tax['gpu_hours']:,.2f} GPU-h", style="yellow")
 
 
 def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
     when = cp.start.strftime("%Y-%m-%d %H:%M:%SZ") if cp.start else "time not logged"
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
-    head = Text(f"{cp.kind} @ iteration {cp.iteration}  {when}  {dur}  ")
-    head.append(cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
+    head = _text(f"{cp.kind} @ iteration {cp.iteration}  {when}  {dur}  ")
+    _add(head, cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
     branch = node.add(head)
     if cp.cause:
         branch.add(_cause(cp.cause))
@@ -125,8 +133,8 @@ def _runbook(branch: Tree, c: Cause) -> None:
 def _failure(node: Tree, f: FailureExplanation) -> None:
     when = f.at.strftime("%Y-%m-%d %H:%M:%SZ") if f.at else "time not known"
     how = " ".join(p for p in (f.state, f.exit_code) if p)
-    head = Text(f"attempt {f.attempt} failed  {when}  {how + '  ' if how else ''}")
-    head.append("FAILURE (no restore after it)", style="bold")
+    head = _text(f"attempt {f.attempt} failed  {when}  {how + '  ' if how else ''}")
+    _add(head, "FAILURE (no restore after it)", style="bold")
     branch = node.add(head)
     if f.cause:
         branch.add(_cause(f.cause))
@@ -147,7 +155,7 @@ def _chain(branch: Tree, cp: CheckpointExplanation | FailureExplanation) -> None
                 hidden += 1
                 continue
         if lk.layer == "checkpoint" and hidden:
-            branch.add(Text(f"      ... {hidden} more signal(s): --format json lists them all", style="dim"))
+            branch.add(_text(f"      ... {hidden} more signal(s): --format json lists them all", style="dim"))
         branch.add(_link(lk, cp.start if isinstance(cp, CheckpointExplanation) else cp.at))
 
 
@@ -157,12 +165,12 @@ def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:
         kinds[cp.trigger] = kinds.get(cp.trigger, 0) + 1
     its = ", ".join(str(cp.iteration) for cp in run[:6]) + (" ..." if len(run) > 6 else "")
     summary = ", ".join(f"{k} {n}" for k, n in kinds.items())
-    node.add(Text(f"{len(run)} routine checkpoint(s) ({summary}): iterations {its}", style="dim"))
+    node.add(_text(f"{len(run)} routine checkpoint(s) ({summary}): iterations {its}", style="dim"))
 
 
 def render_job(console: Console, job: JobExplanation) -> None:
     cadence = f"saves every {job.cadence} iterations" if job.cadence else "no save cadence learned"
-    tree = Tree(Text(f"job {job.job}  {len(job.hosts)} host(s)  {job.attempts} attempt(s)  {cadence}", style="bold"))
+    tree = Tree(_text(f"job {job.job}  {len(job.hosts)} host(s)  {job.attempts} attempt(s)  {cadence}", style="bold"))
     run: list[CheckpointExplanation] = []
     for cp in job.checkpoints:
         if cp.routine:
@@ -177,7 +185,7 @@ def render_job(console: Console, job: JobExplanation) -> None:
     for f in job.failures:
         _failure(tree, f)
     if not job.checkpoints:
-        tree.add(Text("no checkpoints logged for this job", style="dim"))
+        tree.add(_text("no checkpoints logged for this job", style="dim"))
     if job.tax:
         _tax_summary(tree, job.tax)
     console.print(tree)
@@ -185,16 +193,16 @@ def render_job(console: Console, job: JobExplanation) -> None:
 
 def _tax_summary(tree: Tree, tax: dict) -> None:
     node = tree.add(
-        Text(
+        _text(
             f"tax: checkpoint {tax['checkpoint_tax']:.1%}  hidden {tax['hidden_tax']:.1%}  goodput "
             f"{tax['goodput']:.1%}  of {tax['gpu_hours']:,.1f} GPU-h ({tax['gpus']} GPUs)",
             style="bold",
         )
     )
     shown = [f"{b} {s:,.0f} s" for b, s in tax["buckets_s"].items() if s > 0]
-    node.add(Text("buckets: " + ", ".join(shown), style="dim"))
+    node.add(_text("buckets: " + ", ".join(shown), style="dim"))
     if tax.get("cadence_action"):
-        node.add(Text(f"action: {tax['cadence_action']['text']}", style="bold green"))
+        node.add(_text(f"action: {tax['cadence_action']['text']}", style="bold green"))
     for c in tax["by_cause"]:
         where = " ".join(p for p in (c["host"], c["component"]) if p)
-        node.add(Text(f"{c['category']} {where}: {c['seconds']:,.0f} s = {c['gpu_hours']:,.2f} GPU-h"))
+        node.add(_text(f"{c['category']} {where}: {c['seconds']:,.0f} s = {c['gpu_hours']:,.2f} GPU-h"))

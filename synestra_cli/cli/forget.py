@@ -16,7 +16,7 @@ from synestra_cli.store.sources import forget
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON on stdout.")
 @handle_errors
-def command(sources, db, as_json) -> None:
+def command(sources: tuple[str, ...], db: str | None, as_json: bool) -> None:
     """Remove sources, by id or by path as `synestra sources` lists them, and every row they wrote,
     in one transaction (all of them or none). A path names every source read from it.
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synestra_cli.cli.common import db_option, handle_errors
-from synestra_cli.cli.render import dumps
+from synestra_cli.cli.common import db_option, format_name_callback, handle_errors
+from synestra_cli.cli.render import dumps, printable
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
@@ -35,6 +35,7 @@ class Reporter:
             self.progress = Progress(transient=True, console=Console(stderr=True, highlight=False))
 
     def say(self, text: str) -> None:
+        text = printable(text)  # file names and rejected lines may hold escape sequences
         if self.progress is not None:
             self.progress.console.print(text, markup=False, soft_wrap=True)
         else:
@@ -46,7 +47,7 @@ class Reporter:
         if self.task is None:
             self.progress.start()
             self.task = self.progress.add_task("ingest", total=n)
-        self.progress.update(self.task, completed=i, description=path.name[:40])
+        self.progress.update(self.task, completed=i, description=printable(path.name[:40]))
         if i >= n:
             self.progress.stop()
 
@@ -83,7 +84,8 @@ def _explain_all(conn) -> str:
 # would stop the good files beside it from loading.
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, readable=False))
 @db_option
-@click.option("--format", "input_format", metavar="NAME", help="Force this input format (see `synestra formats`).")
+@click.option("--format", "input_format", metavar="NAME", callback=format_name_callback,
+              help="Force this input format (see `synestra formats`).")
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of timestamps that carry none.")
 @click.option("--year", type=int, help="Year of syslog lines without one (default: from the file's mtime).")
 @click.option("--host", help="Host of files that do not name one (e.g. plain dmesg).")

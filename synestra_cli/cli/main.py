@@ -41,6 +41,13 @@ class LazyGroup(click.Group):
             return None
         return importlib.import_module(f"synestra_cli.cli.{mod}").command
 
+    def invoke(self, ctx: click.Context):
+        # Around every command, also what happens outside its own handler (an import, click's last
+        # flush): Ctrl-C is 130 and a closed pipe 0, never click's "Aborted!" with exit 1.
+        from synestra_cli.cli.common import handle_errors
+
+        return handle_errors(super().invoke)(ctx)
+
 
 @click.group(
     cls=LazyGroup,

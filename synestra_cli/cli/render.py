@@ -1,4 +1,11 @@
-"""One renderer for every command: table (rich, for humans), csv, json, jsonl (for scripts)."""
+"""One renderer for every command: table (rich, for humans), csv, json, jsonl (for scripts).
+
+Rows arrive in batches (`write_batches`): `synestra sql` streams a query's Arrow record batches, so an
+export of millions of rows holds one batch in memory, never the whole result. What reaches a terminal
+goes through `printable`: a log line or a file name may hold escape sequences (set the window title,
+clear the screen, write the clipboard with OSC 52), and a human view shows them, escaped, instead of
+obeying them. Machine formats (csv, json, jsonl) carry the text as it is.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,26 @@ import csv
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import click
+
+# C0 controls (but newline and tab, which rich lays out), DEL, C1 controls (0x9b is a one-byte CSI on
+# some terminals) and the bidirectional overrides that reorder what a reader sees.
+_UNSAFE = [*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0),
+           *range(0x202a, 0x202f), *range(0x2066, 0x206a)]
+_ESCAPES = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _UNSAFE}
+# Inside a table cell or on a one-line message a newline or a tab would break the layout too.
+_ESCAPES_LINE = {**_ESCAPES, 0x09: "\\t", 0x0a: "\\n"}
+TABLE_MAX_ROWS = 10_000  # a terminal table past this says so and points to csv/jsonl
+
+
+def printable(text: Any, one_line: bool = True) -> str:
+    """text with every control character shown as an escape (`\\x1b`), for a terminal."""
+    return str(text).translate(_ESCAPES_LINE if one_line else _ESCAPES)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -26,11 +48,14 @@ def to_jsonable(value: Any) -> Any:
         return {k: to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
+    if isinstance(value, Decimal):  # DECIMAL columns: a JSON number
+        return float(value)
     return value
 
 
 def dumps(doc: Any) -> str:
-    return json.dumps(to_jsonable(doc), ensure_ascii=False)
+    # default=str: any other type a query can return (INTERVAL, UUID, BLOB) is written as text, never a crash
+    return json.dumps(to_jsonable(doc), ensure_ascii=False, default=str)
 
 
 def _cell(value: Any) -> str:
@@ -42,8 +67,8 @@ def _cell(value: Any) -> str:
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
         shown = ", ".join(str(v) for v in value[:4])
-        return shown + (f" (+{len(value) - 4})" if len(value) > 4 else "")
-    return str(value)
+        return printable(shown + (f" (+{len(value) - 4})" if len(value) > 4 else ""))
+    return printable(value)
 
 
 def console(stderr: bool = False):
@@ -58,26 +83,68 @@ def console(stderr: bool = False):
 
 def render_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, title: str | None = None) -> None:
     """Write rows to stdout in fmt. Columns fix the order (and the CSV header even when rows is empty)."""
-    if fmt == "json":
-        click.echo(json.dumps([to_jsonable({c: r.get(c) for c in columns}) for r in rows], ensure_ascii=False))
-    elif fmt == "jsonl":
-        for r in rows:
-            click.echo(dumps({c: r.get(c) for c in columns}))
-    elif fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        for r in rows:
-            v = to_jsonable({c: r.get(c) for c in columns})
-            writer.writerow(["" if v[c] is None else (json.dumps(v[c]) if isinstance(v[c], list) else v[c])
-                             for c in columns])
-        click.echo(buf.getvalue(), nl=False)
-    else:
-        from rich.table import Table
+    write_batches([rows], columns, fmt, title)
 
-        table = Table(title=title, header_style="bold")
-        for c in columns:
-            table.add_column(c)
+
+def write_batches(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], fmt: str,
+                  title: str | None = None) -> None:
+    """Write batches of rows to stdout in fmt as they come: one batch in memory at a time."""
+    if fmt == "table":
+        _table(batches, columns, title)
+        return
+    if fmt == "csv":
+        _echo_csv([columns])
+    elif fmt == "json":
+        click.echo("[", nl=False)
+    first = True
+    for rows in batches:
+        if not rows:
+            continue
+        if fmt == "json":
+            click.echo(("" if first else ", ") + ", ".join(dumps({c: r.get(c) for c in columns}) for r in rows),
+                       nl=False)
+        elif fmt == "jsonl":
+            click.echo("".join(dumps({c: r.get(c) for c in columns}) + "\n" for r in rows), nl=False)
+        elif fmt == "csv":
+            _echo_csv(_csv_row(r, columns) for r in rows)
+        first = False
+    if fmt == "json":
+        click.echo("]")
+
+
+def _csv_value(value: Any) -> Any:
+    v = to_jsonable(value)
+    return "" if v is None else json.dumps(v, default=str) if isinstance(v, list) else v
+
+
+def _csv_row(r: dict[str, Any], columns: Sequence[str]) -> list:
+    return [_csv_value(r.get(c)) for c in columns]
+
+
+def _echo_csv(rows: Iterable[Sequence]) -> None:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    click.echo(buf.getvalue(), nl=False)
+
+
+def _table(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], title: str | None) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=printable(title) if title else None, header_style="bold")
+    for c in columns:
+        table.add_column(Text(printable(c)))
+    shown, more = 0, False
+    for rows in batches:
         for r in rows:
-            table.add_row(*(_cell(r.get(c)) for c in columns))
-        console().print(table)
+            if shown == TABLE_MAX_ROWS:  # stop reading: the rest of a huge result is not for a terminal
+                more = True
+                break
+            table.add_row(*(Text(_cell(r.get(c))) for c in columns))  # Text: a cell is never markup
+            shown += 1
+        if more:
+            break
+    console().print(table)
+    if more:
+        click.echo(f"only the first {TABLE_MAX_ROWS:,} rows are shown: use --format csv or jsonl for all of them",
+                   err=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from synestra_cli.cli.common import db_option, format_option, handle_errors
-from synestra_cli.cli.render import render_rows
-from synestra_cli.inspect import run_sql
+from synestra_cli.cli.render import write_batches
+from synestra_cli.inspect import stream_sql
 from synestra_cli.store import open_store
 
 
@@ -18,10 +18,15 @@ from synestra_cli.store import open_store
 def command(query, db, fmt) -> None:
     """Run a read-only SQL QUERY against the store (tables: docs/data-model.md).
 
+    The query reads the store and nothing else: no other file (ATTACH, COPY, read_csv), no network,
+    no extension, no setting. Results stream: csv and jsonl exports of any size run in bounded
+    memory. Exit 9 if the query fails.
+
     \b
     Example:
       synestra sql "SELECT host, count(*) FROM events WHERE kind = 'xid' GROUP BY host"
+      synestra sql "SELECT * FROM metrics WHERE host = 'gpu-004'" --format csv > gpu-004.csv
     """
-    with open_store(db, read_only=True) as conn:
-        columns, rows = run_sql(conn, query)
-    render_rows(rows, columns, fmt)
+    with open_store(db, locked=True) as conn:
+        columns, batches = stream_sql(conn, query)
+        write_batches(batches, columns, fmt)

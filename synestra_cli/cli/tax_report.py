@@ -6,18 +6,30 @@ import sys
 
 import click
 
-from synestra_cli.cli.common import db_option, handle_errors
-from synestra_cli.cli.render import console, dumps, render_rows
+from synestra_cli.cli.common import FiniteFloat, check_window, db_option, handle_errors
+from synestra_cli.cli.render import console, dumps, printable, render_rows
 from synestra_cli.errors import ExitCode
 
 BAR_WIDTH = 40
 JOB_CSV_COLUMNS = ["job", "gpus", "wall_s", "gpu_hours", "checkpoint_tax", "hidden_tax", "goodput", "failures"]
 
 
+def _pct(x: float | None) -> str:
+    """A ratio, or n/a when it has no denominator (CPU-only jobs hold no GPU-hours)."""
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _safe(value) -> str:
+    """Text from the logs (job ids, hosts, components) shown as text: no markup, no escape sequences."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
 def _print_job(doc: dict, console) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]job {doc['job']}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
+    console.print(f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
                   f"({doc['gpu_hours']:.1f} GPU-h)   checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]  "
                   f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]  goodput [bold green]{doc['goodput']:.1%}[/]")
     table = Table(show_header=True, header_style="bold", box=None)
@@ -30,7 +42,9 @@ def _print_job(doc: dict, console) -> None:
     console.print(table)
     for cause in doc["by_cause"][:5]:
         where = " ".join(x for x in (cause.get("host"), cause.get("component")) if x)
-        console.print(f"  cause {cause['category']} {where}: {cause['gpu_hours']:.2f} GPU-h")
+        console.print(f"  cause {_safe(cause['category'])} {_safe(where)}: {cause['gpu_hours']:.2f} GPU-h")
+    for note in doc["notes"]:
+        console.print(f"  [yellow]note[/]: {_safe(note)}")
     iv = doc["interval"]
     if iv["daly_s"]:
         console.print(f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
@@ -39,14 +53,15 @@ def _print_job(doc: dict, console) -> None:
         if iv.get("action"):
             console.print(f"  action: {iv['action']['text']}")
     else:
-        console.print(f"  interval: {iv['note']}")
+        console.print(f"  interval: {_safe(iv['note'])}")
     console.print()
 
 
 def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
     console.print(f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated, "
-                  f"checkpoint tax {fleet['checkpoint_tax']:.1%}, hidden tax {fleet['hidden_tax']:.1%}, "
-                  f"ETTR {fleet['ettr']:.1%}, {fleet['failures']} failures")
+                  f"checkpoint tax {_pct(fleet['checkpoint_tax'])}, hidden tax {_pct(fleet['hidden_tax'])}, "
+                  f"ETTR {_pct(fleet['ettr'])}, {fleet['failures']} failures"
+                  + ("" if fleet["allocated_gpu_hours"] else " (no GPUs allocated: ratios are not defined)"))
     iv = fleet["interval"]
     if iv["daly_s"]:
         console.print(f"fleet interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h "
@@ -56,11 +71,11 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
         if iv.get("action"):
             console.print(f"fleet action: {iv['action']['text']}")
     if "economic_availability_capacity" in fleet:
-        console.print(f"economic availability vs capacity: {fleet['economic_availability_capacity']:.1%}")
+        console.print(f"economic availability vs capacity: {_pct(fleet['economic_availability_capacity'])}")
     if causes:
         console.print(f"[bold]costliest by {by}[/]")
         for row in causes[:10]:
-            console.print(f"  {row['key']:<40} {row['gpu_hours']:>10,.2f} GPU-h  {row['jobs']} job(s)")
+            console.print(f"  {_safe(row['key']):<40} {row['gpu_hours']:>10,.2f} GPU-h  {row['jobs']} job(s)")
 
 
 @click.command("tax-report")
@@ -68,11 +83,13 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
 @click.option("--all", "all_jobs", is_flag=True, help="Every job in the window, with the fleet view.")
 @click.option("--since", type=click.DateTime(), help="Jobs that ran after this UTC time.")
 @click.option("--until", type=click.DateTime(), help="Jobs that ran before this UTC time.")
-@click.option("--gpu-hour-price", "price", type=float, help="USD per GPU-hour: adds dollars to every figure.")
-@click.option("--capacity-gpus", type=int, help="GPUs of the cluster: economic availability vs capacity.")
+@click.option("--gpu-hour-price", "price", type=FiniteFloat(0.0),
+              help="USD per GPU-hour: adds dollars to every figure.")
+@click.option("--capacity-gpus", type=click.IntRange(min=1),
+              help="GPUs of the cluster: economic availability vs capacity.")
 @click.option("--by", type=click.Choice(["category", "host", "component", "job"]), default="category",
               show_default=True, help="How causes are ranked.")
-@click.option("--fail-over", "fail_over", type=float, metavar="PCT",
+@click.option("--fail-over", "fail_over", type=FiniteFloat(0.0, 100.0), metavar="PCT",
               help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent.")
 @click.option("--hidden", is_flag=True, help="With --fail-over: test the hidden (degraded-throughput) tax instead.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
@@ -87,6 +104,7 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
       synestra tax-report --all --gpu-hour-price 2.5 --by host
       synestra tax-report --job 1001 --fail-over 15 || page-oncall
     """
+    check_window(since, until)
     from synestra_cli.accounting.attribution import build_report
     from synestra_cli.accounting.buckets import BUCKETS
     from synestra_cli.accounting.report import SCHEMA, job_doc

@@ -319,4 +319,8 @@ def jobs_in_window(
     rows = conn.execute(JOBS_IN_WINDOW_SQL, {"since": since, "until": until}).fetchall()
     if not rows and not scalar(conn, ANY_JOB_SQL):
         raise EmptyStoreError("the store holds no jobs: ingest job logs or sacct first")
+    if not rows:
+        from synestra_cli.jobs import empty_window_message
+
+        raise NotFoundError(empty_window_message(conn, since, until))
     return [r[0] for r in rows]

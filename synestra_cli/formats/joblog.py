@@ -94,6 +94,60 @@ SELECT *, coalesce(full_ts,
 FROM rolled
 """
 
+# A wrong clock on a line (an RTC reset to 1970, a stamp in 2099) must not stretch an attempt over
+# decades. The timed lines, in file order, fall into islands wherever two consecutive stamps are more
+# than CLOCK_JUMP_S apart (either way; a zone offset is never that much). A small island (at most
+# CLOCK_MAX_LINES lines, and a minority of the file) is a wrong clock when it is out of order between
+# the islands around it, or, at either end of the file, more than CLOCK_EDGE_S from the rest: its
+# lines lose their stamps and take their neighbours' (below), and the file's report says so. A job
+# requeued days later prints more than a few lines, in order: it stays.
+CLOCK_JUMP_S = 86400
+CLOCK_EDGE_S = 30 * 86400
+CLOCK_MAX_LINES = 3
+CLOCK_SQL = r"""
+CREATE OR REPLACE TEMP TABLE jl_clock AS
+WITH t AS (
+    SELECT pos, lineno, ts_exact AS ts, lag(ts_exact) OVER (ORDER BY pos) AS prev_ts
+    FROM jl_g WHERE ts_exact IS NOT NULL
+), isl AS (
+    SELECT *, sum(CASE WHEN prev_ts IS NULL OR abs(epoch(ts) - epoch(prev_ts)) > $jump THEN 1 ELSE 0 END)
+                  OVER (ORDER BY pos ROWS UNBOUNDED PRECEDING) AS island
+    FROM t
+), g AS (
+    SELECT island, count(*) AS n, min(pos) AS p0, max(pos) AS p1, min(ts) AS t0, max(ts) AS t1,
+           arg_min(lineno, pos) AS first_line, arg_min(ts, pos) AS first_ts
+    FROM isl GROUP BY island
+), nb AS (
+    SELECT *, lag(t1) OVER (ORDER BY island) AS before_t, lead(t0) OVER (ORDER BY island) AS after_t,
+           sum(n) OVER () AS total
+    FROM g
+)
+SELECT p0, p1, n, first_line, first_ts FROM nb
+WHERE n <= $max_lines AND n * 2 < total AND (
+       (before_t IS NOT NULL AND after_t IS NOT NULL AND NOT (t0 >= before_t AND t1 <= after_t))
+    OR (before_t IS NULL AND after_t IS NOT NULL AND epoch(after_t) - epoch(t1) > $edge)
+    OR (after_t IS NULL AND before_t IS NOT NULL AND epoch(t0) - epoch(before_t) > $edge))
+ORDER BY p0
+"""
+CLOCK_DROP_SQL = """
+UPDATE jl_g SET ts_exact = NULL
+WHERE ts_exact IS NOT NULL AND EXISTS (SELECT 1 FROM jl_clock c WHERE jl_g.pos BETWEEN c.p0 AND c.p1)
+"""
+
+
+def drop_clock_outliers(ctx: LoadContext, result: LoadResult | None) -> None:
+    """Stamps far outside the rest of the file lose their time (CLOCK_SQL), with a note."""
+    ctx.conn.execute(CLOCK_SQL, {"jump": CLOCK_JUMP_S, "edge": CLOCK_EDGE_S, "max_lines": CLOCK_MAX_LINES})
+    found = ctx.conn.execute("SELECT sum(n), min(first_line), arg_min(first_ts, first_line) FROM jl_clock").fetchall()
+    n, line, ts = found[0]
+    if n:
+        ctx.conn.execute(CLOCK_DROP_SQL)
+        if result is not None:
+            result.notes.append(f"{ctx.display}: {n} line(s) stamped far from the lines around them (line {line}: "
+                                f"{ts:%Y-%m-%d %H:%M:%S}), a wrong clock: their times are taken from their neighbours")
+    ctx.conn.execute("DROP TABLE jl_clock")
+
+
 # A line without its own time takes the nearest timed line's (by line distance; the one before on a
 # tie): a traceback sits just before torchrun's timed failure report, a load line just after a banner.
 INFER_SQL = r"""
@@ -148,7 +202,7 @@ SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines WHERE regex
 FILE_JOB_RE = re.compile(r"^(?:slurm-)?(\d+(?:_\d+)?)(?:\.log|\.out|\.txt)?$")
 
 
-def prepare_lines(ctx: LoadContext) -> None:
+def prepare_lines(ctx: LoadContext, result: LoadResult | None = None) -> None:
     """Build jl_lines (pos, lineno, rank, body, ts_exact, ts, ts_precision) from the file."""
     ctx.conn.register("jl_raw", lines_to_table(ctx.read_text(), 1))
     try:
@@ -159,6 +213,7 @@ def prepare_lines(ctx: LoadContext) -> None:
     ctx.conn.execute(TIMES_SQL)
     ctx.conn.execute(LOCAL_SQL, {"tz": params["tz"]})
     ctx.conn.execute(GLOG_SQL, params)
+    drop_clock_outliers(ctx, result)
     ctx.conn.execute(INFER_SQL)
 
 
@@ -210,7 +265,7 @@ def load_job_log(ctx: LoadContext) -> LoadResult:
     from synestra_cli.formats import joblog_rows  # the writer half; imported late to keep modules acyclic
 
     result = LoadResult()
-    prepare_lines(ctx)
+    prepare_lines(ctx, result)
     result.notes += year_note(ctx)
     collect_facts(ctx)
     job_id = resolve_job_id(ctx, result)

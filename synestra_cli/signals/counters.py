@@ -24,7 +24,7 @@ SELECT ts, host, entity, metric, value, prev_ts,
 FROM (
     SELECT ts, host, entity, metric, value,
            lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
-    FROM {source} WHERE value IS NOT NULL
+    FROM {source} WHERE isfinite(value)  -- NaN (a scrape's "no value", a staleness marker) is no evidence
     WINDOW w AS (PARTITION BY host, entity, metric ORDER BY ts)
 )
 """

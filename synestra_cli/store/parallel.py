@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import duckdb
 
+from synestra_cli import settings
 from synestra_cli.store.connect import SESSION_SQL
 
 T = TypeVar("T")
@@ -25,9 +26,8 @@ MAX_WORKERS = 4  # more only adds memory on a laptop
 
 
 def default_workers(env: str) -> int:
-    """$env when set, else one per core up to MAX_WORKERS."""
-    value = os.environ.get(env)
-    return max(1, int(value)) if value else max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+    """$env when set (validated: settings.workers), else one per core up to MAX_WORKERS."""
+    return settings.workers(env, max(1, min(MAX_WORKERS, os.cpu_count() or 1)))
 
 
 class _Cursors:
