@@ -21,12 +21,14 @@ MEMORY_LIMIT = "1GB"
 # DuckDB sees it: DuckDB would otherwise try to download the extension that reads it.
 DUCKDB_MAGIC = b"DUCK"
 # An offline tool never downloads: no connection installs or autoloads an extension.
-OFFLINE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# What duckdb.connect(config=) accepts.
+DuckConfig = dict[str, str | bool | int | float | list[str]]
+OFFLINE_CONFIG: DuckConfig = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 # `synestra sql` runs what a runbook types: besides read-only, no file, network or setting beyond the
 # store itself (ATTACH, COPY ... TO, EXPORT DATABASE, INSTALL, secrets, PRAGMA profiling_output), and
 # the configuration locked so that no SET undoes it.
 # (lock_configuration is set last, once the session's own settings are made).
-LOCKED_CONFIG = {**OFFLINE_CONFIG, "enable_external_access": False}
+LOCKED_CONFIG: DuckConfig = {**OFFLINE_CONFIG, "enable_external_access": False}
 
 # Session macros every query may use. to_utc: a naive local timestamp in zone tz -> naive UTC.
 SESSION_SQL = [
@@ -90,7 +92,7 @@ def lock_wait_s() -> float:
     return settings.lock_wait_s()
 
 
-def _connect_with_wait(path: Path, read_only: bool, config: dict[str, str | bool | int | float | list[str]]) -> duckdb.DuckDBPyConnection:
+def _connect_with_wait(path: Path, read_only: bool, config: DuckConfig) -> duckdb.DuckDBPyConnection:
     wait_s = lock_wait_s()
     deadline = time.monotonic() + wait_s
     while True:
@@ -146,7 +148,7 @@ def connect(db: str | Path | None = None, *, read_only: bool = False,
     path = resolve_db_path(db)
     # DuckDB takes 80% of RAM by default; bounded, it spills big sorts to disk instead, so that
     # ingesting a file of any size stays within a laptop's memory (docs/performance.md).
-    config = {**(LOCKED_CONFIG if locked else OFFLINE_CONFIG), "threads": settings.threads(),
+    config: DuckConfig = {**(LOCKED_CONFIG if locked else OFFLINE_CONFIG), "threads": settings.threads(),
               "memory_limit": settings.memory_limit(MEMORY_LIMIT)}
     check_store_path(path, read_only or locked)
     if not read_only and not locked:
