@@ -13,8 +13,9 @@ import time
 import duckdb
 
 JOB = "1001"
-HOSTS_SQL = ("SELECT DISTINCT host FROM job_nodes WHERE job_id = ? "
-             "UNION SELECT unnest(nodes) FROM attempts WHERE job_id = ?")
+HOSTS_SQL = (
+    "SELECT DISTINCT host FROM job_nodes WHERE job_id = ? UNION SELECT unnest(nodes) FROM attempts WHERE job_id = ?"
+)
 IN_JOB = "host IN (SELECT host FROM jh)"
 # One statement per table; {s} is the clone's suffix. Telemetry in the order ingest writes it.
 CLONE_SQL = [

@@ -62,9 +62,19 @@ def lemons(args) -> None:
     for seed, conn, truth in _runs(args, "campaign"):
         report = fleet_report(conn)
         sc = score(report, truth, Inventory(conn))
-        print(json.dumps({"seed": seed, "jobs": len(report.jobs), "true_lemons": sorted(sc.truth),
-                          "found": sorted(sc.found), "precision": round(sc.precision, 3),
-                          "recall": round(sc.recall, 3), "flagged_for_repeated_errors_only": sorted(sc.repeat_only)}))
+        print(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "jobs": len(report.jobs),
+                    "true_lemons": sorted(sc.truth),
+                    "found": sorted(sc.found),
+                    "precision": round(sc.precision, 3),
+                    "recall": round(sc.recall, 3),
+                    "flagged_for_repeated_errors_only": sorted(sc.repeat_only),
+                }
+            )
+        )
         conn.close()
 
 
@@ -81,9 +91,17 @@ def _ghost_saves(truth: dict):
     for fault in truth["faults"]:
         if fault["kind"] != "ghost_link":
             continue
-        saves = [c for j in truth["jobs"] if j["job"] in fault["jobs_affected"] for c in j["checkpoints"]
-                 if c["trigger"] == "reactive" and c["cause"] and c["cause"]["component"] == fault["component"]
-                 and fault["hosts"][0] in c["cause"]["hosts"] and _ts(c["start"]) > _ts(fault["start"])]
+        saves = [
+            c
+            for j in truth["jobs"]
+            if j["job"] in fault["jobs_affected"]
+            for c in j["checkpoints"]
+            if c["trigger"] == "reactive"
+            and c["cause"]
+            and c["cause"]["component"] == fault["component"]
+            and fault["hosts"][0] in c["cause"]["hosts"]
+            and _ts(c["start"]) > _ts(fault["start"])
+        ]
         if saves:
             yield fault, min(saves, key=lambda c: c["start"])
 
@@ -101,10 +119,15 @@ def _lead(conn, fault: dict, save: dict) -> dict:
             break
         t += timedelta(seconds=STEP_S)
     at_half = asset in {r.asset.id for r in risks_at(conn, half, history=None).degrading}
-    return {"link": asset, "onset": fault["start"], "reactive_save": save["start"],
-            "onset_to_save_min": round((saved - onset).total_seconds() / 60, 2),
-            "named_at_half_way": at_half, "earliest_named": first.isoformat() if first else None,
-            "lead_min": round((saved - first).total_seconds() / 60, 2) if first else None}
+    return {
+        "link": asset,
+        "onset": fault["start"],
+        "reactive_save": save["start"],
+        "onset_to_save_min": round((saved - onset).total_seconds() / 60, 2),
+        "named_at_half_way": at_half,
+        "earliest_named": first.isoformat() if first else None,
+        "lead_min": round((saved - first).total_seconds() / 60, 2) if first else None,
+    }
 
 
 def main() -> None:

@@ -101,8 +101,12 @@ def run_child(args: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
         doc = {}
     doc = doc if isinstance(doc, dict) else {}
     # ru_maxrss: KiB. CPU seconds beside wall: on a shared machine wall time measures the neighbours too
-    doc.update(wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime, peak_rss_mb=usage.ru_maxrss / 1024,
-               exit_code=proc.returncode)
+    doc.update(
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        peak_rss_mb=usage.ru_maxrss / 1024,
+        exit_code=proc.returncode,
+    )
     return doc
 
 
@@ -111,8 +115,23 @@ def dataset(cache: Path, nodes: int, hours: float, seed: int, gz: bool) -> Path:
     if not (out / "truth.json").exists():
         print(f"simulating {out.name} (cached for later runs) ...", file=sys.stderr)
         t = time.perf_counter()
-        run_child(SYNESTRA + ["simulate", str(out), "--scenario", "campaign", "--nodes", str(nodes),
-                              "--hours", str(hours), "--seed", str(seed), "--force"] + (["--gzip"] if gz else []))
+        run_child(
+            SYNESTRA
+            + [
+                "simulate",
+                str(out),
+                "--scenario",
+                "campaign",
+                "--nodes",
+                str(nodes),
+                "--hours",
+                str(hours),
+                "--seed",
+                str(seed),
+                "--force",
+            ]
+            + (["--gzip"] if gz else [])
+        )
         print(f"  simulated in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     return out
 
@@ -148,14 +167,27 @@ def bench_jobsizes(args: argparse.Namespace) -> list[dict]:
         data = jobsize_dataset(args.cache, hosts, args.job_node_hours, args.job_seed, args.gzip)
         db = args.cache / f"store-{data.name}.duckdb"
         truth = json.loads((data / "truth.json").read_text())
-        store = ({"reused": True, "store_mb": db.stat().st_size / 1e6} if args.reuse_stores and db.exists()
-                 else bench_store(data / "exports", db))
+        store = (
+            {"reused": True, "store_mb": db.stat().st_size / 1e6}
+            if args.reuse_stores and db.exists()
+            else bench_store(data / "exports", db)
+        )
         job = main_job(data)
         size = next((len(j["hosts"]) for j in truth["jobs"] if j["job"] == job and "hosts" in j), hosts)
-        rows.append({"hosts": size, "data": data.name, "nodes": truth["nodes"], "hours": truth["hours"],
-                     "metric_samples": truth.get("metric_samples", 0), "store": store, "job": job,
-                     "explain": timed_command(SYNESTRA + ["explain", "--job", job, "--db", str(db), "--format",
-                                                          "json"], args.runs)})
+        rows.append(
+            {
+                "hosts": size,
+                "data": data.name,
+                "nodes": truth["nodes"],
+                "hours": truth["hours"],
+                "metric_samples": truth.get("metric_samples", 0),
+                "store": store,
+                "job": job,
+                "explain": timed_command(
+                    SYNESTRA + ["explain", "--job", job, "--db", str(db), "--format", "json"], args.runs
+                ),
+            }
+        )
     return rows
 
 
@@ -184,13 +216,23 @@ def bench_formats(groups: dict[str, list[Path]], work: Path) -> list[dict]:
         floor = run_child([PY, "-c", FLOOR_CHILD, str(work / f"floor-{name}.duckdb"), *args])
         for scratch in work.glob(f"*-{name}.duckdb*"):  # the floor's store alone is ~8 GB at 1x
             scratch.unlink()
-        rows.append({
-            "format": name, "files": len(paths), "mb": size_mb, "lines": floor["rows"], "rows": ours["rows"],
-            "failed": ours["failed"], "ingest_s": ours["seconds"], "floor_s": floor["seconds"],
-            "rows_per_s": ours["rows"] / ours["seconds"], "mb_per_s": size_mb / ours["seconds"],
-            "lines_per_s": floor["rows"] / ours["seconds"], "vs_floor": floor["seconds"] / ours["seconds"],
-            "peak_rss_mb": ours["peak_rss_mb"],
-        })
+        rows.append(
+            {
+                "format": name,
+                "files": len(paths),
+                "mb": size_mb,
+                "lines": floor["rows"],
+                "rows": ours["rows"],
+                "failed": ours["failed"],
+                "ingest_s": ours["seconds"],
+                "floor_s": floor["seconds"],
+                "rows_per_s": ours["rows"] / ours["seconds"],
+                "mb_per_s": size_mb / ours["seconds"],
+                "lines_per_s": floor["rows"] / ours["seconds"],
+                "vs_floor": floor["seconds"] / ours["seconds"],
+                "peak_rss_mb": ours["peak_rss_mb"],
+            }
+        )
     return rows
 
 
@@ -214,9 +256,16 @@ def bench_syslog(syslogs: list[Path], cache: Path, work: Path, lines: int, drain
     path = big_syslog(syslogs, cache, lines)
     ours = run_child([PY, "-c", INGEST_CHILD, str(work / "syslog-big.duckdb"), str(path)])
     floor = run_child([PY, "-c", FLOOR_CHILD, str(work / "syslog-big-floor.duckdb"), str(path)])
-    doc = {"file": path.name, "mb": path.stat().st_size / 1e6, "lines": floor["rows"], "ingest_s": ours["seconds"],
-           "floor_s": floor["seconds"], "lines_per_s": floor["rows"] / ours["seconds"],
-           "vs_floor": floor["seconds"] / ours["seconds"], "peak_rss_mb": ours["peak_rss_mb"]}
+    doc = {
+        "file": path.name,
+        "mb": path.stat().st_size / 1e6,
+        "lines": floor["rows"],
+        "ingest_s": ours["seconds"],
+        "floor_s": floor["seconds"],
+        "lines_per_s": floor["rows"] / ours["seconds"],
+        "vs_floor": floor["seconds"] / ours["seconds"],
+        "peak_rss_mb": ours["peak_rss_mb"],
+    }
     doc["drain3"] = bench_drain3([path], doc, drain_lines)
     return doc
 
@@ -231,8 +280,13 @@ def bench_drain3(syslogs: list[Path], ours: dict, limit: int) -> dict:
     d = run_child([PY, "-c", DRAIN3_CHILD, str(syslog), str(limit)])
     drain_rate = d["rows"] / d["seconds"]
     our_rate = ours["lines_per_s"]
-    return {"file": syslog.name, "drain3_lines": d["rows"], "drain3_lines_per_s": drain_rate,
-            "synestra_lines_per_s": our_rate, "ratio": our_rate / drain_rate}
+    return {
+        "file": syslog.name,
+        "drain3_lines": d["rows"],
+        "drain3_lines_per_s": drain_rate,
+        "synestra_lines_per_s": our_rate,
+        "ratio": our_rate / drain_rate,
+    }
 
 
 def bench_store(exports: Path, db: Path) -> dict:
@@ -242,16 +296,27 @@ def bench_store(exports: Path, db: Path) -> dict:
     r = run_child(SYNESTRA + ["ingest", str(exports), "--db", str(db), "--json"], ok_codes=(0, 3))
     failed = [f["path"] for f in r.get("files", []) if f["status"] == "failed"]
     input_mb = sum(p.stat().st_size for p in exports.rglob("*") if p.is_file()) / 1e6
-    return {"ingest_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"], "input_mb": input_mb,
-            "store_mb": db.stat().st_size / 1e6, "files_failed": len(failed), "failed_examples": failed[:3]}
+    return {
+        "ingest_s": r["wall_s"],
+        "peak_rss_mb": r["peak_rss_mb"],
+        "input_mb": input_mb,
+        "store_mb": db.stat().st_size / 1e6,
+        "files_failed": len(failed),
+        "failed_examples": failed[:3],
+    }
 
 
 def timed_command(args: list[str], runs: int) -> dict:
     cold = run_child(args)
     warm = [run_child(args) for _ in range(runs)]
-    return {"cold_s": cold["wall_s"], "warm_median_s": statistics.median(w["wall_s"] for w in warm),
-            "warm_runs_s": [w["wall_s"] for w in warm], "peak_rss_mb": max(w["peak_rss_mb"] for w in warm),
-            "warm_median_cpu_s": statistics.median(w["cpu_s"] for w in warm), "load_avg": os.getloadavg()[0]}
+    return {
+        "cold_s": cold["wall_s"],
+        "warm_median_s": statistics.median(w["wall_s"] for w in warm),
+        "warm_runs_s": [w["wall_s"] for w in warm],
+        "peak_rss_mb": max(w["peak_rss_mb"] for w in warm),
+        "warm_median_cpu_s": statistics.median(w["cpu_s"] for w in warm),
+        "load_avg": os.getloadavg()[0],
+    }
 
 
 def _commit() -> str | None:
@@ -266,39 +331,57 @@ def main_job(data: Path) -> str:
 
 def print_table(doc: dict) -> None:
     print(f"\nSynestra benchmarks  ({doc['nodes']} nodes x {doc['hours']:g} h, {os.cpu_count()} cores)\n")
-    print(f"{'format':<14}{'files':>6}{'MB':>8}{'lines':>11}{'rows':>12}{'rows/s':>11}{'MB/s':>7}{'floor s':>9}"
-          f"{'ours s':>8}{'vs floor':>9}{'RSS MB':>8}")
+    print(
+        f"{'format':<14}{'files':>6}{'MB':>8}{'lines':>11}{'rows':>12}{'rows/s':>11}{'MB/s':>7}{'floor s':>9}"
+        f"{'ours s':>8}{'vs floor':>9}{'RSS MB':>8}"
+    )
     for r in doc["formats"]:
-        print(f"{r['format']:<14}{r['files']:>6}{r['mb']:>8.1f}{r['lines']:>11,}{r['rows']:>12,}"
-              f"{r['rows_per_s']:>11,.0f}{r['mb_per_s']:>7.1f}{r['floor_s']:>9.2f}{r['ingest_s']:>8.2f}"
-              f"{r['vs_floor']:>8.2f}x{r['peak_rss_mb']:>8.0f}")
+        print(
+            f"{r['format']:<14}{r['files']:>6}{r['mb']:>8.1f}{r['lines']:>11,}{r['rows']:>12,}"
+            f"{r['rows_per_s']:>11,.0f}{r['mb_per_s']:>7.1f}{r['floor_s']:>9.2f}{r['ingest_s']:>8.2f}"
+            f"{r['vs_floor']:>8.2f}x{r['peak_rss_mb']:>8.0f}"
+        )
     big = doc["syslog_big"]
     if "lines" in big:
-        print(f"\nsyslog, one {big['mb']:.0f} MB file of {big['lines']:,} lines: {big['lines_per_s']:,.0f} lines/s, "
-              f"{big['vs_floor']:.2f}x the read_csv floor ({big['floor_s']:.2f} s vs {big['ingest_s']:.2f} s)")
+        print(
+            f"\nsyslog, one {big['mb']:.0f} MB file of {big['lines']:,} lines: {big['lines_per_s']:,.0f} lines/s, "
+            f"{big['vs_floor']:.2f}x the read_csv floor ({big['floor_s']:.2f} s vs {big['ingest_s']:.2f} s)"
+        )
         d = big["drain3"]
-        print(f"syslog parse vs Drain3: {d['synestra_lines_per_s']:,.0f} vs {d['drain3_lines_per_s']:,.0f} lines/s = "
-              f"{d['ratio']:.1f}x" if "ratio" in d else f"syslog vs Drain3: {d['skipped']}")
+        print(
+            f"syslog parse vs Drain3: {d['synestra_lines_per_s']:,.0f} vs {d['drain3_lines_per_s']:,.0f} lines/s = "
+            f"{d['ratio']:.1f}x"
+            if "ratio" in d
+            else f"syslog vs Drain3: {d['skipped']}"
+        )
     else:
         print(f"\nsyslog: {big['skipped']}")
     for s in doc["scales"]:
         st, ex = s["store"], s["explain"]
-        print(f"\nscale {s['scale']}x: ingest {st['ingest_s']:.0f} s (peak RSS {st['peak_rss_mb']:.0f} MB), "
-              f"input {st['input_mb']:.0f} MB -> store {st['store_mb']:.0f} MB, {s['metric_samples']:,} samples"
-              + (f", {st['files_failed']} file(s) FAILED" if st["files_failed"] else ""))
+        print(
+            f"\nscale {s['scale']}x: ingest {st['ingest_s']:.0f} s (peak RSS {st['peak_rss_mb']:.0f} MB), "
+            f"input {st['input_mb']:.0f} MB -> store {st['store_mb']:.0f} MB, {s['metric_samples']:,} samples"
+            + (f", {st['files_failed']} file(s) FAILED" if st["files_failed"] else "")
+        )
         print(f"  explain --job {s['job']}: cold {ex['cold_s']:.2f} s, warm median {ex['warm_median_s']:.2f} s")
         if "tax_report" in s:
             tr = s["tax_report"]
-            print(f"  tax-report --all ({s['jobs']} jobs): cold {tr['cold_s']:.2f} s (explains every job, keeps "
-                  f"the explanations), warm median {tr['warm_median_s']:.2f} s (reuses them)")
+            print(
+                f"  tax-report --all ({s['jobs']} jobs): cold {tr['cold_s']:.2f} s (explains every job, keeps "
+                f"the explanations), warm median {tr['warm_median_s']:.2f} s (reuses them)"
+            )
     if doc.get("job_sizes"):
-        print(f"\nexplain --job by job size (campus sampling)\n{'hosts':>7}{'campus':>16}{'store MB':>10}"
-              f"{'samples':>13}{'cold s':>8}{'warm s':>8}{'cpu s':>7}{'RSS MB':>8}{'load':>6}")
+        print(
+            f"\nexplain --job by job size (campus sampling)\n{'hosts':>7}{'campus':>16}{'store MB':>10}"
+            f"{'samples':>13}{'cold s':>8}{'warm s':>8}{'cpu s':>7}{'RSS MB':>8}{'load':>6}"
+        )
         for r in doc["job_sizes"]:
             ex, campus = r["explain"], f"{r['nodes']} x {r['hours']:g} h"
-            print(f"{r['hosts']:>7}{campus:>16}{r['store']['store_mb']:>10.0f}{r['metric_samples']:>13,}"
-                  f"{ex['cold_s']:>8.2f}{ex['warm_median_s']:>8.2f}{ex['warm_median_cpu_s']:>7.2f}"
-                  f"{ex['peak_rss_mb']:>8.0f}{ex['load_avg']:>6.1f}")
+            print(
+                f"{r['hosts']:>7}{campus:>16}{r['store']['store_mb']:>10.0f}{r['metric_samples']:>13,}"
+                f"{ex['cold_s']:>8.2f}{ex['warm_median_s']:>8.2f}{ex['warm_median_cpu_s']:>7.2f}"
+                f"{ex['peak_rss_mb']:>8.0f}{ex['load_avg']:>6.1f}"
+            )
 
 
 def main() -> None:
@@ -311,16 +394,29 @@ def main() -> None:
     ap.add_argument("--tax-runs", type=int, default=None, help="warm runs for tax-report --all (default: --runs)")
     ap.add_argument("--drain3-lines", type=int, default=200_000)
     ap.add_argument("--syslog-lines", type=int, default=1_000_000, help="size of the one-file syslog parse test")
-    ap.add_argument("--gzip", action="store_true",
-                    help="simulate gzipped exports (as sites archive them; 1x uncompressed is ~30 GB)")
-    ap.add_argument("--steps", default="formats,syslog,scales,jobsizes",
-                    help="which parts to run (e.g. `--steps scales --scales 4` adds one store size)")
+    ap.add_argument(
+        "--gzip",
+        action="store_true",
+        help="simulate gzipped exports (as sites archive them; 1x uncompressed is ~30 GB)",
+    )
+    ap.add_argument(
+        "--steps",
+        default="formats,syslog,scales,jobsizes",
+        help="which parts to run (e.g. `--steps scales --scales 4` adds one store size)",
+    )
     ap.add_argument("--job-sizes", default="8,64,256,1024", help="hosts of the main job, one campus per size")
-    ap.add_argument("--job-node-hours", type=float, default=512 * 24.0,
-                    help="each job-size campus simulates this many node-hours (hours capped at 24)")
+    ap.add_argument(
+        "--job-node-hours",
+        type=float,
+        default=512 * 24.0,
+        help="each job-size campus simulates this many node-hours (hours capped at 24)",
+    )
     ap.add_argument("--job-seed", type=int, default=5)
-    ap.add_argument("--reuse-stores", action="store_true",
-                    help="job sizes: explain a store already in --cache instead of ingesting it again")
+    ap.add_argument(
+        "--reuse-stores",
+        action="store_true",
+        help="job sizes: explain a store already in --cache instead of ingesting it again",
+    )
     ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "cache")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")
     args = ap.parse_args()
@@ -330,28 +426,44 @@ def main() -> None:
     work.mkdir(exist_ok=True)
     for f in work.glob("*.duckdb*"):
         f.unlink()
-    doc: dict = {"nodes": args.nodes, "hours": args.hours, "seed": args.seed, "gzip": args.gzip,
-                 "cores": os.cpu_count(), "commit": _commit(),
-                 "python": sys.version.split()[0]}
+    doc: dict = {
+        "nodes": args.nodes,
+        "hours": args.hours,
+        "seed": args.seed,
+        "gzip": args.gzip,
+        "cores": os.cpu_count(),
+        "commit": _commit(),
+        "python": sys.version.split()[0],
+    }
     steps = set(args.steps.split(","))
     base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
     groups = files_per_format(base / "exports") if steps & {"formats", "syslog"} else {}
     doc["formats"] = bench_formats(groups, work) if "formats" in steps else []
-    doc["syslog_big"] = bench_syslog(groups["syslog"], args.cache, work, args.syslog_lines, args.drain3_lines) \
-        if "syslog" in groups and "syslog" in steps else {"skipped": "not run (no syslog file, or --steps)"}
+    doc["syslog_big"] = (
+        bench_syslog(groups["syslog"], args.cache, work, args.syslog_lines, args.drain3_lines)
+        if "syslog" in groups and "syslog" in steps
+        else {"skipped": "not run (no syslog file, or --steps)"}
+    )
     doc["scales"] = []
     for k in (int(s) for s in args.scales.split(",") if "scales" in steps):
         data = base if k == 1 else dataset(args.cache, args.nodes, args.hours * k, args.seed, args.gzip)
         db = args.cache / f"store-{data.name}.duckdb"
         truth = json.loads((data / "truth.json").read_text())
-        entry = {"scale": k, "data": data.name, "store": bench_store(data / "exports", db),
-                 "metric_samples": truth.get("metric_samples", 0), "job": main_job(data),
-                 "jobs": len(truth.get("jobs", []))}
-        entry["explain"] = timed_command(SYNESTRA + ["explain", "--job", entry["job"], "--db", str(db),
-                                                     "--format", "json"], args.runs)
+        entry = {
+            "scale": k,
+            "data": data.name,
+            "store": bench_store(data / "exports", db),
+            "metric_samples": truth.get("metric_samples", 0),
+            "job": main_job(data),
+            "jobs": len(truth.get("jobs", [])),
+        }
+        entry["explain"] = timed_command(
+            SYNESTRA + ["explain", "--job", entry["job"], "--db", str(db), "--format", "json"], args.runs
+        )
         if k == 1:
-            entry["tax_report"] = timed_command(SYNESTRA + ["tax-report", "--all", "--db", str(db),
-                                                            "--format", "json"], args.tax_runs or args.runs)
+            entry["tax_report"] = timed_command(
+                SYNESTRA + ["tax-report", "--all", "--db", str(db), "--format", "json"], args.tax_runs or args.runs
+            )
         doc["scales"].append(entry)
     doc["job_sizes"] = bench_jobsizes(args) if "jobsizes" in steps else []
     args.out.parent.mkdir(parents=True, exist_ok=True)

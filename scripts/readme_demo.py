@@ -43,8 +43,7 @@ def readme(text: str, db: Path) -> str:
     first = next(ln for ln in text.splitlines() if ln.startswith("python3 -m venv") and "pip install -e . " in ln)
     output = run(synestra_commands(first), db).rstrip("\n")
     n = output.count("\n") + 1
-    pattern = re.compile(r"<details><summary>the whole output \(\d+ lines\)</summary>\n\n```text\n.*?\n```",
-                         re.DOTALL)
+    pattern = re.compile(r"<details><summary>the whole output \(\d+ lines\)</summary>\n\n```text\n.*?\n```", re.DOTALL)
     block = f"<details><summary>the whole output ({n} lines)</summary>\n\n```text\n{output}\n```"
     assert pattern.search(text), "README has no demo <details> block"
     return pattern.sub(lambda _: block, text, count=1)
@@ -57,7 +56,7 @@ def explain_doc(text: str, db: Path) -> str:
     output = run(synestra_commands(m.group(2)), db)
     ingest = ("sample_data/", "total: ", "  note: ")  # the example shows explain's output, not ingest's
     shown = "\n".join(ln for ln in output.splitlines() if not ln.startswith(ingest))
-    return text[:m.start()] + m.group(1) + shown + m.group(3) + text[m.end():]
+    return text[: m.start()] + m.group(1) + shown + m.group(3) + text[m.end() :]
 
 
 def main() -> int:

@@ -18,8 +18,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--proxy-server=127.0.0.1:9",
-         "--virtual-time-budget=15000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--proxy-server=127.0.0.1:9",
+    "--virtual-time-budget=15000",
+]
 
 
 def chromium() -> str | None:
@@ -28,14 +34,23 @@ def chromium() -> str | None:
 
 def rendered_texts(browser: str, page: Path) -> list[str]:
     """The text of every SVG <text> element Vega drew (the spec's own strings do not count)."""
-    dom = subprocess.run([browser, *FLAGS, "--dump-dom", page.resolve().as_uri()], capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+    dom = subprocess.run(
+        [browser, *FLAGS, "--dump-dom", page.resolve().as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return [m.group(1) for m in re.finditer(r"<text[^>]*>([^<]*)</text>", dom)]
 
 
 def screenshot(browser: str, page: Path, out: Path, size: str = "1150,790") -> None:
-    subprocess.run([browser, *FLAGS, f"--window-size={size}", f"--screenshot={out.resolve()}",
-                    page.resolve().as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [browser, *FLAGS, f"--window-size={size}", f"--screenshot={out.resolve()}", page.resolve().as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,8 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     texts = rendered_texts(browser, args.page)
     missing = [e for e in args.expect if not any(e in t for t in texts)]
-    print(f"{args.page}: {len(texts)} text element(s) drawn" + (f"; missing {missing}" if missing else ""),
-          file=sys.stderr)
+    print(
+        f"{args.page}: {len(texts)} text element(s) drawn" + (f"; missing {missing}" if missing else ""),
+        file=sys.stderr,
+    )
     if args.screenshot:
         screenshot(browser, args.page, args.screenshot, args.size)
     return 1 if missing or not texts else 0

@@ -80,8 +80,9 @@ class IngestResult:
         return _frame([asdict(r) for r in self.reports], FILE_COLUMNS)
 
 
-def ingest(paths: Iterable[str | Path], db: Db = None, *, options: IngestOptions | None = None,
-           explain: bool = False) -> IngestResult:
+def ingest(
+    paths: Iterable[str | Path], db: Db = None, *, options: IngestOptions | None = None, explain: bool = False
+) -> IngestResult:
     """Load files or folders into the store, as `synestra ingest` does (a bad file is reported in its
     FileReport, never raised); with explain=True, then explain and keep every job (`--explain`)."""
     with open_store(db) as conn:
@@ -92,9 +93,26 @@ def ingest(paths: Iterable[str | Path], db: Db = None, *, options: IngestOptions
 
 # --- explain ---------------------------------------------------------------------------------------
 
-CHECKPOINT_COLUMNS = ["job", "kind", "attempt", "iteration", "start", "end", "duration_s", "trigger", "slow",
-                      "routine", "category", "host", "component", "confidence", "first_signal", "chain_links",
-                      "tax_s", "tax_gpu_hours"]
+CHECKPOINT_COLUMNS = [
+    "job",
+    "kind",
+    "attempt",
+    "iteration",
+    "start",
+    "end",
+    "duration_s",
+    "trigger",
+    "slow",
+    "routine",
+    "category",
+    "host",
+    "component",
+    "confidence",
+    "first_signal",
+    "chain_links",
+    "tax_s",
+    "tax_gpu_hours",
+]
 
 
 @dataclass(frozen=True)
@@ -110,21 +128,40 @@ class ExplainResult:
         rows = []
         for cp in self.explanation.checkpoints:
             cause, tax = cp.cause, cp.tax or {}
-            rows.append({
-                "job": self.explanation.job, "kind": cp.kind, "attempt": cp.attempt, "iteration": cp.iteration,
-                "start": cp.start, "end": cp.end, "duration_s": cp.duration_s, "trigger": cp.trigger,
-                "slow": cp.slow, "routine": cp.routine,
-                "category": cause.category if cause else None, "host": cause.host if cause else None,
-                "component": cause.component if cause else None,
-                "confidence": cause.confidence if cause else None,
-                "first_signal": cause.first_signal if cause else None, "chain_links": len(cp.chain),
-                "tax_s": tax.get("seconds"), "tax_gpu_hours": tax.get("gpu_hours"),
-            })
+            rows.append(
+                {
+                    "job": self.explanation.job,
+                    "kind": cp.kind,
+                    "attempt": cp.attempt,
+                    "iteration": cp.iteration,
+                    "start": cp.start,
+                    "end": cp.end,
+                    "duration_s": cp.duration_s,
+                    "trigger": cp.trigger,
+                    "slow": cp.slow,
+                    "routine": cp.routine,
+                    "category": cause.category if cause else None,
+                    "host": cause.host if cause else None,
+                    "component": cause.component if cause else None,
+                    "confidence": cause.confidence if cause else None,
+                    "first_signal": cause.first_signal if cause else None,
+                    "chain_links": len(cp.chain),
+                    "tax_s": tax.get("seconds"),
+                    "tax_gpu_hours": tax.get("gpu_hours"),
+                }
+            )
         return _frame(rows, CHECKPOINT_COLUMNS)
 
 
-def explain(job_id: str, db: Db = None, *, checkpoint: int | None = None, since: datetime | None = None,
-            until: datetime | None = None, tax: bool = False) -> ExplainResult:
+def explain(
+    job_id: str,
+    db: Db = None,
+    *,
+    checkpoint: int | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    tax: bool = False,
+) -> ExplainResult:
     """Every checkpoint of a job, classified and, when not routine, attributed (`synestra explain`);
     tax=True adds each checkpoint's cost and the job's tax (`--tax`, whole-job views only)."""
     run = explain_with_tax if tax else explain_job
@@ -150,15 +187,19 @@ class TaxReportResult:
 
     def to_json(self) -> dict[str, Any]:
         """The `synestra.tax/1` document `synestra tax-report --format json` prints."""
-        return {"schema": TAX_SCHEMA, "jobs": self.jobs, "fleet": self.full.fleet, "by": self.by,
-                "causes": self.full.causes}
+        return {
+            "schema": TAX_SCHEMA,
+            "jobs": self.jobs,
+            "fleet": self.full.fleet,
+            "by": self.by,
+            "causes": self.full.causes,
+        }
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per job: headlines, then each bucket's seconds (`<bucket>_s`)."""
         docs = self.jobs
         buckets = list(docs[0]["buckets_s"]) if docs else []
-        rows = [{**{c: d.get(c) for c in JOB_COLUMNS}, **{f"{b}_s": d["buckets_s"][b] for b in buckets}}
-                for d in docs]
+        rows = [{**{c: d.get(c) for c in JOB_COLUMNS}, **{f"{b}_s": d["buckets_s"][b] for b in buckets}} for d in docs]
         return _frame(rows, JOB_COLUMNS + [f"{b}_s" for b in buckets])
 
     def causes_to_pandas(self) -> pd.DataFrame:
@@ -167,9 +208,16 @@ class TaxReportResult:
         return _frame(rows, list(rows[0]) if rows else [])
 
 
-def tax_report(job_id: str | None = None, db: Db = None, *, since: datetime | None = None,
-               until: datetime | None = None, price: float | None = None, capacity_gpus: int | None = None,
-               by: str = "category") -> TaxReportResult:
+def tax_report(
+    job_id: str | None = None,
+    db: Db = None,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    price: float | None = None,
+    capacity_gpus: int | None = None,
+    by: str = "category",
+) -> TaxReportResult:
     """The checkpoint tax of one job or (job_id None) every job in the window, with the fleet view and
     the causes ranked `by` category, host, component or job (`synestra tax-report`). Explanations it
     computes are kept in the store for the next report, as the command does."""

@@ -23,8 +23,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Every table a file writes job rows into; sacct_rows only from sacct.
 JOB_TABLES = ("jobs", "attempts", "job_nodes", "steps", "checkpoints", "job_incidents", "sacct_rows")
 
-PREFIX_SQL = ("UPDATE {table} SET job_id = $cluster || ':' || job_id "
-              "WHERE source_id = $sid AND NOT contains(job_id, ':')")
+PREFIX_SQL = (
+    "UPDATE {table} SET job_id = $cluster || ':' || job_id WHERE source_id = $sid AND NOT contains(job_id, ':')"
+)
 # Bare ids of this file that exactly one qualified job of the store (from another file) ends with.
 RESOLVE_SQL = """
 CREATE OR REPLACE TEMP TABLE _job_alias AS
@@ -35,8 +36,10 @@ SELECT m.job_id AS bare, any_value(k.job_id) AS qualified FROM mine m JOIN known
   ON k.job_id[strpos(k.job_id, ':') + 1:] = m.job_id
 GROUP BY m.job_id HAVING count(DISTINCT k.job_id) = 1
 """
-ALIAS_SQL = ("UPDATE {table} SET job_id = a.qualified FROM _job_alias a "
-             "WHERE {table}.source_id = $sid AND {table}.job_id = a.bare")
+ALIAS_SQL = (
+    "UPDATE {table} SET job_id = a.qualified FROM _job_alias a "
+    "WHERE {table}.source_id = $sid AND {table}.job_id = a.bare"
+)
 CANDIDATES_SQL = """
 SELECT DISTINCT job_id FROM (SELECT job_id FROM jobs UNION ALL SELECT job_id FROM attempts
                              UNION ALL SELECT job_id FROM steps UNION ALL SELECT job_id FROM checkpoints)
@@ -67,8 +70,9 @@ def qualify_source(conn: duckdb.DuckDBPyConnection, source_id: int, fmt: str, cl
         return
     if fmt == "sacct":
         return
-    mine = " UNION ".join(f"SELECT job_id FROM {t} WHERE source_id = $sid AND NOT contains(job_id, ':')"
-                          for t in tables)
+    mine = " UNION ".join(
+        f"SELECT job_id FROM {t} WHERE source_id = $sid AND NOT contains(job_id, ':')" for t in tables
+    )
     conn.execute(RESOLVE_SQL.format(mine=mine), params)
     if scalar(conn, "SELECT count(*) FROM _job_alias"):
         for table in tables:

@@ -47,7 +47,6 @@ class StoreWriteError(StoreError):
     """A write to the store failed (disk full, quota, read-only file system): nothing more can be loaded."""
 
 
-
 class QueryError(SynestraError):
     exit_code = ExitCode.QUERY
 

@@ -66,8 +66,7 @@ INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, fir
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 SAME_CONTENT_SQL = "SELECT source_id, options FROM sources WHERE sha256 = ? AND format = ? ORDER BY source_id"
-SAME_PATH_SQL = ("SELECT source_id, sha256, bytes, options FROM sources WHERE path = ? AND format = ? "
-                 "ORDER BY source_id")
+SAME_PATH_SQL = "SELECT source_id, sha256, bytes, options FROM sources WHERE path = ? AND format = ? ORDER BY source_id"
 STORE_PATH_SQL = "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
 
 MAX_HOSTS_LISTED = 1000
@@ -78,7 +77,7 @@ PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
 @dataclass
 class FileReport:
     path: str
-    status: str                      # loaded | skipped (already in store) | failed | empty (a folder)
+    status: str  # loaded | skipped (already in store) | failed | empty (a folder)
     format: str | None = None
     rows: int = 0
     rejected: int = 0
@@ -133,8 +132,9 @@ class _Found:
 def _walk(top: Path, skip: frozenset[Path]) -> Generator[Path | WalkIssue, None, _Found]:
     found, seen, errors = _Found(), set(), list[OSError]()
     for root, dirs, files in os.walk(top, followlinks=True, onerror=errors.append):
-        yield from (WalkIssue(Path(e.filename or top), f"{e.filename}: folder cannot be read ({e.strerror})")
-                    for e in errors)
+        yield from (
+            WalkIssue(Path(e.filename or top), f"{e.filename}: folder cannot be read ({e.strerror})") for e in errors
+        )
         errors.clear()
         st = os.stat(root)
         if (st.st_dev, st.st_ino) in seen:  # a symlink back up the tree: walked once
@@ -148,8 +148,9 @@ def _walk(top: Path, skip: frozenset[Path]) -> Generator[Path | WalkIssue, None,
             if not name.startswith(".") and path.resolve() not in skip:
                 found.files += 1
                 yield path
-    yield from (WalkIssue(Path(e.filename or top), f"{e.filename}: folder cannot be read ({e.strerror})")
-                for e in errors)
+    yield from (
+        WalkIssue(Path(e.filename or top), f"{e.filename}: folder cannot be read ({e.strerror})") for e in errors
+    )
     return found
 
 
@@ -170,9 +171,9 @@ def _store_files(conn: duckdb.DuckDBPyConnection) -> frozenset[Path]:
 class Digest:
     sha: str
     size: int
-    prefix_sha: str | None = None    # of the first `prefix` bytes, when asked and the file is that long
-    prefix_lines: int = 0            # newlines in them
-    prefix_ends_line: bool = False   # they end with a newline
+    prefix_sha: str | None = None  # of the first `prefix` bytes, when asked and the file is that long
+    prefix_lines: int = 0  # newlines in them
+    prefix_ends_line: bool = False  # they end with a newline
 
 
 def file_digest(path: Path, prefix: int | None = None) -> Digest:
@@ -185,7 +186,7 @@ def file_digest(path: Path, prefix: int | None = None) -> Digest:
                 h.update(block[:cut])
                 lines += block.count(b"\n", 0, cut)
                 prefix_sha = h.hexdigest()
-                last = block[cut - 1:cut] if cut else last
+                last = block[cut - 1 : cut] if cut else last
                 h.update(block[cut:])
             else:
                 h.update(block)
@@ -255,11 +256,13 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def _plan(conn, path: Path, fmt, options: IngestOptions, codec: str | None,
-          report: FileReport) -> Plan | None:
+def _plan(conn, path: Path, fmt, options: IngestOptions, codec: str | None, report: FileReport) -> Plan | None:
     """The plan, or None when the store already holds this file read this way (then report says so)."""
-    earlier = [r for r in conn.execute(SAME_PATH_SQL, [str(path.resolve()), fmt.NAME]).fetchall()
-               if _reads_the_same(r[3], options)]
+    earlier = [
+        r
+        for r in conn.execute(SAME_PATH_SQL, [str(path.resolve()), fmt.NAME]).fetchall()
+        if _reads_the_same(r[3], options)
+    ]
     digest = file_digest(path, earlier[-1][2] if earlier else None)
     same = conn.execute(SAME_CONTENT_SQL, [digest.sha, fmt.NAME]).fetchall()
     if any(_reads_the_same(stored, options) for _, stored in same):
@@ -267,8 +270,11 @@ def _plan(conn, path: Path, fmt, options: IngestOptions, codec: str | None,
         report.error = "already in the store (same content)"
         return None
     plan = Plan(digest)
-    plan.notes += [f"the store also holds this content read with {_describe(stored)} (source {sid}): "
-                   f"`synestra forget {sid}` if this load corrects it" for sid, stored in same]
+    plan.notes += [
+        f"the store also holds this content read with {_describe(stored)} (source {sid}): "
+        f"`synestra forget {sid}` if this load corrects it"
+        for sid, stored in same
+    ]
     if not earlier:
         return plan
     last_id, last_sha, last_bytes, _ = earlier[-1]
@@ -276,13 +282,17 @@ def _plan(conn, path: Path, fmt, options: IngestOptions, codec: str | None,
     line_oriented = getattr(fmt, "APPENDABLE", False) and codec is None and not _is_gzip(path)
     if grew and line_oriented:
         plan.offset, plan.first_line = last_bytes, digest.prefix_lines + 1
-        plan.notes.append(f"grew since source {last_id} was loaded: only its new lines "
-                          f"(from line {plan.first_line}) are loaded")
+        plan.notes.append(
+            f"grew since source {last_id} was loaded: only its new lines (from line {plan.first_line}) are loaded"
+        )
         return plan
     plan.replaces = [r[0] for r in earlier]
     ids = ", ".join(map(str, plan.replaces))
-    plan.notes.append(f"grew since source {ids} was loaded: read again whole, replacing it" if grew else
-                      f"changed since source(s) {ids} were loaded from this path: replaces them")
+    plan.notes.append(
+        f"grew since source {ids} was loaded: read again whole, replacing it"
+        if grew
+        else f"changed since source(s) {ids} were loaded from this path: replaces them"
+    )
     return plan
 
 
@@ -309,8 +319,9 @@ def _readable_copy(path: Path, codec: str | None) -> Iterator[Path]:
 # --- loading --------------------------------------------------------------------------------------------
 
 
-def ingest_file(conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOptions,
-                source_id: int | None = None) -> FileReport:
+def ingest_file(
+    conn: duckdb.DuckDBPyConnection, path: Path, options: IngestOptions, source_id: int | None = None
+) -> FileReport:
     """Load one file in one transaction. Never raises for a bad file: the report says what failed; raises
     StoreWriteError when the store cannot be written (nothing more can load). `source_id`, when given,
     was reserved for this file (ingest_paths keeps ids in file order)."""
@@ -365,8 +376,10 @@ def _store_write_message(conn, exc: duckdb.Error) -> str:
         store = str(_store_path(conn) or "in memory")
     except duckdb.Error:  # an invalidated database refuses even this
         store = "file"
-    return (f"the store ({store}) cannot be written ({_first_line(exc)}): free space, or use another --db; "
-            "the files reported as loaded are in, and re-running the ingest loads the rest")
+    return (
+        f"the store ({store}) cannot be written ({_first_line(exc)}): free space, or use another --db; "
+        "the files reported as loaded are in, and re-running the ingest loads the rest"
+    )
 
 
 def _ingest(conn, path: Path, options: IngestOptions, source_id: int | None, report: FileReport) -> None:
@@ -380,16 +393,32 @@ def _ingest(conn, path: Path, options: IngestOptions, source_id: int | None, rep
     report.status = "loaded"
 
 
-def _load_in_transaction(conn, path: Path, fmt, options: IngestOptions, plan: Plan, codec: str | None,
-                         report: FileReport, source_id: int | None) -> None:
+def _load_in_transaction(
+    conn,
+    path: Path,
+    fmt,
+    options: IngestOptions,
+    plan: Plan,
+    codec: str | None,
+    report: FileReport,
+    source_id: int | None,
+) -> None:
     with transaction(conn):
         if source_id is None:
             source_id = scalar(conn, "SELECT nextval('source_id_seq')")
         delete_sources(conn, plan.replaces)
         tracked = TrackedOptions.wrap(options)
         with _readable_copy(path, codec) as readable:
-            ctx = LoadContext(conn=conn, source_id=source_id, path=readable, display=str(path), options=tracked,
-                              mtime=content_mtime(path), offset=plan.offset, first_line=plan.first_line)
+            ctx = LoadContext(
+                conn=conn,
+                source_id=source_id,
+                path=readable,
+                display=str(path),
+                options=tracked,
+                mtime=content_mtime(path),
+                offset=plan.offset,
+                first_line=plan.first_line,
+            )
             result: LoadResult = fmt.load(ctx)
         qualify_source(conn, source_id, fmt.NAME, tracked.cluster)  # clusters do not merge
         _apply_checks(conn, source_id, result)
@@ -399,8 +428,10 @@ def _load_in_transaction(conn, path: Path, fmt, options: IngestOptions, plan: Pl
         if result.rejected and not result.rows:
             line, reason, _ = result.reject_samples[0] if result.reject_samples else (None, "rejected", "")
             hint = "" if not options.format else f"; is it really {fmt.NAME}? (--format forced it)"
-            raise InputError(f"{path}: nothing could be read as {fmt.NAME}: all {result.rejected} line(s) "
-                             f"rejected, the first at line {line}: {reason}{hint}")
+            raise InputError(
+                f"{path}: nothing could be read as {fmt.NAME}: all {result.rejected} line(s) "
+                f"rejected, the first at line {line}: {reason}{hint}"
+            )
         result.notes[:0] = plan.notes
         _record_source(conn, source_id, path, fmt.NAME, plan, tracked, result, report)
 
@@ -414,8 +445,16 @@ def _apply_checks(conn, source_id: int, result: LoadResult) -> None:
     result.notes += checked.notes
 
 
-def _record_source(conn, source_id: int, path: Path, fmt_name: str, plan: Plan, tracked: TrackedOptions,
-                   result: LoadResult, report: FileReport) -> None:
+def _record_source(
+    conn,
+    source_id: int,
+    path: Path,
+    fmt_name: str,
+    plan: Plan,
+    tracked: TrackedOptions,
+    result: LoadResult,
+    report: FileReport,
+) -> None:
     first, last, hosts = fetch_one(conn, SOURCE_SPAN_SQL, {"sid": source_id}) or (None, None, None)
     hosts = (hosts or [])[:MAX_HOSTS_LISTED]
     if result.reject_samples:
@@ -426,9 +465,22 @@ def _record_source(conn, source_id: int, path: Path, fmt_name: str, plan: Plan, 
     options = json.dumps(tracked.read_values())
     conn.execute(
         INSERT_SOURCE_SQL,
-        [source_id, str(path.resolve()), plan.digest.sha, fmt_name, plan.digest.size, result.rows,
-         result.rejected, first, last, hosts, options, plan.offset, plan.first_line,
-         f"{plan.digest.sha}|{fmt_name}|{options}"],
+        [
+            source_id,
+            str(path.resolve()),
+            plan.digest.sha,
+            fmt_name,
+            plan.digest.size,
+            result.rows,
+            result.rejected,
+            first,
+            last,
+            hosts,
+            options,
+            plan.offset,
+            plan.first_line,
+            f"{plan.digest.sha}|{fmt_name}|{options}",
+        ],
     )
     report.rows, report.rejected = result.rows, result.rejected
     report.first_ts, report.last_ts, report.hosts = first, last, hosts
@@ -444,9 +496,14 @@ def _issue_report(issue: WalkIssue) -> FileReport:
     return FileReport(path=str(issue.path), status=issue.status, error=issue.error)
 
 
-def ingest_paths(conn: duckdb.DuckDBPyConnection, paths: Iterable[Path], options: IngestOptions,
-                 on_file: ProgressFn | None = None, on_report: ReportFn | None = None,
-                 workers: int | None = None) -> list[FileReport]:
+def ingest_paths(
+    conn: duckdb.DuckDBPyConnection,
+    paths: Iterable[Path],
+    options: IngestOptions,
+    on_file: ProgressFn | None = None,
+    on_report: ReportFn | None = None,
+    workers: int | None = None,
+) -> list[FileReport]:
     """Ingest every file under paths; one report per file (and per folder that could not be read or held
     nothing), in order (each also passed to on_report as soon as it and the files before it are done, so
     that a long ingest reports as it goes). Raises StoreWriteError at the first write the store refuses.

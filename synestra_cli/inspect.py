@@ -46,8 +46,9 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
-def stream_sql(conn: duckdb.DuckDBPyConnection, sql: str,
-               batch_rows: int = BATCH_ROWS) -> tuple[list[str], Iterator[list[dict]]]:
+def stream_sql(
+    conn: duckdb.DuckDBPyConnection, sql: str, batch_rows: int = BATCH_ROWS
+) -> tuple[list[str], Iterator[list[dict]]]:
     """Run one query; its columns and its rows in batches, streamed from DuckDB as Arrow record batches.
     DuckDB errors, when the query starts or while it streams, become a one-line QueryError."""
     if not sql.strip():
@@ -65,8 +66,10 @@ def stream_sql(conn: duckdb.DuckDBPyConnection, sql: str,
     def batches() -> Iterator[list[dict]]:
         try:
             for batch in reader:
-                yield [dict(zip(cols, row, strict=True)) for row in zip(*(c.to_pylist() for c in batch.columns),
-                                                                          strict=True)]
+                yield [
+                    dict(zip(cols, row, strict=True))
+                    for row in zip(*(c.to_pylist() for c in batch.columns), strict=True)
+                ]
         except duckdb.Error as exc:
             raise _query_error(exc) from exc
 

@@ -36,8 +36,11 @@ FROM attempt_map m JOIN sources s USING (source_id) WHERE m.job_id = ? ORDER BY 
 # Saves and restores count distinct (attempt, iteration): an async save logs a scheduled and a
 # finalized row, and two logs of one job (stdout, progress.txt) repeat the same events. A checkpoint
 # line without an iteration counts on its own (-line stands in for the iteration).
-SUMMARY_SQL = """
-WITH ids AS (""" + JOB_IDS_SQL + """),
+SUMMARY_SQL = (
+    """
+WITH ids AS ("""
+    + JOB_IDS_SQL
+    + """),
 a AS (SELECT job_id, count(*) AS attempts, min(start_ts) AS first_ts, max(end_ts) AS last_ts
       FROM attempts_reconciled GROUP BY job_id),
 s AS (SELECT job_id, count(DISTINCT (attempt, iteration)) AS steps, min(ts) AS first_ts, max(ts) AS last_ts
@@ -58,11 +61,40 @@ FROM ids LEFT JOIN jobs_reconciled j USING (job_id) LEFT JOIN a USING (job_id) L
 LEFT JOIN c USING (job_id) LEFT JOIN i USING (job_id)
 ORDER BY first_ts NULLS LAST, ids.job_id
 """
+)
 
-JOB_COLUMNS = ["job_id", "name", "user", "state", "attempts", "gpus", "n_nodes", "nodes", "first_ts",
-               "last_ts", "steps", "saves", "restores", "incidents"]
-ATTEMPT_COLUMNS = ["job_id", "attempt", "start_ts", "end_ts", "duration_s", "state", "exit_code", "n_nodes",
-                   "nodes", "gpus", "origin", "log_start_ts", "log_end_ts", "matched_by"]
+JOB_COLUMNS = [
+    "job_id",
+    "name",
+    "user",
+    "state",
+    "attempts",
+    "gpus",
+    "n_nodes",
+    "nodes",
+    "first_ts",
+    "last_ts",
+    "steps",
+    "saves",
+    "restores",
+    "incidents",
+]
+ATTEMPT_COLUMNS = [
+    "job_id",
+    "attempt",
+    "start_ts",
+    "end_ts",
+    "duration_s",
+    "state",
+    "exit_code",
+    "n_nodes",
+    "nodes",
+    "gpus",
+    "origin",
+    "log_start_ts",
+    "log_end_ts",
+    "matched_by",
+]
 
 
 def job_ids(conn: duckdb.DuckDBPyConnection) -> list[str]:
@@ -76,8 +108,11 @@ def require_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
     if n:
         return
     known = job_ids(conn)
-    hint = f"known jobs: {', '.join(known[:10])}{' ...' if len(known) > 10 else ''}" if known else \
-        "the store holds no jobs: ingest job logs or sacct output first"
+    hint = (
+        f"known jobs: {', '.join(known[:10])}{' ...' if len(known) > 10 else ''}"
+        if known
+        else "the store holds no jobs: ingest job logs or sacct output first"
+    )
     raise NotFoundError(f"job {job_id!r} is not in the store ({hint})")
 
 
@@ -97,8 +132,9 @@ def job_summary(conn: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """One row per job (JOB_COLUMNS), oldest first. EmptyStoreError (exit 6) when there is none."""
     rows = fetch_dicts(conn, SUMMARY_SQL)[1]
     if not rows:
-        raise EmptyStoreError("no jobs in the store: ingest job logs or sacct output first "
-                              "(`synestra ingest slurm-1234.out sacct.txt`)")
+        raise EmptyStoreError(
+            "no jobs in the store: ingest job logs or sacct output first (`synestra ingest slurm-1234.out sacct.txt`)"
+        )
     return rows
 
 
@@ -108,11 +144,19 @@ SPAN_SQL = "SELECT count(DISTINCT job_id), min(start_ts), max(end_ts) FROM attem
 def empty_window_message(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> str:
     """An empty --since/--until window is not an empty store: say which, and where the jobs are."""
     n, lo, hi = conn.execute(SPAN_SQL).fetchall()[0]
+
     def iso(t: datetime) -> str:
         return f"{t:%Y-%m-%dT%H:%M:%SZ}"
 
-    window = f"between {iso(since)} and {iso(until)}" if since and until else \
-        f"after {iso(since)}" if since else f"before {iso(until)}" if until else "at all"
+    window = (
+        f"between {iso(since)} and {iso(until)}"
+        if since and until
+        else f"after {iso(since)}"
+        if since
+        else f"before {iso(until)}"
+        if until
+        else "at all"
+    )
     if not n:
         return "no jobs in the store (ingest job logs and sacct output first)"
     span = f"{iso(lo)} .. {iso(hi)}" if lo and hi else "with no times"

@@ -55,9 +55,7 @@ class Scenario:
                 [h, f"Ethernet{i + 1}", rack, sid],
             )
             for g in range(8):
-                self.conn.execute(
-                    "INSERT INTO gpus VALUES (?, ?, ?, NULL, 'H100', ?)", [h, f"gpu{g}", bus_id(g), sid]
-                )
+                self.conn.execute("INSERT INTO gpus VALUES (?, ?, ?, NULL, 'H100', ?)", [h, f"gpu{g}", bus_id(g), sid])
         self.conn.execute(
             "INSERT INTO jobs VALUES (?, 'pretrain', 'alice', 32, NULL, ?)",
             [self.job, self.source("/sacct/sacct.txt", "sacct")],
@@ -90,14 +88,10 @@ class Scenario:
             factor = slow[2] if slow and slow[0] <= t < slow[1] else 1.0
             t += LOG_INTERVAL * STEP_S * factor
             rows.append([self.job, attempt, it, at(t), STEP_S * factor, sid, it])
-        self.conn.executemany(
-            "INSERT INTO steps VALUES (?, ?, ?, ?, 'exact', ?, NULL, NULL, NULL, NULL, ?, ?)", rows
-        )
+        self.conn.executemany("INSERT INTO steps VALUES (?, ?, ?, ?, 'exact', ?, NULL, NULL, NULL, NULL, ?, ?)", rows)
         return t
 
-    def checkpoint(
-        self, attempt: int, kind: str, iteration: int, start: float, duration: float = SAVE_S
-    ) -> Scenario:
+    def checkpoint(self, attempt: int, kind: str, iteration: int, start: float, duration: float = SAVE_S) -> Scenario:
         self.conn.execute(
             "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, 'exact', '/ckpt', false, NULL, NULL, ?, ?)",
             [

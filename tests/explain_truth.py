@@ -91,8 +91,9 @@ def _on_decoy(cause, decoy: dict, truth: dict | None) -> bool:
     # A decoy on the very component of the real fault, overlapping it in time, cannot be told apart by what
     # is named: the answer is the truth's when its first signal is the real fault's (within two scrapes).
     real = _ts(truth["first_signal"]) if truth else None
-    near_truth = bool(same_as_truth and real and cause.first_signal
-                      and abs((cause.first_signal - real).total_seconds()) <= 120)
+    near_truth = bool(
+        same_as_truth and real and cause.first_signal and abs((cause.first_signal - real).total_seconds()) <= 120
+    )
     return not same_as_truth or (in_decoy_time and not near_truth)
 
 
@@ -133,7 +134,8 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         ok = cause is not None and cause.category == tc["category"]
         sc.category_ok += ok
         host_right = cause is not None and (
-            (cause.host in tc["hosts"] or _rack_named(cause, tc)) if tc["hosts"] else cause.host is None)
+            (cause.host in tc["hosts"] or _rack_named(cause, tc)) if tc["hosts"] else cause.host is None
+        )
         sc.host_ok += host_right
         if tc["category"] in UNOBSERVABLE_HOST and not host_right:
             sc.host_unobservable += 1
@@ -148,8 +150,16 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
     return sc
 
 
-def run_scenario(workdir: Path, scenario: str, seed: int, nodes: int, hours: float = 6.0, keep: bool = False,
-                 intervals: Intervals | None = None, jobs: list[str] | None = None) -> Score:
+def run_scenario(
+    workdir: Path,
+    scenario: str,
+    seed: int,
+    nodes: int,
+    hours: float = 6.0,
+    keep: bool = False,
+    intervals: Intervals | None = None,
+    jobs: list[str] | None = None,
+) -> Score:
     """Simulate, ingest into a fresh store, explain every job of the truth (or those in `jobs`) and score
     it. `intervals` sets the exporters' sampling (default: what the cluster's size implies). The run's
     exports and store (hundreds of MB at 32 nodes) are deleted afterwards unless `keep`."""

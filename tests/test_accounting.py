@@ -17,11 +17,19 @@ def test_a_crash_and_resume_is_partitioned_second_by_second(conn):
     crash_and_resume(conn)
     (job,) = tax_report(conn).jobs
     assert job.buckets.wall_s == 2520
-    assert job.buckets.buckets_s == pytest.approx({
-        "productive": 1000.0, "checkpoint_save": 120.0, "checkpoint_restore": 60.0,
-        "startup": 100.0 + 90.0, "lost_work": 300.0, "hang": 600.0, "requeue": 240.0,
-        "degraded_throughput": 0.0, "other": 10.0,
-    })
+    assert job.buckets.buckets_s == pytest.approx(
+        {
+            "productive": 1000.0,
+            "checkpoint_save": 120.0,
+            "checkpoint_restore": 60.0,
+            "startup": 100.0 + 90.0,
+            "lost_work": 300.0,
+            "hang": 600.0,
+            "requeue": 240.0,
+            "degraded_throughput": 0.0,
+            "other": 10.0,
+        }
+    )
     # tax: saves, restore, lost, hang, requeue and the restart's start-up (not the first attempt's)
     assert job.buckets.checkpoint_tax_s == pytest.approx(120 + 60 + 300 + 600 + 240 + 90)
     assert job.failures == 1
@@ -41,7 +49,7 @@ def test_degraded_steps_inside_a_window_are_hidden_tax(conn):
     b = JobBuilder(conn)
     b.attempt(1, 0, 3000, "COMPLETED", 100, 2990)
     t = b.steps(1, 1, 100, 100, 10.0)
-    t = b.steps(1, 101, 130, t, 15.0)                  # 30 slow steps: 150 s above the ideal
+    t = b.steps(1, 101, 130, t, 15.0)  # 30 slow steps: 150 s above the ideal
     t = b.steps(1, 131, 200, t, 10.0)
     (job,) = tax_report(conn).jobs
     assert job.buckets.buckets_s["degraded_throughput"] == pytest.approx(150.0, abs=1.0)
@@ -59,9 +67,12 @@ def test_an_unknown_job_and_an_empty_store_are_told_apart(conn):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    segments=st.lists(st.tuples(st.integers(5, 60), st.floats(1.0, 20.0), st.booleans(), st.integers(0, 900)),
-                      min_size=1, max_size=4),
-    startup=st.floats(0, 300), tail=st.floats(0, 900), requeue=st.floats(0, 600),
+    segments=st.lists(
+        st.tuples(st.integers(5, 60), st.floats(1.0, 20.0), st.booleans(), st.integers(0, 900)), min_size=1, max_size=4
+    ),
+    startup=st.floats(0, 300),
+    tail=st.floats(0, 900),
+    requeue=st.floats(0, 600),
 )
 def test_buckets_always_sum_exactly_to_wall_time(segments, startup, tail, requeue):
     """Random attempt histories: whatever the logs say, the partition is exact and non-negative."""

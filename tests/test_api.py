@@ -30,8 +30,9 @@ def test_explain_gives_the_cli_document_and_a_row_per_checkpoint(db_path):
     with open_store(db_path) as c:
         _reactive_job_with_a_lossy_port(c)
     result = api.explain("100", db=db_path)
-    assert json.loads(dumps(result.to_json())) == _cli_json("explain", "--job", "100", "--format", "json",
-                                                              "--db", str(db_path))
+    assert json.loads(dumps(result.to_json())) == _cli_json(
+        "explain", "--job", "100", "--format", "json", "--db", str(db_path)
+    )
     frame = result.to_pandas()
     assert list(frame.columns) == api.CHECKPOINT_COLUMNS
     assert len(frame) == len(result.explanation.checkpoints) == 3
@@ -87,5 +88,4 @@ def test_errors_are_the_librarys_with_their_exit_codes(db_path):
 
 def test_the_package_declares_its_types():
     assert (Path(synestra_cli.__file__).parent / "py.typed").is_file()
-    assert set(api.__all__) >= {"ingest", "explain", "tax_report", "IngestResult", "ExplainResult",
-                                "TaxReportResult"}
+    assert set(api.__all__) >= {"ingest", "explain", "tax_report", "IngestResult", "ExplainResult", "TaxReportResult"}

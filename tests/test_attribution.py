@@ -21,8 +21,15 @@ LINK = NS(category="network.link_degraded", host="gpu-003", component="mlx5_1")
 def _cp(kind, attempt, iteration, start, dur, cause=None):
     from datetime import timedelta
 
-    return NS(kind=kind, attempt=attempt, iteration=iteration, start=T0 + timedelta(seconds=start),
-              end=T0 + timedelta(seconds=start + dur), duration_s=dur, cause=cause)
+    return NS(
+        kind=kind,
+        attempt=attempt,
+        iteration=iteration,
+        start=T0 + timedelta(seconds=start),
+        end=T0 + timedelta(seconds=start + dur),
+        duration_s=dur,
+        cause=cause,
+    )
 
 
 def test_a_failure_is_charged_whole_to_the_cause_of_the_restore_after_it(conn):
@@ -32,8 +39,7 @@ def test_a_failure_is_charged_whole_to_the_cause_of_the_restore_after_it(conn):
     rows = by_cause(job, charges_for(job, cps), price=None)
     link = next(r for r in rows if r["category"] == "network.link_degraded")
     assert link["host"] == "gpu-003" and link["component"] == "mlx5_1"
-    assert link["buckets_s"] == {"checkpoint_restore": 60, "startup": 90, "lost_work": 300, "hang": 600,
-                                 "requeue": 240}
+    assert link["buckets_s"] == {"checkpoint_restore": 60, "startup": 90, "lost_work": 300, "hang": 600, "requeue": 240}
     routine = next(r for r in rows if r["category"] == ROUTINE)
     assert routine["seconds"] == 120
     # everything in the checkpoint tax is charged to someone, once
@@ -43,14 +49,25 @@ def test_a_failure_is_charged_whole_to_the_cause_of_the_restore_after_it(conn):
 def test_cli_json_follows_the_documented_schema(db_path):
     with open_store(db_path) as c:
         crash_and_resume(c)
-    out = CliRunner().invoke(cli, ["tax-report", "--all", "--format", "json", "--db", str(db_path),
-                                   "--gpu-hour-price", "3"])
+    out = CliRunner().invoke(
+        cli, ["tax-report", "--all", "--format", "json", "--db", str(db_path), "--gpu-hour-price", "3"]
+    )
     assert out.exit_code == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["schema"] == "synestra.tax/1"
     (job,) = doc["jobs"]
-    assert set(job) >= {"job", "gpus", "wall_s", "gpu_hours", "buckets_s", "checkpoint_tax", "hidden_tax",
-                        "goodput", "by_cause", "interval"}
+    assert set(job) >= {
+        "job",
+        "gpus",
+        "wall_s",
+        "gpu_hours",
+        "buckets_s",
+        "checkpoint_tax",
+        "hidden_tax",
+        "goodput",
+        "by_cause",
+        "interval",
+    }
     assert sum(job["buckets_s"].values()) == pytest.approx(job["wall_s"])
     assert doc["fleet"]["jobs"] == 1 and doc["fleet"]["usd"]["allocated"] == pytest.approx(2520 * 16 / 3600 * 3)
 
@@ -96,7 +113,7 @@ def test_a_slowdown_that_outlives_its_reactive_save_and_a_restart_stays_with_its
     def window(a, b):
         return NS(start=T0 + timedelta(seconds=a), end=T0 + timedelta(seconds=b))
 
-    assert _window_cause(window(700, 3000), caused) is reactive     # the save it provoked, inside it
-    assert _window_cause(window(3500, 4000), caused) is restart     # ended in the crash: the restart after
-    assert _window_cause(window(6000, 9000), caused) is reactive    # after the restart, still slow
-    assert _window_cause(window(6000, 9000), [restart]) is None     # nothing explains it: unknown
+    assert _window_cause(window(700, 3000), caused) is reactive  # the save it provoked, inside it
+    assert _window_cause(window(3500, 4000), caused) is restart  # ended in the crash: the restart after
+    assert _window_cause(window(6000, 9000), caused) is reactive  # after the restart, still slow
+    assert _window_cause(window(6000, 9000), [restart]) is None  # nothing explains it: unknown

@@ -13,10 +13,33 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--nodes", "4", "--hours", "1", "--scales", "1",
-         "--runs", "1", "--drain3-lines", "1000", "--syslog-lines", "20000", "--cache", str(tmp_path / "cache"),
-         "--job-sizes", "2", "--job-node-hours", "4", "--out", str(out)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--nodes",
+            "4",
+            "--hours",
+            "1",
+            "--scales",
+            "1",
+            "--runs",
+            "1",
+            "--drain3-lines",
+            "1000",
+            "--syslog-lines",
+            "20000",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--job-sizes",
+            "2",
+            "--job-node-hours",
+            "4",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())

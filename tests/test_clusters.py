@@ -27,8 +27,9 @@ def test_sacct_cluster_column_keys_the_jobs(conn):
     [r] = ingest_paths(conn, [CEEMS], IngestOptions())
     assert r.status == "loaded" and r.rejected == 0
     assert _jobs(conn) == {"test:1479763": ["compute-0"], "test:1481508": ["compute-0", "compute-1", "compute-2"]}
-    assert conn.execute("SELECT cluster, slurm_job_id FROM job_clusters WHERE job_id = 'test:1479763'").fetchall() \
-        == [("test", "1479763")]
+    assert conn.execute("SELECT cluster, slurm_job_id FROM job_clusters WHERE job_id = 'test:1479763'").fetchall() == [
+        ("test", "1479763")
+    ]
     assert resolve_job(conn, "1479763") == "test:1479763" and resolve_job(conn, "test:1479763") == "test:1479763"
 
 

@@ -33,8 +33,17 @@ def _reactive_job_with_a_lossy_port(conn) -> Scenario:
     sc.checkpoint(1, "save", 400, t)
     sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
     for i, h in enumerate(HOSTS):
-        sc.series("leaf-01", f"Ethernet{i + 1}", "port_symbol_errors_total", -1800, t + 600, 30, 0.0,
-                  (300, 1e9, 0.5) if h == "gpu-002" else None, counter=True)
+        sc.series(
+            "leaf-01",
+            f"Ethernet{i + 1}",
+            "port_symbol_errors_total",
+            -1800,
+            t + 600,
+            30,
+            0.0,
+            (300, 1e9, 0.5) if h == "gpu-002" else None,
+            counter=True,
+        )
     return sc
 
 
@@ -50,8 +59,9 @@ def test_a_kept_explanation_reads_back_exactly_as_it_was_computed(conn):
     assert memo.save(conn, key, [live]) == 1
     kept = memo.load(conn, ["100"], key)["100"]
     assert [c.cause for c in kept.checkpoints] == [c.cause for c in live.checkpoints]
-    assert [(c.start, c.end, c.trigger) for c in kept.checkpoints] == [(c.start, c.end, c.trigger)
-                                                                        for c in live.checkpoints]
+    assert [(c.start, c.end, c.trigger) for c in kept.checkpoints] == [
+        (c.start, c.end, c.trigger) for c in live.checkpoints
+    ]
     assert _doc(kept) == _doc(live)
 
 
@@ -152,15 +162,15 @@ with open_store(sys.argv[1], read_only=True) as c:
 
 def _copy_of_the_package(tmp_path: Path) -> Path:
     root = tmp_path / "site"
-    shutil.copytree(Path(synestra_cli.__file__).parent, root / "synestra_cli",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        Path(synestra_cli.__file__).parent, root / "synestra_cli", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return root
 
 
 def _key_in_a_new_process(root: Path, db: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root)}  # and the working folder: `-c` puts it first on sys.path
-    out = subprocess.run([sys.executable, "-c", KEY_SCRIPT, str(db)], env=env, cwd=root, capture_output=True,
-                         text=True)
+    out = subprocess.run([sys.executable, "-c", KEY_SCRIPT, str(db)], env=env, cwd=root, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["package"].startswith(str(root)), doc  # the copy ran, not the installed package

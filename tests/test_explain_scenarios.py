@@ -41,11 +41,14 @@ def _clock_events(sc: Scenario, end: float, bad_host: str, gpus: range, bits: fl
             sc.series(h, f"gpu{g}", "gpu_clock_events_bitmask", -1800, end + 600, every, 4.0, bad)
 
 
-@pytest.mark.parametrize(("bits", "gpus", "want"), [
-    (136.0, range(8), ("power.capping", "gpu-002", None)),        # HW power brake + HW slowdown, whole node
-    (96.0, range(3, 4), ("cooling.thermal", "gpu-002", "gpu3")),  # SW + HW thermal on one GPU
-    (8.0, range(5, 6), ("gpu.hw_slowdown", "gpu-002", "gpu5")),   # the GPU's own HW slowdown
-])
+@pytest.mark.parametrize(
+    ("bits", "gpus", "want"),
+    [
+        (136.0, range(8), ("power.capping", "gpu-002", None)),  # HW power brake + HW slowdown, whole node
+        (96.0, range(3, 4), ("cooling.thermal", "gpu-002", "gpu3")),  # SW + HW thermal on one GPU
+        (8.0, range(5, 6), ("gpu.hw_slowdown", "gpu-002", "gpu5")),  # the GPU's own HW slowdown
+    ],
+)
 def test_clock_event_reasons_tell_power_brake_from_thermal_from_a_gpus_own_slowdown(conn, bits, gpus, want):
     sc, end = _reactive_job(conn)
     _clock_events(sc, end, "gpu-002", gpus, bits)
@@ -114,8 +117,11 @@ def _activity(sc: Scenario, end: float, busy: tuple[str, int] | None, every: flo
     for h in HOSTS:
         for g in range(8):
             keep = 1.0 if (h, g) == busy else 1 / 1.5
-            for metric, level in (("gpu_tensor_active_ratio", 0.52), ("gpu_sm_active_ratio", 0.86),
-                                  ("gpu_power_watts", 660.0)):
+            for metric, level in (
+                ("gpu_tensor_active_ratio", 0.52),
+                ("gpu_sm_active_ratio", 0.86),
+                ("gpu_power_watts", 660.0),
+            ):
                 sc.series(h, f"gpu{g}", metric, -1800, end + 600, every, level, (300, 1e9, level * keep))
 
 
@@ -125,7 +131,10 @@ def test_straggler_host_is_the_one_whose_gpus_stay_busy_while_peers_wait(conn):
     _activity(sc, end, ("gpu-003", 2))
     reactive = _by_iteration(conn)[("save", 330)]
     assert (reactive.cause.category, reactive.cause.host, reactive.cause.component) == (
-        "workload.straggler", "gpu-003", None)
+        "workload.straggler",
+        "gpu-003",
+        None,
+    )
     assert reactive.cause.confidence > 0.7
     busy = next(lk for lk in reactive.chain if lk.evidence.get("metric") == "gpu_activity_kept_ratio")
     assert (busy.host, busy.entity) == ("gpu-003", "gpu2") and busy.evidence["after"] > 0.95
@@ -228,8 +237,9 @@ def test_exit_signal_handler_save_is_the_preemption_save_and_no_host_is_blamed(c
     sc.checkpoint(1, "save", 200, t)
     t = sc.steps(1, t + SAVE_S, 210, 270)
     sc.checkpoint(1, "save", 273, t + 2, 40.0)
-    sc.incident(1, t + 44, "sigterm", message="[exiting program after receiving SIGTERM.] datetime: 2026-11-02 "
-                "01:00:00")
+    sc.incident(
+        1, t + 44, "sigterm", message="[exiting program after receiving SIGTERM.] datetime: 2026-11-02 01:00:00"
+    )
     sc.attempt(1, -60, t + 47, "PREEMPTED", "0:15")
     sc.checkpoint(2, "restore", 273, t + 1300, 55)
     t2 = sc.steps(2, t + 1360, 280, 400)
@@ -238,8 +248,7 @@ def test_exit_signal_handler_save_is_the_preemption_save_and_no_host_is_blamed(c
     cps = _by_iteration(conn)
     save, restore = cps[("save", 273)], cps[("restore", 273)]
     assert (save.trigger, save.cause.category, save.cause.host) == ("preemption", "scheduler.preemption", None)
-    assert (restore.trigger, restore.cause.category, restore.cause.host) == (
-        "preemption", "scheduler.preemption", None)
+    assert (restore.trigger, restore.cause.category, restore.cause.host) == ("preemption", "scheduler.preemption", None)
 
 
 def test_a_save_with_training_after_it_is_not_the_preemption_save(conn):
@@ -298,5 +307,6 @@ def test_infrastructure_evidence_too_thin_to_name_is_listed_and_lowers_the_fallb
     cp = _by_iteration(conn)[("save", 330)]
     assert cp.cause.category == "workload.straggler" and cp.cause.confidence < 0.5
     assert [(a.category, a.host, a.component) for a in cp.alternatives] == [
-        ("network.link_degraded", "leaf-01", "leaf-01:Ethernet2")]
+        ("network.link_degraded", "leaf-01", "leaf-01:Ethernet2")
+    ]
     assert cp.alternatives[0].confidence < cp.cause.confidence

@@ -109,8 +109,9 @@ def test_undated_restores_are_bounded_not_zero(variant):
     want = job["buckets_s"]["checkpoint_restore"]
     assert restores and want > 0
     assert want - 1.0 <= ours["checkpoint_restore"] <= want + len(restores) * (MODEL_BUILD_US / US + 1.0)
-    assert conn.execute("SELECT DISTINCT ts_precision FROM checkpoints_reconciled WHERE kind = 'restore' "
-                        "AND job_id = ?", [MAIN_JOB]).fetchall() == [("bounded",)]
+    assert conn.execute(
+        "SELECT DISTINCT ts_precision FROM checkpoints_reconciled WHERE kind = 'restore' AND job_id = ?", [MAIN_JOB]
+    ).fetchall() == [("bounded",)]
 
 
 def test_nfs_outage_in_journald_json_with_printk_stamps_explains_the_slow_save(variant):
@@ -142,11 +143,14 @@ def test_a_128_host_job_under_campus_sampling_names_its_ghost_link(tmp_path):
 
 
 @pytest.mark.campus  # 5e6-7e7 samples each
-@pytest.mark.parametrize(("nodes", "hours", "intervals", "seed"), [
-    (128, 3.0, SLOWEST, 21),  # a 64-host job, every fabric counter every 5 min
-    (512, 3.0, CAMPUS, 5),  # a 256-host job (the campus job, shorter)
-    (2048, 3.0, CAMPUS, 5),  # a 1,024-host job
-])
+@pytest.mark.parametrize(
+    ("nodes", "hours", "intervals", "seed"),
+    [
+        (128, 3.0, SLOWEST, 21),  # a 64-host job, every fabric counter every 5 min
+        (512, 3.0, CAMPUS, 5),  # a 256-host job (the campus job, shorter)
+        (2048, 3.0, CAMPUS, 5),  # a 1,024-host job
+    ],
+)
 def test_big_jobs_under_sparse_sampling_name_their_ghost_link(tmp_path, nodes, hours, intervals, seed):
     score = run_scenario(tmp_path, "ghost-link", seed, nodes=nodes, hours=hours, intervals=intervals, jobs=["1001"])
     assert score.caused >= 1

@@ -120,10 +120,15 @@ def test_sysfs_dump_counters_states_and_rate(conn):
     report = ingest_file(conn, path, IngestOptions(host="h100-01"))
     assert (report.format, report.rejected, report.hosts) == ("ib_counters", 0, ["h100-01"])
     # link_downed is an 8-bit PortCounters field: 255 is where it stopped, not a count (nor a rate)
-    assert conn.execute("SELECT count(*) FROM metrics WHERE metric = 'ib_port_link_downed_total' AND entity = "
-                        "'mlx5_1'").fetchone() == (0,)
-    assert any("3 legacy counters stuck at their maximum" in n and "mlx5_1 link_downed=255" in n
-               and "mlx5_0 excessive_buffer_overrun_errors=15" in n for n in report.notes)  # 4-bit: 15
+    assert conn.execute(
+        "SELECT count(*) FROM metrics WHERE metric = 'ib_port_link_downed_total' AND entity = 'mlx5_1'"
+    ).fetchone() == (0,)
+    assert any(
+        "3 legacy counters stuck at their maximum" in n
+        and "mlx5_1 link_downed=255" in n
+        and "mlx5_0 excessive_buffer_overrun_errors=15" in n
+        for n in report.notes
+    )  # 4-bit: 15
     assert value(conn, "ib_port_link_downed_total", "mlx5_0", "h100-01") == 0
     assert value(conn, "ib_port_rcv_data_bytes_total", "mlx5_0", "h100-01") == 230539874932483 * 4
     assert value(conn, "ib_port_xmit_wait_total", "mlx5_1", "h100-01") == 2489603687
@@ -214,8 +219,11 @@ def test_ibstat_space_indented_roce_ports_of_two_cas(conn):
     assert port_rows(conn) == {
         (ca, metric): v
         for ca in ("mlx5_0", "mlx5_1")
-        for metric, v in (("ib_port_state_id", 4), ("ib_port_physical_state_id", 5),
-                          ("ib_port_rate_bytes_per_second", 100e9 / 8))
+        for metric, v in (
+            ("ib_port_state_id", 4),
+            ("ib_port_physical_state_id", 5),
+            ("ib_port_rate_bytes_per_second", 100e9 / 8),
+        )
     }
 
 
@@ -230,5 +238,7 @@ def test_ibstat_is_recognised_without_format_and_odd_values_are_rejected_with_th
     report = ingest_file(conn, path, IngestOptions(host="n"))
     assert report.rejected == 2
     assert [s[:2] for s in report.reject_samples] == [
-        (16, "ibstat rate 'fast' is not a number of Gb/s"), (24, "unknown ibstat state 'Confused'")]
+        (16, "ibstat rate 'fast' is not a number of Gb/s"),
+        (24, "unknown ibstat state 'Confused'"),
+    ]
     assert port_rows(conn)[("mlx4_0:2", "ib_port_physical_state_id")] == 5

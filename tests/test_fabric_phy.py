@@ -262,4 +262,7 @@ def test_ethtool_per_queue_counters_keep_their_queue(conn):
     assert (report.format, report.rejected, report.rows) == ("ethtool_stats", 0, 10)
     got = dict(conn.execute("SELECT metric, value FROM metrics WHERE entity = 'ens4f1/q0'").fetchall())
     assert (got["eth_rx_bytes"], got["eth_tx_bytes"], got["eth_rx_ucast_packets"]) == (
-        79656136793, 2150215884532, 105342422)
+        79656136793,
+        2150215884532,
+        105342422,
+    )

@@ -63,8 +63,9 @@ def test_preemptions_and_routine_saves_are_never_a_component(campaign):
     preempted = next(f for f in truth["faults"] if f["category"] == "scheduler.preemption")
     hit_jobs = {h.job for r in report.rows for h in r.hits if h.job in preempted["jobs_affected"]}
     # the preempted job is in the window, yet only its real faults are charged
-    assert "1007" in report.jobs and all(h.category == "network.link_down" for r in report.rows for h in r.hits
-                                         if h.job in hit_jobs and h.job == "1007")
+    assert "1007" in report.jobs and all(
+        h.category == "network.link_down" for r in report.rows for h in r.hits if h.job in hit_jobs and h.job == "1007"
+    )
 
 
 def test_assets_carry_their_identities(campaign):
@@ -74,8 +75,9 @@ def test_assets_carry_their_identities(campaign):
     nic = by_id["gpu-004:mlx5_0"]
     conn = connect(db, read_only=True)
     uuid = conn.execute("SELECT any_value(uuid) FROM gpus WHERE host = 'gpu-002' AND entity = 'gpu0'").fetchone()[0]
-    far = conn.execute("SELECT any_value(switch || ':' || switch_port) FROM topology "
-                       "WHERE host = 'gpu-004' AND nic = 'mlx5_0'").fetchone()[0]
+    far = conn.execute(
+        "SELECT any_value(switch || ':' || switch_port) FROM topology WHERE host = 'gpu-004' AND nic = 'mlx5_0'"
+    ).fetchone()[0]
     conn.close()
     assert uuid.startswith("GPU-") and gpu.identity["uuid"] == uuid
     assert nic.identity["far_end"] == far and nic.identity["rack"] == "rack-01"
@@ -97,8 +99,19 @@ def test_cli_json_csv_and_table(campaign):
     doc = json.loads(res.stdout)
     assert doc["schema"] == "synestra.fleet/1" and doc["jobs"] == len(report.jobs)
     first = doc["components"][0]
-    assert {"asset", "failures", "incidents", "gpu_hours", "jobs", "first_seen", "last_seen", "lemon",
-            "lemon_reasons", "hits", "episodes"} <= set(first)
+    assert {
+        "asset",
+        "failures",
+        "incidents",
+        "gpu_hours",
+        "jobs",
+        "first_seen",
+        "last_seen",
+        "lemon",
+        "lemon_reasons",
+        "hits",
+        "episodes",
+    } <= set(first)
     res = run.invoke(cli, ["fleet", "--db", str(db), "--format", "csv", "--lemons"])
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert res.exit_code == 0 and len(rows) == len(report.lemons) and all(r["lemon"] == "True" for r in rows)

@@ -66,17 +66,20 @@ def _job_1001(tmp_path: Path, edit=None, sacct: bool = True) -> Path:
         lines = edit(lines)
     (folder / "1001.log").write_text("".join(lines))
     if sacct:
-        rows = [r for r in (SAMPLE / "sacct.txt").read_text().splitlines(keepends=True)
-                if r.startswith(("JobID", "1001"))]
+        rows = [
+            r for r in (SAMPLE / "sacct.txt").read_text().splitlines(keepends=True) if r.startswith(("JobID", "1001"))
+        ]
         (folder / "sacct.txt").write_text("".join(rows))
     return folder
 
 
 def _stamp(lineno: int, stamp: str):
     """Replace the time stamp of line `lineno` (1-based) by `stamp`."""
+
     def edit(lines):
         lines[lineno - 1] = re.sub(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\]", f"[{stamp}]", lines[lineno - 1], count=1)
         return lines
+
     return edit
 
 
@@ -100,16 +103,26 @@ def _clean_tax(tmp_path_factory, sacct: bool) -> dict:
     return CLEAN[sacct]
 
 
-@pytest.mark.parametrize(("line", "stamp", "sacct"), [
-    (60, "1970-01-01 00:00:00.000000", True),    # a save's start after an RTC reset
-    (61, "2099-01-01 00:00:00.000000", True),    # a save's end in 2099
-    (201, "2099-06-01 00:00:00.000000", False),  # one iteration line in 2099, no sacct
-    (383, "2099-06-01 00:00:00.000000", False),  # the last line of the log in 2099, no sacct
-    (1, "1970-01-01 00:00:00.000000", False),    # the first line of the log in 1970, no sacct
-], ids=["save-start-1970", "save-end-2099", "iteration-2099-no-sacct", "last-line-2099-no-sacct",
-        "first-line-1970-no-sacct"])
-def test_one_wrong_clock_on_a_job_log_line_gives_the_clean_tax_and_a_note(tmp_path, tmp_path_factory, line, stamp,
-                                                                          sacct):
+@pytest.mark.parametrize(
+    ("line", "stamp", "sacct"),
+    [
+        (60, "1970-01-01 00:00:00.000000", True),  # a save's start after an RTC reset
+        (61, "2099-01-01 00:00:00.000000", True),  # a save's end in 2099
+        (201, "2099-06-01 00:00:00.000000", False),  # one iteration line in 2099, no sacct
+        (383, "2099-06-01 00:00:00.000000", False),  # the last line of the log in 2099, no sacct
+        (1, "1970-01-01 00:00:00.000000", False),  # the first line of the log in 1970, no sacct
+    ],
+    ids=[
+        "save-start-1970",
+        "save-end-2099",
+        "iteration-2099-no-sacct",
+        "last-line-2099-no-sacct",
+        "first-line-1970-no-sacct",
+    ],
+)
+def test_one_wrong_clock_on_a_job_log_line_gives_the_clean_tax_and_a_note(
+    tmp_path, tmp_path_factory, line, stamp, sacct
+):
     db = tmp_path / "s.duckdb"
     res = invoke("ingest", str(_job_1001(tmp_path, _stamp(line, stamp), sacct=sacct)), "--db", str(db))
     assert res.exit_code == 0
@@ -124,10 +137,12 @@ def test_one_wrong_clock_on_a_job_log_line_gives_the_clean_tax_and_a_note(tmp_pa
 
 def test_a_job_requeued_days_later_keeps_its_times(tmp_path, tmp_path_factory):
     """Not a wrong clock: from line 200 on the log is three days later (many lines, in order)."""
+
     def later(lines):
         def shift(m):
             t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f") + timedelta(days=3)
             return f"[{t:%Y-%m-%d %H:%M:%S.%f}]"
+
         return lines[:199] + [re.sub(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\]", shift, ln) for ln in lines[199:]]
 
     db = tmp_path / "s.duckdb"
@@ -138,9 +153,15 @@ def test_a_job_requeued_days_later_keeps_its_times(tmp_path, tmp_path_factory):
 
 def _cut(attempt, start, end, **secs):
     t0 = datetime(2026, 1, 1)
-    cut = {"attempt": attempt, "start_ts": t0 + timedelta(seconds=start), "end_ts": t0 + timedelta(seconds=end),
-           "failed": secs.pop("failed", False), "state": None, "last_iteration": secs.pop("last", 100),
-           "saved_iteration": secs.pop("saved", 100)}
+    cut = {
+        "attempt": attempt,
+        "start_ts": t0 + timedelta(seconds=start),
+        "end_ts": t0 + timedelta(seconds=end),
+        "failed": secs.pop("failed", False),
+        "state": None,
+        "last_iteration": secs.pop("last", 100),
+        "saved_iteration": secs.pop("saved", 100),
+    }
     for key in ("save_s", "restore_s", "startup_s", "lost_work_s", "hang_s", "requeue_s"):
         cut[key] = secs.get(key, 0.0)
     return cut
@@ -150,16 +171,38 @@ SECONDS = st.floats(min_value=-2e9, max_value=2e9, allow_nan=False)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 1e6), st.floats(-1e5, 1e6), SECONDS, SECONDS, SECONDS, SECONDS, SECONDS,
-                          SECONDS, st.booleans()), min_size=1, max_size=4),
-       st.floats(0, 1e4), st.integers(0, 10**6), st.floats(-1e9, 1e9, allow_nan=False))
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0, 1e6), st.floats(-1e5, 1e6), SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, st.booleans()
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.floats(0, 1e4),
+    st.integers(0, 10**6),
+    st.floats(-1e9, 1e9, allow_nan=False),
+)
 def test_no_bucket_is_ever_negative_and_they_sum_to_the_wall_time(attempts, ideal, iterations, degraded_s):
     """Whatever the logs' clocks make of the attempts' cut instants, the partition holds."""
     from synestra_cli.accounting.buckets import DegradedWindow
 
-    cuts = [_cut(i + 1, start, start + length, save_s=a, restore_s=b, startup_s=c, lost_work_s=d, hang_s=e,
-                 requeue_s=f, failed=failed, last=iterations)
-            for i, (start, length, a, b, c, d, e, f, failed) in enumerate(attempts)]
+    cuts = [
+        _cut(
+            i + 1,
+            start,
+            start + length,
+            save_s=a,
+            restore_s=b,
+            startup_s=c,
+            lost_work_s=d,
+            hang_s=e,
+            requeue_s=f,
+            failed=failed,
+            last=iterations,
+        )
+        for i, (start, length, a, b, c, d, e, f, failed) in enumerate(attempts)
+    ]
     window = DegradedWindow(datetime(2026, 1, 1), datetime(2026, 1, 2), degraded_s)
     jb = assemble("j", 8, cuts, ideal, [window], 0)
     assert set(jb.buckets_s) == set(BUCKETS)
@@ -169,6 +212,7 @@ def test_no_bucket_is_ever_negative_and_they_sum_to_the_wall_time(attempts, idea
 
 
 # ---------------------------------------------------------------- item 3a: NaN samples are no evidence
+
 
 def test_nan_samples_are_never_anomaly_evidence(conn):
     sc = Scenario(conn).cluster()
@@ -190,8 +234,17 @@ def _reactive_job_on_a_bad_port(conn) -> None:
     sc.checkpoint(1, "save", 400, t)
     sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
     for i, _host in enumerate(HOSTS):
-        sc.series("leaf-01", f"Ethernet{i + 1}", "port_symbol_errors_total", -1800, t + 600, 30, 0.0,
-                  (300, 1e9, 0.5) if i == 1 else None, counter=True)
+        sc.series(
+            "leaf-01",
+            f"Ethernet{i + 1}",
+            "port_symbol_errors_total",
+            -1800,
+            t + 600,
+            30,
+            0.0,
+            (300, 1e9, 0.5) if i == 1 else None,
+            counter=True,
+        )
     return sc
 
 
@@ -213,6 +266,7 @@ def test_nan_samples_do_not_raise_a_causes_confidence(tmp_path):
 
 # ---------------------------------------------------------------- item 6: CPU-only jobs
 
+
 def test_tax_report_table_on_cpu_only_slurm_jobs(tmp_path):
     sacct = tmp_path / "sacct.txt"
     sacct.write_text(re.sub(r",gres/gpu=\d+", "", (SAMPLE / "sacct.txt").read_text()))
@@ -226,6 +280,7 @@ def test_tax_report_table_on_cpu_only_slurm_jobs(tmp_path):
 
 
 # ---------------------------------------------------------------- item 11: `sql` cannot write or reach out
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
@@ -271,13 +326,17 @@ def test_sql_cannot_reach_its_own_store_through_a_hard_link(store, tmp_path):
     assert _counts(store) == before
 
 
-@pytest.mark.parametrize("query", [
-    "COPY (SELECT * FROM sources) TO '{out}'",
-    "EXPORT DATABASE '{out}'",
-    "PRAGMA profiling_output = '{out}'; PRAGMA enable_profiling = 'json'; SELECT count(*) FROM steps",
-    "SET profiling_output = '{out}'",
-    "SELECT * FROM read_csv('{out}')",
-], ids=["copy-to", "export-database", "pragma-profiling-output", "set-profiling-output", "read-csv"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "COPY (SELECT * FROM sources) TO '{out}'",
+        "EXPORT DATABASE '{out}'",
+        "PRAGMA profiling_output = '{out}'; PRAGMA enable_profiling = 'json'; SELECT count(*) FROM steps",
+        "SET profiling_output = '{out}'",
+        "SELECT * FROM read_csv('{out}')",
+    ],
+    ids=["copy-to", "export-database", "pragma-profiling-output", "set-profiling-output", "read-csv"],
+)
 def test_sql_cannot_write_or_read_any_other_file(store, tmp_path, query):
     out = tmp_path / "out"
     res = _sql(store, query.format(out=out))
@@ -285,13 +344,17 @@ def test_sql_cannot_write_or_read_any_other_file(store, tmp_path, query):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("query", [
-    "INSTALL httpfs",
-    "LOAD httpfs",
-    "CREATE SECRET s (TYPE s3, KEY_ID 'k', SECRET 's')",
-    "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'k', SECRET 's')",
-    "SELECT * FROM read_csv('https://example.com/x.csv')",
-], ids=["install-httpfs", "load-httpfs", "create-secret", "create-persistent-secret", "read-url"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "CREATE SECRET s (TYPE s3, KEY_ID 'k', SECRET 's')",
+        "CREATE PERSISTENT SECRET s (TYPE s3, KEY_ID 'k', SECRET 's')",
+        "SELECT * FROM read_csv('https://example.com/x.csv')",
+    ],
+    ids=["install-httpfs", "load-httpfs", "create-secret", "create-persistent-secret", "read-url"],
+)
 def test_sql_never_reaches_for_the_network_or_an_extension(store, query, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # where DuckDB keeps extensions and persistent secrets
     res = run("sql", query, db=store, env={"HOME": str(tmp_path)})
@@ -299,13 +362,17 @@ def test_sql_never_reaches_for_the_network_or_an_extension(store, query, tmp_pat
     assert not (tmp_path / ".duckdb").exists()
 
 
-@pytest.mark.parametrize("query", [
-    "SET enable_external_access = true",
-    "SET lock_configuration = false",
-    "RESET enable_external_access",
-    "SET autoinstall_known_extensions = true",
-    "SET memory_limit = '100GB'",
-], ids=["enable-external-access", "unlock", "reset", "autoinstall", "memory-limit"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SET enable_external_access = true",
+        "SET lock_configuration = false",
+        "RESET enable_external_access",
+        "SET autoinstall_known_extensions = true",
+        "SET memory_limit = '100GB'",
+    ],
+    ids=["enable-external-access", "unlock", "reset", "autoinstall", "memory-limit"],
+)
 def test_sql_cannot_undo_the_lock(store, query, tmp_path):
     out = tmp_path / "must-not-exist.csv"
     res = _sql(store, f"{query}; COPY (SELECT 1) TO '{out}'")
@@ -317,8 +384,14 @@ def test_sql_cannot_undo_the_lock(store, query, tmp_path):
 def test_sql_still_reads_the_store_with_views_and_macros(store):
     res = _sql(store, "SELECT job_id, count(*) AS n FROM steps_reconciled GROUP BY job_id ORDER BY job_id")
     assert res.exit_code == 0 and "1001" in res.stdout and "1008" in res.stdout
-    res = invoke("sql", "SELECT to_utc(TIMESTAMP '2026-06-01 12:00:00', 'Europe/Paris') AS t", "--db", str(store),
-                 "--format", "csv")
+    res = invoke(
+        "sql",
+        "SELECT to_utc(TIMESTAMP '2026-06-01 12:00:00', 'Europe/Paris') AS t",
+        "--db",
+        str(store),
+        "--format",
+        "csv",
+    )
     assert res.stdout == "t\n2026-06-01T10:00:00.000Z\n"
 
 
@@ -346,12 +419,15 @@ def test_escape_sequences_in_log_lines_and_file_names_are_shown_escaped(tmp_path
     log = (SAMPLE / "jobs" / "1008.log").read_text()
     (folder / f"job{EVIL}.log").write_text(log + f"garbage line {EVIL}\n")
     db = tmp_path / "s.duckdb"
-    views = [invoke("ingest", str(folder), "--job", "1008", "--db", str(db)),
-             invoke("sources", "--db", str(db)), invoke("jobs", "--db", str(db)),
-             invoke("jobs", "--job", "1008", "--db", str(db)),
-             invoke("explain", "--job", "1008", "--db", str(db)),
-             invoke("sql", "SELECT path, chr(27) || '[2J' || chr(155) || '2J' AS x FROM sources", "--db", str(db)),
-             invoke("sql", "SELECT name FROM jobs_reconciled", "--db", str(db))]
+    views = [
+        invoke("ingest", str(folder), "--job", "1008", "--db", str(db)),
+        invoke("sources", "--db", str(db)),
+        invoke("jobs", "--db", str(db)),
+        invoke("jobs", "--job", "1008", "--db", str(db)),
+        invoke("explain", "--job", "1008", "--db", str(db)),
+        invoke("sql", "SELECT path, chr(27) || '[2J' || chr(155) || '2J' AS x FROM sources", "--db", str(db)),
+        invoke("sql", "SELECT name FROM jobs_reconciled", "--db", str(db)),
+    ]
     for res in views:
         assert res.exit_code == 0, res.output
         for ch in ("\x1b", "\x07", "\x9b"):
@@ -363,6 +439,7 @@ def test_escape_sequences_in_log_lines_and_file_names_are_shown_escaped(tmp_path
 
 
 # ---------------------------------------------------------------- item 13 (sql half): streamed results
+
 
 def test_sql_streams_its_result_in_record_batches(conn):
     from synestra_cli.inspect import stream_sql
@@ -390,12 +467,22 @@ def test_sql_csv_and_jsonl_exports_are_whole_and_in_order(store):
 
 # ---------------------------------------------------------------- item 14: variables and store paths
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("SYNESTRA_THREADS", "abc"), ("SYNESTRA_THREADS", "999999"), ("SYNESTRA_THREADS", "0"),
-    ("SYNESTRA_MEMORY_LIMIT", "lots"), ("SYNESTRA_MEMORY_LIMIT", "-1GB"),
-    ("SYNESTRA_LOCK_WAIT", "soon"), ("SYNESTRA_LOCK_WAIT", "nan"), ("SYNESTRA_LOCK_WAIT", "-3"),
-    ("SYNESTRA_WORKERS", "many"), ("SYNESTRA_INGEST_WORKERS", "0"),
-])
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("SYNESTRA_THREADS", "abc"),
+        ("SYNESTRA_THREADS", "999999"),
+        ("SYNESTRA_THREADS", "0"),
+        ("SYNESTRA_MEMORY_LIMIT", "lots"),
+        ("SYNESTRA_MEMORY_LIMIT", "-1GB"),
+        ("SYNESTRA_LOCK_WAIT", "soon"),
+        ("SYNESTRA_LOCK_WAIT", "nan"),
+        ("SYNESTRA_LOCK_WAIT", "-3"),
+        ("SYNESTRA_WORKERS", "many"),
+        ("SYNESTRA_INGEST_WORKERS", "0"),
+    ],
+)
 def test_a_malformed_variable_is_one_line_and_exit_2_never_a_hang(store, name, value):
     args = ["ingest", str(SAMPLE / "sacct.txt")] if name == "SYNESTRA_INGEST_WORKERS" else ["tax-report"]
     db = store if args[0] != "ingest" else store.parent / "w.duckdb"
@@ -467,8 +554,13 @@ def open_dir():
 
 
 def _as_nobody(*args: str, db: Path):
-    return subprocess.run([*_unprivileged(), SYNESTRA, *args, "--db", str(db)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "HOME": str(db.parent)})
+    return subprocess.run(
+        [*_unprivileged(), SYNESTRA, *args, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(db.parent)},
+    )
 
 
 def test_db_in_a_read_only_folder_is_a_clear_error(open_dir):
@@ -491,11 +583,20 @@ def test_a_read_only_store_refuses_ingest_but_serves_reads(open_dir, store):
 
 # ---------------------------------------------------------------- item 15: options, signals, exit codes
 
-@pytest.mark.parametrize("args", [
-    ["--gpu-hour-price", "-1"], ["--gpu-hour-price", "nan"], ["--gpu-hour-price", "inf"],
-    ["--capacity-gpus", "0"], ["--fail-over", "nan"], ["--fail-over", "-5"],
-    ["--since", "2026-11-04", "--until", "2026-11-01"],
-], ids=lambda a: " ".join(a))
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gpu-hour-price", "-1"],
+        ["--gpu-hour-price", "nan"],
+        ["--gpu-hour-price", "inf"],
+        ["--capacity-gpus", "0"],
+        ["--fail-over", "nan"],
+        ["--fail-over", "-5"],
+        ["--since", "2026-11-04", "--until", "2026-11-01"],
+    ],
+    ids=lambda a: " ".join(a),
+)
 def test_tax_report_refuses_impossible_options(store, args):
     res = invoke("tax-report", *args, "--db", str(store))
     assert res.exit_code == ExitCode.USAGE and TRACEBACK not in res.output
@@ -528,9 +629,17 @@ def test_an_empty_time_window_says_so_and_is_not_an_empty_store(store):
         assert "job(s) ran 2026-11-02" in res.stderr
 
 
-@pytest.mark.parametrize("args", [["sources"], ["jobs"], ["sql", "SELECT * FROM range(2000000)", "--format", "csv"],
-                                  ["explain", "--job", "1008"], ["tax-report", "--format", "csv"]],
-                         ids=lambda a: a[0])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sources"],
+        ["jobs"],
+        ["sql", "SELECT * FROM range(2000000)", "--format", "csv"],
+        ["explain", "--job", "1008"],
+        ["tax-report", "--format", "csv"],
+    ],
+    ids=lambda a: a[0],
+)
 def test_a_closed_pipe_ends_quietly_with_0(store, args):
     """`synestra ... | head -1`: the reader goes away after one line."""
     proc = subprocess.Popen([SYNESTRA, *args, "--db", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -542,8 +651,13 @@ def test_a_closed_pipe_ends_quietly_with_0(store, args):
 
 def test_ctrl_c_during_ingest_exits_130_and_leaves_the_store_whole(tmp_path):
     db = tmp_path / "s.duckdb"
-    proc = subprocess.Popen([SYNESTRA, "ingest", str(SAMPLE), "--db", str(db)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "SYNESTRA_INGEST_WORKERS": "1"})
+    proc = subprocess.Popen(
+        [SYNESTRA, "ingest", str(SAMPLE), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SYNESTRA_INGEST_WORKERS": "1"},
+    )
     for line in proc.stderr:  # the first file is in: interrupt the rest
         if "rows" in line:
             break

@@ -31,8 +31,10 @@ SYSLOG = "".join(f"Nov 29 10:00:{i:02d} gpu-017 kernel: line {i}\n" for i in ran
 MORE_SYSLOG = "".join(f"Nov 29 10:01:{i:02d} gpu-017 kernel: later {i}\n" for i in range(1, 3))
 DMESG = "[    5.123456] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, GPU has fallen off the bus.\n"
 SACCT_HEADER = "JobID|JobName|User|State|ExitCode|Start|End|Elapsed|NodeList|AllocTRES\n"
-SACCT_ROW = ("{job}|train|ana|COMPLETED|0:0|2026-11-29T10:00:00|2026-11-29T11:00:00|{elapsed}|gpu-[001-002]|"
-             "billing=16,cpu=16,gres/gpu=16,node=2\n")
+SACCT_ROW = (
+    "{job}|train|ana|COMPLETED|0:0|2026-11-29T10:00:00|2026-11-29T11:00:00|{elapsed}|gpu-[001-002]|"
+    "billing=16,cpu=16,gres/gpu=16,node=2\n"
+)
 
 
 def _count(c, sql: str, params=None) -> int:
@@ -44,6 +46,7 @@ def _syslog_events(c) -> list[tuple[int, str]]:
 
 
 # --- item 2: a grown file adds only its new lines; a changed one replaces the old source ---------------
+
 
 def test_2_a_grown_syslog_adds_only_its_new_lines_numbered_after_the_old_ones(tmp_path, db_path):
     f = tmp_path / "messages"
@@ -101,12 +104,15 @@ def test_2_a_replacement_that_fails_leaves_the_old_source_as_it_was(tmp_path, db
 
 # --- item 3b: duplicate samples are rejected as Prometheus does ------------------------------------------
 
+
 def test_3b_a_duplicate_sample_with_another_value_is_rejected_and_reported(tmp_path, db_path):
     f = tmp_path / "dump.txt"  # promtool tsdb dump lines: {labels} value timestamp_ms
-    f.write_text('{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 61 1764410400000\n'
-                 '{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 90 1764410400000\n'
-                 '{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 61 1764410415000\n'
-                 '{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 61 1764410415000\n')
+    f.write_text(
+        '{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 61 1764410400000\n'
+        '{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 90 1764410400000\n'
+        '{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 61 1764410415000\n'
+        '{__name__="DCGM_FI_DEV_GPU_TEMP", Hostname="gpu-017", gpu="0"} 61 1764410415000\n'
+    )
     with open_store(db_path) as c:
         report = ingest_file(c, f, IngestOptions())
         values = c.execute("SELECT epoch(ts)::BIGINT, value FROM metrics ORDER BY ts").fetchall()
@@ -119,6 +125,7 @@ def test_3b_a_duplicate_sample_with_another_value_is_rejected_and_reported(tmp_p
 
 
 # --- item 4: every exception inside one file's load is that file's failure; bad times never stay --------
+
 
 def _gnmi_nested(depth: int) -> str:
     event = json.loads((REAL_SAMPLES / "fabric" / "gh-gnmic-613_event-format_psu.json").read_text())[0]
@@ -146,8 +153,9 @@ def test_4_one_hostile_file_fails_alone_and_leaves_no_row_before_year_1(tmp_path
     good.write_text(SYSLOG)
     with open_store(db_path) as c:
         reports = ingest_paths(c, [bad, good], IngestOptions(year=2026))
-        out_of_range = sum(_count(c, f"SELECT count(*) FROM {t} WHERE ts < TIMESTAMP '0001-01-01'")
-                           for t in ("events", "metrics"))
+        out_of_range = sum(
+            _count(c, f"SELECT count(*) FROM {t} WHERE ts < TIMESTAMP '0001-01-01'") for t in ("events", "metrics")
+        )
     assert reports[1].status == "loaded"  # the rest go on
     assert reports[0].status == "failed" or reports[0].rejected, reports[0]
     assert reports[0].error or reports[0].reject_samples
@@ -173,6 +181,7 @@ def test_4_the_cli_reports_a_hostile_file_in_one_line_and_exits_3(tmp_path):
 
 
 # --- item 5: nothing skipped silently ---------------------------------------------------------------------
+
 
 def test_5_a_symlinked_folder_is_followed_once_even_through_a_loop(tmp_path, db_path):
     real = tmp_path / "elsewhere"
@@ -269,11 +278,15 @@ def test_5_utf16_is_decoded(tmp_path, db_path, codec):
 
 # --- item 7: one absurd sacct Elapsed is one rejected row ---------------------------------------------------
 
+
 def test_7_an_elapsed_of_24856_days_is_one_rejected_row_not_a_lost_file(tmp_path, db_path):
     f = tmp_path / "sacct.txt"
-    f.write_text(SACCT_HEADER + SACCT_ROW.format(job=1001, elapsed="01:00:00")
-                 + SACCT_ROW.format(job=1002, elapsed="24856-00:00:00")
-                 + SACCT_ROW.format(job=1003, elapsed="99999999999999999999-00:00:00"))
+    f.write_text(
+        SACCT_HEADER
+        + SACCT_ROW.format(job=1001, elapsed="01:00:00")
+        + SACCT_ROW.format(job=1002, elapsed="24856-00:00:00")
+        + SACCT_ROW.format(job=1003, elapsed="99999999999999999999-00:00:00")
+    )
     with open_store(db_path) as c:
         report = ingest_file(c, f, IngestOptions())
         jobs = c.execute("SELECT job_id FROM jobs").fetchall()
@@ -283,6 +296,7 @@ def test_7_an_elapsed_of_24856_days_is_one_rejected_row_not_a_lost_file(tmp_path
 
 
 # --- item 8: sources keyed on content and the options that change what is read; forget --------------------
+
 
 def test_8_the_same_dmesg_bytes_from_a_second_host_load(tmp_path, db_path):
     f = tmp_path / "dmesg.txt"
@@ -348,6 +362,7 @@ def test_8_forget_on_the_command_line_is_all_or_nothing(tmp_path):
 
 # --- item 9: a store that cannot be written stops the run with its own exit code ---------------------------
 
+
 def _limit_file_size():  # a disk that fills: writes beyond 1.5 MB fail with EFBIG
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (1_500_000, 1_500_000))
@@ -358,18 +373,26 @@ def test_9_a_full_disk_stops_at_the_first_store_error_with_exit_8(tmp_path):
     folder.mkdir()
     for i in range(6):  # ~0.6 MB of events each
         with gzip.open(folder / f"node{i}.log.gz", "wt") as f:
-            f.writelines(f"Nov 29 10:{j // 60 % 60:02d}:{j % 60:02d} node{i} kernel: message {j} {'x' * 40}\n"
-                         for j in range(8000))
+            f.writelines(
+                f"Nov 29 10:{j // 60 % 60:02d}:{j % 60:02d} node{i} kernel: message {j} {'x' * 40}\n"
+                for j in range(8000)
+            )
     synestra = [sys.executable, "-c", "from synestra_cli.cli.main import cli; cli()"]
-    run = subprocess.run([*synestra, "ingest", str(folder), "--year", "2026", "--db", str(tmp_path / "s.duckdb")],
-                         preexec_fn=_limit_file_size, capture_output=True, text=True,
-                         env={**os.environ, "SYNESTRA_INGEST_WORKERS": "1"}, timeout=300)
+    run = subprocess.run(
+        [*synestra, "ingest", str(folder), "--year", "2026", "--db", str(tmp_path / "s.duckdb")],
+        preexec_fn=_limit_file_size,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYNESTRA_INGEST_WORKERS": "1"},
+        timeout=300,
+    )
     assert run.returncode == ExitCode.STORE, run.stderr
     assert "cannot be written" in run.stderr and "Traceback" not in run.stderr
     assert run.stderr.count("error:") == 1  # one line, not one per remaining file
 
 
 # --- item 10: the store is checked on open ------------------------------------------------------------------
+
 
 def test_10_a_store_written_by_a_newer_synestra_is_refused(db_path):
     with open_store(db_path) as c:
@@ -410,6 +433,7 @@ def test_10_corruption_found_mid_query_is_one_clear_error():
 
 # --- item 13: the clock-order check streams; its answer does not depend on the batch size -----------------
 
+
 def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, monkeypatch):
     from synestra_cli.formats import syslog
 
@@ -444,8 +468,11 @@ def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypa
             monkeypatch.setattr(syslog, "CHUNK_BYTES", 1)
         with open_store(tmp_path / f"s{chunked}.duckdb") as c:
             report = ingest_file(c, f, IngestOptions())
-            loaded[chunked] = (report.rows, report.rejected,
-                               c.execute("SELECT line, ts, message FROM events ORDER BY line").fetchall())
+            loaded[chunked] = (
+                report.rows,
+                report.rejected,
+                c.execute("SELECT line, ts, message FROM events ORDER BY line").fetchall(),
+            )
     assert loaded[True] == loaded[False]
     rows, rejected, events = loaded[True]
     assert (rows, rejected) == (24, 0) and events[2][2].endswith("message 3\n    continued 3")
@@ -453,6 +480,7 @@ def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypa
 
 
 # --- exit codes: a documented table, the same in README.md, docs/formats.md (ingest) and `synestra -h` ------
+
 
 def test_every_exit_code_is_in_the_readme_table_and_the_help():
     import re

@@ -19,8 +19,7 @@ def test_padding_follows_the_range_start_as_written():
 
 
 def test_several_bracket_groups_form_a_product_in_order():
-    assert expand("cpn-k[07-08]-05-[01-02]") == [
-        "cpn-k07-05-01", "cpn-k07-05-02", "cpn-k08-05-01", "cpn-k08-05-02"]
+    assert expand("cpn-k[07-08]-05-[01-02]") == ["cpn-k07-05-01", "cpn-k07-05-02", "cpn-k08-05-01", "cpn-k08-05-02"]
 
 
 def test_plain_comma_lists_and_mixed_items():
@@ -43,9 +42,11 @@ def test_huge_ranges_are_refused_not_expanded():
         expand(f"n[0-{MAX_HOSTS * 10}]")
 
 
-@given(prefix=st.from_regex(r"[a-z][a-z-]{0,5}", fullmatch=True),
-       nums=st.lists(st.integers(0, 999), min_size=1, max_size=20, unique=True),
-       width=st.integers(1, 4))
+@given(
+    prefix=st.from_regex(r"[a-z][a-z-]{0,5}", fullmatch=True),
+    nums=st.lists(st.integers(0, 999), min_size=1, max_size=20, unique=True),
+    width=st.integers(1, 4),
+)
 def test_property_listing_numbers_expands_to_exactly_those_names(prefix, nums, width):
     nums = sorted(nums)
     spec = ",".join(str(n).zfill(width) for n in nums)

@@ -13,7 +13,8 @@ from pathlib import Path
 import synestra_cli
 
 LIBRARY_MODULES = [
-    m.name for m in pkgutil.walk_packages(synestra_cli.__path__, "synestra_cli.")
+    m.name
+    for m in pkgutil.walk_packages(synestra_cli.__path__, "synestra_cli.")
     if not m.name.startswith("synestra_cli.cli")
 ]
 
@@ -51,7 +52,8 @@ def test_no_test_reads_the_shared_folder_beside_the_clone():
     """A clone alone must pass: real samples live in tests/data/ with their provenance."""
     tests = Path(__file__).resolve().parent
     offenders = [
-        p.name for p in tests.glob("*.py")
+        p.name
+        for p in tests.glob("*.py")
         if p.name != Path(__file__).name and ('"shared"' in (text := p.read_text()) or "../shared" in text)
     ]
     assert offenders == []

@@ -44,7 +44,9 @@ def _load_lines(ctx) -> LoadResult:
 
 
 LINES = types.SimpleNamespace(
-    NAME="lines", DESCRIPTION="test: one event per line", load=_load_lines,
+    NAME="lines",
+    DESCRIPTION="test: one event per line",
+    load=_load_lines,
     sniff=lambda head: 1.0 if head.startswith("line") else 0.0,
 )
 
@@ -158,7 +160,7 @@ def test_folders_are_walked_recursively_and_hidden_files_skipped(tmp_path, db_pa
 
 
 def test_cli_ingest_reports_on_stderr_and_exits_3_when_a_file_fails(tmp_path):
-    quoted = tmp_path / "it's \"quoted\".log"
+    quoted = tmp_path / 'it\'s "quoted".log'
     quoted.write_text("line q\n")
     empty = tmp_path / "empty.log"
     empty.write_text("")
@@ -232,8 +234,9 @@ def test_a_gzip_header_mtime_dates_the_content_even_after_a_checkout_resets_the_
 def _lines_and_a_shared_catalog_row(ctx) -> LoadResult:
     """Like LINES, and every file adds the same catalog row, slowly: concurrent files must collide."""
     result = _load_lines(ctx)
-    ctx.conn.execute("INSERT INTO metric_catalog VALUES ('shared', 'x', 'gauge', 'every file adds me') "
-                     "ON CONFLICT DO NOTHING")
+    ctx.conn.execute(
+        "INSERT INTO metric_catalog VALUES ('shared', 'x', 'gauge', 'every file adds me') ON CONFLICT DO NOTHING"
+    )
     time.sleep(0.05)  # hold the transaction open while another worker writes the same row
     return result
 
@@ -257,8 +260,9 @@ def test_files_load_in_parallel_as_they_would_one_at_a_time(tmp_path):
         with open_store(db) as c:
             reports = ingest_paths(c, [tmp_path / "in"], IngestOptions(), workers=workers)
             sources = c.execute("SELECT source_id, path, rows FROM sources ORDER BY source_id").fetchall()
-            events = c.execute("SELECT s.path, e.line, e.message FROM events e JOIN sources s USING (source_id) "
-                               "ORDER BY ALL").fetchall()
+            events = c.execute(
+                "SELECT s.path, e.line, e.message FROM events e JOIN sources s USING (source_id) ORDER BY ALL"
+            ).fetchall()
         assert [r.path for r in reports] == [str(tmp_path / "in" / f"f{i:02d}.log") for i in range(9)]
         assert sorted(r.status for r in reports) == ["loaded"] * 8 + ["skipped"]  # the copy loads once
         # ids follow the order files were given in, whichever finished first

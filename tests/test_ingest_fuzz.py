@@ -47,11 +47,32 @@ SEED_LINES = {name: path.read_bytes().splitlines(keepends=True)[:60] for name, p
 NOISE = st.one_of(
     st.binary(max_size=80),
     st.text(max_size=80).map(lambda t: t.encode("utf-8", "surrogatepass")),
-    st.sampled_from([b"", b"\n", b"\x00\x00", b"\xef\xbb\xbf", b"\xff\xfe", b"null", b"[[[[", b"}", b"-1e400",
-                     b"nan", b"9" * 40, b"0000-01-01T00:00:00Z", b"|||||", b"\t\t", b"\r\n", b"\x1b[2J"]),
+    st.sampled_from(
+        [
+            b"",
+            b"\n",
+            b"\x00\x00",
+            b"\xef\xbb\xbf",
+            b"\xff\xfe",
+            b"null",
+            b"[[[[",
+            b"}",
+            b"-1e400",
+            b"nan",
+            b"9" * 40,
+            b"0000-01-01T00:00:00Z",
+            b"|||||",
+            b"\t\t",
+            b"\r\n",
+            b"\x1b[2J",
+        ]
+    ),
 )
-MUTATION = st.tuples(st.sampled_from(["delete", "repeat", "truncate", "replace", "insert", "swap"]),
-                     st.integers(min_value=0, max_value=10_000), NOISE)
+MUTATION = st.tuples(
+    st.sampled_from(["delete", "repeat", "truncate", "replace", "insert", "swap"]),
+    st.integers(min_value=0, max_value=10_000),
+    NOISE,
+)
 
 
 def _mutate(lines: list[bytes], mutations: list[tuple[str, int, bytes]]) -> bytes:
@@ -70,7 +91,7 @@ def _mutate(lines: list[bytes], mutations: list[tuple[str, int, bytes]]) -> byte
         elif op == "replace":
             lines[i] = noise + b"\n"
         elif op == "insert":
-            lines[i] = lines[i][: at % (len(lines[i]) + 1)] + noise + lines[i][at % (len(lines[i]) + 1):]
+            lines[i] = lines[i][: at % (len(lines[i]) + 1)] + noise + lines[i][at % (len(lines[i]) + 1) :]
         else:
             j = (at // 7) % len(lines)
             lines[i], lines[j] = lines[j], lines[i]
@@ -83,8 +104,9 @@ def _counts(c) -> dict[str, int]:
 
 def _orphans(c) -> int:
     union = " UNION ".join(f'SELECT DISTINCT source_id FROM "{t.name}"' for t in sourced_tables(c))
-    return c.execute(f"SELECT count(*) FROM ({union}) WHERE source_id NOT IN (SELECT source_id FROM sources)"
-                     ).fetchone()[0]
+    return c.execute(
+        f"SELECT count(*) FROM ({union}) WHERE source_id NOT IN (SELECT source_id FROM sources)"
+    ).fetchone()[0]
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +116,25 @@ def store(tmp_path_factory):
         yield conn, path.parent
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
-@given(seed=st.sampled_from(sorted(SEEDS)), mutations=st.lists(MUTATION, max_size=8),
-       random_only=st.booleans(), options=st.sampled_from([IngestOptions(), IngestOptions(year=2026),
-                                                           IngestOptions(timezone="Europe/Paris"),
-                                                           IngestOptions(host="gpu-017", job_id="1003")]))
-def test_mutated_inputs_never_escape_never_leave_partial_files_and_are_reported(store, seed, mutations,
-                                                                               random_only, options):
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    seed=st.sampled_from(sorted(SEEDS)),
+    mutations=st.lists(MUTATION, max_size=8),
+    random_only=st.booleans(),
+    options=st.sampled_from(
+        [
+            IngestOptions(),
+            IngestOptions(year=2026),
+            IngestOptions(timezone="Europe/Paris"),
+            IngestOptions(host="gpu-017", job_id="1003"),
+        ]
+    ),
+)
+def test_mutated_inputs_never_escape_never_leave_partial_files_and_are_reported(
+    store, seed, mutations, random_only, options
+):
     conn, folder = store
     data = b"".join(m[2] + b"\n" for m in mutations) if random_only else _mutate(SEED_LINES[seed], mutations)
     f = folder / SEEDS[seed].name  # one path per seed: later examples grow or replace earlier ones

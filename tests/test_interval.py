@@ -31,9 +31,11 @@ def test_young_is_sqrt_2cm():
 @given(st.floats(1, 600), st.floats(HOUR, 1000 * HOUR))
 def test_young_minimises_the_first_order_waste(save, mtbf):
     t = young_interval(save, mtbf)
+
     # first-order waste C/T + T/2M is minimal at Young's T (the +C in the denominator is second order)
     def w(x: float) -> float:
         return save / x + x / (2 * mtbf)
+
     assert w(t) <= w(t * 1.1) and w(t) <= w(t * 0.9)
 
 

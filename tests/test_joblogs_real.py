@@ -37,18 +37,26 @@ def rows(conn, sql: str) -> list[tuple]:
 
 
 def steps(conn) -> list[tuple]:
-    return rows(conn, "SELECT attempt, iteration, ts, ts_precision, step_time_s, tflops_per_gpu, tokens_per_s, loss "
-                      "FROM steps ORDER BY line")
+    return rows(
+        conn,
+        "SELECT attempt, iteration, ts, ts_precision, step_time_s, tflops_per_gpu, tokens_per_s, loss "
+        "FROM steps ORDER BY line",
+    )
 
 
 def checkpoints(conn) -> list[tuple]:
-    return rows(conn, "SELECT kind, iteration, start_ts, end_ts, is_async, phase, blocking_s, path "
-                      "FROM checkpoints ORDER BY line")
+    return rows(
+        conn,
+        "SELECT kind, iteration, start_ts, end_ts, is_async, phase, blocking_s, path FROM checkpoints ORDER BY line",
+    )
 
 
 def incidents(conn) -> list[tuple]:
-    return rows(conn, "SELECT kind, rank, collective, seq, timeout_ms, ran_for_ms, ts, logged_ts, ts_precision, fields "
-                      "FROM job_incidents ORDER BY line")
+    return rows(
+        conn,
+        "SELECT kind, rank, collective, seq, timeout_ms, ran_for_ms, ts, logged_ts, ts_precision, fields "
+        "FROM job_incidents ORDER BY line",
+    )
 
 
 @pytest.mark.parametrize("path", JOB_LOGS, ids=lambda p: p.name[:40])
@@ -68,7 +76,8 @@ def test_megatron_iteration_lines_with_launcher_seconds(conn):
         (1, 45, datetime(2024, 4, 6, 2, 59, 47), "exact", pytest.approx(5.7186), 228.4, None, pytest.approx(1.834162)),
     ]
     assert rows(conn, "SELECT start_ts, end_ts FROM attempts") == [
-        (datetime(2024, 4, 6, 2, 59, 36), datetime(2024, 4, 6, 2, 59, 47))]
+        (datetime(2024, 4, 6, 2, 59, 36), datetime(2024, 4, 6, 2, 59, 47))
+    ]
 
 
 def test_megatron_local_launcher_times_are_converted_to_utc(conn):
@@ -110,18 +119,38 @@ def test_torchtitan_async_checkpoints_staged_then_saved_by_the_checkpoint_proces
     ingest(conn, TRAINING / "gh-torchtitan-pr1287_steps_and_checkpoint_async.log")
     assert checkpoints(conn) == [
         # step-1: request received 12:55:37, the checkpoint process done at 12:56:46
-        ("save", 1, None, datetime(2025, 6, 25, 12, 56, 46, 74000), True, "finalized", None,
-         "./outputs/checkpoint/step-1"),
+        (
+            "save",
+            1,
+            None,
+            datetime(2025, 6, 25, 12, 56, 46, 74000),
+            True,
+            "finalized",
+            None,
+            "./outputs/checkpoint/step-1",
+        ),
         # step 800: staged in 0.02 s right after the step line, handed to the process, not yet done
-        ("save", 800, datetime(2025, 6, 25, 13, 20, 46, 458000), datetime(2025, 6, 25, 13, 20, 46, 479000), True,
-         "scheduled", 0.02, "./outputs/checkpoint/step-800"),
+        (
+            "save",
+            800,
+            datetime(2025, 6, 25, 13, 20, 46, 458000),
+            datetime(2025, 6, 25, 13, 20, 46, 479000),
+            True,
+            "scheduled",
+            0.02,
+            "./outputs/checkpoint/step-800",
+        ),
     ]
 
 
 def test_torchtitan_2026_step_lines_with_grad_norm(conn):
     ingest(conn, TRAINING / "gh-torchtitan-pr3393_steps_with-grad_norm.log")
     assert [(s[1], s[6], s[7]) for s in steps(conn)] == [
-        (22, 7094.0, 2.91027), (23, 7062.0, 2.92318), (24, 7007.0, 3.01353), (25, 7064.0, 2.89023)]
+        (22, 7094.0, 2.91027),
+        (23, 7062.0, 2.92318),
+        (24, 7007.0, 3.01353),
+        (25, 7064.0, 2.89023),
+    ]
 
 
 def test_nemo_async_saves_are_stored_with_megatron_iterations(conn):
@@ -148,16 +177,26 @@ def test_deepspeed_dist_format_log_is_one_attempt_without_rows_it_does_not_have(
     report = ingest(conn, TRAINING / "gh-mmr-2_deepspeed-log_dist-format.log")
     assert report.format == "deepspeed"
     assert rows(conn, "SELECT start_ts, end_ts FROM attempts") == [
-        (datetime(2025, 3, 25, 18, 12, 45, 948000), datetime(2025, 3, 25, 18, 13, 1, 143000))]
+        (datetime(2025, 3, 25, 18, 12, 45, 948000), datetime(2025, 3, 25, 18, 13, 1, 143000))
+    ]
     assert steps(conn) == [] and checkpoints(conn) == []
 
 
 def test_orbax_absl_save_with_year_from_the_option(conn):
     report = ingest(conn, TRAINING / "gh-ml-goodput-pr4_orbax-absl-checkpoint-save.log")
     assert report.format == "orbax_log"
-    assert checkpoints(conn) == [("save", 19, datetime(2025, 6, 8, 20, 54, 47, 918725),
-                                  datetime(2025, 6, 8, 20, 54, 47, 918797), True, "scheduled",
-                                  pytest.approx(0.000072), "/dev/shm/goodput/SYNTHETIC_TEST/checkpoints/19")]
+    assert checkpoints(conn) == [
+        (
+            "save",
+            19,
+            datetime(2025, 6, 8, 20, 54, 47, 918725),
+            datetime(2025, 6, 8, 20, 54, 47, 918797),
+            True,
+            "scheduled",
+            pytest.approx(0.000072),
+            "/dev/shm/goodput/SYNTHETIC_TEST/checkpoints/19",
+        )
+    ]
 
 
 def test_watchdog_2024_glog_header_shifts_the_incident_back_by_ran_for(conn):
@@ -167,7 +206,8 @@ def test_watchdog_2024_glog_header_shifts_the_incident_back_by_ran_for(conn):
     assert [(i[0], i[1], i[2], i[3], i[4], i[5]) for i in got] == [
         ("nccl_timeout", 0, "_REDUCE_SCATTER_BASE", 7753, 600000, 600061),
         ("nccl_timeout", 4, "_REDUCE_SCATTER_BASE", 7753, 600000, 600099),
-        ("nccl_timeout", 3, "_REDUCE_SCATTER_BASE", 7753, 600000, 600089)]
+        ("nccl_timeout", 3, "_REDUCE_SCATTER_BASE", 7753, 600000, 600089),
+    ]
     first = got[0]
     assert first[7] == datetime(2025, 12, 6, 18, 44, 12, 715298)
     assert first[6] == first[7] - timedelta(milliseconds=600061)
@@ -180,28 +220,41 @@ def test_watchdog_2025_pg_guid_variant_without_time(conn):
     got = incidents(conn)
     assert [(i[1], i[3], i[5], i[8]) for i in got] == [(1, 808, 600020, "exact"), (0, 808, 600030, "exact")]
     assert got[0][7] == datetime(2025, 6, 26, 6, 24, 44, 903881)
-    assert json.loads(got[0][9]) | {} == {"pg": "0", "numel_in": 9801523, "numel_out": 9801523,
-                                          "last_enqueued": 811, "last_completed": 807}
+    assert json.loads(got[0][9]) | {} == {
+        "pg": "0",
+        "numel_in": 9801523,
+        "numel_out": 9801523,
+        "last_enqueued": 811,
+        "last_completed": 807,
+    }
 
 
 def test_watchdog_torch1_without_timestamp(conn):
     ingest(conn, TRAINING / "gh-ofa-271_nccl-watchdog_old-torch-no-timestamp.log")
     got = incidents(conn)
     assert [(i[1], i[3], i[4], i[5], i[6], i[8]) for i in got] == [
-        (1, 469508, 1800000, 1802212, None, "none"), (3, 469508, 1800000, 1802211, None, "none"),
-        (2, 469508, 1800000, 1802212, None, "none")]
+        (1, 469508, 1800000, 1802212, None, "none"),
+        (3, 469508, 1800000, 1802211, None, "none"),
+        (2, 469508, 1800000, 1802212, None, "none"),
+    ]
 
 
 def test_watchdog_glued_to_a_progress_bar_is_found(conn):
     ingest(conn, TRAINING / "gh-pytorch-118369_nemo-ptl-progressbar-then-watchdog.log")
-    assert [(i[1], i[3], i[5]) for i in incidents(conn)] == [(0, 96120, 25624887), (0, 96117, 25625613),
-                                                             (7, 64088, 25625251)]
+    assert [(i[1], i[3], i[5]) for i in incidents(conn)] == [
+        (0, 96120, 25624887),
+        (0, 96117, 25625613),
+        (7, 64088, 25625251),
+    ]
 
 
-@pytest.mark.parametrize("name, status, name_of_status, direction", [
-    ("gh-nccl-1405_nccl-warn-net-ib-completion-status12.log", 12, "IBV_WC_RETRY_EXC_ERR", "Recv"),
-    ("gh-nccl-928_nccl-warn-net-ib_old-format-error4.log", 4, "IBV_WC_LOC_PROT_ERR", "Send"),
-])
+@pytest.mark.parametrize(
+    "name, status, name_of_status, direction",
+    [
+        ("gh-nccl-1405_nccl-warn-net-ib-completion-status12.log", 12, "IBV_WC_RETRY_EXC_ERR", "Recv"),
+        ("gh-nccl-928_nccl-warn-net-ib_old-format-error4.log", 4, "IBV_WC_LOC_PROT_ERR", "Send"),
+    ],
+)
 def test_nccl_warn_net_ib_completion_errors_carry_their_status(conn, name, status, name_of_status, direction):
     ingest(conn, TRAINING / name)
     got = incidents(conn)
@@ -221,16 +274,30 @@ def test_torch_elastic_restart_python_logging_generation(conn):
     # the worker's failure the agent reports first, then its restart of the group
     assert failed[0] == "worker_failed"
     assert {k: json.loads(failed[9])[k] for k in ("local_rank", "pid", "exitcode", "signal")} == {
-        "local_rank": 0, "pid": 5534, "exitcode": 1, "signal": None}
+        "local_rank": 0,
+        "pid": 5534,
+        "exitcode": 1,
+        "signal": None,
+    }
     assert inc[0] == "elastic_restart"
     assert json.loads(inc[9]) == {"role": "default", "state": "FAILED", "attempts_left": 2, "max_restarts": 3}
 
 
-@pytest.mark.parametrize("name, signal, logged", [
-    ("gh-pytorch-114097_torchelastic-sigterm_glog-format.log", "Signals.SIGTERM",
-     datetime(2025, 8, 23, 16, 54, 2, 337000)),
-    ("gh-nvidia-resiliency-ext-18_torchelastic-glog-format_2025.log", "15", datetime(2025, 2, 27, 17, 39, 41, 936000)),
-])
+@pytest.mark.parametrize(
+    "name, signal, logged",
+    [
+        (
+            "gh-pytorch-114097_torchelastic-sigterm_glog-format.log",
+            "Signals.SIGTERM",
+            datetime(2025, 8, 23, 16, 54, 2, 337000),
+        ),
+        (
+            "gh-nvidia-resiliency-ext-18_torchelastic-glog-format_2025.log",
+            "15",
+            datetime(2025, 2, 27, 17, 39, 41, 936000),
+        ),
+    ],
+)
 def test_torch_elastic_sigterm_glog_generations(conn, name, signal, logged):
     ingest(conn, TRAINING / name)
     got = incidents(conn)
@@ -250,8 +317,18 @@ def test_mlperf_gpt3_restore_from_init_checkpoint_step(conn):
 
 def test_mlperf_maxtext_restore_and_attempt_span(conn):
     ingest(conn, MLPERF / "Google__cloud-tpu-v5p-1024-maxtext__gpt3__result_0.txt")
-    assert checkpoints(conn) == [("restore", 3000, datetime(2024, 2, 29, 5, 14, 39, 41000),
-                                  datetime(2024, 2, 29, 5, 16, 38, 92000), None, None, pytest.approx(119.051), None)]
+    assert checkpoints(conn) == [
+        (
+            "restore",
+            3000,
+            datetime(2024, 2, 29, 5, 14, 39, 41000),
+            datetime(2024, 2, 29, 5, 16, 38, 92000),
+            None,
+            None,
+            pytest.approx(119.051),
+            None,
+        )
+    ]
     (start, end) = rows(conn, "SELECT start_ts, end_ts FROM attempts")[0]
     assert start == datetime(2024, 2, 29, 5, 14, 38, 851000) and end > start + timedelta(hours=1)
 
@@ -264,8 +341,14 @@ def test_mlperf_with_launcher_stdout_reads_tracked_stats_and_nemo_restore(conn):
     assert got[0][1] == datetime(2024, 4, 24, 21, 46, 32, 582000) and got[0][2] == pytest.approx(1.9597043)
     # NeMo "Loading distributed checkpoint" (no time: the line before's, 21:30:47) .. "successfully restored"
     (ck,) = rows(conn, "SELECT kind, start_ts, end_ts, ts_precision, blocking_s, path FROM checkpoints")
-    assert ck == ("restore", datetime(2024, 4, 24, 21, 30, 47), datetime(2024, 4, 24, 21, 32, 8), "bounded", None,
-                  "/ckpt")
+    assert ck == (
+        "restore",
+        datetime(2024, 4, 24, 21, 30, 47),
+        datetime(2024, 4, 24, 21, 32, 8),
+        "bounded",
+        None,
+        "/ckpt",
+    )
 
 
 @pytest.mark.parametrize("doc", [TRAINING / "PROVENANCE.md", MLPERF / "PROVENANCE.md"], ids=["training", "mlperf"])

@@ -29,13 +29,27 @@ def utc(us: int) -> datetime:
 
 @pytest.fixture(scope="module")
 def timeline():
-    spec = JobSpec(job_id="7001", name="gpt-sim", user="sre", hosts=("gpu-001", "gpu-002"), gpus_per_node=8,
-                   submit=T0, start=T0 + timedelta(minutes=5), train_iters=900, time_limit_s=12 * 3600, step_s=6.0,
-                   save_every=200, save_s=30.0, restore_s=40.0, startup_s=60.0, requeue_s=600.0,
-                   disturbances=(
-                       Disturbance(kind="crash", start=T0 + timedelta(minutes=50), hang_s=600.0,
-                                   incident="nccl_timeout", rank=5),
-                       Disturbance(kind="preempt", start=T0 + timedelta(hours=1, minutes=30))))
+    spec = JobSpec(
+        job_id="7001",
+        name="gpt-sim",
+        user="sre",
+        hosts=("gpu-001", "gpu-002"),
+        gpus_per_node=8,
+        submit=T0,
+        start=T0 + timedelta(minutes=5),
+        train_iters=900,
+        time_limit_s=12 * 3600,
+        step_s=6.0,
+        save_every=200,
+        save_s=30.0,
+        restore_s=40.0,
+        startup_s=60.0,
+        requeue_s=600.0,
+        disturbances=(
+            Disturbance(kind="crash", start=T0 + timedelta(minutes=50), hang_s=600.0, incident="nccl_timeout", rank=5),
+            Disturbance(kind="preempt", start=T0 + timedelta(hours=1, minutes=30)),
+        ),
+    )
     return simulate_job(spec, np.random.default_rng(7))
 
 
@@ -55,8 +69,9 @@ def test_attempts_are_found_where_the_simulator_started_them(loaded, timeline):
 
 
 def test_checkpoints_match_the_truth_with_their_attempt_iteration_and_times(loaded, timeline):
-    got = loaded.execute("SELECT attempt, kind, iteration, start_ts, end_ts FROM checkpoints "
-                         "ORDER BY attempt, start_ts").fetchall()
+    got = loaded.execute(
+        "SELECT attempt, kind, iteration, start_ts, end_ts FROM checkpoints ORDER BY attempt, start_ts"
+    ).fetchall()
     want = sorted((c.attempt, c.kind, c.iteration, utc(c.start), utc(c.end)) for c in timeline.checkpoints)
     assert got == want
 
@@ -66,8 +81,9 @@ def test_logged_iterations_are_a_subset_of_the_truth_per_attempt(loaded, timelin
     truth = set(zip(timeline.steps.attempt.tolist(), timeline.steps.iteration.tolist(), strict=True))
     assert got and set(got) <= truth
     # iterations redone after the restore are kept, once per attempt
-    dup = loaded.execute("SELECT count(*) FROM (SELECT iteration FROM steps GROUP BY iteration "
-                         "HAVING count(DISTINCT attempt) > 1)").fetchone()[0]
+    dup = loaded.execute(
+        "SELECT count(*) FROM (SELECT iteration FROM steps GROUP BY iteration HAVING count(DISTINCT attempt) > 1)"
+    ).fetchone()[0]
     assert dup > 0
 
 

@@ -44,14 +44,19 @@ def _ingest_sacct(conn, tmp_path: Path, text: str = SACCT, name: str = "sacct.tx
 def _log_source(conn, name: str = "slurm-4242.out") -> int:
     """A sources row standing for a training log (what the job-log parser writes)."""
     (sid,) = conn.execute("SELECT nextval('source_id_seq')").fetchall()[0]
-    conn.execute("INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected) "
-                 "VALUES (?, ?, ?, 'megatron', 1, 0, 0)", [sid, name, f"sha-{sid}"])
+    conn.execute(
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected) "
+        "VALUES (?, ?, ?, 'megatron', 1, 0, 0)",
+        [sid, name, f"sha-{sid}"],
+    )
     return sid
 
 
 def _log_attempts(conn, sid: int, spans: list[tuple[datetime | None, datetime | None]], job: str = "4242"):
-    conn.executemany("INSERT INTO attempts (job_id, attempt, start_ts, end_ts, source_id) VALUES (?, ?, ?, ?, ?)",
-                     [(job, i, s, e, sid) for i, (s, e) in enumerate(spans, start=1)])
+    conn.executemany(
+        "INSERT INTO attempts (job_id, attempt, start_ts, end_ts, source_id) VALUES (?, ?, ?, ?, ?)",
+        [(job, i, s, e, sid) for i, (s, e) in enumerate(spans, start=1)],
+    )
 
 
 def _mapping(conn) -> list[tuple]:
@@ -62,13 +67,21 @@ def test_log_segments_match_sacct_attempts_by_time_overlap(conn, tmp_path):
     _ingest_sacct(conn, tmp_path)
     sid = _log_source(conn)
     # The second sacct attempt saw an in-place elastic restart: two log segments inside it.
-    _log_attempts(conn, sid, [(datetime(2026, 11, 28, 10, 2), datetime(2026, 11, 28, 11, 58)),
-                              (datetime(2026, 11, 28, 12, 12), datetime(2026, 11, 28, 20)),
-                              (datetime(2026, 11, 28, 20, 5), datetime(2026, 11, 29, 14, 9))])
+    _log_attempts(
+        conn,
+        sid,
+        [
+            (datetime(2026, 11, 28, 10, 2), datetime(2026, 11, 28, 11, 58)),
+            (datetime(2026, 11, 28, 12, 12), datetime(2026, 11, 28, 20)),
+            (datetime(2026, 11, 28, 20, 5), datetime(2026, 11, 29, 14, 9)),
+        ],
+    )
     assert _mapping(conn) == [(1, 1, "overlap"), (2, 2, "overlap"), (3, 2, "overlap")]
     attempts = reconciled_attempts(conn, "4242")
     assert [(a["attempt"], a["state"], a["origin"], a["start_ts"]) for a in attempts] == [
-        (1, "NODE_FAIL", "sacct", datetime(2026, 11, 28, 10)), (2, "COMPLETED", "sacct", A2_START)]
+        (1, "NODE_FAIL", "sacct", datetime(2026, 11, 28, 10)),
+        (2, "COMPLETED", "sacct", A2_START),
+    ]
     assert attempts[1]["log_start_ts"] == datetime(2026, 11, 28, 12, 12)
     assert attempts[1]["log_end_ts"] == datetime(2026, 11, 29, 14, 9)
     assert attempts[0]["nodes"] == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"] and attempts[0]["gpus"] == 32
@@ -76,8 +89,14 @@ def test_log_segments_match_sacct_attempts_by_time_overlap(conn, tmp_path):
 
 def test_a_segment_outside_every_attempt_goes_to_the_nearest_start(conn, tmp_path):
     _ingest_sacct(conn, tmp_path)
-    _log_attempts(conn, _log_source(conn), [(datetime(2026, 11, 28, 13, 30), datetime(2026, 11, 28, 13, 40)),
-                                            (datetime(2026, 11, 28, 8), datetime(2026, 11, 28, 9))])
+    _log_attempts(
+        conn,
+        _log_source(conn),
+        [
+            (datetime(2026, 11, 28, 13, 30), datetime(2026, 11, 28, 13, 40)),
+            (datetime(2026, 11, 28, 8), datetime(2026, 11, 28, 9)),
+        ],
+    )
     assert _mapping(conn) == [(1, 2, "overlap"), (2, 1, "nearest")]
 
 
@@ -85,13 +104,20 @@ def test_untimed_log_maps_by_order_and_steps_get_estimated_times(conn, tmp_path)
     _ingest_sacct(conn, tmp_path)
     sid = _log_source(conn)
     _log_attempts(conn, sid, [(None, None)])  # truncate-mode log: only the last attempt, no timestamps
-    conn.executemany("INSERT INTO steps (job_id, attempt, iteration, ts, ts_precision, source_id, line) "
-                     "VALUES ('4242', 1, ?, NULL, 'none', ?, ?)", [(it, sid, it) for it in range(10, 101, 10)])
-    conn.execute("INSERT INTO checkpoints (job_id, attempt, kind, iteration, ts_precision, source_id, line) "
-                 "VALUES ('4242', 1, 'save', 50, 'none', ?, 55)", [sid])
+    conn.executemany(
+        "INSERT INTO steps (job_id, attempt, iteration, ts, ts_precision, source_id, line) "
+        "VALUES ('4242', 1, ?, NULL, 'none', ?, ?)",
+        [(it, sid, it) for it in range(10, 101, 10)],
+    )
+    conn.execute(
+        "INSERT INTO checkpoints (job_id, attempt, kind, iteration, ts_precision, source_id, line) "
+        "VALUES ('4242', 1, 'save', 50, 'none', ?, 55)",
+        [sid],
+    )
     assert _mapping(conn) == [(1, 2, "order")]
-    steps = conn.execute("SELECT attempt, iteration, ts, ts_precision FROM steps_reconciled "
-                         "ORDER BY iteration").fetchall()
+    steps = conn.execute(
+        "SELECT attempt, iteration, ts, ts_precision FROM steps_reconciled ORDER BY iteration"
+    ).fetchall()
     span = A2_END - A2_START
     # Uniform progress from one logging interval before iteration 10 (attempt start) to 100 (attempt end).
     assert [s[2] for s in steps] == [A2_START + span * (it / 100) for it in range(10, 101, 10)]
@@ -112,7 +138,9 @@ def test_without_sacct_the_log_attempts_stand(conn):
     _log_attempts(conn, sid, [(t0, t0 + timedelta(hours=1)), (t0 + timedelta(hours=2), t0 + timedelta(hours=3))])
     attempts = reconciled_attempts(conn, "4242")
     assert [(a["attempt"], a["origin"], a["state"], a["duration_s"]) for a in attempts] == [
-        (1, "log", None, 3600.0), (2, "log", None, 3600.0)]
+        (1, "log", None, 3600.0),
+        (2, "log", None, 3600.0),
+    ]
     assert _mapping(conn) == [(1, 1, "log"), (2, 2, "log")]
 
 
@@ -127,28 +155,58 @@ def test_the_latest_sacct_export_of_a_job_wins(conn, tmp_path):
 
 def _fill_log(conn, sid: int) -> None:
     """Steps (one iteration logged twice by two segments), an async save, a restore, an incident."""
-    _log_attempts(conn, sid, [(datetime(2026, 11, 28, 10, 2), datetime(2026, 11, 28, 11, 58)),
-                              (datetime(2026, 11, 28, 12, 12), datetime(2026, 11, 29, 14, 9))])
-    steps = [(1, 10, datetime(2026, 11, 28, 10, 30)), (1, 20, datetime(2026, 11, 28, 11)),
-             (2, 20, datetime(2026, 11, 28, 12, 30)), (2, 30, datetime(2026, 11, 28, 13))]
-    conn.executemany("INSERT INTO steps (job_id, attempt, iteration, ts, ts_precision, source_id) "
-                     "VALUES ('4242', ?, ?, ?, 'exact', ?)", [(*s, sid) for s in steps])
+    _log_attempts(
+        conn,
+        sid,
+        [
+            (datetime(2026, 11, 28, 10, 2), datetime(2026, 11, 28, 11, 58)),
+            (datetime(2026, 11, 28, 12, 12), datetime(2026, 11, 29, 14, 9)),
+        ],
+    )
+    steps = [
+        (1, 10, datetime(2026, 11, 28, 10, 30)),
+        (1, 20, datetime(2026, 11, 28, 11)),
+        (2, 20, datetime(2026, 11, 28, 12, 30)),
+        (2, 30, datetime(2026, 11, 28, 13)),
+    ]
+    conn.executemany(
+        "INSERT INTO steps (job_id, attempt, iteration, ts, ts_precision, source_id) "
+        "VALUES ('4242', ?, ?, ?, 'exact', ?)",
+        [(*s, sid) for s in steps],
+    )
     ckpts = [(1, "save", 20, "scheduled"), (1, "save", 20, "finalized"), (2, "restore", 20, None)]
-    conn.executemany("INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, ts_precision, phase, "
-                     "source_id) VALUES ('4242', ?, ?, ?, TIMESTAMP '2026-11-28 11:00:00', 'exact', ?, ?)",
-                     [(*c, sid) for c in ckpts])
-    conn.execute("INSERT INTO job_incidents (job_id, attempt, ts, ts_precision, kind, source_id) "
-                 "VALUES ('4242', 1, TIMESTAMP '2026-11-28 11:50:00', 'exact', 'nccl_timeout', ?)", [sid])
+    conn.executemany(
+        "INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, ts_precision, phase, "
+        "source_id) VALUES ('4242', ?, ?, ?, TIMESTAMP '2026-11-28 11:00:00', 'exact', ?, ?)",
+        [(*c, sid) for c in ckpts],
+    )
+    conn.execute(
+        "INSERT INTO job_incidents (job_id, attempt, ts, ts_precision, kind, source_id) "
+        "VALUES ('4242', 1, TIMESTAMP '2026-11-28 11:50:00', 'exact', 'nccl_timeout', ?)",
+        [sid],
+    )
 
 
 def test_job_summary_counts_distinct_events_per_reconciled_attempt(conn, tmp_path):
     _ingest_sacct(conn, tmp_path)
     _fill_log(conn, _log_source(conn))
     (row,) = job_summary(conn)
-    assert row == {"job_id": "4242", "name": "pretrain-7b", "user": "alice", "state": "COMPLETED", "attempts": 2,
-                   "gpus": 32, "n_nodes": 5, "nodes": ["gpu-001", "gpu-002", "gpu-003", "gpu-004", "gpu-009"],
-                   "first_ts": datetime(2026, 11, 28, 10), "last_ts": A2_END,
-                   "steps": 4, "saves": 1, "restores": 1, "incidents": 1}
+    assert row == {
+        "job_id": "4242",
+        "name": "pretrain-7b",
+        "user": "alice",
+        "state": "COMPLETED",
+        "attempts": 2,
+        "gpus": 32,
+        "n_nodes": 5,
+        "nodes": ["gpu-001", "gpu-002", "gpu-003", "gpu-004", "gpu-009"],
+        "first_ts": datetime(2026, 11, 28, 10),
+        "last_ts": A2_END,
+        "steps": 4,
+        "saves": 1,
+        "restores": 1,
+        "incidents": 1,
+    }
     incidents = conn.execute("SELECT attempt, log_attempt, kind FROM job_incidents_reconciled").fetchall()
     assert incidents == [(1, 1, "nccl_timeout")]
 
@@ -173,8 +231,14 @@ def test_cli_jobs_json_lists_the_reconciled_job(db_path, tmp_path):
     result = CliRunner().invoke(cli, ["jobs", "--db", str(db_path), "--format", "json"])
     assert result.exit_code == 0, result.output
     (job,) = json.loads(result.stdout)
-    assert (job["job_id"], job["attempts"], job["gpus"], job["steps"], job["saves"], job["restores"]) == \
-        ("4242", 2, 32, 4, 1, 1)
+    assert (job["job_id"], job["attempts"], job["gpus"], job["steps"], job["saves"], job["restores"]) == (
+        "4242",
+        2,
+        32,
+        4,
+        1,
+        1,
+    )
     assert job["first_ts"] == "2026-11-28T10:00:00.000Z" and job["nodes"][-1] == "gpu-009"
 
 

@@ -31,7 +31,9 @@ def test_csv_takes_iso_and_epoch_times_maps_names_and_reports_bad_lines(conn, tm
     report = ingest_file(conn, path, IngestOptions())
     assert (report.status, report.format, report.rows, report.rejected) == ("loaded", "metrics_long", 4, 2)
     assert [(line, reason) for line, reason, _ in report.reject_samples] == [
-        (6, "bad timestamp (ISO-8601 or epoch seconds)"), (7, "expected 5 fields, found 4")]
+        (6, "bad timestamp (ISO-8601 or epoch seconds)"),
+        (7, "expected 5 fields, found 4"),
+    ]
     assert rows(conn) == [
         (datetime(2026, 11, 18, 11, 6, 40), "gpu-017", "mlx5_3", "optics_rx_power_dbm", -8.1),
         (datetime(2026, 11, 29, 13, 2, 11), "leaf-02", "Ethernet21", "if_in_errors_total", 3.0),
@@ -55,12 +57,20 @@ def test_a_header_without_the_five_columns_is_not_taken_for_long_metrics():
 
 def test_parquet_rows_load_with_typed_timestamps(conn, tmp_path):
     path = tmp_path / "optics.parquet"
-    pq.write_table(pa.table({
-        "timestamp": pa.array([datetime(2026, 11, 29, 14, 0), datetime(2026, 11, 29, 14, 1)],
-                              pa.timestamp("ms", "UTC")),
-        "host": ["leaf-02", "leaf-02"], "entity": ["Ethernet21", "Ethernet21"],
-        "metric": ["optics_rx_power_dbm", "optics_rx_power_dbm"], "value": [-3.5, -9.25],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "timestamp": pa.array(
+                    [datetime(2026, 11, 29, 14, 0), datetime(2026, 11, 29, 14, 1)], pa.timestamp("ms", "UTC")
+                ),
+                "host": ["leaf-02", "leaf-02"],
+                "entity": ["Ethernet21", "Ethernet21"],
+                "metric": ["optics_rx_power_dbm", "optics_rx_power_dbm"],
+                "value": [-3.5, -9.25],
+            }
+        ),
+        path,
+    )
     assert metrics_long.sniff(path.read_bytes()[:64].decode("latin-1")) > 0.5
     report = ingest_file(conn, path, IngestOptions())  # binary, yet not refused: Parquet is a format we read
     assert (report.status, report.format, report.rows, report.rejected) == ("loaded", "metrics_long", 2, 0)

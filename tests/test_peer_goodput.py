@@ -108,7 +108,7 @@ class InMemoryLogger:
         self.entries.append((goodput.get_timestamp_from_log_entry(entry).timestamp(), entry))
 
     def read_cloud_logging_entries(self, start_time=None, end_time=None, last_entry_info=None):
-        rows = sorted(self.entries, key=lambda e: e[0])          # Cloud Logging answers in time order
+        rows = sorted(self.entries, key=lambda e: e[0])  # Cloud Logging answers in time order
         lo = start_time.timestamp() if start_time else float("-inf")
         hi = end_time.timestamp() if end_time else float("inf")
         last = (dt.datetime.fromtimestamp(rows[-1][0], UTC), str(len(rows))) if rows else (None, None)
@@ -116,21 +116,36 @@ class InMemoryLogger:
 
 
 def utc(ts: dt.datetime) -> dt.datetime:
-    return ts.replace(tzinfo=UTC)            # the store's naive TIMESTAMPs hold UTC
+    return ts.replace(tzinfo=UTC)  # the store's naive TIMESTAMPs hold UTC
 
 
 def orbax_entry(kind: str, step: int, start: dt.datetime, seconds: float, directory: str) -> dict:
     """An Orbax checkpoint-logger entry with the fields CheckpointBadputCalculator reads."""
     t0 = utc(start).timestamp()
     if kind == "save":
-        return {"step": step, "event_type": "save", "directory": directory, "synchronous": True,
-                "wait_for_prev_start_time": t0, "wait_for_prev_duration_secs": 0.0,
-                "checkpointer_blocking_start_time": t0, "checkpointer_blocking_duration_secs": seconds,
-                "get_old_steps_start_time": t0 + seconds, "get_old_steps_duration_secs": 0.0,
-                "checkpoint_manager_blocking_start_time": t0, "checkpoint_manager_blocking_duration_secs": seconds}
-    return {"step": step, "event_type": "restore", "directory": directory,
-            "checkpointer_start_time": t0, "checkpointer_duration_secs": seconds,
-            "checkpoint_manager_start_time": t0, "checkpoint_manager_duration_secs": seconds}
+        return {
+            "step": step,
+            "event_type": "save",
+            "directory": directory,
+            "synchronous": True,
+            "wait_for_prev_start_time": t0,
+            "wait_for_prev_duration_secs": 0.0,
+            "checkpointer_blocking_start_time": t0,
+            "checkpointer_blocking_duration_secs": seconds,
+            "get_old_steps_start_time": t0 + seconds,
+            "get_old_steps_duration_secs": 0.0,
+            "checkpoint_manager_blocking_start_time": t0,
+            "checkpoint_manager_blocking_duration_secs": seconds,
+        }
+    return {
+        "step": step,
+        "event_type": "restore",
+        "directory": directory,
+        "checkpointer_start_time": t0,
+        "checkpointer_duration_secs": seconds,
+        "checkpoint_manager_start_time": t0,
+        "checkpoint_manager_duration_secs": seconds,
+    }
 
 
 def record_job(conn, logger: InMemoryLogger) -> list[tuple]:
@@ -155,8 +170,7 @@ def run_both(out, scenario: str) -> dict:
     simulate(out, scenario, seed=1, nodes=8, hours=3, gpus_per_node=2)
     conn = memory_store()
     try:
-        ingest_paths(conn, [out / "exports" / "jobs" / f"{JOB}.log", out / "exports" / "sacct.txt"],
-                     IngestOptions())
+        ingest_paths(conn, [out / "exports" / "jobs" / f"{JOB}.log", out / "exports" / "sacct.txt"], IngestOptions())
         (ours,) = tax_report(conn, job_id=JOB).jobs
         logger = InMemoryLogger()
         steps = record_job(conn, logger)
@@ -164,7 +178,7 @@ def run_both(out, scenario: str) -> dict:
         conn.close()
     calc = goodput.GoodputCalculator(JOB, LOG_NAME, cloud_logger=logger, cache_dir=str(out / "goodput-cache"))
     calc.get_job_goodput(include_badput_breakdown=True)
-    d = calc.get_job_goodput_details()                       # the same figures, in seconds
+    d = calc.get_job_goodput_details()  # the same figures, in seconds
     theirs = {k: v for k, v in d["badput_time"].items() if not isinstance(v, dict)}
     theirs["productive"] = d["goodput_time"][goodput.GoodputType.TOTAL]
     return {"ours": ours, "b": ours.buckets.buckets_s, "theirs": theirs, "details": d, "steps": steps}
@@ -181,6 +195,7 @@ def offline():
 
     def refuse(*_a, **_k):
         raise AssertionError("ml-goodput-measurement tried to reach the network")
+
     mp.setattr(socket.socket, "connect", refuse)
     yield
     mp.undo()
@@ -209,7 +224,7 @@ def test_the_recorder_gets_one_step_start_per_iteration_and_the_resume_repeats_a
     first, second = by_attempt[1], by_attempt[2]
     assert first == list(range(first[0], first[-1] + 1)) and first[0] == 0
     assert second == list(range(second[0], second[-1] + 1))
-    assert second[0] in first                  # the step number repeats: how their calculator sees a restart
+    assert second[0] in first  # the step number repeats: how their calculator sees a restart
     starts = [s for _a, _k, s in crash["steps"]]
     assert starts == sorted(starts)
 
@@ -267,6 +282,7 @@ def test_a_preemption_that_resumes_from_its_own_save_is_not_a_disruption_to_them
     # (with the first step's warm-up, PROGRAM_STARTUP: measured against their mean step, ours against
     # the ideal, hence a second or two apart)
     assert theirs[BadputType.OTHER] + theirs[BadputType.PROGRAM_STARTUP] == pytest.approx(
-        ours.first_attempt_startup_s - restore, abs=2.0)
+        ours.first_attempt_startup_s - restore, abs=2.0
+    )
     assert close(theirs[BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME], b["checkpoint_save"])
     assert close(theirs[BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME], b["checkpoint_restore"])

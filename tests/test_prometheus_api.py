@@ -23,7 +23,8 @@ def test_the_documented_query_range_answer_loads_every_pair_with_float_second_ti
     report = ingest_file(conn, QUERY_RANGE, IngestOptions())
     assert (report.status, report.format, report.rows, report.rejected) == ("loaded", "prom_api_json", 6, 0)
     rows = conn.execute(
-        "SELECT host, entity, value, ts FROM metrics WHERE metric = 'up' ORDER BY entity, ts").fetchall()
+        "SELECT host, entity, value, ts FROM metrics WHERE metric = 'up' ORDER BY entity, ts"
+    ).fetchall()
     # instance localhost:9090 -> host localhost; the job label keeps the two series apart
     assert rows[0] == ("localhost", '{job="node"}', 0.0, datetime(2015, 7, 1, 20, 10, 30, 781000))
     assert [v for _, e, v, _ in rows if e == '{job="node"}'] == [0.0, 0.0, 1.0]
@@ -31,12 +32,19 @@ def test_the_documented_query_range_answer_loads_every_pair_with_float_second_ti
 
 def test_a_vector_answer_maps_dcgm_names_and_string_values(conn, tmp_path):
     labels = {"gpu": "3", "Hostname": "gpu-007", "UUID": "GPU-x", "pci_bus_id": "00000000:9B:00.0"}
-    path = answer(tmp_path, "vector", [
-        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", **labels}, "value": [1795000000.5, "71"]},
-        {"metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", **labels}, "value": [1795000000.5, "NaN"]},
-        {"metric": {"__name__": "DCGM_FI_DEV_MEMORY_TEMP", **labels}, "value": [1795000000.5, "9223372036854775794"]},
-        {"metric": {"__name__": "up"}, "value": [1795000000.5, "abc"]},
-    ])
+    path = answer(
+        tmp_path,
+        "vector",
+        [
+            {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", **labels}, "value": [1795000000.5, "71"]},
+            {"metric": {"__name__": "DCGM_FI_DEV_POWER_USAGE", **labels}, "value": [1795000000.5, "NaN"]},
+            {
+                "metric": {"__name__": "DCGM_FI_DEV_MEMORY_TEMP", **labels},
+                "value": [1795000000.5, "9223372036854775794"],
+            },
+            {"metric": {"__name__": "up"}, "value": [1795000000.5, "abc"]},
+        ],
+    )
     report = ingest_file(conn, path, IngestOptions())
     assert (report.rows, report.rejected) == (3, 1)
     assert report.reject_samples[0][1] == "value is not a number"

@@ -101,7 +101,8 @@ def test_blanks_tabs_and_escapes_of_the_whitespace_case():
         # TABs and blanks around `,` and `=`
         ("name2", (("basename", "basevalue2"), ("labelname", "val2")), math.inf, 54321),
         # a trailing comma, and no blank between `}` and the value
-        ("name2", (("labelname", "val1"),), -math.inf, None)]
+        ("name2", (("labelname", "val1"),), -math.inf, None),
+    ]
 
 
 def test_summary_case_keeps_leading_blank_lines_negative_timestamps_and_leading_zeros():
@@ -118,7 +119,7 @@ LABEL_NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,8}", fullmatch=True).filte
 LABEL_VALUES = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 BLANKS = st.sampled_from([" ", "\t", "  ", " \t"])
 OPT_BLANKS = st.sampled_from(["", " ", "\t"])
-VALUES = st.one_of(st.floats(allow_nan=False, width=64), st.integers(-10**12, 10**12).map(float))
+VALUES = st.one_of(st.floats(allow_nan=False, width=64), st.integers(-(10**12), 10**12).map(float))
 
 
 def escape(v: str) -> str:
@@ -133,8 +134,9 @@ def exposition_line(draw) -> tuple[str, Sample]:
     ts = draw(st.one_of(st.none(), st.integers(0, 4 * 10**12)))
     lead = draw(OPT_BLANKS)
     if labels:
-        inner = ",".join(f'{draw(OPT_BLANKS)}{k}{draw(OPT_BLANKS)}={draw(OPT_BLANKS)}"{escape(v)}"'
-                         for k, v in labels.items())
+        inner = ",".join(
+            f'{draw(OPT_BLANKS)}{k}{draw(OPT_BLANKS)}={draw(OPT_BLANKS)}"{escape(v)}"' for k, v in labels.items()
+        )
         if draw(st.booleans()):
             inner += ","
         series = f"{name}{draw(OPT_BLANKS)}{{{inner}{draw(OPT_BLANKS)}}}"

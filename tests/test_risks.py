@@ -119,9 +119,29 @@ def test_a_counter_reset_is_no_risk_errors_after_it_are(conn):
 
     sc = Scenario(conn).cluster()
     sc.series("gpu-001", "mlx5_0", "ib_port_symbol_errors_total", 0, 3600, 30, 0.0, counter=True, reset_at=3000)
-    sc.series("gpu-002", "mlx5_0", "ib_port_symbol_errors_total", 0, 3600, 30, 0.0, (3100, 3600, 5.0),
-              counter=True, reset_at=3000)
-    sc.series("gpu-002", "mlx5_0", "ib_port_rcv_errors_total", 0, 3600, 30, 0.0, (3100, 3600, 2.0),
-              counter=True, reset_at=3000)
+    sc.series(
+        "gpu-002",
+        "mlx5_0",
+        "ib_port_symbol_errors_total",
+        0,
+        3600,
+        30,
+        0.0,
+        (3100, 3600, 5.0),
+        counter=True,
+        reset_at=3000,
+    )
+    sc.series(
+        "gpu-002",
+        "mlx5_0",
+        "ib_port_rcv_errors_total",
+        0,
+        3600,
+        30,
+        0.0,
+        (3100, 3600, 2.0),
+        counter=True,
+        reset_at=3000,
+    )
     ids = [r.asset.id for r in risks_at(conn, at(3590), history=None).degrading]
     assert ids == ["gpu-002:mlx5_0"]

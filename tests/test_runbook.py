@@ -73,7 +73,11 @@ def test_the_fallen_gpu_is_named_by_its_uuid_serial_and_pci_id(explained):
         uuid = CLUSTER.gpu_uuid(host, gpu)
         asset = cp.cause.assets[0]
         assert (asset["kind"], asset["host"], asset["uuid"], asset["pci_bus_id"]) == (
-            "gpu", host, uuid, CLUSTER.gpu_bus_id(gpu))
+            "gpu",
+            host,
+            uuid,
+            CLUSTER.gpu_bus_id(gpu),
+        )
         assert asset["serial"] == f"1654{CLUSTER.host_index(host):05d}{gpu:04d}"  # the driver's banner line
         assert cp.cause.action["kind"] == "drain_rma"
         assert f"Drain {host}" in cp.cause.action["text"] and uuid in cp.cause.action["text"]
@@ -91,7 +95,12 @@ def test_a_link_fault_names_both_ends_of_the_cable(explained):
         leaf, port = CLUSTER.leaf(int(nic.removeprefix("mlx5_"))), CLUSTER.switch_port(host)
         asset = cp.cause.assets[0]
         assert (asset["kind"], asset["host"], asset["nic"], asset["switch"], asset["switch_port"]) == (
-            "cable", host, nic, leaf, port)
+            "cable",
+            host,
+            nic,
+            leaf,
+            port,
+        )
         assert cp.cause.action["kind"] == "reseat_cable"
         assert f"{host} {nic}" in cp.cause.action["text"] and f"{leaf} {port}" in cp.cause.action["text"]
         if t["cause"]["reported_healthy"]:
@@ -108,8 +117,11 @@ def test_a_hot_rack_is_one_cause_named_by_its_rack_in_every_job_it_hit(explained
         c = checkpoint(explained, job, t["iteration"], t["trigger"]).cause
         named.add((c.category, c.host, c.component))
         rack = c.assets[0]
-        assert rack == {"kind": "rack", "rack": t["cause"]["component"],
-                        "hosts": list(CLUSTER.rack_hosts(t["cause"]["component"]))}
+        assert rack == {
+            "kind": "rack",
+            "rack": t["cause"]["component"],
+            "hosts": list(CLUSTER.rack_hosts(t["cause"]["component"])),
+        }
         assert c.action["kind"] == "facilities_ticket" and ", ".join(rack["hosts"]) in c.action["text"]
     assert named == {("cooling.thermal", None, "rack-01")}
 
@@ -146,20 +158,39 @@ def test_a_chain_holds_no_slowdown_that_began_before_its_cause(explained):
     assert not [lk for lk in cp.chain if lk.layer == "throughput" and lk.time < first]
     for j in explained.values():
         for c in j.checkpoints:
-            if c.cause and c.cause.first_signal and c.chain and c.cause.category not in (
-                    "workload.straggler", "unknown"):
+            if (
+                c.cause
+                and c.cause.first_signal
+                and c.chain
+                and c.cause.category not in ("workload.straggler", "unknown")
+            ):
                 lead = c.cause.first_signal - timedelta(seconds=SKEW_S)
                 assert all(lk.time >= lead for lk in c.chain if lk.layer == "throughput"), (j.job, c.iteration)
 
 
-@pytest.mark.parametrize("name, pci, uuid, serial", [
-    ("gh-gpu-burn-1_dmesg_aer-fatal_then_xid79.log", "00000000:02:00.0",
-     "GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df", "0322716036227"),
-    ("gpud_dmesg-ctime_xid119_gsp.log", "00000000:9B:00.0", "GPU-509665ad-b600-ac93-3616-d754b23d636d",
-     "1650124014249"),
-    ("gpud-sxid-readme_dmesg_xid79_serial-inline.log", "00000000:91:00.0",
-     "GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b", "1653723052734"),
-])
+@pytest.mark.parametrize(
+    "name, pci, uuid, serial",
+    [
+        (
+            "gh-gpu-burn-1_dmesg_aer-fatal_then_xid79.log",
+            "00000000:02:00.0",
+            "GPU-660d987e-5b28-3bf6-2a2d-1d5ecae7f6df",
+            "0322716036227",
+        ),
+        (
+            "gpud_dmesg-ctime_xid119_gsp.log",
+            "00000000:9B:00.0",
+            "GPU-509665ad-b600-ac93-3616-d754b23d636d",
+            "1650124014249",
+        ),
+        (
+            "gpud-sxid-readme_dmesg_xid79_serial-inline.log",
+            "00000000:91:00.0",
+            "GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b",
+            "1653723052734",
+        ),
+    ],
+)
 def test_gpu_serial_and_uuid_come_from_the_drivers_own_banner_in_real_kernel_logs(name, pci, uuid, serial):
     conn = memory_store()
     report = ingest_file(conn, REAL_SAMPLES / "syslog" / name, IngestOptions(host="node-a"))
@@ -222,8 +253,12 @@ def test_annotations_are_grafana_bodies_with_epoch_ms_and_one_per_event(sample_d
     causes = [r for r in rows if "cause" in r["tags"]]
     assert len(cps) == len(explained["1003"].checkpoints)
     restore = next(c for c in explained["1003"].checkpoints if c.iteration == 1950 and c.kind == "restore")
-    epoch = int((restore.start - restore.start.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0,
-                                                        microsecond=0)).total_seconds() * 1000)
+    epoch = int(
+        (
+            restore.start - restore.start.replace(year=1970, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+        ).total_seconds()
+        * 1000
+    )
     assert any(r["time"] in (epoch, epoch + 1) and "restart" in r["tags"] for r in cps)
     assert sorted(r["tags"][3] for r in causes) == ["cooling.thermal", "gpu.fell_off_bus"]
     assert any("action:drain_rma" in r["tags"] for r in causes)
@@ -242,15 +277,30 @@ def test_timeline_writes_self_contained_html_svg_and_png(sample_db, tmp_path):
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")),
-                    reason="no Chromium on PATH (apt-get install -y chromium)")
+@pytest.mark.skipif(
+    not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")),
+    reason="no Chromium on PATH (apt-get install -y chromium)",
+)
 def test_timeline_html_renders_offline_in_headless_chromium(sample_db, tmp_path):
     page = tmp_path / "t.html"
     assert run("timeline", "--db", str(sample_db), "--job", "1003", "-o", str(page)).exit_code == 0
     script = Path(__file__).resolve().parents[1] / "scripts" / "timeline_browser.py"
-    done = subprocess.run([sys.executable, str(script), str(page), "--expect", "step time (s)", "--expect",
-                           "gpu.fell_off_bus gpu-002 gpu0", "--expect", "attempt 2 COMPLETED"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            str(page),
+            "--expect",
+            "step time (s)",
+            "--expect",
+            "gpu.fell_off_bus gpu-002 gpu0",
+            "--expect",
+            "attempt 2 COMPLETED",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -261,8 +311,17 @@ def test_an_xid_the_catalog_resolves_by_restarting_the_app_is_filed_against_the_
     def xid(code: int) -> ChainLink:
         return ChainLink(None, "gpu", "gpu-001", "gpu3", f"Xid {code}", {"type": "log", "kind": "xid", "code": code})
 
-    gpu = [{"kind": "gpu", "host": "gpu-001", "gpu": "gpu3", "uuid": "GPU-x", "serial": None,
-            "pci_bus_id": None, "model": None}]
+    gpu = [
+        {
+            "kind": "gpu",
+            "host": "gpu-001",
+            "gpu": "gpu3",
+            "uuid": "GPU-x",
+            "serial": None,
+            "pci_bus_id": None,
+            "model": None,
+        }
+    ]
     assert action_for("gpu.other_xid", "gpu-001", "gpu3", gpu, [xid(13), xid(31)])["kind"] == "file_against_job"
     reset = action_for("gpu.other_xid", "gpu-001", "gpu3", gpu, [xid(13), xid(119)])
     assert reset["kind"] == "drain_reset" and "RESET_GPU" in reset["why"] and "GPU-x" in reset["text"]

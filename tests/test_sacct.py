@@ -33,7 +33,6 @@ JobID|JobName|User|State|ExitCode|Start|End|Elapsed|NodeList|AllocTRES
 """  # noqa: E501
 
 
-
 @pytest.fixture(autouse=True)
 def only_sacct(monkeypatch):
     """Detection among this format alone: other parsers' bugs must not fail these tests."""
@@ -64,59 +63,84 @@ def test_real_tab_sample_oom_step_is_kept_but_is_not_an_attempt(conn):
     report = _ingest(conn, TAB_OOM)
     assert report.rejected == 0
     assert _rows(conn, "SELECT job_id, state FROM jobs") == [("7585175", "FAILED")]
-    assert _rows(conn, "SELECT job_id, attempt, state, exit_code FROM attempts") == [
-        ("7585175", 1, "FAILED", "1:0")]
+    assert _rows(conn, "SELECT job_id, attempt, state, exit_code FROM attempts") == [("7585175", 1, "FAILED", "1:0")]
     steps = _rows(conn, "SELECT step, state, exit_code, elapsed_s, attempt FROM sacct_rows ORDER BY line")
-    assert steps == [(None, "FAILED", "1:0", 38.0, 1), ("batch", "FAILED", "1:0", 38.0, 1),
-                     ("extern", "COMPLETED", "0:0", 38.0, 1), ("0", "OUT_OF_MEMORY", "0:125", 38.0, 1)]
+    assert steps == [
+        (None, "FAILED", "1:0", 38.0, 1),
+        ("batch", "FAILED", "1:0", 38.0, 1),
+        ("extern", "COMPLETED", "0:0", 38.0, 1),
+        ("0", "OUT_OF_MEMORY", "0:125", 38.0, 1),
+    ]
 
 
 def test_real_pipe_sample_array_tasks_and_pending_range(conn):
     _ingest(conn, PIPE_ARRAY)
     jobs = _rows(conn, "SELECT job_id, state FROM jobs ORDER BY job_id")
-    assert jobs == [("26735347_1", "RUNNING"), ("26735347_2", "RUNNING"), ("26735347_75", "RUNNING"),
-                    ("26735347_[76-999]", "PENDING")]
+    assert jobs == [
+        ("26735347_1", "RUNNING"),
+        ("26735347_2", "RUNNING"),
+        ("26735347_75", "RUNNING"),
+        ("26735347_[76-999]", "PENDING"),
+    ]
     # The pending range never ran: a job row, no attempt.
     assert _rows(conn, "SELECT job_id, attempt FROM attempts ORDER BY job_id") == [
-        ("26735347_1", 1), ("26735347_2", 1), ("26735347_75", 1)]
+        ("26735347_1", 1),
+        ("26735347_2", 1),
+        ("26735347_75", 1),
+    ]
     elapsed = _rows(conn, "SELECT job_id, elapsed_s FROM sacct_rows WHERE step IS NULL ORDER BY line")
-    assert elapsed == [("26735347_1", 405.0), ("26735347_2", 405.0), ("26735347_75", 41.0),
-                       ("26735347_[76-999]", 0.0)]
+    assert elapsed == [("26735347_1", 405.0), ("26735347_2", 405.0), ("26735347_75", 41.0), ("26735347_[76-999]", 0.0)]
     assert _rows(conn, "SELECT count(*) FROM sacct_rows WHERE step IN ('batch', 'extern')") == [(6,)]
 
 
 def test_requeued_job_duplicate_rows_become_two_attempts_with_their_steps(conn, tmp_path):
     _ingest(conn, _write(tmp_path, FULL))
-    rows = _rows(conn, "SELECT attempt, start_ts, end_ts, state, nodes FROM attempts WHERE job_id = '4242' "
-                       "ORDER BY attempt")
+    rows = _rows(
+        conn, "SELECT attempt, start_ts, end_ts, state, nodes FROM attempts WHERE job_id = '4242' ORDER BY attempt"
+    )
     assert rows == [
-        (1, datetime(2026, 11, 28, 10), datetime(2026, 11, 28, 12), "NODE_FAIL",
-         ["gpu-001", "gpu-002", "gpu-003", "gpu-004"]),
-        (2, datetime(2026, 11, 28, 12, 10), datetime(2026, 11, 29, 14, 10, 30), "COMPLETED",
-         ["gpu-001", "gpu-002", "gpu-003", "gpu-009"]),
+        (
+            1,
+            datetime(2026, 11, 28, 10),
+            datetime(2026, 11, 28, 12),
+            "NODE_FAIL",
+            ["gpu-001", "gpu-002", "gpu-003", "gpu-004"],
+        ),
+        (
+            2,
+            datetime(2026, 11, 28, 12, 10),
+            datetime(2026, 11, 29, 14, 10, 30),
+            "COMPLETED",
+            ["gpu-001", "gpu-002", "gpu-003", "gpu-009"],
+        ),
     ]
-    steps = _rows(conn, "SELECT step, attempt FROM sacct_rows WHERE job_id = '4242' AND step IS NOT NULL "
-                        "ORDER BY line")
+    steps = _rows(conn, "SELECT step, attempt FROM sacct_rows WHERE job_id = '4242' AND step IS NOT NULL ORDER BY line")
     assert steps == [("batch", 1), ("extern", 1), ("0", 1), ("batch", 2)]
     assert _rows(conn, "SELECT state, gpus FROM jobs WHERE job_id = '4242'") == [("COMPLETED", 32)]
-    assert _rows(conn, "SELECT elapsed_s FROM sacct_rows WHERE job_id = '4242' AND attempt = 2 "
-                       "AND step IS NULL") == [(93630.0,)]
+    assert _rows(conn, "SELECT elapsed_s FROM sacct_rows WHERE job_id = '4242' AND attempt = 2 AND step IS NULL") == [
+        (93630.0,)
+    ]
     assert _rows(conn, "SELECT host FROM job_nodes WHERE job_id = '4242' AND attempt = 2 ORDER BY host") == [
-        ("gpu-001",), ("gpu-002",), ("gpu-003",), ("gpu-009",)]
+        ("gpu-001",),
+        ("gpu-002",),
+        ("gpu-003",),
+        ("gpu-009",),
+    ]
 
 
 def test_two_word_state_typed_gres_het_job_and_pending(conn, tmp_path):
     _ingest(conn, _write(tmp_path, FULL))
     assert _rows(conn, "SELECT state, state_detail, nodes FROM sacct_rows WHERE job_id = '4243'") == [
-        ("CANCELLED", "by 1000", ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"])]
+        ("CANCELLED", "by 1000", ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"])
+    ]
     assert _rows(conn, "SELECT gpus FROM jobs WHERE job_id = '4243'") == [(4,)]  # a100=2 + h100=2
     # Het components 5000+0 / 5000+1 are one job: GPUs summed, nodes united, still running (no end).
     assert _rows(conn, "SELECT gpus, state FROM jobs WHERE job_id = '5000'") == [(16, "RUNNING")]
     assert _rows(conn, "SELECT attempt, end_ts, nodes FROM attempts WHERE job_id = '5000'") == [
-        (1, None, ["cpu-01", "gpu-010", "gpu-011"])]
+        (1, None, ["cpu-01", "gpu-010", "gpu-011"])
+    ]
     # Pending: Unknown times are NULL, "None assigned" is no node, and there is no attempt.
-    assert _rows(conn, "SELECT start_ts, end_ts, nodes FROM sacct_rows WHERE job_id = '4244'") == [
-        (None, None, [])]
+    assert _rows(conn, "SELECT start_ts, end_ts, nodes FROM sacct_rows WHERE job_id = '4244'") == [(None, None, [])]
     assert _rows(conn, "SELECT count(*) FROM attempts WHERE job_id = '4244'") == [(0,)]
 
 
@@ -131,7 +155,8 @@ def test_summer_time_offset_applies_to_summer_dates(conn, tmp_path):
     text = "JobID|State|Start|End\n77|COMPLETED|2026-07-01T12:00:00|2026-07-01T13:00:00\n"
     _ingest(conn, _write(tmp_path, text), tz="Europe/Paris")
     assert _rows(conn, "SELECT start_ts, end_ts FROM attempts") == [
-        (datetime(2026, 7, 1, 10), datetime(2026, 7, 1, 11))]
+        (datetime(2026, 7, 1, 10), datetime(2026, 7, 1, 11))
+    ]
 
 
 def _reformat(text: str, delim: str, trailing: bool) -> str:
@@ -161,18 +186,28 @@ def test_columns_in_an_unusual_order_are_read_by_their_header(conn, tmp_path):
     assert shuffled.startswith("AllocTRES|ExitCode|Elapsed|JobID|State|End|Start|")
     _ingest(conn, _write(tmp_path, shuffled))
     assert _rows(conn, "SELECT attempt, state, exit_code FROM attempts WHERE job_id = '4242' ORDER BY 1") == [
-        (1, "NODE_FAIL", "0:0"), (2, "COMPLETED", "0:0")]
-    assert _rows(conn, "SELECT name, user_name, gpus FROM jobs WHERE job_id = '4242'") == [
-        ("pretrain-7b", "alice", 32)]
+        (1, "NODE_FAIL", "0:0"),
+        (2, "COMPLETED", "0:0"),
+    ]
+    assert _rows(conn, "SELECT name, user_name, gpus FROM jobs WHERE job_id = '4242'") == [("pretrain-7b", "alice", 32)]
 
 
 def test_malformed_rows_are_counted_with_their_line_and_the_rest_loads(conn, tmp_path):
-    text = FULL + "4250|x|bob|FAILED|1:0\n" + "abc|x|bob|FAILED|1:0|||00:00:01||\n" \
-        + "4251|x|bob|FAILED|1:0|2026-13-45T99:00:00||00:00:01||\n" + "4252|x|bob|FAILED|1:0|||forever||\n"
+    text = (
+        FULL
+        + "4250|x|bob|FAILED|1:0\n"
+        + "abc|x|bob|FAILED|1:0|||00:00:01||\n"
+        + "4251|x|bob|FAILED|1:0|2026-13-45T99:00:00||00:00:01||\n"
+        + "4252|x|bob|FAILED|1:0|||forever||\n"
+    )
     report = _ingest(conn, _write(tmp_path, text))
     assert report.rejected == 4
     assert [(line, reason.split(" ")[0]) for line, reason, _ in report.reject_samples] == [
-        (12, "expected"), (13, "unreadable"), (14, "unreadable"), (15, "unreadable")]
+        (12, "expected"),
+        (13, "unreadable"),
+        (14, "unreadable"),
+        (15, "unreadable"),
+    ]
     assert "Start" in report.reject_samples[2][1] and "Elapsed" in report.reject_samples[3][1]
     assert _rows(conn, "SELECT count(*) FROM jobs") == [(4,)]
     assert _rows(conn, "SELECT rejected FROM sources") == [(4,)]
@@ -210,10 +245,19 @@ def test_default_fixed_width_layout_is_read_by_its_dash_runs(conn):
     report = _ingest(conn, FIXED)  # sniffed: no --format
     assert report.rejected == 0
     assert _rows(conn, "SELECT job_id, step, state FROM sacct_rows ORDER BY line") == [
-        ("19", "0", "COMPLETED"), ("20", None, "FAILED"), ("20", "0", "FAILED"), ("21", None, "FAILED"),
-        ("21", "0", "FAILED"), ("22", None, "COMPLETED"), ("22", "0", "COMPLETED")]
+        ("19", "0", "COMPLETED"),
+        ("20", None, "FAILED"),
+        ("20", "0", "FAILED"),
+        ("21", None, "FAILED"),
+        ("21", "0", "FAILED"),
+        ("22", None, "COMPLETED"),
+        ("22", "0", "COMPLETED"),
+    ]
     assert _rows(conn, "SELECT job_id, state FROM jobs ORDER BY job_id") == [
-        ("20", "FAILED"), ("21", "FAILED"), ("22", "COMPLETED")]
+        ("20", "FAILED"),
+        ("21", "FAILED"),
+        ("22", "COMPLETED"),
+    ]
 
 
 def test_fixed_width_with_right_aligned_header_names(conn):
@@ -244,4 +288,5 @@ def test_fixed_width_cut_values(conn, tmp_path):
     assert report.rejected == 1
     assert report.reject_samples[0][0] == 4 and "nodelist" in report.reject_samples[0][1]
     assert _rows(conn, "SELECT job_id, state, start_ts, nodes FROM attempts") == [
-        ("4242", "CANCELLED", datetime(2026, 11, 28, 10, 0), ["gpu-001", "gpu-002", "gpu-003", "gpu-004"])]
+        ("4242", "CANCELLED", datetime(2026, 11, 28, 10, 0), ["gpu-001", "gpu-002", "gpu-003", "gpu-004"])
+    ]

@@ -16,8 +16,11 @@ from synestra_cli.simulate.promtext import family
 
 
 def digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def run(*args: str):
@@ -42,9 +45,20 @@ def test_stdout_is_the_run_summary_and_the_layout_is_exports_plus_truth(tmp_path
     assert meta["scenario"] == "routine" and meta["metric_samples"] > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exports", "truth.json"]
     assert {p.name for p in (tmp_path / "exports").iterdir()} == {
-        "dcgm", "jobs", "node_exporter", "optics", "sacct.txt", "snmp", "syslog", "topology.csv"}
+        "dcgm",
+        "jobs",
+        "node_exporter",
+        "optics",
+        "sacct.txt",
+        "snmp",
+        "syslog",
+        "topology.csv",
+    }
     assert {p.name for p in (tmp_path / "exports" / "snmp").iterdir()} == {
-        "leaf-01.prom", "leaf-02.prom", "spine-uplinks.query_range.json"}
+        "leaf-01.prom",
+        "leaf-02.prom",
+        "spine-uplinks.query_range.json",
+    }
     uplinks = json.loads((tmp_path / "exports" / "snmp" / "spine-uplinks.query_range.json").read_text())
     assert uplinks["data"]["resultType"] == "matrix" and len(uplinks["data"]["result"]) == 2 * 4 * 5
     truth = json.loads((tmp_path / "truth.json").read_text())
@@ -87,8 +101,21 @@ def test_cumulative_counters_restart_at_a_reboot_and_keep_their_boot_offset_befo
 def test_prometheus_family_writes_help_type_then_masked_samples_with_ms_timestamps(tmp_path):
     path = tmp_path / "x.prom"
     with open(path, "wb") as fh:
-        n = family(fh, "m", "gauge", "help me", ['{a="1"}', '{a="2"}'], np.array([[1.5, 2.0], [3.0, 4.25]]),
-                   np.array([[10.0, 40.0], [10.0, 40.0]]), np.array([[True, False], [True, True]]))
+        n = family(
+            fh,
+            "m",
+            "gauge",
+            "help me",
+            ['{a="1"}', '{a="2"}'],
+            np.array([[1.5, 2.0], [3.0, 4.25]]),
+            np.array([[10.0, 40.0], [10.0, 40.0]]),
+            np.array([[True, False], [True, True]]),
+        )
     assert n == 3
     assert path.read_text().splitlines() == [
-        "# HELP m help me", "# TYPE m gauge", 'm{a="1"} 1.5 10000', 'm{a="2"} 3 10000', 'm{a="2"} 4.25 40000']
+        "# HELP m help me",
+        "# TYPE m gauge",
+        'm{a="1"} 1.5 10000',
+        'm{a="2"} 3 10000',
+        'm{a="2"} 4.25 40000',
+    ]

@@ -25,14 +25,20 @@ def test_every_scenario_ingests_with_zero_rejects(tmp_path, scenario, seed):
     simulate(tmp_path, scenario, seed=seed, nodes=8, hours=2.0, gpus_per_node=2)
     conn, reports = _ingest(tmp_path)
     try:
-        bad = [(r.path, r.status, r.error, r.rejected, r.reject_samples[:2]) for r in reports
-               if r.status != "loaded" or r.rejected]
+        bad = [
+            (r.path, r.status, r.error, r.rejected, r.reject_samples[:2])
+            for r in reports
+            if r.status != "loaded" or r.rejected
+        ]
         assert not bad
         truth = json.loads((tmp_path / "truth.json").read_text())
-        saves = conn.execute("SELECT job_id, iteration FROM checkpoints WHERE kind = 'save' "
-                             "AND coalesce(phase, 'finalized') = 'finalized' ORDER BY ALL").fetchall()
-        want = sorted((j["job"], c["iteration"]) for j in truth["jobs"] for c in j["checkpoints"]
-                      if c["kind"] == "save")
+        saves = conn.execute(
+            "SELECT job_id, iteration FROM checkpoints WHERE kind = 'save' "
+            "AND coalesce(phase, 'finalized') = 'finalized' ORDER BY ALL"
+        ).fetchall()
+        want = sorted(
+            (j["job"], c["iteration"]) for j in truth["jobs"] for c in j["checkpoints"] if c["kind"] == "save"
+        )
         assert saves == want
         hosts = {r[0] for r in conn.execute("SELECT DISTINCT host FROM metrics").fetchall()}
         assert {f"gpu-{i:03d}" for i in range(1, 9)} <= hosts
@@ -57,8 +63,10 @@ def test_optics_long_csv_ingests_with_zero_rejects(tmp_path):
     conn, reports = _ingest(tmp_path, ["optics"])
     try:
         assert all(r.status == "loaded" and not r.rejected for r in reports)
-        (n, hosts) = conn.execute("SELECT count(*), count(DISTINCT host) FROM metrics "
-                                  "WHERE metric = 'optics_rx_power_dbm' AND entity LIKE 'mlx5_%'").fetchone()
+        (n, hosts) = conn.execute(
+            "SELECT count(*), count(DISTINCT host) FROM metrics "
+            "WHERE metric = 'optics_rx_power_dbm' AND entity LIKE 'mlx5_%'"
+        ).fetchone()
         assert n > 0 and hosts == 8
     finally:
         conn.close()

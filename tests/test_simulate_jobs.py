@@ -26,9 +26,23 @@ NFS = Cause("storage.slow", ("nfs-01",), "nfs-01", T0 + timedelta(minutes=20))
 PREEMPT = Cause("scheduler.preemption", (), None, T0 + timedelta(minutes=150))
 
 
-BASE = JobSpec(job_id="4242", name="gpt-8b", user="alice", hosts=tuple(f"gpu-{i:03d}" for i in range(1, 5)),
-               gpus_per_node=8, submit=T0, start=T0, train_iters=2000, time_limit_s=86_400, step_s=4.0,
-               save_every=250, save_s=20.0, restore_s=40.0, startup_s=90.0, requeue_s=120.0)
+BASE = JobSpec(
+    job_id="4242",
+    name="gpt-8b",
+    user="alice",
+    hosts=tuple(f"gpu-{i:03d}" for i in range(1, 5)),
+    gpus_per_node=8,
+    submit=T0,
+    start=T0,
+    train_iters=2000,
+    time_limit_s=86_400,
+    step_s=4.0,
+    save_every=250,
+    save_s=20.0,
+    restore_s=40.0,
+    startup_s=90.0,
+    requeue_s=120.0,
+)
 
 
 def spec(*disturbances: Disturbance, **kw) -> JobSpec:
@@ -50,19 +64,36 @@ def crash(minutes: float, hang_s: float = 600.0, incident: str = "nccl_timeout")
 # --- the truth ---------------------------------------------------------------------------------------
 
 disturbance_st = st.one_of(
-    st.builds(lambda s, d, f: Disturbance("slowdown", at(s), at(s + d), f, cause=LINK),
-              st.floats(0, 120), st.floats(1, 60), st.floats(1.05, 3.0)),
-    st.builds(lambda s, d, f: Disturbance("slow_storage", at(s), at(s + d), f, cause=NFS),
-              st.floats(0, 120), st.floats(1, 60), st.floats(1.5, 8.0)),
-    st.builds(lambda s, h, inc: Disturbance("crash", at(s), hang_s=h, incident=inc, cause=XID79),
-              st.floats(0, 150), st.floats(1, 900),
-              st.sampled_from(["nccl_timeout", "cuda_error", "python_exception"])),
+    st.builds(
+        lambda s, d, f: Disturbance("slowdown", at(s), at(s + d), f, cause=LINK),
+        st.floats(0, 120),
+        st.floats(1, 60),
+        st.floats(1.05, 3.0),
+    ),
+    st.builds(
+        lambda s, d, f: Disturbance("slow_storage", at(s), at(s + d), f, cause=NFS),
+        st.floats(0, 120),
+        st.floats(1, 60),
+        st.floats(1.5, 8.0),
+    ),
+    st.builds(
+        lambda s, h, inc: Disturbance("crash", at(s), hang_s=h, incident=inc, cause=XID79),
+        st.floats(0, 150),
+        st.floats(1, 900),
+        st.sampled_from(["nccl_timeout", "cuda_error", "python_exception"]),
+    ),
     st.builds(lambda s: Disturbance("preempt", at(s), cause=PREEMPT), st.floats(0, 150)),
 )
 
 
-@given(st.lists(disturbance_st, max_size=5), st.integers(0, 2**32 - 1), st.integers(50, 1500),
-       st.integers(7, 400), st.floats(0.5, 10.0), st.floats(1800, 20_000))
+@given(
+    st.lists(disturbance_st, max_size=5),
+    st.integers(0, 2**32 - 1),
+    st.integers(50, 1500),
+    st.integers(7, 400),
+    st.floats(0.5, 10.0),
+    st.floats(1800, 20_000),
+)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_buckets_partition_the_wall_time_exactly(disturbances, seed, iters, every, step_s, limit_s):
     tl = run(spec(*disturbances, train_iters=iters, save_every=every, step_s=step_s, time_limit_s=limit_s), seed)
@@ -167,9 +198,15 @@ def test_the_same_seed_gives_the_same_job_and_another_seed_does_not():
 
 # --- the logs agree with the truth --------------------------------------------------------------------
 
+
 def busy_job() -> JobTimeline:
-    return run(spec(Disturbance("slowdown", at(20), at(45), 1.5, cause=LINK), crash(70),
-                    Disturbance("preempt", at(150), cause=PREEMPT)))
+    return run(
+        spec(
+            Disturbance("slowdown", at(20), at(45), 1.5, cause=LINK),
+            crash(70),
+            Disturbance("preempt", at(150), cause=PREEMPT),
+        )
+    )
 
 
 def test_the_megatron_log_shows_exactly_the_checkpoints_of_the_truth():
@@ -221,13 +258,15 @@ def test_sacct_has_one_allocation_row_per_attempt_with_its_state_and_times(conn,
     alloc = [ln.split("|") for ln in lines[1:] if ln.split("|")[0] == tl.spec.job_id]
     assert lines[0] == "JobID|JobName|User|State|ExitCode|Start|End|Elapsed|NodeList|AllocTRES"
     assert [r[3] for r in alloc] == [a.state for a in tl.attempts] == ["FAILED", "PREEMPTED", "COMPLETED"]
-    assert [r[5] for r in alloc] == [(datetime(1970, 1, 1) + timedelta(microseconds=a.start)).strftime(
-        "%Y-%m-%dT%H:%M:%S") for a in tl.attempts]
+    assert [r[5] for r in alloc] == [
+        (datetime(1970, 1, 1) + timedelta(microseconds=a.start)).strftime("%Y-%m-%dT%H:%M:%S") for a in tl.attempts
+    ]
     assert all(expand(r[8]) == list(tl.spec.hosts) for r in alloc)
     report = ingest_file(conn, write_sacct(tmp_path / "sacct.txt", [tl]), IngestOptions())
     assert (report.format, report.rejected) == ("sacct", 0)
-    states = conn.execute("SELECT state FROM attempts WHERE source_id = (SELECT max(source_id) FROM sources) "
-                          "ORDER BY attempt").fetchall()
+    states = conn.execute(
+        "SELECT state FROM attempts WHERE source_id = (SELECT max(source_id) FROM sources) ORDER BY attempt"
+    ).fetchall()
     assert [s for (s,) in states] == ["FAILED", "PREEMPTED", "COMPLETED"]
 
 
@@ -243,6 +282,11 @@ def test_the_truth_document_names_every_bucket_and_checkpoint_cause():
     assert list(truth["buckets_s"]) == list(BUCKETS)
     assert abs(sum(truth["buckets_s"].values()) - truth["wall_s"]) < 1e-6
     causes = {(c["trigger"], c["cause"]["category"] if c["cause"] else None) for c in truth["checkpoints"]}
-    assert {("reactive", "network.link_degraded"), ("restart", "gpu.fell_off_bus"),
-            ("preemption", "scheduler.preemption"), ("periodic", None), ("final", None)} <= causes
+    assert {
+        ("reactive", "network.link_degraded"),
+        ("restart", "gpu.fell_off_bus"),
+        ("preemption", "scheduler.preemption"),
+        ("periodic", None),
+        ("final", None),
+    } <= causes
     assert truth["job"] == "4242" and truth["gpus"] == 32

@@ -12,15 +12,25 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 
 
 def digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_sample_data_regenerates_byte_identical_from_its_seed(tmp_path):
     meta = json.loads((SAMPLE / "truth.json").read_text())
     assert meta["scenario"] == "campaign" and len(meta["jobs"]) >= 6
-    simulate(tmp_path, meta["scenario"], seed=meta["seed"], nodes=meta["nodes"], hours=meta["hours"],
-             gpus_per_node=meta["gpus_per_node"], gz=meta["gzip"])
+    simulate(
+        tmp_path,
+        meta["scenario"],
+        seed=meta["seed"],
+        nodes=meta["nodes"],
+        hours=meta["hours"],
+        gpus_per_node=meta["gpus_per_node"],
+        gz=meta["gzip"],
+    )
     mine = digest(SAMPLE)
     mine.pop("README.md", None)
     assert digest(tmp_path) == mine

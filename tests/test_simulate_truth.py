@@ -13,7 +13,7 @@ import pytest
 
 from synestra_cli.simulate.scenarios import simulate
 
-SKEW_S = 3.5      # sources' clocks differ by up to MAX_SKEW_S (3 s) plus jitter
+SKEW_S = 3.5  # sources' clocks differ by up to MAX_SKEW_S (3 s) plus jitter
 NODES, HOURS, GPUS = 8, 3.0, 2
 
 
@@ -38,8 +38,11 @@ def ts(iso: str) -> float:
 def series(path: Path, metric: str, **labels: str) -> tuple[np.ndarray, np.ndarray]:
     """(times in s, values) of one series in a Prometheus text file with ms timestamps."""
     want = [f'{k}="{v}"' for k, v in labels.items()]
-    rows = [line.rsplit(" ", 2)[1:] for line in path.read_text().splitlines()
-            if line.startswith(metric + "{") and all(w in line for w in want)]
+    rows = [
+        line.rsplit(" ", 2)[1:]
+        for line in path.read_text().splitlines()
+        if line.startswith(metric + "{") and all(w in line for w in want)
+    ]
     arr = np.array(rows, dtype=float).reshape(-1, 2)
     return arr[:, 1] / 1000.0, arr[:, 0]
 
@@ -79,16 +82,16 @@ def test_ghost_link_sags_optics_and_raises_errors_at_both_ends_while_the_link_st
     rx = np.array([(ts(r[0]), float(r[4])) for r in rows if r[2] == nic and r[3] == "optics_rx_power_dbm"])
     before = rx[rx[:, 0] < t0 - SKEW_S, 1]
     first_after = rx[rx[:, 0] >= t0 + SKEW_S][0]
-    assert first_after[0] - t0 < 60 + 2 * SKEW_S             # the first optics sample after onset ...
-    assert before.mean() - first_after[1] > 0.8             # ... already shows the sag
+    assert first_after[0] - t0 < 60 + 2 * SKEW_S  # the first optics sample after onset ...
+    assert before.mean() - first_after[1] > 0.8  # ... already shows the sag
     t, sym = series(exports / "node_exporter" / f"{host}.prom", "node_infiniband_symbol_error_total", device=nic)
-    before = sym[t < t0].max() - sym[t < t0].min()         # at most a trickle (a noisy-but-healthy link)
+    before = sym[t < t0].max() - sym[t < t0].min()  # at most a trickle (a noisy-but-healthy link)
     assert sym[-1] - sym[t < t0].max() > 100 + 20 * before  # ... then climbing
     _, state = series(exports / "node_exporter" / f"{host}.prom", "node_infiniband_state_id", device=nic)
-    assert set(state) == {4.0}                              # ACTIVE throughout: reported healthy
+    assert set(state) == {4.0}  # ACTIVE throughout: reported healthy
     leaf = f"leaf-{int(nic.split('_')[1]) + 1:02d}"
     t, err = series(exports / "snmp" / f"{leaf}.prom", "ifInErrors", ifAlias=f"{host}:{nic}")
-    assert err[-1] - err[t < t0].max() > 100                # the switch peer sees the loss too
+    assert err[-1] - err[t < t0].max() > 100  # the switch peer sees the loss too
 
 
 def test_ghost_link_slows_every_gpu_of_the_job_while_gpu_util_stays_near_100(sims):
@@ -116,7 +119,7 @@ def test_gpu_fell_off_bus_logs_xid_79_at_the_first_signal_and_its_metrics_stop(s
     assert len(seen) == 1 and abs(seen[0] - t0) <= SKEW_S
     t, _ = series(exports / "dcgm" / f"{host}.prom", "DCGM_FI_DEV_GPU_TEMP", gpu=gpu)
     gap = np.diff(t)[np.searchsorted(t, t0) - 1]
-    assert gap > 600                       # silent from the Xid until the node is rebooted
+    assert gap > 600  # silent from the Xid until the node is rebooted
     restart = next(c for c in main_job(truth)["checkpoints"] if c["trigger"] == "restart")
     assert restart["cause"]["category"] == "gpu.fell_off_bus" and restart["cause"]["component"] == f"gpu{gpu}"
 
@@ -183,7 +186,8 @@ def test_slow_storage_complaints_start_at_the_first_signal_and_saves_stretch(sim
     t0 = ts(f["first_signal"])
     for host in job["hosts"]:
         got = syslog_times(exports, host, "nfs-01 not responding", 2026) + syslog_times(
-            exports, host, "was lost; in progress operations", 2026)
+            exports, host, "was lost; in progress operations", 2026
+        )
         assert any(abs(x - t0) <= SKEW_S + 2 for x in got)
     slow = [c for c in job["checkpoints"] if c["cause"] and c["cause"]["category"] == "storage.slow"]
     normal = [c["duration_s"] for c in job["checkpoints"] if c["kind"] == "save" and not c["cause"]]
@@ -230,8 +234,11 @@ def test_decoys_are_outside_the_job_or_begin_after_the_checkpoint_they_could_be_
             first = ([c for c in job["checkpoints"] if c["trigger"] != "periodic"] or job["checkpoints"])[0]
             assert ts(d["start"]) > ts(first["end"])
             # never on the component of a real fault: a decoy is told apart by what it is, not by when
-            assert not any(set(d["hosts"]) & set(f["hosts"]) and d["component"] == f["component"]
-                           for f in truth["faults"] if not f["decoy"])
+            assert not any(
+                set(d["hosts"]) & set(f["hosts"]) and d["component"] == f["component"]
+                for f in truth["faults"]
+                if not f["decoy"]
+            )
 
 
 def test_counters_restart_from_zero_when_the_node_reboots(sims):
@@ -255,9 +262,14 @@ def test_the_after_checkpoint_decoy_never_lands_on_a_real_faults_nic():
         plan = base_plan(Cluster(4, 8, seed=seed), 4.0, rng)
         a, b = plan.main.hosts
         # real degraded links on every NIC of the job but one: the decoy must take that one
-        plan.faults += [F.ghost_link(plan.cl, h, n, plan.t0 + 3600, plan.t0 + 7200, rng)
-                        for h in (a, b) for n in range(8) if (h, n) != (b, 5)]
-        tl = SimpleNamespace(spec=plan.main, checkpoints=[SimpleNamespace(trigger="periodic",
-                                                                          end=int((plan.t0 + 600) * US))])
+        plan.faults += [
+            F.ghost_link(plan.cl, h, n, plan.t0 + 3600, plan.t0 + 7200, rng)
+            for h in (a, b)
+            for n in range(8)
+            if (h, n) != (b, 5)
+        ]
+        tl = SimpleNamespace(
+            spec=plan.main, checkpoints=[SimpleNamespace(trigger="periodic", end=int((plan.t0 + 600) * US))]
+        )
         decoy = after_checkpoint_decoy(plan, tl)
         assert (decoy.hosts, decoy.cause.component) == ((b,), "mlx5_5")

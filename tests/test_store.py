@@ -49,10 +49,14 @@ def test_read_only_open_of_a_missing_store_says_to_ingest_first(tmp_path):
 def test_a_second_writer_waits_then_fails_with_a_reason(db_path, monkeypatch):
     monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "1")  # set after import: read when connecting
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import duckdb,sys,time; c=duckdb.connect(sys.argv[1]); print('ok', flush=True); time.sleep(30)",
-         str(db_path)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import duckdb,sys,time; c=duckdb.connect(sys.argv[1]); print('ok', flush=True); time.sleep(30)",
+            str(db_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "ok"

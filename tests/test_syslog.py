@@ -70,7 +70,9 @@ def test_xid_codes_bus_ids_and_year_from_mtime(conn):
     load(conn, path)
     xids = events(conn, path, "xid")
     assert [(e["code"], e["component"], e["host"]) for e in xids] == [
-        (48, "00000000:07:00.0", "worker4"), (64, "00000000:07:00.0", "worker4")]
+        (48, "00000000:07:00.0", "worker4"),
+        (64, "00000000:07:00.0", "worker4"),
+    ]
     assert xids[0]["ts"] == datetime(file_year(path, 12), 12, 2, 11, 38, 47)
     assert xids[0]["fields"]["pid"] is None and xids[0]["fields"]["process"] is None  # pid='<unknown>'
     assert xids[0]["fields"]["uptime_s"] == pytest.approx(219.470994)
@@ -97,22 +99,32 @@ def test_xid_that_annotates_an_earlier_xid(conn):
     x154 = [e for e in events(conn, gb200, "xid") if e["code"] == 154]
     # 154 names no Xid: it refers to the previous Xid of the same GPU (none logged for 0019:01:00 here).
     assert [(e["component"], e["fields"].get("refers_to_xid")) for e in x154] == [
-        ("00000009:01:00.0", 149), ("00000019:01:00.0", None), ("00000018:01:00.0", None),
-        ("00000008:01:00.0", 149)]
+        ("00000009:01:00.0", 149),
+        ("00000019:01:00.0", None),
+        ("00000018:01:00.0", None),
+        ("00000008:01:00.0", 149),
+    ]
     assert x154[0]["fields"]["recovery_action"] == "Drain and Reset"
 
 
 def test_mig_instance_and_driver_without_pci_prefix(conn, tmp_path):
     # Vendor-authored example (driver source comment) and the very old "no PCI:" form (log-formats.md A.1).
-    path = write(tmp_path, "mig.log",
-                 "Nov 29 10:00:00 gpu-001 kernel: NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, "
-                 "Contained: CE User Channel (0x9). RST: No, D-RST: No\n"
-                 "Nov 29 10:00:01 gpu-001 kernel: NVRM: Xid (0000:03:00): 14, Channel 00000001\n",
-                 mtime=datetime(2026, 11, 30))
+    path = write(
+        tmp_path,
+        "mig.log",
+        "Nov 29 10:00:00 gpu-001 kernel: NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7194, "
+        "Contained: CE User Channel (0x9). RST: No, D-RST: No\n"
+        "Nov 29 10:00:01 gpu-001 kernel: NVRM: Xid (0000:03:00): 14, Channel 00000001\n",
+        mtime=datetime(2026, 11, 30),
+    )
     load(conn, path)
     mig, old = events(conn, path, "xid")
     assert (mig["code"], mig["component"], mig["fields"]["gpu_instance"], mig["fields"]["pid"]) == (
-        94, "00000000:01:00.0", 5, 7194)
+        94,
+        "00000000:01:00.0",
+        5,
+        7194,
+    )
     assert (old["code"], old["component"]) == (14, "00000000:03:00.0")
 
 
@@ -137,38 +149,59 @@ def test_link_state_changes(conn):
     assert [(e["component"], e["fields"]["pci"]) for e in ups] == [("eth1", "0000:01:00.1")] * 4
     ports = events(conn, ib, "ib_port_state")
     assert [(e["component"], e["fields"]["port"], e["fields"]["state"]) for e in ports] == [
-        ("mlx5_5", 1, "INIT"), ("mlx5_5", 1, "ACTIVE")]
+        ("mlx5_5", 1, "INIT"),
+        ("mlx5_5", 1, "ACTIVE"),
+    ]
     (plugged,) = events(conn, module, "port_module")
     assert plugged["fields"] == {"pci": "0004:01:00.0", "module": 0, "status": "Cable plugged", "error": None}
     (down,) = events(conn, sonic, "link_down")
     assert (down["component"], down["severity"], down["host"]) == ("12500", "warning", "sonic-mellanox")
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("gh-gpu-burn-1_dmesg_aer-fatal_then_xid79.log",
-     [("corrected", "0000:00:02.0", "Data Link Layer", ["Replay Timer Timeout"]),
-      ("fatal", "0000:00:02.0", "Transaction Layer", ["Surprise Down Error"])]),
-    ("gh-returnn-1500_dmesg-relative_aer-fatal-cmpltto.log",
-     [("fatal", "0000:00:03.0", "Transaction Layer", ["SDES", "CmpltTO"])]),
-    ("gh-pop-3363_rfc3164_aer-correctable_new-kernel.log",
-     [("corrected", "0000:00:03.1", "Data Link Layer", ["Timeout"]),
-      ("corrected", "0000:00:03.1", "Data Link Layer", ["BadTLP"])]),
-    ("gh-gsconnect-1052_journal-ru-locale_aer-corrected.log",
-     [("corrected", "0000:00:1c.5", "Physical Layer", ["RxErr"])]),
-    ("gh-nbfc-181_journal_aer-corrected_old-kernel.log",
-     [("corrected", "0000:00:1c.5", "Physical Layer", ["Receiver Error"])]),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        (
+            "gh-gpu-burn-1_dmesg_aer-fatal_then_xid79.log",
+            [
+                ("corrected", "0000:00:02.0", "Data Link Layer", ["Replay Timer Timeout"]),
+                ("fatal", "0000:00:02.0", "Transaction Layer", ["Surprise Down Error"]),
+            ],
+        ),
+        (
+            "gh-returnn-1500_dmesg-relative_aer-fatal-cmpltto.log",
+            [("fatal", "0000:00:03.0", "Transaction Layer", ["SDES", "CmpltTO"])],
+        ),
+        (
+            "gh-pop-3363_rfc3164_aer-correctable_new-kernel.log",
+            [
+                ("corrected", "0000:00:03.1", "Data Link Layer", ["Timeout"]),
+                ("corrected", "0000:00:03.1", "Data Link Layer", ["BadTLP"]),
+            ],
+        ),
+        (
+            "gh-gsconnect-1052_journal-ru-locale_aer-corrected.log",
+            [("corrected", "0000:00:1c.5", "Physical Layer", ["RxErr"])],
+        ),
+        (
+            "gh-nbfc-181_journal_aer-corrected_old-kernel.log",
+            [("corrected", "0000:00:1c.5", "Physical Layer", ["Receiver Error"])],
+        ),
+    ],
+)
 def test_aer_severity_device_and_error_bits(conn, name, expected):
     path = SYSLOG / name
     load(conn, path)
-    got = [(e["fields"]["severity"], e["component"], e["fields"]["type"], e["fields"]["errors"])
-           for e in events(conn, path, "aer")]
+    got = [
+        (e["fields"]["severity"], e["component"], e["fields"]["type"], e["fields"]["errors"])
+        for e in events(conn, path, "aer")
+    ]
     assert got == expected
 
 
 def test_localized_month_names(conn):
-    ru = SYSLOG / "gh-gsconnect-1052_journal-ru-locale_aer-corrected.log"   # "фев 12"
-    nl = SYSLOG / "gh-nbfc-181_journal_aer-corrected_old-kernel.log"       # "jan. 29"
+    ru = SYSLOG / "gh-gsconnect-1052_journal-ru-locale_aer-corrected.log"  # "фев 12"
+    nl = SYSLOG / "gh-nbfc-181_journal_aer-corrected_old-kernel.log"  # "jan. 29"
     load(conn, ru)
     load(conn, nl)
     assert events(conn, ru)[0]["ts"] == datetime(file_year(ru, 2), 2, 12, 0, 48, 2)
@@ -184,13 +217,16 @@ def test_nfs_and_lustre(conn, tmp_path):
         load(conn, p)
     kinds = [(e["kind"], e["component"]) for e in events(conn, ganesha)]
     assert kinds == [("nfs_ok", "100.73.159.36")] * 2 + [("nfs_not_responding", "100.73.159.36")] * 3
-    assert [e["fields"].get("mode") for e in events(conn, surface)] == [
-        "timed out", "timed out", "still trying", None]
+    assert [e["fields"].get("mode") for e in events(conn, surface)] == ["timed out", "timed out", "still trying", None]
     (lost,) = events(conn, lustre, "lustre_lost")
     assert (lost["component"], lost["fields"]["server_nid"]) == ("no2zxbmv-MDT0000", "10.0.47.232@tcp")
     # The recovery line, in the kernel's own format string ("%s: Connection restored to %s (at %s)").
-    back = write(tmp_path, "lustre.log", "Apr 30 13:52:10 ip-10-0-33-4 kernel: Lustre: no2zxbmv-MDT0000-mdc-"
-                 "000000001785e248: Connection restored to no2zxbmv-MDT0000 (at 10.0.47.232@tcp)\n")
+    back = write(
+        tmp_path,
+        "lustre.log",
+        "Apr 30 13:52:10 ip-10-0-33-4 kernel: Lustre: no2zxbmv-MDT0000-mdc-"
+        "000000001785e248: Connection restored to no2zxbmv-MDT0000 (at 10.0.47.232@tcp)\n",
+    )
     load(conn, back)
     assert [(e["kind"], e["component"]) for e in events(conn, back)] == [("lustre_restored", "no2zxbmv-MDT0000")]
 
@@ -209,19 +245,28 @@ def test_oom_kills_once_per_kill(conn):
 
 
 def test_oom_kill_line_pair_counts_one_kill(conn, tmp_path):
-    path = write(tmp_path, "oom.log",
-                 "Mar 30 08:24:00 n1 kernel: oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
-                 "mems_allowed=0,oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1,task=python,pid=7899,uid=0\n"
-                 "Mar 30 08:24:00 n1 kernel: Memory cgroup out of memory: Killed process 7899 (python) "
-                 "total-vm:11964kB, anon-rss:4288kB, file-rss:3028kB, shmem-rss:0kB\n")
+    path = write(
+        tmp_path,
+        "oom.log",
+        "Mar 30 08:24:00 n1 kernel: oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
+        "mems_allowed=0,oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1,task=python,pid=7899,uid=0\n"
+        "Mar 30 08:24:00 n1 kernel: Memory cgroup out of memory: Killed process 7899 (python) "
+        "total-vm:11964kB, anon-rss:4288kB, file-rss:3028kB, shmem-rss:0kB\n",
+    )
     load(conn, path)
     assert [(e["kind"], e["fields"].get("constraint")) for e in events(conn, path)] == [
-        ("oom_kill", "CONSTRAINT_MEMCG"), ("log", None)]
+        ("oom_kill", "CONSTRAINT_MEMCG"),
+        ("log", None),
+    ]
 
 
 def test_nccl_warn(conn, tmp_path):
-    path = write(tmp_path, "nccl.log", "Nov 29 10:00:00 gpu-001 python[4242]: gpu-001:4242:4300 [3] NCCL WARN "
-                 "NET/IB : Got completion from peer 10.0.0.2<55022> with error 12, opcode 0, len 0, vendor err 129\n")
+    path = write(
+        tmp_path,
+        "nccl.log",
+        "Nov 29 10:00:00 gpu-001 python[4242]: gpu-001:4242:4300 [3] NCCL WARN "
+        "NET/IB : Got completion from peer 10.0.0.2<55022> with error 12, opcode 0, len 0, vendor err 129\n",
+    )
     load(conn, path)
     (w,) = events(conn, path, "nccl_warn")
     assert (w["fields"]["node"], w["fields"]["cuda_dev"]) == ("gpu-001", 3)
@@ -233,7 +278,10 @@ def test_december_to_january_rollover(conn, tmp_path):
     path = write(tmp_path, "roll.log", text, mtime=datetime(2027, 1, 5))
     load(conn, path)
     assert [e["ts"] for e in events(conn, path)] == [
-        datetime(2026, 12, 31, 23, 59, 58), datetime(2027, 1, 1, 0, 0, 1), datetime(2027, 1, 2, 8, 0)]
+        datetime(2026, 12, 31, 23, 59, 58),
+        datetime(2027, 1, 1, 0, 0, 1),
+        datetime(2027, 1, 2, 8, 0),
+    ]
     # --year names the year the file starts in.
     other = write(tmp_path, "roll2.log", text + "Jan  3 00:00:00 gpu-001 kernel: d\n")
     load(conn, other, year=2024)
@@ -267,31 +315,53 @@ def test_host_option_names_hostless_files_only(conn, tmp_path):
 def test_uptime_only_files_end_at_the_file_mtime(conn, tmp_path):
     path = write(tmp_path, "dmesg.log", "[  100.500000] a\n[  102.000000] b\n", mtime=datetime(2026, 11, 29, 12))
     report = load(conn, path)
-    assert [e["ts"] for e in events(conn, path)] == [datetime(2026, 11, 29, 11, 59, 58, 500000),
-                                                     datetime(2026, 11, 29, 12)]
+    assert [e["ts"] for e in events(conn, path)] == [
+        datetime(2026, 11, 29, 11, 59, 58, 500000),
+        datetime(2026, 11, 29, 12),
+    ]
     assert any("modification time" in n for n in report.notes)
-    rel = write(tmp_path, "rel.log", "[  +0.000000] a\n[  +1.500000] b\n[  +0.250000] c\n",
-                mtime=datetime(2026, 11, 29, 12))
+    rel = write(
+        tmp_path, "rel.log", "[  +0.000000] a\n[  +1.500000] b\n[  +0.250000] c\n", mtime=datetime(2026, 11, 29, 12)
+    )
     load(conn, rel)
     assert [e["ts"] for e in events(conn, rel)] == [
-        datetime(2026, 11, 29, 11, 59, 58, 250000), datetime(2026, 11, 29, 11, 59, 59, 750000),
-        datetime(2026, 11, 29, 12)]
+        datetime(2026, 11, 29, 11, 59, 58, 250000),
+        datetime(2026, 11, 29, 11, 59, 59, 750000),
+        datetime(2026, 11, 29, 12),
+    ]
 
 
 def test_journal_json(conn, tmp_path):
     # Field set per systemd.journal-fields(7) / log-formats.md A.0.1 (all values strings).
     rows = [
-        {"__REALTIME_TIMESTAMP": "1700000000000000", "_HOSTNAME": "gpu-001", "SYSLOG_IDENTIFIER": "kernel",
-         "_TRANSPORT": "kernel", "PRIORITY": "3", "_SOURCE_MONOTONIC_TIMESTAMP": "1843308145",
-         "MESSAGE": "NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus."},
-        {"__REALTIME_TIMESTAMP": "1700000001500000", "_HOSTNAME": "gpu-001", "SYSLOG_IDENTIFIER": "slurmd",
-         "_PID": "812", "PRIORITY": "6", "MESSAGE": "launch task StepId=1.0"},
+        {
+            "__REALTIME_TIMESTAMP": "1700000000000000",
+            "_HOSTNAME": "gpu-001",
+            "SYSLOG_IDENTIFIER": "kernel",
+            "_TRANSPORT": "kernel",
+            "PRIORITY": "3",
+            "_SOURCE_MONOTONIC_TIMESTAMP": "1843308145",
+            "MESSAGE": "NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.",
+        },
+        {
+            "__REALTIME_TIMESTAMP": "1700000001500000",
+            "_HOSTNAME": "gpu-001",
+            "SYSLOG_IDENTIFIER": "slurmd",
+            "_PID": "812",
+            "PRIORITY": "6",
+            "MESSAGE": "launch task StepId=1.0",
+        },
     ]
     path = write(tmp_path, "journal.json", "".join(json.dumps(r) + "\n" for r in rows))
     load(conn, path)
     xid, log = events(conn, path)
     assert (xid["ts"], xid["host"], xid["kind"], xid["code"], xid["severity"]) == (
-        datetime(2023, 11, 14, 22, 13, 20), "gpu-001", "xid", 79, "err")
+        datetime(2023, 11, 14, 22, 13, 20),
+        "gpu-001",
+        "xid",
+        79,
+        "err",
+    )
     assert xid["fields"]["uptime_s"] == pytest.approx(1843.308145)
     assert (log["severity"], log["fields"]["pid"]) == ("info", "812")
     assert log["message"] == "slurmd[812]: launch task StepId=1.0"
@@ -300,19 +370,40 @@ def test_journal_json(conn, tmp_path):
 def test_kernel_lines_in_journal_json_keep_their_printk_stamp_and_still_type(conn, tmp_path):
     # A kernel line forwarded through the syslog socket (or by a collector) keeps the printk stamp in
     # MESSAGE: the typed event must come out the same as from the rfc3164 line that carries it.
-    rows = [{"__REALTIME_TIMESTAMP": "1700000000000000", "_HOSTNAME": "gpu-007", "SYSLOG_IDENTIFIER": "kernel",
-             "_TRANSPORT": "syslog", "PRIORITY": "4",
-             "MESSAGE": "[267043.104677] nfs: server fs01 not responding, still trying"},
-            {"__REALTIME_TIMESTAMP": "1700000002000000", "_HOSTNAME": "gpu-007", "SYSLOG_IDENTIFIER": "kernel",
-             "_TRANSPORT": "syslog", "PRIORITY": "3",
-             "MESSAGE": "[  267045.5] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus."},
-            {"__REALTIME_TIMESTAMP": "1700000003000000", "_HOSTNAME": "gpu-007", "SYSLOG_IDENTIFIER": "kernel",
-             "_TRANSPORT": "syslog", "PRIORITY": "6", "MESSAGE": "[267046.0] nfs: server fs01 OK"}]
+    rows = [
+        {
+            "__REALTIME_TIMESTAMP": "1700000000000000",
+            "_HOSTNAME": "gpu-007",
+            "SYSLOG_IDENTIFIER": "kernel",
+            "_TRANSPORT": "syslog",
+            "PRIORITY": "4",
+            "MESSAGE": "[267043.104677] nfs: server fs01 not responding, still trying",
+        },
+        {
+            "__REALTIME_TIMESTAMP": "1700000002000000",
+            "_HOSTNAME": "gpu-007",
+            "SYSLOG_IDENTIFIER": "kernel",
+            "_TRANSPORT": "syslog",
+            "PRIORITY": "3",
+            "MESSAGE": "[  267045.5] NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.",
+        },
+        {
+            "__REALTIME_TIMESTAMP": "1700000003000000",
+            "_HOSTNAME": "gpu-007",
+            "SYSLOG_IDENTIFIER": "kernel",
+            "_TRANSPORT": "syslog",
+            "PRIORITY": "6",
+            "MESSAGE": "[267046.0] nfs: server fs01 OK",
+        },
+    ]
     path = write(tmp_path, "journal.json", "".join(json.dumps(r) + "\n" for r in rows))
     load(conn, path)
     nfs, xid, ok = events(conn, path)
     assert (nfs["kind"], nfs["component"], nfs["message"]) == (
-        "nfs_not_responding", "fs01", "nfs: server fs01 not responding, still trying")
+        "nfs_not_responding",
+        "fs01",
+        "nfs: server fs01 not responding, still trying",
+    )
     assert nfs["fields"] == {"server": "fs01", "mode": "still trying"}
     assert (xid["kind"], xid["code"], xid["component"]) == ("xid", 79, "00000000:9B:00.0")
     assert xid["fields"]["uptime_s"] == pytest.approx(267045.5)
@@ -331,15 +422,24 @@ def test_severity_from_the_envelope(conn):
 
 
 def test_lines_fitting_no_envelope_are_rejected_with_line_numbers(conn, tmp_path):
-    path = write(tmp_path, "mixed.log", "Jun 14 15:16:01 combo sshd[1]: a\nthis is not syslog\n"
-                 "Jun 14 15:16:02 combo sshd[1]: b\n    indented continuation\n-- Boot 3f2a --\n"
-                 "Jun 14 15:17:00 combo kernel: c\n-- Reboot --\n")
+    path = write(
+        tmp_path,
+        "mixed.log",
+        "Jun 14 15:16:01 combo sshd[1]: a\nthis is not syslog\n"
+        "Jun 14 15:16:02 combo sshd[1]: b\n    indented continuation\n-- Boot 3f2a --\n"
+        "Jun 14 15:17:00 combo kernel: c\n-- Reboot --\n",
+    )
     report = load(conn, path)
     assert report.rejected == 1
     assert report.reject_samples[0][:2] == (2, "does not match the rfc3164 envelope of this file")
     got = [(e["line"], e["message"]) for e in events(conn, path)]
-    assert got == [(1, "sshd[1]: a"), (3, "sshd[1]: b\n    indented continuation"), (5, "-- Boot 3f2a --"),
-                   (6, "c"), (7, "-- Reboot --")]
+    assert got == [
+        (1, "sshd[1]: a"),
+        (3, "sshd[1]: b\n    indented continuation"),
+        (5, "-- Boot 3f2a --"),
+        (6, "c"),
+        (7, "-- Reboot --"),
+    ]
     stamps = [e["ts"] for e in events(conn, path)]
     assert stamps[2] == stamps[3] == stamps[4]  # a marker takes the next line's time, or the last one's
 
@@ -359,8 +459,22 @@ def test_loghub_thunderbird_loads_with_epoch_time_node_and_tags(conn):
             assert (e["fields"]["tag"], e["fields"]["pid"]) == (t["Component"], t["PID"][:-2] or None), t
     # the one typed event: the 2005 e1000 wording of a NIC carrier change
     typed = [(e["line"], e["kind"], e["component"], e["fields"]) for e in events(conn, path) if e["kind"] != "log"]
-    assert typed == [(1307, "link_up", "eth0", {"device": "eth0", "driver": "e1000", "pci": None, "state": "up",
-                                                "speed_mbps": 1000, "duplex": "full", "fec": None})]
+    assert typed == [
+        (
+            1307,
+            "link_up",
+            "eth0",
+            {
+                "device": "eth0",
+                "driver": "e1000",
+                "pci": None,
+                "state": "up",
+                "speed_mbps": 1000,
+                "duplex": "full",
+                "fec": None,
+            },
+        )
+    ]
 
 
 def test_loghub_linux_tags_and_pids_match_the_ground_truth(conn):
@@ -377,16 +491,21 @@ def test_loghub_linux_tags_and_pids_match_the_ground_truth(conn):
         assert e["host"] == "combo"
 
 
-@pytest.mark.parametrize("head", [
-    "[2024-05-01 12:00:00] iteration      100/  1000 | consumed samples: 800 | elapsed time per iteration (ms): 51\n"
-    "[2024-05-01 12:00:05] iteration      110/  1000 | consumed samples: 880 | elapsed time per iteration (ms): 52\n",
-    "I0501 12:00:00.123456  1234 main.cc:10] starting\nW0501 12:00:01.000000  1234 main.cc:11] slow\n",
-    "timestamp,host,entity,metric,value\n2024-05-01T12:00:00Z,gpu-001,gpu0,temp,40\n",
-    "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature.\n# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
-    'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40\n',
-    '{"status":"success","data":{"resultType":"matrix","result":[]}}\n',
-    "2024-05-01T12:00:00.123Z INFO rank0 step 100 loss 2.31\n2024-05-01T12:00:01.123Z INFO rank0 step 101\n",
-])
+@pytest.mark.parametrize(
+    "head",
+    [
+        "[2024-05-01 12:00:00] iteration      100/  1000 | consumed samples: 800 | "
+        "elapsed time per iteration (ms): 51\n"
+        "[2024-05-01 12:00:05] iteration      110/  1000 | consumed samples: 880 | "
+        "elapsed time per iteration (ms): 52\n",
+        "I0501 12:00:00.123456  1234 main.cc:10] starting\nW0501 12:00:01.000000  1234 main.cc:11] slow\n",
+        "timestamp,host,entity,metric,value\n2024-05-01T12:00:00Z,gpu-001,gpu0,temp,40\n",
+        "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature.\n# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+        'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 40\n',
+        '{"status":"success","data":{"resultType":"matrix","result":[]}}\n',
+        "2024-05-01T12:00:00.123Z INFO rank0 step 100 loss 2.31\n2024-05-01T12:00:01.123Z INFO rank0 step 101\n",
+    ],
+)
 def test_sniff_does_not_claim_other_formats(head):
     assert syslog.sniff(head) < 0.5
 
@@ -408,29 +527,47 @@ def test_forcing_syslog_on_other_content_is_a_clear_error(conn):
 
 def test_rfc5424_with_structured_data_and_pri(conn, tmp_path):
     # RFC 5424 section 6.5 examples (no real GPU-node capture exists; log-formats.md A.0).
-    path = write(tmp_path, "rfc5424.log",
-                 "<34>1 2003-10-11T22:14:15.003Z mymachine.example.com su - ID47 - 'su root' failed for lonvick\n"
-                 '<165>1 2003-10-11T22:14:15.003-07:00 gpu-002 evntslog - ID47 [exampleSDID@32473 iut="3" '
-                 'eventSource="Application" eventID="1011"] An application event log entry\n')
+    path = write(
+        tmp_path,
+        "rfc5424.log",
+        "<34>1 2003-10-11T22:14:15.003Z mymachine.example.com su - ID47 - 'su root' failed for lonvick\n"
+        '<165>1 2003-10-11T22:14:15.003-07:00 gpu-002 evntslog - ID47 [exampleSDID@32473 iut="3" '
+        'eventSource="Application" eventID="1011"] An application event log entry\n',
+    )
     load(conn, path)
     su, app = events(conn, path)
     assert (su["ts"], su["host"], su["severity"], su["message"]) == (
-        datetime(2003, 10, 11, 22, 14, 15, 3000), "mymachine", "crit", "su: 'su root' failed for lonvick")
+        datetime(2003, 10, 11, 22, 14, 15, 3000),
+        "mymachine",
+        "crit",
+        "su: 'su root' failed for lonvick",
+    )
     assert (app["ts"], app["severity"], app["message"]) == (
-        datetime(2003, 10, 12, 5, 14, 15, 3000), "notice", "evntslog: An application event log entry")
+        datetime(2003, 10, 12, 5, 14, 15, 3000),
+        "notice",
+        "evntslog: An application event log entry",
+    )
 
 
 def test_impossible_date_is_rejected_not_fatal(conn, tmp_path):
-    path = write(tmp_path, "feb30.log", "Feb 28 10:00:00 n1 kernel: a\nFeb 30 10:00:00 n1 kernel: b\n",
-                 mtime=datetime(2026, 3, 1))
+    path = write(
+        tmp_path,
+        "feb30.log",
+        "Feb 28 10:00:00 n1 kernel: a\nFeb 30 10:00:00 n1 kernel: b\n",
+        mtime=datetime(2026, 3, 1),
+    )
     report = load(conn, path)
     assert (report.rows, report.rejected, report.reject_samples[0][0]) == (1, 1, 2)
 
 
 def test_kmsg_dictionary_lines_fold_into_their_record(conn, tmp_path):
     # /dev/kmsg continuation lines (Documentation/ABI/testing/dev-kmsg) start with a space.
-    path = write(tmp_path, "kmsg.log", "7,160,424069,-;pci_root PNP0A03:00: host bridge window [io  0x0000-0x0cf7]\n"
-                 " SUBSYSTEM=acpi\n DEVICE=+acpi:PNP0A03:00\n6,339,5140900,-;NET: Registered protocol family 10\n")
+    path = write(
+        tmp_path,
+        "kmsg.log",
+        "7,160,424069,-;pci_root PNP0A03:00: host bridge window [io  0x0000-0x0cf7]\n"
+        " SUBSYSTEM=acpi\n DEVICE=+acpi:PNP0A03:00\n6,339,5140900,-;NET: Registered protocol family 10\n",
+    )
     load(conn, path)
     first, second = events(conn, path)
     assert first["message"].endswith("DEVICE=+acpi:PNP0A03:00") and first["severity"] == "debug"
@@ -438,8 +575,12 @@ def test_kmsg_dictionary_lines_fold_into_their_record(conn, tmp_path):
 
 
 def test_events_of_a_file_are_written_in_host_time_order(conn, tmp_path):
-    path = write(tmp_path, "merged.log", "Jun 14 15:00:02 b kernel: 1\nJun 14 15:00:01 a kernel: 2\n"
-                 "Jun 14 15:00:00 b kernel: 3\n", mtime=datetime(2026, 7, 1))
+    path = write(
+        tmp_path,
+        "merged.log",
+        "Jun 14 15:00:02 b kernel: 1\nJun 14 15:00:01 a kernel: 2\nJun 14 15:00:00 b kernel: 3\n",
+        mtime=datetime(2026, 7, 1),
+    )
     load(conn, path)
     rows = conn.execute("SELECT host, line FROM events").fetchall()  # storage order
     assert rows == [("a", 2), ("b", 3), ("b", 1)]
@@ -495,7 +636,10 @@ def test_fast_path_reads_every_line_as_the_envelope_pattern_does(tmp_path, monke
     assert rows == 12 and [line for line, _, _ in rejects] == [11, 12]  # Feb 30, 24:00:00
     assert evs[0]["message"].endswith("\n  an indented continuation line")
     assert [(e["kind"], e["severity"], e["fields"].get("uptime_s")) for e in evs[1:4]] == [
-        ("xid", None, 100.000001), ("ib_port_state", None, None), ("log", "notice", None)]
+        ("xid", None, 100.000001),
+        ("ib_port_state", None, None),
+        ("log", "notice", None),
+    ]
 
 
 def _has_fast_path(path: Path) -> bool:
@@ -541,8 +685,7 @@ def test_candidate_prefilter_drops_no_typed_event(tmp_path, monkeypatch):
     filtered = memory_store()
     for p in paths:
         load(filtered, p)
-    monkeypatch.setattr(syslog.kev, "CLASSIFY_SQL",
-                        syslog.kev.CLASSIFY_SQL.replace(syslog.kev.CANDIDATE_SQL, "true"))
+    monkeypatch.setattr(syslog.kev, "CLASSIFY_SQL", syslog.kev.CLASSIFY_SQL.replace(syslog.kev.CANDIDATE_SQL, "true"))
     unfiltered = memory_store()
     for p in paths:
         load(unfiltered, p)

@@ -42,8 +42,10 @@ def test_buckets_match_the_truth(scenario, tmp_path):
             t = truth[job.buckets.job_id]
             assert sum(job.buckets.buckets_s.values()) == pytest.approx(job.buckets.wall_s, abs=1e-6)
             assert _close(job.buckets.wall_s, t["wall_s"])
-            misses += [f"seed {seed} job {job.buckets.job_id} {name}: ours {v:.1f} s, "
-                       f"truth {t['buckets_s'][name]:.1f} s"
-                       for name, v in job.buckets.buckets_s.items() if not _close(v, t["buckets_s"][name])]
+            misses += [
+                f"seed {seed} job {job.buckets.job_id} {name}: ours {v:.1f} s, truth {t['buckets_s'][name]:.1f} s"
+                for name, v in job.buckets.buckets_s.items()
+                if not _close(v, t["buckets_s"][name])
+            ]
         conn.close()
     assert not misses, "\n".join(misses)

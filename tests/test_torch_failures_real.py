@@ -30,8 +30,12 @@ def incidents(conn) -> list[dict]:
     return [dict(zip(cols, r, strict=True)) | {"fields": json.loads(r[-1])} for r in got]
 
 
-FAILURE_LOGS = sorted(p.name for p in TRAINING.iterdir() if p.name.startswith("gh-") and any(
-    key in p.name for key in ("watchdog", "torchrun", "childfailed", "slurmstepd", "nccl-warn", "torchelastic")))
+FAILURE_LOGS = sorted(
+    p.name
+    for p in TRAINING.iterdir()
+    if p.name.startswith("gh-")
+    and any(key in p.name for key in ("watchdog", "torchrun", "childfailed", "slurmstepd", "nccl-warn", "torchelastic"))
+)
 
 
 @pytest.mark.parametrize("name", FAILURE_LOGS)
@@ -39,27 +43,69 @@ def test_every_failure_log_is_recognised_without_format(name):
     assert detect(decode(read_head(TRAINING / name))).NAME in ("torch_log", "megatron")
 
 
-@pytest.mark.parametrize("name, rank, local_rank, pid, code, signal, when, precision", [
-    # ChildFailedError's "Root Cause" block: global rank, host (an FQDN), its own time (no zone: --timezone)
-    ("gh-cppo-6_childfailederror_sigkill.log", 0, 0, 14750, -9, "SIGKILL", datetime(2025, 5, 21, 15, 43, 3), "exact"),
-    ("gh-llamafactory-7032_childfailederror_exitcode1.log", 0, 0, 14661, 1, None, datetime(2025, 2, 21, 20, 7, 38),
-     "exact"),
-    # torch 1.9-2.0 python logging: no time, no global rank
-    ("gh-colossalai-3514_torchrun-pylogging_exitcode-9.log", None, 3, 812917, -9, "SIGKILL", None, "none"),
-    # torch 2.1-2.3 `[date] torch.distributed.elastic...: [ERROR]`
-    ("gh-llama-856_torchrun-2.1-bracketed_exitcode-9.log", None, 0, 62498, -9, "SIGKILL",
-     datetime(2023, 10, 13, 17, 40, 2, 544000), "exact"),
-    # torch 2.4+ glog `E1223 05:18:02.971000 3304089 .../api.py:882]`: no year in the line (--year 2025)
-    ("gh-megatron-lm-1880_torchrun-glog_exitcode-11.log", None, 0, 3304209, -11, "SIGSEGV",
-     datetime(2025, 12, 23, 5, 18, 2, 971000), "exact"),
-])
-def test_torchrun_worker_failures_in_every_logger_generation(conn, name, rank, local_rank, pid, code, signal, when,
-                                                             precision):
+@pytest.mark.parametrize(
+    "name, rank, local_rank, pid, code, signal, when, precision",
+    [
+        # ChildFailedError's "Root Cause" block: global rank, host (an FQDN), its own time (no zone: --timezone)
+        (
+            "gh-cppo-6_childfailederror_sigkill.log",
+            0,
+            0,
+            14750,
+            -9,
+            "SIGKILL",
+            datetime(2025, 5, 21, 15, 43, 3),
+            "exact",
+        ),
+        (
+            "gh-llamafactory-7032_childfailederror_exitcode1.log",
+            0,
+            0,
+            14661,
+            1,
+            None,
+            datetime(2025, 2, 21, 20, 7, 38),
+            "exact",
+        ),
+        # torch 1.9-2.0 python logging: no time, no global rank
+        ("gh-colossalai-3514_torchrun-pylogging_exitcode-9.log", None, 3, 812917, -9, "SIGKILL", None, "none"),
+        # torch 2.1-2.3 `[date] torch.distributed.elastic...: [ERROR]`
+        (
+            "gh-llama-856_torchrun-2.1-bracketed_exitcode-9.log",
+            None,
+            0,
+            62498,
+            -9,
+            "SIGKILL",
+            datetime(2023, 10, 13, 17, 40, 2, 544000),
+            "exact",
+        ),
+        # torch 2.4+ glog `E1223 05:18:02.971000 3304089 .../api.py:882]`: no year in the line (--year 2025)
+        (
+            "gh-megatron-lm-1880_torchrun-glog_exitcode-11.log",
+            None,
+            0,
+            3304209,
+            -11,
+            "SIGSEGV",
+            datetime(2025, 12, 23, 5, 18, 2, 971000),
+            "exact",
+        ),
+    ],
+)
+def test_torchrun_worker_failures_in_every_logger_generation(
+    conn, name, rank, local_rank, pid, code, signal, when, precision
+):
     ingest(conn, name)
     (failed,) = [i for i in incidents(conn) if i["kind"] == "worker_failed"]
     f = failed["fields"]
     assert (failed["rank"], f["local_rank"], f["pid"], f["exitcode"], f["signal"]) == (
-        rank, local_rank, pid, code, signal)
+        rank,
+        local_rank,
+        pid,
+        code,
+        signal,
+    )
     assert (failed["ts"], failed["ts_precision"]) == (when, precision)
 
 
@@ -111,20 +157,34 @@ def test_srun_out_of_memory_names_task_and_node(conn):
     assert got[0]["ts_precision"] == "inferred"
 
 
-@pytest.mark.parametrize("name, rank, seq, op, pg, began", [
-    # a launcher's `[PID] ` before `[rank0]:[E321 ...]`
-    ("gh-llamafactory-7396_watchdog_pid-prefix.log", 0, 1580, "ALLREDUCE", "1",
-     datetime(2025, 3, 21, 1, 57, 8, 348271)),
-    # only inside the C++ what(): `[PG 3 Rank 5] ... [Rank 5] Watchdog caught`
-    ("gh-sglang-1693_what-watchdog_pg3-rank5.log", 5, 9141, "_ALLGATHER_BASE", "3", None),
-    # Ray's `(RayWorkerWrapper pid=4009) [rank1]:` prefix; printed twice, one incident
-    ("gh-vllm-6042_watchdog_ray-worker-prefix.log", 1, 158046, "GATHER", "1", None),
-])
+@pytest.mark.parametrize(
+    "name, rank, seq, op, pg, began",
+    [
+        # a launcher's `[PID] ` before `[rank0]:[E321 ...]`
+        (
+            "gh-llamafactory-7396_watchdog_pid-prefix.log",
+            0,
+            1580,
+            "ALLREDUCE",
+            "1",
+            datetime(2025, 3, 21, 1, 57, 8, 348271),
+        ),
+        # only inside the C++ what(): `[PG 3 Rank 5] ... [Rank 5] Watchdog caught`
+        ("gh-sglang-1693_what-watchdog_pg3-rank5.log", 5, 9141, "_ALLGATHER_BASE", "3", None),
+        # Ray's `(RayWorkerWrapper pid=4009) [rank1]:` prefix; printed twice, one incident
+        ("gh-vllm-6042_watchdog_ray-worker-prefix.log", 1, 158046, "GATHER", "1", None),
+    ],
+)
 def test_watchdog_timeouts_behind_any_prefix(conn, name, rank, seq, op, pg, began):
     ingest(conn, name)
     first = incidents(conn)[0]
     assert (first["kind"], first["rank"], first["seq"], first["collective"], first["fields"]["pg"]) == (
-        "nccl_timeout", rank, seq, op, pg)
+        "nccl_timeout",
+        rank,
+        seq,
+        op,
+        pg,
+    )
     assert first["ts"] == began
 
 
@@ -145,7 +205,11 @@ def test_bare_nccl_net_ib_completion_error(conn):
     ingest(conn, "gh-nccl-902_nccl-warn-net-ib_bare-no-prefix.log")
     (i,) = incidents(conn)
     assert (i["kind"], i["fields"]["status"], i["fields"]["status_name"], i["fields"]["vendor_err"]) == (
-        "nccl_error", 12, "IBV_WC_RETRY_EXC_ERR", 129)
+        "nccl_error",
+        12,
+        "IBV_WC_RETRY_EXC_ERR",
+        129,
+    )
 
 
 def test_nccl_socket_connect_failure_names_the_peer(conn):
@@ -153,4 +217,9 @@ def test_nccl_socket_connect_failure_names_the_peer(conn):
     first = incidents(conn)[0]
     f = first["fields"]
     assert (f["host"], f["pid"], f["connect_to"], f["connect_port"], f["connect_error"]) == (
-        "ubuntu", 39964, "10.0.0.2", 45763, "Software caused connection abort")
+        "ubuntu",
+        39964,
+        "10.0.0.2",
+        45763,
+        "Software caused connection abort",
+    )

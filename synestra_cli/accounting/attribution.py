@@ -60,8 +60,7 @@ def _failure_charges(job: JobTax, checkpoints: list, failures: list) -> Iterable
         failure = next((f for f in failures if f.attempt == cut["attempt"]), None) if restore is None else None
         who = _who(restore or failure)
         tied = _key(restore) if restore else ("failure", failure.attempt, None) if failure else None
-        for bucket, secs in (("lost_work", cut["lost_work_s"]), ("hang", cut["hang_s"]),
-                             ("requeue", cut["requeue_s"])):
+        for bucket, secs in (("lost_work", cut["lost_work_s"]), ("hang", cut["hang_s"]), ("requeue", cut["requeue_s"])):
             yield Charge(*who, bucket, secs, tied)
         if nxt is not None:
             yield Charge(*who, "startup", nxt["startup_s"], tied)
@@ -80,6 +79,7 @@ def _window_cause(window, caused: list):
     """The checkpoint whose cause explains a degradation window: the first caused checkpoint inside it
     (a reactive or abnormally slow save); else the restart after the crash it ended in; else, for a
     slowdown that outlived its reactive save and a restart, the last reactive save before it."""
+
     def at(c):
         return c.start or c.end
 
@@ -90,8 +90,9 @@ def _window_cause(window, caused: list):
 
 
 def _degraded_charges(job: JobTax, checkpoints: list) -> Iterable[Charge]:
-    caused = sorted((c for c in checkpoints if c.cause is not None and (c.start or c.end)),
-                    key=lambda c: c.start or c.end)
+    caused = sorted(
+        (c for c in checkpoints if c.cause is not None and (c.start or c.end)), key=lambda c: c.start or c.end
+    )
     for w in job.buckets.degraded_windows:
         cp = _window_cause(w, caused)
         yield Charge(*_who(cp), "degraded_throughput", w.seconds, _key(cp) if cp else None)
@@ -101,24 +102,39 @@ def charges_for(job: JobTax, checkpoints: list, failures: list | None = None) ->
     """Every badput second of the job that its checkpoints' causes (and, for a failure no restore
     followed, the failure's own explanation) account for; per bucket never more than the bucket holds
     (a checkpoint's own times may be wrong where the buckets were clamped)."""
-    charges = [c for c in (*_failure_charges(job, checkpoints, failures or []),
-                           *_save_and_restore_charges(checkpoints), *_degraded_charges(job, checkpoints))
-               if c.seconds > 0]
+    charges = [
+        c
+        for c in (
+            *_failure_charges(job, checkpoints, failures or []),
+            *_save_and_restore_charges(checkpoints),
+            *_degraded_charges(job, checkpoints),
+        )
+        if c.seconds > 0
+    ]
     total: dict[str, float] = {}
     for c in charges:
         total[c.bucket] = total.get(c.bucket, 0.0) + c.seconds
     cap = job.buckets.buckets_s
-    return [replace(c, seconds=c.seconds * cap[c.bucket] / total[c.bucket])
-            if total[c.bucket] > cap[c.bucket] + 1.0 else c for c in charges]
+    return [
+        replace(c, seconds=c.seconds * cap[c.bucket] / total[c.bucket]) if total[c.bucket] > cap[c.bucket] + 1.0 else c
+        for c in charges
+    ]
 
 
 def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[dict]:
     """Charges summed per (category, host, component), costliest first."""
     rows: dict[tuple, dict] = {}
     for c in charges:
-        row = rows.setdefault((c.category, c.host, c.component), {
-            "category": c.category, "host": c.host, "component": c.component, "seconds": 0.0,
-            "buckets_s": dict.fromkeys(BUCKETS, 0.0)})
+        row = rows.setdefault(
+            (c.category, c.host, c.component),
+            {
+                "category": c.category,
+                "host": c.host,
+                "component": c.component,
+                "seconds": 0.0,
+                "buckets_s": dict.fromkeys(BUCKETS, 0.0),
+            },
+        )
         row["seconds"] += c.seconds
         row["buckets_s"][c.bucket] += c.seconds
     out = []
@@ -137,13 +153,19 @@ class FullReport:
     fleet: dict
     causes: list[dict]
     computed: list  # explanations computed for this report, not yet kept in the store (explain.memo.save_to)
-    key: str        # the store key they were computed under
+    key: str  # the store key they were computed under
     explanations: dict = field(default_factory=dict)  # job id -> its JobExplanation (fleet/ reads the causes)
 
 
-def build_report(conn: duckdb.DuckDBPyConnection, job_id: str | None, since: datetime | None,
-                 until: datetime | None, price: float | None, capacity_gpus: int | None,
-                 by: str = "category") -> FullReport:
+def build_report(
+    conn: duckdb.DuckDBPyConnection,
+    job_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    price: float | None,
+    capacity_gpus: int | None,
+    by: str = "category",
+) -> FullReport:
     """The whole tax report: buckets, charges to causes (via explain, reusing kept explanations), fleet
     view, ranked causes."""
     report = tax_report(conn, job_id, since, until, price, capacity_gpus)

@@ -23,8 +23,17 @@ import pyarrow as pa
 
 from synestra_cli.signals.thresholds import MAD_K
 
-BUCKETS = ("productive", "checkpoint_save", "checkpoint_restore", "startup", "lost_work", "hang", "requeue",
-           "degraded_throughput", "other")
+BUCKETS = (
+    "productive",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "startup",
+    "lost_work",
+    "hang",
+    "requeue",
+    "degraded_throughput",
+    "other",
+)
 # Buckets that make the checkpoint tax (startup only of attempts after the first: a restart's cost).
 TAX_BUCKETS = ("checkpoint_save", "checkpoint_restore", "lost_work", "hang", "requeue")
 
@@ -54,8 +63,11 @@ lines AS (
     WINDOW w AS (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts)
 )"""
 
-ATTEMPT_BUCKETS_SQL = """
-WITH """ + LINES_CTES + """,
+ATTEMPT_BUCKETS_SQL = (
+    """
+WITH """
+    + LINES_CTES
+    + """,
 att AS (
     SELECT job_id, attempt, start_ts, end_ts, state,
            lead(start_ts) OVER (PARTITION BY job_id ORDER BY attempt) AS next_start,
@@ -110,6 +122,7 @@ SELECT job_id, attempt, start_ts, end_ts, state, failed, is_last, t_first, t_las
        coalesce(greatest(epoch(next_start - end_ts), 0), 0) AS requeue_s
 FROM cut ORDER BY job_id, attempt
 """
+)
 
 # ml-goodput-measurement's ideal step time (mean of the steps at or below median + 3 MAD), over the
 # lines outside degradation windows: when a slowdown covers much of a job, the raw formula admits
@@ -129,8 +142,11 @@ WHERE x <= med + $k * mad GROUP BY job_id
 
 # Degraded throughput: inside explain's degradation windows, the printed step time above the ideal,
 # for lines outside the lost-work segment (lost work already charges that time).
-DEGRADED_SQL = """
-WITH """ + LINES_CTES + """
+DEGRADED_SQL = (
+    """
+WITH """
+    + LINES_CTES
+    + """
 SELECT w.job_id, w.window_id, sum(greatest(l.pace - i.ideal_s, 0) * l.n ORDER BY l.ts) AS degraded_s
 FROM lines l
 JOIN ideal i USING (job_id)
@@ -139,13 +155,14 @@ JOIN cuts c ON c.job_id = l.job_id AND c.attempt = l.attempt
 WHERE l.n > 0 AND (NOT c.failed OR l.ts <= c.resume_ts)
 GROUP BY ALL ORDER BY ALL
 """
+)
 
 
 @dataclass(frozen=True)
 class DegradedWindow:
     start: datetime
     end: datetime
-    seconds: float          # step time above the ideal inside the window (the hidden tax)
+    seconds: float  # step time above the ideal inside the window (the hidden tax)
 
 
 @dataclass
@@ -184,8 +201,13 @@ def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str], ideal: dic
 
 
 def _register_ideal(conn: duckdb.DuckDBPyConnection, ideal: dict[str, float]) -> None:
-    _register(conn, "ideal", pa.table({"job_id": pa.array(list(ideal), pa.string()),
-                                       "ideal_s": pa.array(list(ideal.values()), pa.float64())}))
+    _register(
+        conn,
+        "ideal",
+        pa.table(
+            {"job_id": pa.array(list(ideal), pa.string()), "ideal_s": pa.array(list(ideal.values()), pa.float64())}
+        ),
+    )
 
 
 def _sql_list(values: tuple[str, ...]) -> str:
@@ -194,31 +216,50 @@ def _sql_list(values: tuple[str, ...]) -> str:
 
 
 def register_windows(conn: duckdb.DuckDBPyConnection, windows: list[tuple[str, datetime, datetime]]) -> None:
-    _register(conn, "windows", pa.table({
-        "job_id": pa.array([w[0] for w in windows], pa.string()),
-        "window_id": pa.array(range(len(windows)), pa.int64()),
-        "start_ts": pa.array([w[1] for w in windows], pa.timestamp("us")),
-        "end_ts": pa.array([w[2] for w in windows], pa.timestamp("us"))}))
+    _register(
+        conn,
+        "windows",
+        pa.table(
+            {
+                "job_id": pa.array([w[0] for w in windows], pa.string()),
+                "window_id": pa.array(range(len(windows)), pa.int64()),
+                "start_ts": pa.array([w[1] for w in windows], pa.timestamp("us")),
+                "end_ts": pa.array([w[2] for w in windows], pa.timestamp("us")),
+            }
+        ),
+    )
 
 
-def ideal_step_times(conn: duckdb.DuckDBPyConnection, job_ids: list[str],
-                     windows: list[tuple[str, datetime, datetime]]) -> dict[str, float]:
+def ideal_step_times(
+    conn: duckdb.DuckDBPyConnection, job_ids: list[str], windows: list[tuple[str, datetime, datetime]]
+) -> dict[str, float]:
     """Ideal step time per job (seconds), from the iteration lines outside its degradation windows."""
     _register(conn, "sel", pa.table({"job_id": pa.array(job_ids, pa.string())}))
     register_windows(conn, windows)
     return {job: x for job, x in conn.execute(IDEAL_SQL, {"k": MAD_K}).fetchall() if x is not None}
 
 
-def degraded_windows(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: dict[str, float],
-                     windows: list[tuple[str, datetime, datetime]]) -> dict[str, list[DegradedWindow]]:
+def degraded_windows(
+    conn: duckdb.DuckDBPyConnection,
+    cuts: list[dict],
+    ideal: dict[str, float],
+    windows: list[tuple[str, datetime, datetime]],
+) -> dict[str, list[DegradedWindow]]:
     """Per job, each degradation window with the seconds of step time above the ideal inside it."""
     if not windows or not ideal:
         return {}
     _register_ideal(conn, ideal)
     register_windows(conn, windows)
-    _register(conn, "cuts", pa.Table.from_pylist(
-        [{"job_id": c["job_id"], "attempt": c["attempt"], "failed": c["failed"], "resume_ts": c["resume_ts"]}
-         for c in cuts]))
+    _register(
+        conn,
+        "cuts",
+        pa.Table.from_pylist(
+            [
+                {"job_id": c["job_id"], "attempt": c["attempt"], "failed": c["failed"], "resume_ts": c["resume_ts"]}
+                for c in cuts
+            ]
+        ),
+    )
     out: dict[str, list[DegradedWindow]] = {}
     for job, wid, secs in conn.execute(DEGRADED_SQL).fetchall():
         out.setdefault(job, []).append(DegradedWindow(windows[wid][1], windows[wid][2], secs or 0.0))
@@ -226,8 +267,13 @@ def degraded_windows(conn: duckdb.DuckDBPyConnection, cuts: list[dict], ideal: d
 
 
 # Per attempt, the buckets measured inside it; none can exceed the attempt itself.
-ATTEMPT_BUCKETS = {"save_s": "checkpoint_save", "restore_s": "checkpoint_restore", "startup_s": "startup",
-                   "lost_work_s": "lost_work", "hang_s": "hang"}
+ATTEMPT_BUCKETS = {
+    "save_s": "checkpoint_save",
+    "restore_s": "checkpoint_restore",
+    "startup_s": "startup",
+    "lost_work_s": "lost_work",
+    "hang_s": "hang",
+}
 
 
 def _clamped(cuts: list[dict], notes: list[str]) -> dict[str, float]:
@@ -240,15 +286,23 @@ def _clamped(cuts: list[dict], notes: list[str]) -> dict[str, float]:
             raw = c[key] or 0.0
             value = min(max(raw, 0.0), duration)
             if raw > duration + 1.0:
-                notes.append(f"attempt {c['attempt']}: {bucket} {raw:,.0f} s is longer than the attempt "
-                             f"({duration:,.0f} s), a wrong clock on a log line: counted as {value:,.0f} s")
+                notes.append(
+                    f"attempt {c['attempt']}: {bucket} {raw:,.0f} s is longer than the attempt "
+                    f"({duration:,.0f} s), a wrong clock on a log line: counted as {value:,.0f} s"
+                )
             b[bucket] += value
         b["requeue"] += max(c["requeue_s"] or 0.0, 0.0)
     return b
 
 
-def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, degraded: list[DegradedWindow],
-             first_iteration: int) -> JobBuckets:
+def assemble(
+    job_id: str,
+    gpus: int,
+    cuts: list[dict],
+    ideal_s: float | None,
+    degraded: list[DegradedWindow],
+    first_iteration: int,
+) -> JobBuckets:
     """Sum one job's attempts into buckets; productive and other close the partition. Every bucket is
     >= 0 and they sum to the wall time exactly, whatever the logs' clocks say."""
     wall = max((max(c["end_ts"] for c in cuts) - min(c["start_ts"] for c in cuts)).total_seconds(), 0.0)
@@ -272,11 +326,15 @@ def assemble(job_id: str, gpus: int, cuts: list[dict], ideal_s: float | None, de
     scale = 1.0
     if excess > 1e-6:  # still over (attempts that overlap, clamped clocks): scale the measured buckets
         scale = wall / sum(b.values())
-        notes.append(f"the logs' times exceed the wall time by {excess:,.0f} s (overlapping attempts or a wrong "
-                     "clock): every bucket scaled to fit")
+        notes.append(
+            f"the logs' times exceed the wall time by {excess:,.0f} s (overlapping attempts or a wrong "
+            "clock): every bucket scaled to fit"
+        )
         b = {k: v * scale for k, v in b.items()}
     b["other"] = max(wall - sum(v for k, v in b.items() if k != "other"), 0.0)
     first = cuts[0]
-    first_startup = min(max(first["startup_s"] or 0.0, 0.0),
-                        max((first["end_ts"] - first["start_ts"]).total_seconds(), 0.0)) * scale
+    first_startup = (
+        min(max(first["startup_s"] or 0.0, 0.0), max((first["end_ts"] - first["start_ts"]).total_seconds(), 0.0))
+        * scale
+    )
     return JobBuckets(job_id, gpus, wall, ideal_s, counted, b, cuts, min(first_startup, b["startup"]), degraded, notes)

@@ -20,10 +20,22 @@ def ranked_causes(report: TaxReport, by: str = "category", top: int | None = Non
     jobs_touched: dict[tuple, set[str]] = defaultdict(set)
     for job in report.jobs:
         for charge in job.by_cause:
-            key = (job.buckets.job_id,) if by == "job" else (charge.get(by),) if by != "component" \
+            key = (
+                (job.buckets.job_id,)
+                if by == "job"
+                else (charge.get(by),)
+                if by != "component"
                 else (charge.get("host"), charge.get("component"))
-            row = acc.setdefault(key, {"key": " ".join(str(k) for k in key if k is not None) or f"(no {by})",
-                                       "seconds": 0.0, "gpu_hours": 0.0, "categories": set()})
+            )
+            row = acc.setdefault(
+                key,
+                {
+                    "key": " ".join(str(k) for k in key if k is not None) or f"(no {by})",
+                    "seconds": 0.0,
+                    "gpu_hours": 0.0,
+                    "categories": set(),
+                },
+            )
             row["seconds"] += charge["seconds"]
             row["gpu_hours"] += charge["gpu_hours"]
             row["categories"].add(charge["category"])
@@ -63,8 +75,11 @@ def fleet_summary(report: TaxReport) -> dict:
         doc["capacity_gpu_hours"] = capacity_gh
         doc["economic_availability_capacity"] = gh["productive"] / capacity_gh if capacity_gh else None
     if report.price is not None:
-        doc["usd"] = {"allocated": allocated * report.price, "checkpoint_tax": tax * report.price,
-                      "hidden_tax": gh["degraded_throughput"] * report.price}
+        doc["usd"] = {
+            "allocated": allocated * report.price,
+            "checkpoint_tax": tax * report.price,
+            "hidden_tax": gh["degraded_throughput"] * report.price,
+        }
     doc["top_offenders"] = {k: ranked_causes(report, k, top=5) for k in ("host", "component")}
     doc["interval"] = pooled_interval(report)
     return doc
@@ -78,9 +93,26 @@ def pooled_interval(report: TaxReport) -> dict:
     failures = sum(j.failures for j in report.jobs)
     restarts = [j.interval.restart_s for j in report.jobs if j.interval.restart_s]
     currents = [j.interval.current_interval_s for j in report.jobs if j.interval.current_interval_s]
-    advice = advise(statistics.median(saves) if saves else None, failures, wall,
-                    statistics.median(currents) if currents else None,
-                    statistics.median(restarts) if restarts else None)
-    doc = {k: getattr(advice, k) for k in ("save_cost_s", "failures", "mtbf_s", "current_interval_s", "restart_s",
-                                           "young_s", "daly_s", "waste_current", "waste_recommended", "note")}
+    advice = advise(
+        statistics.median(saves) if saves else None,
+        failures,
+        wall,
+        statistics.median(currents) if currents else None,
+        statistics.median(restarts) if restarts else None,
+    )
+    doc = {
+        k: getattr(advice, k)
+        for k in (
+            "save_cost_s",
+            "failures",
+            "mtbf_s",
+            "current_interval_s",
+            "restart_s",
+            "young_s",
+            "daly_s",
+            "waste_current",
+            "waste_recommended",
+            "note",
+        )
+    }
     return {**doc, "action": cadence_action(advice)}

@@ -34,14 +34,14 @@ def expected_waste(interval_s: float, save_s: float, mtbf_s: float, restart_s: f
 
 @dataclass(frozen=True)
 class IntervalAdvice:
-    save_cost_s: float | None        # delta: median blocking save
-    failures: int                    # unplanned failures seen
-    mtbf_s: float | None             # wall / failures, None when too few to estimate
+    save_cost_s: float | None  # delta: median blocking save
+    failures: int  # unplanned failures seen
+    mtbf_s: float | None  # wall / failures, None when too few to estimate
     current_interval_s: float | None  # median compute time between periodic saves
-    restart_s: float | None          # mean restore + startup + requeue per failure
+    restart_s: float | None  # mean restore + startup + requeue per failure
     young_s: float | None
     daly_s: float | None
-    waste_current: float | None      # fraction of wall
+    waste_current: float | None  # fraction of wall
     waste_recommended: float | None  # at Daly's interval
     note: str
 
@@ -52,21 +52,52 @@ class IntervalAdvice:
         return gh(self.waste_current), gh(self.waste_recommended)
 
 
-def advise(save_cost_s: float | None, failures: int, wall_s: float, current_interval_s: float | None,
-           restart_s: float | None) -> IntervalAdvice:
+def advise(
+    save_cost_s: float | None, failures: int, wall_s: float, current_interval_s: float | None, restart_s: float | None
+) -> IntervalAdvice:
     if save_cost_s is None or save_cost_s <= 0:
-        return IntervalAdvice(save_cost_s, failures, None, current_interval_s, restart_s, None, None, None, None,
-                              "no completed blocking save: cannot estimate the save cost")
+        return IntervalAdvice(
+            save_cost_s,
+            failures,
+            None,
+            current_interval_s,
+            restart_s,
+            None,
+            None,
+            None,
+            None,
+            "no completed blocking save: cannot estimate the save cost",
+        )
     if failures < MIN_FAILURES_FOR_MTBF:
-        return IntervalAdvice(save_cost_s, failures, None, current_interval_s, restart_s, None, None, None, None,
-                              f"{failures} unplanned failure(s): too few to estimate MTBF "
-                              f"(need {MIN_FAILURES_FOR_MTBF}); pool jobs with --all for a fleet MTBF")
+        return IntervalAdvice(
+            save_cost_s,
+            failures,
+            None,
+            current_interval_s,
+            restart_s,
+            None,
+            None,
+            None,
+            None,
+            f"{failures} unplanned failure(s): too few to estimate MTBF "
+            f"(need {MIN_FAILURES_FOR_MTBF}); pool jobs with --all for a fleet MTBF",
+        )
     mtbf = wall_s / failures
     restart = restart_s or 0.0
     young, daly = young_interval(save_cost_s, mtbf), daly_interval(save_cost_s, mtbf)
     current = expected_waste(current_interval_s, save_cost_s, mtbf, restart) if current_interval_s else None
-    return IntervalAdvice(save_cost_s, failures, mtbf, current_interval_s, restart, young, daly, current,
-                          expected_waste(daly, save_cost_s, mtbf, restart), "ok")
+    return IntervalAdvice(
+        save_cost_s,
+        failures,
+        mtbf,
+        current_interval_s,
+        restart,
+        young,
+        daly,
+        current,
+        expected_waste(daly, save_cost_s, mtbf, restart),
+        "ok",
+    )
 
 
 # Change the cadence when Daly's interval would save at least this share of the wall time.
@@ -77,19 +108,29 @@ DALY_SOURCE = "Young 1974, Daly 2006, first-order waste (anchors.md 2.3)"
 def cadence_action(iv: IntervalAdvice) -> dict[str, str] | None:
     """Raise or lower the save cadence when the observed MTBF says so: `save_cadence` action (the shape
     of explain's actions), or None when MTBF or the current interval is not known."""
-    if iv.daly_s is None or iv.current_interval_s is None or iv.mtbf_s is None or iv.save_cost_s is None \
-            or iv.waste_current is None or iv.waste_recommended is None:
+    if (
+        iv.daly_s is None
+        or iv.current_interval_s is None
+        or iv.mtbf_s is None
+        or iv.save_cost_s is None
+        or iv.waste_current is None
+        or iv.waste_recommended is None
+    ):
         return None
     daly, now = iv.daly_s / 60.0, iv.current_interval_s / 60.0
     gain = iv.waste_current - iv.waste_recommended
     if gain < CADENCE_GAIN:
-        text = (f"Keep the save cadence (every {now:.0f} min): Daly's {daly:.0f} min would save only {gain:.1%} "
-                "of wall time")
+        text = (
+            f"Keep the save cadence (every {now:.0f} min): Daly's {daly:.0f} min would save only {gain:.1%} "
+            "of wall time"
+        )
     elif daly > now:
         text = f"Save less often: every {daly:.0f} min of compute instead of {now:.0f} min"
     else:
         text = f"Save more often: every {daly:.0f} min of compute instead of {now:.0f} min"
-    why = (f"observed MTBF {iv.mtbf_s / 3600:.1f} h ({iv.failures} failures) and a {iv.save_cost_s:.0f} s save put "
-           f"Daly's optimum at {daly:.1f} min; expected waste {iv.waste_current:.1%} now, "
-           f"{iv.waste_recommended:.1%} there")
+    why = (
+        f"observed MTBF {iv.mtbf_s / 3600:.1f} h ({iv.failures} failures) and a {iv.save_cost_s:.0f} s save put "
+        f"Daly's optimum at {daly:.1f} min; expected waste {iv.waste_current:.1%} now, "
+        f"{iv.waste_recommended:.1%} there"
+    )
     return {"kind": "save_cadence", "text": text, "why": why, "source": DALY_SOURCE}

@@ -62,7 +62,7 @@ class JobTax:
     buckets: JobBuckets
     interval: IntervalAdvice
     failures: int
-    charges: list = field(default_factory=list)     # attribution.Charge, filled by build_report
+    charges: list = field(default_factory=list)  # attribution.Charge, filled by build_report
     by_cause: list[dict] = field(default_factory=list)
 
     def headlines(self, price: float | None) -> dict:
@@ -74,9 +74,11 @@ class JobTax:
         }
         if price is not None:
             gh = b.gpus / 3600.0 * price
-            doc["usd"] = {"checkpoint_tax": b.checkpoint_tax_s * gh,
-                          "hidden_tax": b.buckets_s["degraded_throughput"] * gh,
-                          "wall": b.wall_s * gh}
+            doc["usd"] = {
+                "checkpoint_tax": b.checkpoint_tax_s * gh,
+                "hidden_tax": b.buckets_s["degraded_throughput"] * gh,
+                "wall": b.wall_s * gh,
+            }
         return doc
 
 
@@ -91,14 +93,22 @@ class TaxReport:
 
 def _failures(cuts: list[dict]) -> int:
     """Unplanned interruptions: attempts that ended in a failure state (preemptions are planned)."""
-    return sum(1 for c in cuts if c["failed"] and not (c["state"] or "").startswith("PREEMPTED")
-               and (c["state"] is None or c["state"].startswith(UNPLANNED_PREFIXES)))
+    return sum(
+        1
+        for c in cuts
+        if c["failed"]
+        and not (c["state"] or "").startswith("PREEMPTED")
+        and (c["state"] is None or c["state"].startswith(UNPLANNED_PREFIXES))
+    )
 
 
 def _interval(jb: JobBuckets, failures: int, delta: float | None, current: float | None) -> IntervalAdvice:
     b = jb.buckets_s
-    restart = (b["checkpoint_restore"] + b["startup"] - jb.first_attempt_startup_s + b["requeue"] + b["hang"]) \
-        / failures if failures else None
+    restart = (
+        (b["checkpoint_restore"] + b["startup"] - jb.first_attempt_startup_s + b["requeue"] + b["hang"]) / failures
+        if failures
+        else None
+    )
     return advise(delta, failures, jb.wall_s, current, restart)
 
 
@@ -124,14 +134,20 @@ def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[Jo
     return out
 
 
-def tax_report(conn: duckdb.DuckDBPyConnection, job_id: str | None = None, since: datetime | None = None,
-               until: datetime | None = None, price: float | None = None,
-               capacity_gpus: int | None = None) -> TaxReport:
+def tax_report(
+    conn: duckdb.DuckDBPyConnection,
+    job_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    price: float | None = None,
+    capacity_gpus: int | None = None,
+) -> TaxReport:
     rows = conn.execute(JOBS_SQL, {"job": job_id, "since": since, "until": until}).fetchall()
     if not rows:
         if job_id is not None:
-            raise NotFoundError(f"job {job_id} has no attempts with start and end times in the store "
-                                "(`synestra jobs` lists the jobs)")
+            raise NotFoundError(
+                f"job {job_id} has no attempts with start and end times in the store (`synestra jobs` lists the jobs)"
+            )
         if since is not None or until is not None:
             raise NotFoundError(empty_window_message(conn, since, until))
         raise EmptyStoreError("no jobs in the store (ingest job logs and sacct output first)")
@@ -143,8 +159,12 @@ def job_doc(t: JobTax, price: float | None) -> dict:
     iv = t.interval
     current_gh, recommended_gh = iv.waste_gpu_hours(b.wall_s, b.gpus)
     return {
-        "job": b.job_id, "gpus": b.gpus, "wall_s": b.wall_s, "gpu_hours": b.wall_s * b.gpus / 3600.0,
-        "ideal_step_s": b.ideal_step_s, "counted_iterations": b.counted_iterations,
+        "job": b.job_id,
+        "gpus": b.gpus,
+        "wall_s": b.wall_s,
+        "gpu_hours": b.wall_s * b.gpus / 3600.0,
+        "ideal_step_s": b.ideal_step_s,
+        "counted_iterations": b.counted_iterations,
         "buckets_s": {k: b.buckets_s[k] for k in BUCKETS},
         "buckets_gpu_hours": {k: b.buckets_s[k] * b.gpus / 3600.0 for k in BUCKETS},
         **t.headlines(price),
@@ -152,11 +172,17 @@ def job_doc(t: JobTax, price: float | None) -> dict:
         "by_cause": t.by_cause,
         "notes": list(b.notes),
         "interval": {
-            "save_cost_s": iv.save_cost_s, "failures": iv.failures, "mtbf_s": iv.mtbf_s,
-            "current_interval_s": iv.current_interval_s, "restart_s": iv.restart_s,
-            "young_s": iv.young_s, "daly_s": iv.daly_s,
-            "waste_current": iv.waste_current, "waste_recommended": iv.waste_recommended,
-            "waste_current_gpu_hours": current_gh, "waste_recommended_gpu_hours": recommended_gh,
+            "save_cost_s": iv.save_cost_s,
+            "failures": iv.failures,
+            "mtbf_s": iv.mtbf_s,
+            "current_interval_s": iv.current_interval_s,
+            "restart_s": iv.restart_s,
+            "young_s": iv.young_s,
+            "daly_s": iv.daly_s,
+            "waste_current": iv.waste_current,
+            "waste_recommended": iv.waste_recommended,
+            "waste_current_gpu_hours": current_gh,
+            "waste_recommended_gpu_hours": recommended_gh,
             "note": iv.note,
             "action": cadence_action(iv),
         },

@@ -70,8 +70,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 _fail(str(store_error), exit_code_for(store_error))
             if isinstance(exc, duckdb.IOException | duckdb.PermissionException | duckdb.FatalException):
                 _fail(f"the store cannot be read or written: {str(exc).strip().splitlines()[0]}", ExitCode.STORE)
-            _fail(f"unexpected DuckDB error (a bug: please report it): {str(exc).strip().splitlines()[0]}",
-                  ExitCode.ERROR)
+            _fail(
+                f"unexpected DuckDB error (a bug: please report it): {str(exc).strip().splitlines()[0]}", ExitCode.ERROR
+            )
 
     return wrapper
 
@@ -102,8 +103,9 @@ class FiniteFloat(click.ParamType):
 def check_window(since: Any, until: Any) -> None:
     """--since after --until is a window that holds nothing: a usage error, not an empty answer."""
     if since is not None and until is not None and since > until:
-        raise click.BadParameter(f"--since {since:%Y-%m-%dT%H:%M:%S} is after --until {until:%Y-%m-%dT%H:%M:%S}",
-                                 param_hint="'--since'")
+        raise click.BadParameter(
+            f"--since {since:%Y-%m-%dT%H:%M:%S} is after --until {until:%Y-%m-%dT%H:%M:%S}", param_hint="'--since'"
+        )
 
 
 def format_name_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -85,8 +85,9 @@ def command(
     _render(docs, fmt, all_jobs)
 
 
-def _markdown(db, job_id: str | None, checkpoint: int | None, since: datetime | None, until: datetime | None,
-              all_jobs: bool) -> None:
+def _markdown(
+    db, job_id: str | None, checkpoint: int | None, since: datetime | None, until: datetime | None, all_jobs: bool
+) -> None:
     """Whole jobs explained with their tax, so that a ticket for one checkpoint still carries its cost;
     then only the checkpoints asked for."""
     from synestra_cli.accounting.checkpoint_tax import explain_with_tax

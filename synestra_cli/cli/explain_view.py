@@ -126,8 +126,9 @@ def _runbook(branch: Tree, c: Cause) -> None:
     for a in shown:
         branch.add(Text(f"asset: {describe(a)}"))
     if len(c.assets) > len(shown):
-        branch.add(Text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all",
-                        style="dim"))
+        branch.add(
+            Text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all", style="dim")
+        )
 
 
 def _failure(node: Tree, f: FailureExplanation) -> None:

@@ -8,8 +8,22 @@ import click
 from synestra_cli.cli.common import db_option, format_option, handle_errors
 from synestra_cli.cli.explain import UTC_TIME
 
-CSV_COLUMNS = ["rank", "kind", "asset", "identity", "categories", "failures", "incidents", "gpu_hours", "jobs",
-               "episodes", "first_seen", "last_seen", "lemon", "lemon_reasons"]
+CSV_COLUMNS = [
+    "rank",
+    "kind",
+    "asset",
+    "identity",
+    "categories",
+    "failures",
+    "incidents",
+    "gpu_hours",
+    "jobs",
+    "episodes",
+    "first_seen",
+    "last_seen",
+    "lemon",
+    "lemon_reasons",
+]
 
 
 def identity(asset: dict) -> str | None:
@@ -26,12 +40,25 @@ def identity(asset: dict) -> str | None:
 
 
 def flat_rows(doc: dict) -> list[dict]:
-    return [{"rank": i, "kind": c["asset"]["kind"], "asset": c["asset"]["id"], "identity": identity(c["asset"]),
-             "categories": c["categories"], "failures": c["failures"], "incidents": c["incidents"],
-             "gpu_hours": round(c["gpu_hours"], 3), "jobs": c["jobs"], "episodes": len(c["episodes"]),
-             "first_seen": c["first_seen"], "last_seen": c["last_seen"], "lemon": c["lemon"],
-             "lemon_reasons": "; ".join(c["lemon_reasons"])}
-            for i, c in enumerate(doc["components"], 1)]
+    return [
+        {
+            "rank": i,
+            "kind": c["asset"]["kind"],
+            "asset": c["asset"]["id"],
+            "identity": identity(c["asset"]),
+            "categories": c["categories"],
+            "failures": c["failures"],
+            "incidents": c["incidents"],
+            "gpu_hours": round(c["gpu_hours"], 3),
+            "jobs": c["jobs"],
+            "episodes": len(c["episodes"]),
+            "first_seen": c["first_seen"],
+            "last_seen": c["last_seen"],
+            "lemon": c["lemon"],
+            "lemon_reasons": "; ".join(c["lemon_reasons"]),
+        }
+        for i, c in enumerate(doc["components"], 1)
+    ]
 
 
 def _seen(c: dict) -> str:
@@ -45,29 +72,58 @@ def _print_table(out, doc: dict) -> None:
 
     table = Table(header_style="bold", box=None, pad_edge=False)
     # (header, justify, min width, max width): identities and causes give way, figures never do
-    for col, justify, lo, hi in (("#", "right", 2, 3), ("component", "left", 18, 24), ("identity", "left", 8, 18),
-                                 ("cause", "left", 8, 16), ("jobs", "right", 4, 4), ("fail", "right", 4, 4),
-                                 ("inc", "right", 3, 3), ("GPU-h", "right", 6, 8), ("eps", "right", 3, 3),
-                                 ("first seen, span", "left", 18, 18), ("", "left", 5, 5)):
-        table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis",  # type: ignore[arg-type]
-                         min_width=lo, max_width=hi)
+    for col, justify, lo, hi in (
+        ("#", "right", 2, 3),
+        ("component", "left", 18, 24),
+        ("identity", "left", 8, 18),
+        ("cause", "left", 8, 16),
+        ("jobs", "right", 4, 4),
+        ("fail", "right", 4, 4),
+        ("inc", "right", 3, 3),
+        ("GPU-h", "right", 6, 8),
+        ("eps", "right", 3, 3),
+        ("first seen, span", "left", 18, 18),
+        ("", "left", 5, 5),
+    ):
+        table.add_column(
+            col,
+            justify=justify,  # type: ignore[arg-type]
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=lo,
+            max_width=hi,
+        )
     for i, c in enumerate(doc["components"], 1):
         cats = c["categories"]
         cause = (cats[0] + (f" +{len(cats) - 1}" if len(cats) > 1 else "")) if cats else ""
-        table.add_row(str(i), f"{c['asset']['kind']} {c['asset']['id']}", identity(c["asset"]) or "", cause,
-                      str(len(c["jobs"])), str(c["failures"]), str(c["incidents"]), f"{c['gpu_hours']:,.2f}",
-                      str(len(c["episodes"])), _seen(c), "[bold red]LEMON[/]" if c["lemon"] else "")
+        table.add_row(
+            str(i),
+            f"{c['asset']['kind']} {c['asset']['id']}",
+            identity(c["asset"]) or "",
+            cause,
+            str(len(c["jobs"])),
+            str(c["failures"]),
+            str(c["incidents"]),
+            f"{c['gpu_hours']:,.2f}",
+            str(len(c["episodes"])),
+            _seen(c),
+            "[bold red]LEMON[/]" if c["lemon"] else "",
+        )
     out.print(table)
 
 
 def _print_evidence(out, c: dict) -> None:
     ident = identity(c["asset"])
-    out.print(f"[bold red]lemon[/] {c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: "
-              f"{'; '.join(c['lemon_reasons'])}")
+    out.print(
+        f"[bold red]lemon[/] {c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: "
+        f"{'; '.join(c['lemon_reasons'])}"
+    )
     for h in c["hits"][:6]:
         at = h["at"].strftime("%Y-%m-%d %H:%M:%S") if h["at"] else "?"
-        out.print(f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
-                  f"(first signal {at}, confidence {h['confidence']:.2f})")
+        out.print(
+            f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
+            f"(first signal {at}, confidence {h['confidence']:.2f})"
+        )
     for e in c["episodes"][:4]:
         ev = e["evidence"][0] if e["evidence"] else None
         what = f"{ev['host']}:{ev['entity'] or ''} {ev['signal']}" if ev else ""
@@ -77,8 +133,13 @@ def _print_evidence(out, c: dict) -> None:
 @click.command("fleet")
 @click.option("--since", type=UTC_TIME, help="From this UTC time (default: the store's first data).")
 @click.option("--until", type=UTC_TIME, help="Up to this UTC time (default: the store's last data).")
-@click.option("--by", type=click.Choice(["component", "host", "rack"]), default="component", show_default=True,
-              help="Rank components, or the hosts or racks that hold them (their parts summed).")
+@click.option(
+    "--by",
+    type=click.Choice(["component", "host", "rack"]),
+    default="component",
+    show_default=True,
+    help="Rank components, or the hosts or racks that hold them (their parts summed).",
+)
 @click.option("--lemons", "only_lemons", is_flag=True, help="Only the lemons.")
 @click.option("--top", type=click.IntRange(min=1), help="Only the first N components.")
 @db_option
@@ -124,9 +185,13 @@ def command(since, until, by, only_lemons, top, db, fmt) -> None:
         render_rows(rows, CSV_COLUMNS, "csv")
         return
     out = console()
-    out.print(f"[bold]fleet[/] {doc['since']:%Y-%m-%d %H:%M} .. {doc['until']:%Y-%m-%d %H:%M} UTC: "
-              f"{doc['jobs']} job(s), {len(doc['components'])} component(s), "
-              f"{sum(c['lemon'] for c in doc['components'])} lemon(s)" if doc["since"] else "[bold]fleet[/]")
+    out.print(
+        f"[bold]fleet[/] {doc['since']:%Y-%m-%d %H:%M} .. {doc['until']:%Y-%m-%d %H:%M} UTC: "
+        f"{doc['jobs']} job(s), {len(doc['components'])} component(s), "
+        f"{sum(c['lemon'] for c in doc['components'])} lemon(s)"
+        if doc["since"]
+        else "[bold]fleet[/]"
+    )
     _print_table(out, doc)
     for c in doc["components"]:
         if c["lemon"]:

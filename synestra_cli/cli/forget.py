@@ -37,5 +37,12 @@ def command(sources: tuple[str, ...], db: str | None, as_json: bool) -> None:
         click.echo(f"forgot source {source_id}: {source_path} ({fmt}, {n} rows)", err=True)
     click.echo(f"total: {len(removed)} source(s) forgotten, {rows} rows removed", err=True)
     if as_json:
-        click.echo(dumps({"schema": "synestra.forget/1", "rows": rows,
-                          "sources": [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed]}))
+        click.echo(
+            dumps(
+                {
+                    "schema": "synestra.forget/1",
+                    "rows": rows,
+                    "sources": [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed],
+                }
+            )
+        )

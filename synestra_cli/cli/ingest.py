@@ -84,18 +84,30 @@ def _explain_all(conn) -> str:
 # would stop the good files beside it from loading.
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, readable=False))
 @db_option
-@click.option("--format", "input_format", metavar="NAME", callback=format_name_callback,
-              help="Force this input format (see `synestra formats`).")
+@click.option(
+    "--format",
+    "input_format",
+    metavar="NAME",
+    callback=format_name_callback,
+    help="Force this input format (see `synestra formats`).",
+)
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of timestamps that carry none.")
 @click.option("--year", type=int, help="Year of syslog lines without one (default: from the file's mtime).")
 @click.option("--host", help="Host of files that do not name one (e.g. plain dmesg).")
 @click.option("--job", "job_id", help="Job id of job logs that do not name one.")
-@click.option("--cluster", metavar="NAME",
-              help="Cluster of the jobs these files name: their ids become NAME:ID (sacct's Cluster column wins).")
+@click.option(
+    "--cluster",
+    metavar="NAME",
+    help="Cluster of the jobs these files name: their ids become NAME:ID (sacct's Cluster column wins).",
+)
 @click.option("--strict", is_flag=True, help="Fail a file on any rejected line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON on stdout.")
-@click.option("--explain", "explain_after", is_flag=True,
-              help="Then explain every job and keep the explanations, so that tax-report answers at once.")
+@click.option(
+    "--explain",
+    "explain_after",
+    is_flag=True,
+    help="Then explain every job and keep the explanations, so that tax-report answers at once.",
+)
 @handle_errors
 def command(paths, db, input_format, timezone, year, host, job_id, cluster, strict, as_json, explain_after) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
@@ -122,8 +134,9 @@ def command(paths, db, input_format, timezone, year, host, job_id, cluster, stri
         check_name(cluster)
     except InputError as exc:
         raise click.BadParameter(str(exc), param_hint="--cluster") from exc
-    options = IngestOptions(timezone=timezone, year=year, host=host, job_id=job_id, strict=strict,
-                            format=input_format, cluster=cluster)
+    options = IngestOptions(
+        timezone=timezone, year=year, host=host, job_id=job_id, strict=strict, format=input_format, cluster=cluster
+    )
     reporter = Reporter(tty=sys.stderr.isatty())
     with open_store(db) as conn:
         reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)

@@ -22,11 +22,17 @@ import click
 
 # C0 controls (but newline and tab, which rich lays out), DEL, C1 controls (0x9b is a one-byte CSI on
 # some terminals) and the bidirectional overrides that reorder what a reader sees.
-_UNSAFE = [*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f, *range(0x80, 0xa0),
-           *range(0x202a, 0x202f), *range(0x2066, 0x206a)]
+_UNSAFE = [
+    *range(0x00, 0x09),
+    *range(0x0B, 0x20),
+    0x7F,
+    *range(0x80, 0xA0),
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+]
 _ESCAPES = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _UNSAFE}
 # Inside a table cell or on a one-line message a newline or a tab would break the layout too.
-_ESCAPES_LINE = {**_ESCAPES, 0x09: "\\t", 0x0a: "\\n"}
+_ESCAPES_LINE = {**_ESCAPES, 0x09: "\\t", 0x0A: "\\n"}
 TABLE_MAX_ROWS = 10_000  # a terminal table past this says so and points to csv/jsonl
 
 
@@ -38,8 +44,11 @@ def printable(text: Any, one_line: bool = True) -> str:
 def to_jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         # Naive datetimes in the store are UTC.
-        return value.isoformat(timespec="milliseconds").replace("+00:00", "") + "Z" if value.tzinfo is None \
+        return (
+            value.isoformat(timespec="milliseconds").replace("+00:00", "") + "Z"
+            if value.tzinfo is None
             else value.isoformat()
+        )
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
@@ -86,8 +95,9 @@ def render_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str
     write_batches([rows], columns, fmt, title)
 
 
-def write_batches(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], fmt: str,
-                  title: str | None = None) -> None:
+def write_batches(
+    batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], fmt: str, title: str | None = None
+) -> None:
     """Write batches of rows to stdout in fmt as they come: one batch in memory at a time."""
     if fmt == "table":
         _table(batches, columns, title)
@@ -101,8 +111,9 @@ def write_batches(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence
         if not rows:
             continue
         if fmt == "json":
-            click.echo(("" if first else ", ") + ", ".join(dumps({c: r.get(c) for c in columns}) for r in rows),
-                       nl=False)
+            click.echo(
+                ("" if first else ", ") + ", ".join(dumps({c: r.get(c) for c in columns}) for r in rows), nl=False
+            )
         elif fmt == "jsonl":
             click.echo("".join(dumps({c: r.get(c) for c in columns}) + "\n" for r in rows), nl=False)
         elif fmt == "csv":
@@ -146,5 +157,6 @@ def _table(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], 
             break
     console().print(table)
     if more:
-        click.echo(f"only the first {TABLE_MAX_ROWS:,} rows are shown: use --format csv or jsonl for all of them",
-                   err=True)
+        click.echo(
+            f"only the first {TABLE_MAX_ROWS:,} rows are shown: use --format csv or jsonl for all of them", err=True
+        )

@@ -12,18 +12,40 @@ from synestra_cli.cli.common import db_option, format_option, handle_errors
 from synestra_cli.cli.explain import UTC_TIME
 from synestra_cli.errors import ExitCode
 
-CSV_COLUMNS = ["rank", "status", "kind", "asset", "identity", "categories", "since", "score", "jobs",
-               "gpu_hours_per_hour", "action"]
+CSV_COLUMNS = [
+    "rank",
+    "status",
+    "kind",
+    "asset",
+    "identity",
+    "categories",
+    "since",
+    "score",
+    "jobs",
+    "gpu_hours_per_hour",
+    "action",
+]
 
 
 def _rows(doc: dict) -> list[dict]:
     from synestra_cli.cli.fleet import identity
 
-    return [{"rank": i, "status": r["status"], "kind": r["asset"]["kind"], "asset": r["asset"]["id"],
-             "identity": identity(r["asset"]), "categories": r["categories"], "since": r["since"],
-             "score": r["score"], "jobs": [j["job"] for j in r["jobs"]],
-             "gpu_hours_per_hour": r["gpu_hours_per_hour"], "action": r["action"]}
-            for i, r in enumerate(doc["risks"], 1)]
+    return [
+        {
+            "rank": i,
+            "status": r["status"],
+            "kind": r["asset"]["kind"],
+            "asset": r["asset"]["id"],
+            "identity": identity(r["asset"]),
+            "categories": r["categories"],
+            "since": r["since"],
+            "score": r["score"],
+            "jobs": [j["job"] for j in r["jobs"]],
+            "gpu_hours_per_hour": r["gpu_hours_per_hour"],
+            "action": r["action"],
+        }
+        for i, r in enumerate(doc["risks"], 1)
+    ]
 
 
 def _print(doc: dict) -> None:
@@ -31,35 +53,55 @@ def _print(doc: dict) -> None:
     from synestra_cli.cli.render import console
 
     out = console()
-    out.print(f"[bold]risks at {doc['at']:%Y-%m-%d %H:%M:%S} UTC[/]: {doc['degrading']} component(s) degrading now, "
-              f"{len(doc['risks']) - doc['degrading']} known lemon(s)")
+    out.print(
+        f"[bold]risks at {doc['at']:%Y-%m-%d %H:%M:%S} UTC[/]: {doc['degrading']} component(s) degrading now, "
+        f"{len(doc['risks']) - doc['degrading']} known lemon(s)"
+    )
     for i, r in enumerate(doc["risks"], 1):
         a = r["asset"]
         since = f" since {r['since']:%H:%M:%S}" if r["since"] else ""
         jobs = ", ".join(f"{j['job']} ({j['gpus']} GPUs)" for j in r["jobs"]) or "no job running on it"
         style = "bold red" if r["status"] == "degrading" else "yellow"
         ident = identity(a)
-        out.print(f"[{style}]{i}. {r['status']}[/] {a['kind']} {a['id']}{f' ({ident})' if ident else ''}: "
-                  f"{', '.join(r['categories'])}{since}, score {r['score']:.2f}")
+        out.print(
+            f"[{style}]{i}. {r['status']}[/] {a['kind']} {a['id']}{f' ({ident})' if ident else ''}: "
+            f"{', '.join(r['categories'])}{since}, score {r['score']:.2f}"
+        )
         out.print(f"   jobs: {jobs}; at stake {r['gpu_hours_per_hour']:,.0f} GPU-h per hour")
         for reason in r["lemon_reasons"]:
             out.print(f"   lemon: {reason}")
         for lk in r["evidence"][:5]:
             ev = lk["evidence"]
-            shown = (f"{ev['before']:.3g} -> {ev['after']:.3g}" if ev.get("type") == "metric"
-                     else f"{ev.get('source')}:{ev.get('line')}")
-            out.print(f"   {lk['time']:%H:%M:%S} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}  "
-                      f"[dim]{shown}[/]")
+            shown = (
+                f"{ev['before']:.3g} -> {ev['after']:.3g}"
+                if ev.get("type") == "metric"
+                else f"{ev.get('source')}:{ev.get('line')}"
+            )
+            out.print(
+                f"   {lk['time']:%H:%M:%S} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}  "
+                f"[dim]{shown}[/]"
+            )
         out.print(f"   action: {r['action']}")
 
 
 @click.command("risks")
-@click.option("--at", "at", type=UTC_TIME,
-              help="Judge the fleet as of this UTC time (default: the store's latest data).")
-@click.option("--history-hours", type=click.FloatRange(min=0), default=168.0, show_default=True,
-              help="Look for known lemons in the jobs that ended this long before --at (0: skip, faster).")
-@click.option("--fail-over", "fail_over", type=click.IntRange(min=0), metavar="N",
-              help=f"Exit {int(ExitCode.THRESHOLD)} if more than N components are degrading now (0: any).")
+@click.option(
+    "--at", "at", type=UTC_TIME, help="Judge the fleet as of this UTC time (default: the store's latest data)."
+)
+@click.option(
+    "--history-hours",
+    type=click.FloatRange(min=0),
+    default=168.0,
+    show_default=True,
+    help="Look for known lemons in the jobs that ended this long before --at (0: skip, faster).",
+)
+@click.option(
+    "--fail-over",
+    "fail_over",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help=f"Exit {int(ExitCode.THRESHOLD)} if more than N components are degrading now (0: any).",
+)
 @db_option
 @format_option("table", "json", "csv")
 @handle_errors
@@ -87,8 +129,11 @@ def command(at, history_hours, fail_over, db, fmt) -> None:
         report = risks_at(conn, at, timedelta(hours=history_hours) if history_hours else None)
     doc = report.to_json()
     if report.stale:
-        click.echo(f"risks: warning: the store's latest data is from {report.latest_data:%Y-%m-%d %H:%M:%S} UTC, "
-                   f"before {report.at:%Y-%m-%d %H:%M:%S}: ingest the latest exports first", err=True)
+        click.echo(
+            f"risks: warning: the store's latest data is from {report.latest_data:%Y-%m-%d %H:%M:%S} UTC, "
+            f"before {report.at:%Y-%m-%d %H:%M:%S}: ingest the latest exports first",
+            err=True,
+        )
     if fmt == "json":
         click.echo(dumps(doc))
     elif fmt == "csv":

@@ -15,16 +15,23 @@ from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
 @click.argument("outdir", type=click.Path(path_type=Path, file_okay=False))
 @click.option("--scenario", required=True, type=click.Choice(sorted(SCENARIOS)), help="What goes wrong.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same bytes.")
-@click.option("--nodes", type=click.IntRange(MIN_NODES, 4096), default=16, show_default=True,
-              help="Hosts in the cluster.")
-@click.option("--hours", type=click.FloatRange(1.0, 24.0 * 14), default=6.0, show_default=True,
-              help="Length of the simulated window.")
+@click.option(
+    "--nodes", type=click.IntRange(MIN_NODES, 4096), default=16, show_default=True, help="Hosts in the cluster."
+)
+@click.option(
+    "--hours",
+    type=click.FloatRange(1.0, 24.0 * 14),
+    default=6.0,
+    show_default=True,
+    help="Length of the simulated window.",
+)
 @click.option("--gpus-per-node", type=click.IntRange(1, 8), default=8, show_default=True)
 @click.option("--gzip", "gz", is_flag=True, help="Compress the telemetry and syslog files (.gz; ingest reads them).")
 @click.option("--force", is_flag=True, help="Replace a simulation already in OUTDIR.")
 @handle_errors
-def command(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int,
-            gz: bool, force: bool) -> None:
+def command(
+    outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int, gz: bool, force: bool
+) -> None:
     """Simulate a GPU cluster that fails in a known way: OUTDIR/exports/ holds syslog, DCGM, fabric
     counters, optics, topology, Megatron-LM logs and sacct; OUTDIR/truth.json says what happened.
 
@@ -35,6 +42,7 @@ def command(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gp
       synestra simulate /tmp/sim --scenario ghost-link --seed 3 --nodes 16 --hours 6
       synestra ingest /tmp/sim/exports && synestra explain --job 1001
     """
-    meta = simulate(outdir, scenario, seed=seed, nodes=nodes, hours=hours, gpus_per_node=gpus_per_node,
-                    overwrite=force, gz=gz)
+    meta = simulate(
+        outdir, scenario, seed=seed, nodes=nodes, hours=hours, gpus_per_node=gpus_per_node, overwrite=force, gz=gz
+    )
     click.echo(json.dumps(meta))

@@ -29,16 +29,23 @@ def _safe(value) -> str:
 def _print_job(doc: dict, console) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
-                  f"({doc['gpu_hours']:.1f} GPU-h)   checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]  "
-                  f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]  goodput [bold green]{doc['goodput']:.1%}[/]")
+    console.print(
+        f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
+        f"({doc['gpu_hours']:.1f} GPU-h)   checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]  "
+        f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]  goodput [bold green]{doc['goodput']:.1%}[/]"
+    )
     table = Table(show_header=True, header_style="bold", box=None)
     for col in ("bucket", "seconds", "GPU-h", "share", ""):
         table.add_column(col, justify="left" if col in ("bucket", "") else "right")
     for name, secs in doc["buckets_s"].items():
         share = secs / doc["wall_s"] if doc["wall_s"] else 0.0
-        table.add_row(name, f"{secs:,.0f}", f"{doc['buckets_gpu_hours'][name]:,.2f}", f"{share:.1%}",
-                      "█" * round(share * BAR_WIDTH))
+        table.add_row(
+            name,
+            f"{secs:,.0f}",
+            f"{doc['buckets_gpu_hours'][name]:,.2f}",
+            f"{share:.1%}",
+            "█" * round(share * BAR_WIDTH),
+        )
     console.print(table)
     for cause in doc["by_cause"][:5]:
         where = " ".join(x for x in (cause.get("host"), cause.get("component")) if x)
@@ -47,9 +54,11 @@ def _print_job(doc: dict, console) -> None:
         console.print(f"  [yellow]note[/]: {_safe(note)}")
     iv = doc["interval"]
     if iv["daly_s"]:
-        console.print(f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
-                      f"{(iv['current_interval_s'] or 0) / 60:.1f} min -> Daly {iv['daly_s'] / 60:.1f} min "
-                      f"(waste {iv['waste_current'] or 0:.1%} -> {iv['waste_recommended']:.1%})")
+        console.print(
+            f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
+            f"{(iv['current_interval_s'] or 0) / 60:.1f} min -> Daly {iv['daly_s'] / 60:.1f} min "
+            f"(waste {iv['waste_current'] or 0:.1%} -> {iv['waste_recommended']:.1%})"
+        )
         if iv.get("action"):
             console.print(f"  action: {iv['action']['text']}")
     else:
@@ -58,16 +67,20 @@ def _print_job(doc: dict, console) -> None:
 
 
 def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
-    console.print(f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated, "
-                  f"checkpoint tax {_pct(fleet['checkpoint_tax'])}, hidden tax {_pct(fleet['hidden_tax'])}, "
-                  f"ETTR {_pct(fleet['ettr'])}, {fleet['failures']} failures"
-                  + ("" if fleet["allocated_gpu_hours"] else " (no GPUs allocated: ratios are not defined)"))
+    console.print(
+        f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated, "
+        f"checkpoint tax {_pct(fleet['checkpoint_tax'])}, hidden tax {_pct(fleet['hidden_tax'])}, "
+        f"ETTR {_pct(fleet['ettr'])}, {fleet['failures']} failures"
+        + ("" if fleet["allocated_gpu_hours"] else " (no GPUs allocated: ratios are not defined)")
+    )
     iv = fleet["interval"]
     if iv["daly_s"]:
-        console.print(f"fleet interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h "
-                      f"({iv['failures']} failures), current {(iv['current_interval_s'] or 0) / 60:.1f} min -> "
-                      f"Daly {iv['daly_s'] / 60:.1f} min (waste {iv['waste_current'] or 0:.1%} -> "
-                      f"{iv['waste_recommended']:.1%})")
+        console.print(
+            f"fleet interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h "
+            f"({iv['failures']} failures), current {(iv['current_interval_s'] or 0) / 60:.1f} min -> "
+            f"Daly {iv['daly_s'] / 60:.1f} min (waste {iv['waste_current'] or 0:.1%} -> "
+            f"{iv['waste_recommended']:.1%})"
+        )
         if iv.get("action"):
             console.print(f"fleet action: {iv['action']['text']}")
     if "economic_availability_capacity" in fleet:
@@ -83,14 +96,26 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
 @click.option("--all", "all_jobs", is_flag=True, help="Every job in the window, with the fleet view.")
 @click.option("--since", type=click.DateTime(), help="Jobs that ran after this UTC time.")
 @click.option("--until", type=click.DateTime(), help="Jobs that ran before this UTC time.")
-@click.option("--gpu-hour-price", "price", type=FiniteFloat(0.0),
-              help="USD per GPU-hour: adds dollars to every figure.")
-@click.option("--capacity-gpus", type=click.IntRange(min=1),
-              help="GPUs of the cluster: economic availability vs capacity.")
-@click.option("--by", type=click.Choice(["category", "host", "component", "job"]), default="category",
-              show_default=True, help="How causes are ranked.")
-@click.option("--fail-over", "fail_over", type=FiniteFloat(0.0, 100.0), metavar="PCT",
-              help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent.")
+@click.option(
+    "--gpu-hour-price", "price", type=FiniteFloat(0.0), help="USD per GPU-hour: adds dollars to every figure."
+)
+@click.option(
+    "--capacity-gpus", type=click.IntRange(min=1), help="GPUs of the cluster: economic availability vs capacity."
+)
+@click.option(
+    "--by",
+    type=click.Choice(["category", "host", "component", "job"]),
+    default="category",
+    show_default=True,
+    help="How causes are ranked.",
+)
+@click.option(
+    "--fail-over",
+    "fail_over",
+    type=FiniteFloat(0.0, 100.0),
+    metavar="PCT",
+    help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent.",
+)
 @click.option("--hidden", is_flag=True, help="With --fail-over: test the hidden (degraded-throughput) tax instead.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @db_option
@@ -131,6 +156,7 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
     key = "hidden_tax" if hidden else "checkpoint_tax"
     if fail_over is not None and any(d[key] * 100 > fail_over for d in docs):
         worst = max(docs, key=lambda d: d[key])
-        click.echo(f"tax-report: job {worst['job']} {key.replace('_', ' ')} {worst[key]:.1%} exceeds {fail_over}%",
-                   err=True)
+        click.echo(
+            f"tax-report: job {worst['job']} {key.replace('_', ' ')} {worst[key]:.1%} exceeds {fail_over}%", err=True
+        )
         sys.exit(int(ExitCode.THRESHOLD))

@@ -11,8 +11,14 @@ from synestra_cli.cli.common import db_option, handle_errors
 
 @click.command("timeline")
 @click.option("--job", "job_id", required=True, help="Job id (as `synestra jobs` lists it).")
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="File to write: .html (self-contained, the default for other names), .svg or .png.")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File to write: .html (self-contained, the default for other names), .svg or .png.",
+)
 @db_option
 @handle_errors
 def command(job_id: str, output: Path, db: str | None) -> None:
@@ -37,5 +43,7 @@ def command(job_id: str, output: Path, db: str | None) -> None:
     with open_store(db, read_only=True) as conn:
         tl = build(conn, resolve_job(conn, job_id))
     fmt = write(tl, output)
-    click.echo(f"{output}: {fmt} timeline of job {job_id}, {len(tl.job.checkpoints)} checkpoint(s), "
-               f"{len(tl.causes)} cause(s)", err=True)
+    click.echo(
+        f"{output}: {fmt} timeline of job {job_id}, {len(tl.job.checkpoints)} checkpoint(s), {len(tl.causes)} cause(s)",
+        err=True,
+    )

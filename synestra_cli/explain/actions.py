@@ -32,47 +32,81 @@ RULES: dict[str, Rule] = {
     "gpu.fell_off_bus": Rule("drain_rma", "Drain {host} and open an RMA for {gpu}", "{xids}", XID_SOURCE),
     "gpu.memory": Rule("drain_rma", "Drain {host} and open an RMA for {gpu}", "{xids}", XID_SOURCE),
     "gpu.nvlink": Rule("drain_rma", "Drain {host} and open an RMA for {gpu} (NVLink)", "{xids}", XID_SOURCE),
-    "gpu.other_xid": Rule("drain_reset", "Drain {host} and reset {gpu}; open an RMA if it recurs", "{xids}",
-                          XID_SOURCE),
+    "gpu.other_xid": Rule(
+        "drain_reset", "Drain {host} and reset {gpu}; open an RMA if it recurs", "{xids}", XID_SOURCE
+    ),
     # Xids the catalog resolves by restarting the application (13, 31, 94): the job's own fault, unless
     # they repeat on one GPU.
-    "gpu.app_xid": Rule("file_against_job", "Not the infrastructure, most likely: restart the job and file "
-                        "against it; drain {host} only if the Xid repeats on {gpu}", "{xids}", XID_SOURCE),
+    "gpu.app_xid": Rule(
+        "file_against_job",
+        "Not the infrastructure, most likely: restart the job and file "
+        "against it; drain {host} only if the Xid repeats on {gpu}",
+        "{xids}",
+        XID_SOURCE,
+    ),
     "network.link_degraded": Rule(
-        "reseat_cable", "Reseat, clean or replace the optic or cable between {cable}",
-        "{signals}; UFM counts a port bad above 0.004 symbol errors/s; the link {healthy}", UFM),
+        "reseat_cable",
+        "Reseat, clean or replace the optic or cable between {cable}",
+        "{signals}; UFM counts a port bad above 0.004 symbol errors/s; the link {healthy}",
+        UFM,
+    ),
     "network.link_down": Rule(
-        "reseat_cable", "Reseat or replace the optic or cable between {cable}; replace it if it flaps again",
-        "{signals}", UFM),
+        "reseat_cable",
+        "Reseat or replace the optic or cable between {cable}; replace it if it flaps again",
+        "{signals}",
+        UFM,
+    ),
     "cooling.thermal": Rule(
-        "facilities_ticket", "Open a facilities ticket for {place} (cooling): hosts {hosts}",
+        "facilities_ticket",
+        "Open a facilities ticket for {place} (cooling): hosts {hosts}",
         "{spread} ran hot at once (10 C over their own baseline, or throttling): {signals}",
-        UFM + "; DeltaT 10 C"),
+        UFM + "; DeltaT 10 C",
+    ),
     "power.capping": Rule(
-        "check_power", "Check the power cap (nvidia-smi -q -d POWER) and the PSUs / PDU feeding {place}",
-        "{signals}: clocks held down by the power limit", "DCGM_FI_DEV_POWER_VIOLATION (dcgm-exporter)"),
+        "check_power",
+        "Check the power cap (nvidia-smi -q -d POWER) and the PSUs / PDU feeding {place}",
+        "{signals}: clocks held down by the power limit",
+        "DCGM_FI_DEV_POWER_VIOLATION (dcgm-exporter)",
+    ),
     "host.pcie": Rule(
-        "drain_inspect", "Drain {host} and inspect its PCIe path (reseat the GPU or riser) for {gpu}",
-        "{signals}", "PCIe AER (log-formats.md A.3)"),
+        "drain_inspect",
+        "Drain {host} and inspect its PCIe path (reseat the GPU or riser) for {gpu}",
+        "{signals}",
+        "PCIe AER (log-formats.md A.3)",
+    ),
     "storage.slow": Rule(
-        "storage_ticket", "Open a storage ticket for filesystem {fs}: clients {clients} waited on it",
-        "{signals}", "Linux NFS/Lustre client messages (log-formats.md)"),
+        "storage_ticket",
+        "Open a storage ticket for filesystem {fs}: clients {clients} waited on it",
+        "{signals}",
+        "Linux NFS/Lustre client messages (log-formats.md)",
+    ),
     "host.oom": Rule(
-        "file_against_job", "Not the infrastructure: file against the job (it ran {host} out of memory)",
-        "{signals}", META),
+        "file_against_job",
+        "Not the infrastructure: file against the job (it ran {host} out of memory)",
+        "{signals}",
+        META,
+    ),
     "software.crash": Rule(
-        "file_against_job", "Not the infrastructure: file against the job (its own error ended it)",
-        "{signals}", META),
+        "file_against_job", "Not the infrastructure: file against the job (its own error ended it)", "{signals}", META
+    ),
     "workload.straggler": Rule(
         "file_against_job",
         "Not the infrastructure: file against the job (it slowed down with every host's telemetry healthy)",
-        "{signals}", META),
+        "{signals}",
+        META,
+    ),
     "scheduler.preemption": Rule(
-        "scheduler", "No repair: the scheduler preempted the job; ask for a non-preemptible QOS if it costs "
-        "too much", "{signals}", "Slurm sacct state PREEMPTED (log-formats.md D.8)"),
+        "scheduler",
+        "No repair: the scheduler preempted the job; ask for a non-preemptible QOS if it costs too much",
+        "{signals}",
+        "Slurm sacct state PREEMPTED (log-formats.md D.8)",
+    ),
     "unknown": Rule(
-        "investigate", "Investigate by hand: nothing ingested explains it; ingest the hosts' kernel logs and "
-        "telemetry around {when}", "{signals}", "no rule fits"),
+        "investigate",
+        "Investigate by hand: nothing ingested explains it; ingest the hosts' kernel logs and telemetry around {when}",
+        "{signals}",
+        "no rule fits",
+    ),
 }
 
 
@@ -89,8 +123,9 @@ def _gpu_name(a: Asset | None) -> str:
 def _cable_name(a: Asset | None) -> str:
     if not a:
         return "the link's two ends"
-    nic = " ".join(p for p in (a.get("host"), a.get("nic")) if p) + (f" port {a['nic_port']}"
-                                                                      if a.get("nic_port") else "")
+    nic = " ".join(p for p in (a.get("host"), a.get("nic")) if p) + (
+        f" port {a['nic_port']}" if a.get("nic_port") else ""
+    )
     far = " ".join(p for p in (a.get("switch"), a.get("switch_port")) if p) or "its switch port (not in topology)"
     return f"host NIC {nic} and switch port {far}"
 
@@ -108,8 +143,10 @@ def _xids(links: list[ChainLink]) -> str:
         if isinstance(code, int) and code not in seen:
             x = XID_CATALOG.get(code)
             seen[code] = f"{lk.signal}{_ref(lk)}" + (
-                f": NVIDIA's Xid catalog says {_bucket(x.immediate)} now, {_bucket(x.investigatory)} if it "
-                "recurs" if x else "")
+                f": NVIDIA's Xid catalog says {_bucket(x.immediate)} now, {_bucket(x.investigatory)} if it recurs"
+                if x
+                else ""
+            )
     return "; ".join(seen.values()) or _signals(links)
 
 
@@ -134,18 +171,27 @@ def _spread(links: list[ChainLink]) -> str:
 
 def _signals(links: list[ChainLink], most: int = 3) -> str:
     """The infrastructure signals of the chain; the job's own (NCCL, traceback, SIGTERM) when there are none."""
-    cause_side = [lk for lk in links if lk.layer in ("physical", "link", "traffic", "gpu")] or \
-        [lk for lk in links if lk.layer in ("job", "collective")]
+    cause_side = [lk for lk in links if lk.layer in ("physical", "link", "traffic", "gpu")] or [
+        lk for lk in links if lk.layer in ("job", "collective")
+    ]
     if not cause_side:
         return "no infrastructure signal in the job's window"
-    named = [f"{':'.join(p for p in (lk.host, lk.entity) if p)} {lk.signal}{_ref(lk)}".strip()
-             for lk in cause_side[:most]]
+    named = [
+        f"{':'.join(p for p in (lk.host, lk.entity) if p)} {lk.signal}{_ref(lk)}".strip() for lk in cause_side[:most]
+    ]
     more = len(cause_side) - most
     return "; ".join(named) + (f"; and {more} more signal(s)" if more > 0 else "")
 
 
-def _fields(category: str, host: str | None, component: str | None, assets: list[Asset],
-            links: list[ChainLink], healthy: bool, when: Any) -> dict[str, str]:
+def _fields(
+    category: str,
+    host: str | None,
+    component: str | None,
+    assets: list[Asset],
+    links: list[ChainLink],
+    healthy: bool,
+    when: Any,
+) -> dict[str, str]:
     first = {a["kind"]: a for a in reversed(assets)}
     rack, fs = first.get("rack"), first.get("filesystem")
     place = rack_name(rack["rack"]) if rack else " ".join(p for p in (host, component) if p) or "the job's hosts"
@@ -166,8 +212,15 @@ def _fields(category: str, host: str | None, component: str | None, assets: list
     }
 
 
-def action_for(category: str, host: str | None, component: str | None, assets: list[Asset],
-               links: list[ChainLink], healthy: bool = False, when: Any = None) -> Action:
+def action_for(
+    category: str,
+    host: str | None,
+    component: str | None,
+    assets: list[Asset],
+    links: list[ChainLink],
+    healthy: bool = False,
+    when: Any = None,
+) -> Action:
     """The rule for `category`, filled in; `links` are the cause's own chain links (empty for an
     alternative: its action then rests on its assets alone)."""
     rule = RULES.get(_refined(category, links), RULES["unknown"])

@@ -20,8 +20,7 @@ SCHEMA = "synestra.annotations/1"
 
 def epoch_ms(t: datetime) -> int:
     """Naive datetimes are UTC (the store's convention)."""
-    return round((t - datetime(1970, 1, 1)).total_seconds() * 1000) if t.tzinfo is None \
-        else round(t.timestamp() * 1000)
+    return round((t - datetime(1970, 1, 1)).total_seconds() * 1000) if t.tzinfo is None else round(t.timestamp() * 1000)
 
 
 def _checkpoint(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
@@ -34,8 +33,12 @@ def _checkpoint(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
     text = f"job {job}: {cp.trigger} {cp.kind} at iteration {cp.iteration}{dur}"
     if cp.cause:
         text += f"; cause {cp.cause.category} {' '.join(p for p in (cp.cause.host, cp.cause.component) if p)}"
-    return {"time": epoch_ms(start), "timeEnd": epoch_ms(end),
-            "tags": ["synestra", f"job:{job}", "checkpoint", cp.kind, cp.trigger, kind], "text": text}
+    return {
+        "time": epoch_ms(start),
+        "timeEnd": epoch_ms(end),
+        "tags": ["synestra", f"job:{job}", "checkpoint", cp.kind, cp.trigger, kind],
+        "text": text,
+    }
 
 
 def _cause(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
@@ -50,8 +53,7 @@ def _cause(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
     tags = ["synestra", f"job:{job}", "cause", c.category, *(p for p in (c.host, c.component) if p)]
     if c.action:
         tags.append(f"action:{c.action['kind']}")
-    return {"time": epoch_ms(c.first_signal), "timeEnd": epoch_ms(max(end, c.first_signal)), "tags": tags,
-            "text": text}
+    return {"time": epoch_ms(c.first_signal), "timeEnd": epoch_ms(max(end, c.first_signal)), "tags": tags, "text": text}
 
 
 def job_annotations(job: JobExplanation) -> list[dict[str, Any]]:

@@ -209,8 +209,13 @@ def _evidence(
     conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list, failed: list[Attempt]
 ) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
-    ev = Evidence(scope, [], degradation_windows(conn, scope.job_id), inc,
-                  stragglers=lambda *window: straggler_host(conn, *window))
+    ev = Evidence(
+        scope,
+        [],
+        degradation_windows(conn, scope.job_id),
+        inc,
+        stragglers=lambda *window: straggler_host(conn, *window),
+    )
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
         return ev
@@ -259,8 +264,9 @@ def explain_job(
             book = book or load_book(conn, scope)
             r = enrich(r, book)
         at = min([i.ts for i in crashes_of(ev, a.attempt) if i.ts] + ([a.end] if a.end else []), default=None)
-        failures.append(FailureExplanation(a.attempt, at, a.end, a.state, a.exit_code, r.cause, r.chain,
-                                           r.alternatives))
+        failures.append(
+            FailureExplanation(a.attempt, at, a.end, a.state, a.exit_code, r.cause, r.chain, r.alternatives)
+        )
     out = []
     for cl in chosen:
         r = reason(cl, ev)
@@ -287,8 +293,9 @@ def explain_job(
     return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out, failures=failures)
 
 
-def select(job: JobExplanation, checkpoint: int | None, since: datetime | None = None,
-           until: datetime | None = None) -> list[CheckpointExplanation]:
+def select(
+    job: JobExplanation, checkpoint: int | None, since: datetime | None = None, until: datetime | None = None
+) -> list[CheckpointExplanation]:
     """The explained checkpoints at this iteration or in [since, until], as explain_job would choose them."""
     out = []
     for cp in job.checkpoints:
@@ -298,8 +305,10 @@ def select(job: JobExplanation, checkpoint: int | None, since: datetime | None =
         if (since is None or (ts and ts >= since)) and (until is None or (ts and ts <= until)):
             out.append(cp)
     if checkpoint is not None and not out:
-        raise NotFoundError(f"job {job.job} has no checkpoint at iteration {checkpoint}: "
-                            f"run `synestra explain --job {job.job}` to list them")
+        raise NotFoundError(
+            f"job {job.job} has no checkpoint at iteration {checkpoint}: "
+            f"run `synestra explain --job {job.job}` to list them"
+        )
     return out
 
 

@@ -13,6 +13,7 @@ Sources, read once per job (`load_book`):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,8 +80,15 @@ class AssetBook:
         for g in self.gpus:
             if g["host"] == host and entity and entity in (g["gpu"], g["pci_bus_id"]):
                 return dict(g)
-        return {"kind": "gpu", "host": host, "gpu": entity, "uuid": None, "serial": None,
-                "pci_bus_id": None, "model": None}
+        return {
+            "kind": "gpu",
+            "host": host,
+            "gpu": entity,
+            "uuid": None,
+            "serial": None,
+            "pci_bus_id": None,
+            "model": None,
+        }
 
     def cable(self, host: str | None, component: str | None) -> Asset:
         """Both ends of a cable, from either end: `mlx5_1` on a host, or `leaf-02:Ethernet0`."""
@@ -88,10 +96,24 @@ class AssetBook:
         for lk in self.scope.links:
             host_end = lk.host == host and lk.nic == nic
             if host_end or (lk.switch, lk.switch_port) in ((host, component), (nic, port)):
-                return {"kind": "cable", "host": lk.host, "nic": lk.nic, "nic_port": (port or None) if host_end
-                        else None, "switch": lk.switch, "switch_port": lk.switch_port, "rack": lk.rack}
-        return {"kind": "cable", "host": host, "nic": nic or None, "nic_port": port or None, "switch": None,
-                "switch_port": None, "rack": self.scope.rack_of(host) if host else None}
+                return {
+                    "kind": "cable",
+                    "host": lk.host,
+                    "nic": lk.nic,
+                    "nic_port": (port or None) if host_end else None,
+                    "switch": lk.switch,
+                    "switch_port": lk.switch_port,
+                    "rack": lk.rack,
+                }
+        return {
+            "kind": "cable",
+            "host": host,
+            "nic": nic or None,
+            "nic_port": port or None,
+            "switch": None,
+            "switch_port": None,
+            "rack": self.scope.rack_of(host) if host else None,
+        }
 
     def rack(self, rack: str) -> Asset:
         return {"kind": "rack", "rack": rack, "hosts": list(self.racks.get(rack, []))}
@@ -107,8 +129,10 @@ def load_book(conn: duckdb.DuckDBPyConnection, scope: JobScope) -> AssetBook:
         return book
     marks = placeholders(len(scope.hosts))
     rows = conn.execute(GPUS_SQL.format(hosts=marks), [*scope.hosts, *scope.hosts]).fetchall()
-    book.gpus = [{"kind": "gpu", "host": h, "gpu": e, "uuid": u, "serial": s, "pci_bus_id": p, "model": m}
-                 for h, e, p, u, s, m in rows]
+    book.gpus = [
+        {"kind": "gpu", "host": h, "gpu": e, "uuid": u, "serial": s, "pci_bus_id": p, "model": m}
+        for h, e, p, u, s, m in rows
+    ]
     for rack, host in conn.execute(RACK_HOSTS_SQL.format(hosts=marks), scope.hosts).fetchall():
         book.racks.setdefault(rack, []).append(host)
     return book
@@ -117,15 +141,21 @@ def load_book(conn: duckdb.DuckDBPyConnection, scope: JobScope) -> AssetBook:
 GPU_CATEGORIES = ("gpu.fell_off_bus", "gpu.memory", "gpu.nvlink", "gpu.other_xid")
 
 
-def assets_of(category: str, host: str | None, component: str | None, book: AssetBook,
-              entities: list[tuple[str, str | None]] = ()) -> list[Asset]:  # type: ignore[assignment]
+def assets_of(
+    category: str,
+    host: str | None,
+    component: str | None,
+    book: AssetBook,
+    entities: Sequence[tuple[str, str | None]] = (),
+) -> list[Asset]:
     """The assets a cause names. `entities`: the (host, entity) its signals came from, when known
     (a hot rack lists its hot GPUs; a slow filesystem its waiting clients)."""
     if component and component in book.racks:
         hot = [book.gpu(h, e) for h, e in sorted(set(entities)) if e and e.startswith("gpu")]
         return [book.rack(component), *hot]
-    if category in GPU_CATEGORIES or (category in ("cooling.thermal", "power.capping", "host.pcie")
-                                      and component and component.startswith("gpu")):
+    if category in GPU_CATEGORIES or (
+        category in ("cooling.thermal", "power.capping", "host.pcie") and component and component.startswith("gpu")
+    ):
         return [book.gpu(host, component)]
     if category.startswith("network."):
         return [book.cable(host, component)]
@@ -148,8 +178,9 @@ def describe(a: Asset) -> str:
     if kind == "gpu":
         ident = [f"{k} {a[k]}" for k in ("uuid", "serial") if a.get(k)]
         ident += [f"PCI {a['pci_bus_id']}"] if a.get("pci_bus_id") else []
-        return " ".join(["GPU", *(p for p in (a.get("host"), a.get("gpu")) if p), *ident,
-                         *([a["model"]] if a.get("model") else [])])
+        return " ".join(
+            ["GPU", *(p for p in (a.get("host"), a.get("gpu")) if p), *ident, *([a["model"]] if a.get("model") else [])]
+        )
     if kind == "cable":
         nic = " ".join(p for p in (a.get("host"), a.get("nic"), a.get("nic_port") and f"port {a['nic_port']}") if p)
         far = " ".join(p for p in (a.get("switch"), a.get("switch_port")) if p) or "switch port not in topology"

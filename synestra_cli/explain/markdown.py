@@ -57,16 +57,24 @@ def _chain_table(links: list[ChainLink], ref: datetime | None) -> list[str]:
     rows = ["| time (UTC) | offset | layer | where | signal | evidence |", "| --- | --- | --- | --- | --- | --- |"]
     for lk in links:
         where = ":".join(p for p in (lk.host, lk.entity) if p)
-        rows.append(f"| {_when(lk.time)} | {_offset(lk.time, ref)} | {lk.layer} | {_cell(where)} | "
-                    f"{_cell(lk.signal)} | {_evidence(lk)} |")
+        rows.append(
+            f"| {_when(lk.time)} | {_offset(lk.time, ref)} | {lk.layer} | {_cell(where)} | "
+            f"{_cell(lk.signal)} | {_evidence(lk)} |"
+        )
     return rows
 
 
 def _action(c: Cause) -> list[str]:
     if not c.action:
         return []
-    return [f"**Action:** {c.action['text']}", "", f"*Why:* {c.action['why']}", "",
-            f"*Rule source:* {c.action['source']}", ""]
+    return [
+        f"**Action:** {c.action['text']}",
+        "",
+        f"*Why:* {c.action['why']}",
+        "",
+        f"*Rule source:* {c.action['source']}",
+        "",
+    ]
 
 
 def _alternatives(alts: list[Cause], ref: datetime | None) -> list[str]:
@@ -74,25 +82,39 @@ def _alternatives(alts: list[Cause], ref: datetime | None) -> list[str]:
         return ["No alternative scored above the evidence threshold.", ""]
     out: list[str] = []
     for a in alts:
-        out.append(f"- **{a.category}** {_where(a)}, confidence {a.confidence:.2f}"
-                   + (f"; if so: {a.action['text']}" if a.action else ""))
+        out.append(
+            f"- **{a.category}** {_where(a)}, confidence {a.confidence:.2f}"
+            + (f"; if so: {a.action['text']}" if a.action else "")
+        )
         for lk in a.evidence:
             where = ":".join(p for p in (lk.host, lk.entity) if p)
             ev = _evidence(lk)
-            out.append(f"  - {_when(lk.time)} ({_offset(lk.time, ref)}) {lk.layer} {where} {lk.signal}"
-                       + (f", {ev}" if ev else ""))
+            out.append(
+                f"  - {_when(lk.time)} ({_offset(lk.time, ref)}) {lk.layer} {where} {lk.signal}"
+                + (f", {ev}" if ev else "")
+            )
     return [*out, ""]
 
 
 def _cost(cp: CheckpointExplanation) -> list[str]:
-    own = f"this {cp.kind} blocked the job {cp.duration_s:.1f} s" if cp.duration_s is not None else \
-        f"this {cp.kind}'s duration was not logged"
+    own = (
+        f"this {cp.kind} blocked the job {cp.duration_s:.1f} s"
+        if cp.duration_s is not None
+        else f"this {cp.kind}'s duration was not logged"
+    )
     if not cp.tax:
-        return [f"- {own}", "- badput: run `synestra explain --job ID --format markdown` on the whole job, or "
-                "`synestra tax-report`, when attempt times are in the store", ""]
+        return [
+            f"- {own}",
+            "- badput: run `synestra explain --job ID --format markdown` on the whole job, or "
+            "`synestra tax-report`, when attempt times are in the store",
+            "",
+        ]
     parts = ", ".join(f"{b} {s:,.0f} s" for b, s in sorted(cp.tax["buckets_s"].items(), key=lambda kv: -kv[1]))
-    return [f"- {own}", f"- charged to this cause here: {parts or 'nothing'} = **{cp.tax['gpu_hours']:,.2f} "
-            "GPU-h**", ""]
+    return [
+        f"- {own}",
+        f"- charged to this cause here: {parts or 'nothing'} = **{cp.tax['gpu_hours']:,.2f} GPU-h**",
+        "",
+    ]
 
 
 def _title(job: JobExplanation, cp: CheckpointExplanation) -> str:
@@ -106,11 +128,20 @@ def checkpoint_markdown(job: JobExplanation, cp: CheckpointExplanation, level: i
     c = cp.cause
     out = [f"{h} {_title(job, cp)}", ""]
     when = _when(cp.start) if cp.start else "time not logged"
-    verdict = (f"`{c.category}` on **{_where(c)}**, confidence {c.confidence:.2f}, first signal "
-               f"{_when(c.first_signal) if c.first_signal else 'unknown'}") if c else "routine: no cause"
+    verdict = (
+        (
+            f"`{c.category}` on **{_where(c)}**, confidence {c.confidence:.2f}, first signal "
+            f"{_when(c.first_signal) if c.first_signal else 'unknown'}"
+        )
+        if c
+        else "routine: no cause"
+    )
     healthy = " The link never reported itself down." if c and c.reported_healthy else ""
-    out += [f"**Verdict:** {verdict}.{healthy} The {cp.kind} at iteration {cp.iteration} ({when}, attempt "
-            f"{cp.attempt}) was a **{cp.trigger}** {cp.kind}{' (slow)' if cp.slow else ''}.", ""]
+    out += [
+        f"**Verdict:** {verdict}.{healthy} The {cp.kind} at iteration {cp.iteration} ({when}, attempt "
+        f"{cp.attempt}) was a **{cp.trigger}** {cp.kind}{' (slow)' if cp.slow else ''}.",
+        "",
+    ]
     if c:
         out += _action(c)
         out += [f"{h}# Assets", "", *(f"- {describe(a)}" for a in c.assets), ""] if c.assets else []
@@ -123,12 +154,23 @@ def checkpoint_markdown(job: JobExplanation, cp: CheckpointExplanation, level: i
 def _job_tax(tax: dict[str, Any] | None) -> list[str]:
     if not tax:
         return []
-    return ["## Job tax", "", f"Checkpoint tax {tax['checkpoint_tax']:.1%}, hidden tax {tax['hidden_tax']:.1%}, "
-            f"goodput {tax['goodput']:.1%} of {tax['gpu_hours']:,.1f} GPU-h ({tax['gpus']} GPUs).", "",
-            *(f"- {c['category']} {' '.join(p for p in (c['host'], c['component']) if p)}: "
-              f"{c['gpu_hours']:,.2f} GPU-h" for c in tax["by_cause"]), "",
-            *([f"**Save cadence:** {tax['cadence_action']['text']} ({tax['cadence_action']['why']})", ""]
-              if tax.get("cadence_action") else [])]
+    return [
+        "## Job tax",
+        "",
+        f"Checkpoint tax {tax['checkpoint_tax']:.1%}, hidden tax {tax['hidden_tax']:.1%}, "
+        f"goodput {tax['goodput']:.1%} of {tax['gpu_hours']:,.1f} GPU-h ({tax['gpus']} GPUs).",
+        "",
+        *(
+            f"- {c['category']} {' '.join(p for p in (c['host'], c['component']) if p)}: {c['gpu_hours']:,.2f} GPU-h"
+            for c in tax["by_cause"]
+        ),
+        "",
+        *(
+            [f"**Save cadence:** {tax['cadence_action']['text']} ({tax['cadence_action']['why']})", ""]
+            if tax.get("cadence_action")
+            else []
+        ),
+    ]
 
 
 def job_markdown(job: JobExplanation, checkpoints: list[CheckpointExplanation] | None = None) -> str:
@@ -140,10 +182,13 @@ def job_markdown(job: JobExplanation, checkpoints: list[CheckpointExplanation] |
         return "\n".join(checkpoint_markdown(job, shown[0], 1)).rstrip() + "\n"
     causes = ", ".join(f"{cp.cause.category} {_where(cp.cause)}" for cp in shown if cp.cause) or "none"
     routine = sum(cp.routine for cp in chosen)
-    out = [f"# Job {job.job}: {len(shown)} non-routine checkpoint(s): {causes}", "",
-           f"{len(job.hosts)} host(s) ({', '.join(job.hosts)}), {job.attempts} attempt(s), "
-           f"{routine} routine checkpoint(s)"
-           + (f", saves every {job.cadence} iterations." if job.cadence else "."), ""]
+    out = [
+        f"# Job {job.job}: {len(shown)} non-routine checkpoint(s): {causes}",
+        "",
+        f"{len(job.hosts)} host(s) ({', '.join(job.hosts)}), {job.attempts} attempt(s), "
+        f"{routine} routine checkpoint(s)" + (f", saves every {job.cadence} iterations." if job.cadence else "."),
+        "",
+    ]
     for cp in shown:
         out += checkpoint_markdown(job, cp, 2)
     out += _job_tax(job.tax)

@@ -87,8 +87,9 @@ def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[
     return {job: from_json(json.loads(doc)) for job, doc in conn.execute(LOAD_SQL, [key, job_ids]).fetchall()}
 
 
-def explain_jobs(conn: duckdb.DuckDBPyConnection,
-                 job_ids: list[str]) -> tuple[dict[str, JobExplanation], list[JobExplanation], str]:
+def explain_jobs(
+    conn: duckdb.DuckDBPyConnection, job_ids: list[str]
+) -> tuple[dict[str, JobExplanation], list[JobExplanation], str]:
     """Every job's whole explanation, reusing the kept ones; also those computed now (a few jobs at a
     time: $SYNESTRA_WORKERS), and the key to keep them under (see `save`)."""
     key = store_key(conn)
@@ -144,9 +145,17 @@ def _ts(text: str | None) -> datetime | None:
 def _cause(doc: dict[str, Any] | None) -> Cause | None:
     if doc is None:
         return None
-    return Cause(doc["category"], doc["host"], doc["component"], _ts(doc["first_signal"]), doc["confidence"],
-                 doc["reported_healthy"], tuple(doc.get("assets") or ()), doc.get("action"),
-                 tuple(_link(lk) for lk in doc.get("evidence") or ()))
+    return Cause(
+        doc["category"],
+        doc["host"],
+        doc["component"],
+        _ts(doc["first_signal"]),
+        doc["confidence"],
+        doc["reported_healthy"],
+        tuple(doc.get("assets") or ()),
+        doc.get("action"),
+        tuple(_link(lk) for lk in doc.get("evidence") or ()),
+    )
 
 
 def _link(lk: dict[str, Any]) -> ChainLink:
@@ -158,21 +167,44 @@ def _chain(doc: dict[str, Any]) -> list[ChainLink]:
 
 
 def _failure(doc: dict[str, Any]) -> FailureExplanation:
-    return FailureExplanation(doc["attempt"], _ts(doc["at"]), _ts(doc["end"]), doc["state"], doc["exit_code"],
-                              _cause(doc["cause"]), _chain(doc),
-                              [c for c in map(_cause, doc["alternatives"]) if c is not None])
+    return FailureExplanation(
+        doc["attempt"],
+        _ts(doc["at"]),
+        _ts(doc["end"]),
+        doc["state"],
+        doc["exit_code"],
+        _cause(doc["cause"]),
+        _chain(doc),
+        [c for c in map(_cause, doc["alternatives"]) if c is not None],
+    )
 
 
 def _checkpoint(doc: dict[str, Any]) -> CheckpointExplanation:
     chain = _chain(doc)
     return CheckpointExplanation(
-        doc["kind"], doc["attempt"], doc["iteration"], _ts(doc["start"]), _ts(doc["end"]), doc["duration_s"],
-        doc["trigger"], doc["slow"], _cause(doc["cause"]), chain,
-        [c for c in map(_cause, doc["alternatives"]) if c is not None], doc["tax"])
+        doc["kind"],
+        doc["attempt"],
+        doc["iteration"],
+        _ts(doc["start"]),
+        _ts(doc["end"]),
+        doc["duration_s"],
+        doc["trigger"],
+        doc["slow"],
+        _cause(doc["cause"]),
+        chain,
+        [c for c in map(_cause, doc["alternatives"]) if c is not None],
+        doc["tax"],
+    )
 
 
 def from_json(doc: dict[str, Any]) -> JobExplanation:
     """The inverse of `JobExplanation.to_json` (datetimes inside chain evidence stay ISO strings)."""
-    return JobExplanation(doc["job"], doc["hosts"], doc["attempts"], doc["save_cadence_iterations"],
-                          [_checkpoint(c) for c in doc["checkpoints"]], doc["tax"],
-                          [_failure(f) for f in doc.get("failures", [])])
+    return JobExplanation(
+        doc["job"],
+        doc["hosts"],
+        doc["attempts"],
+        doc["save_cadence_iterations"],
+        [_checkpoint(c) for c in doc["checkpoints"]],
+        doc["tax"],
+        [_failure(f) for f in doc.get("failures", [])],
+    )

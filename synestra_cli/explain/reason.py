@@ -104,8 +104,10 @@ def _attribute(
     confs = confidences(all_cands)
     causes = [_as_cause(c, conf, ev, effect) for c, conf in zip(all_cands, confs, strict=True)]
     links = [ch.from_signal(s) for s in all_cands[0].signals if isinstance(s, Anomaly) or s.ts <= effect.deadline]
-    alts = [replace(a, evidence=tuple(ch.ordered([ch.from_signal(s) for s in c.signals])))
-            for a, c in zip(causes[1 : 1 + MAX_ALTERNATIVES], all_cands[1 : 1 + MAX_ALTERNATIVES], strict=True)]
+    alts = [
+        replace(a, evidence=tuple(ch.ordered([ch.from_signal(s) for s in c.signals])))
+        for a, c in zip(causes[1 : 1 + MAX_ALTERNATIVES], all_cands[1 : 1 + MAX_ALTERNATIVES], strict=True)
+    ]
     return Reasoning(causes[0], alts, ch.ordered(links + ch.own(effects, causes[0])))
 
 

@@ -85,27 +85,41 @@ def _causes(job: JobExplanation) -> list[dict[str, Any]]:
         if key in seen:
             continue
         where = " ".join(dict.fromkeys(p for p in (c.host, c.component) if p))
-        metrics = [(lk.host, lk.entity, lk.evidence["metric"]) for lk in cp.chain
-                   if lk.evidence.get("type") == "metric" and lk.host and lk.evidence.get("metric") in KIND]
+        metrics = [
+            (lk.host, lk.entity, lk.evidence["metric"])
+            for lk in cp.chain
+            if lk.evidence.get("type") == "metric" and lk.host and lk.evidence.get("metric") in KIND
+        ]
         own = [lk for lk in cp.chain if lk.layer in SIGNAL_LAYERS and lk.time is not None]
         first = own[0] if own else None  # the chain is in time order
-        seen[key] = {"label": f"{c.category} {where}".strip(), "first_signal": c.first_signal,
-                     "first_text": _named(first) if first else "no signal: from the job's own log",
-                     "signals": [(lk.time, _named(lk)) for lk in own],
-                     "checkpoint": cp.start or cp.end, "action": (c.action or {}).get("text", ""),
-                     "metrics": list(dict.fromkeys(metrics))[:MAX_SERIES_PER_CAUSE]}
+        seen[key] = {
+            "label": f"{c.category} {where}".strip(),
+            "first_signal": c.first_signal,
+            "first_text": _named(first) if first else "no signal: from the job's own log",
+            "signals": [(lk.time, _named(lk)) for lk in own],
+            "checkpoint": cp.start or cp.end,
+            "action": (c.action or {}).get("text", ""),
+            "metrics": list(dict.fromkeys(metrics))[:MAX_SERIES_PER_CAUSE],
+        }
     return list(seen.values())
 
 
 def build(conn: duckdb.DuckDBPyConnection, job_id: str) -> Timeline:
     job = explain_job(conn, job_id)
     scope = load_scope(conn, job_id)
-    attempts = [{"attempt": a.attempt, "start": a.start, "end": a.end, "state": a.state or "?"}
-                for a in scope.attempts if a.start and a.end]
-    windows = [{"attempt": w.attempt, "start": w.first_slow, "end": w.end, "factor": round(w.factor, 2)}
-               for w in degradation_windows(conn, job_id)]
-    steps = [{"attempt": a, "ts": ts, "iteration": it, "step_time_s": s}
-             for a, ts, it, s in conn.execute(STEPS_SQL, [job_id]).fetchall()]
+    attempts = [
+        {"attempt": a.attempt, "start": a.start, "end": a.end, "state": a.state or "?"}
+        for a in scope.attempts
+        if a.start and a.end
+    ]
+    windows = [
+        {"attempt": w.attempt, "start": w.first_slow, "end": w.end, "factor": round(w.factor, 2)}
+        for w in degradation_windows(conn, job_id)
+    ]
+    steps = [
+        {"attempt": a, "ts": ts, "iteration": it, "step_time_s": s}
+        for a, ts, it, s in conn.execute(STEPS_SQL, [job_id]).fetchall()
+    ]
     times: list[datetime] = [a.start for a in scope.attempts if a.start] + [a.end for a in scope.attempts if a.end]
     times += [s["ts"] for s in steps] + [cp.start for cp in job.checkpoints if cp.start]
     start, end = (min(times), max(times)) if times else (None, None)
@@ -115,8 +129,14 @@ def build(conn: duckdb.DuckDBPyConnection, job_id: str) -> Timeline:
         lo = start - timedelta(seconds=LOOKBACK_S)
         for c in causes:
             for host, entity, metric in c["metrics"]:
-                params = {"host": host, "entity": entity, "metric": metric, "start": lo, "end": end,
-                          "counter": KIND[metric] == "counter"}
+                params = {
+                    "host": host,
+                    "entity": entity,
+                    "metric": metric,
+                    "start": lo,
+                    "end": end,
+                    "counter": KIND[metric] == "counter",
+                }
                 pts = conn.execute(SERIES_SQL, params).fetchall()
                 tl.series.append(Series(_label(metric, host, entity), c["label"], pts))
     return tl

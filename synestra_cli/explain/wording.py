@@ -59,8 +59,7 @@ BUCKETS = {
 XID_SOURCE = "NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)"
 
 IB_PORT_STATES = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "ActiveDefer"}
-IF_OPER_STATUS = {1: "up", 2: "down", 3: "testing", 4: "unknown", 5: "dormant", 6: "notPresent",
-                  7: "lowerLayerDown"}
+IF_OPER_STATUS = {1: "up", 2: "down", 3: "testing", 4: "unknown", 5: "dormant", 6: "notPresent", 7: "lowerLayerDown"}
 
 # Counters of discrete events: the change is a count ("+1 link down"), not a rate.
 COUNTED = {
@@ -129,8 +128,10 @@ def event(kind: str, code: int | None, message: str | None, component: str | Non
         state = (message or "").rsplit(" ", 1)[-1].capitalize() or "?"
         return "ib_port_state Active -> Down" if state == "Down" else f"ib_port_state -> {state}"
     if kind in ("nfs_not_responding", "lustre_lost") and component:
-        return f"{'NFS server' if kind.startswith('nfs') else 'Lustre target'} {component} " \
-               f"{'not responding' if kind.startswith('nfs') else 'connection lost'}"
+        return (
+            f"{'NFS server' if kind.startswith('nfs') else 'Lustre target'} {component} "
+            f"{'not responding' if kind.startswith('nfs') else 'connection lost'}"
+        )
     return EVENT_NAMES.get(kind, kind.replace("_", " "))
 
 
@@ -148,11 +149,15 @@ def metric(name: str, before: float, after: float, count: int | None, is_rate: b
         n = count or 1
         return f"+{n} {one if n == 1 else many}"
     if name == "ib_port_state_id":
-        return f"ib_port_state {IB_PORT_STATES.get(round(before), _num(before))} -> " \
-               f"{IB_PORT_STATES.get(round(after), _num(after))}"
+        return (
+            f"ib_port_state {IB_PORT_STATES.get(round(before), _num(before))} -> "
+            f"{IB_PORT_STATES.get(round(after), _num(after))}"
+        )
     if name == "if_oper_status":
-        return f"oper status {IF_OPER_STATUS.get(round(before), _num(before))} -> " \
-               f"{IF_OPER_STATUS.get(round(after), _num(after))}"
+        return (
+            f"oper status {IF_OPER_STATUS.get(round(before), _num(before))} -> "
+            f"{IF_OPER_STATUS.get(round(after), _num(after))}"
+        )
     if name in ("gpu_thermal_violation_us_total", "gpu_power_violation_us_total"):
         return f"{RATE_NAMES[name]} {after / 1e4:.0f}% of the time (was {before / 1e4:.0f}%)"
     if name in RATE_NAMES and is_rate:

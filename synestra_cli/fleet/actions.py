@@ -9,9 +9,9 @@ from __future__ import annotations
 
 ACTIONS: dict[str, str] = {
     "network.link_degraded": "drain the host or isolate the port before the next collective stalls; "
-                             "then clean or reseat the cable/transceiver at both ends, replace if it recurs",
+    "then clean or reseat the cable/transceiver at both ends, replace if it recurs",
     "network.link_down": "check the link at both ends (cable, transceiver, switch port); "
-                         "drain the host if it flaps again",
+    "drain the host if it flaps again",
     "gpu.fell_off_bus": "drain the node and reset the GPU; RMA if it falls off again",
     "gpu.memory": "drain the node, reset the GPU to remap rows; RMA on a row-remap failure or a second DBE",
     "gpu.nvlink": "drain the node and run NVLink diagnostics (dcgmi diag -r 3); reseat or RMA the baseboard on repeats",

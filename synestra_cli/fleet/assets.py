@@ -77,8 +77,12 @@ class Inventory:
 
     def nic(self, host: str, nic: str) -> Asset:
         switch, port = self.far.get((host, nic), (None, None))
-        ident = {"far_end": f"{switch}:{port}" if switch and port else None, "switch": switch,
-                 "switch_port": port, "rack": self.rack.get(host)}
+        ident = {
+            "far_end": f"{switch}:{port}" if switch and port else None,
+            "switch": switch,
+            "switch_port": port,
+            "rack": self.rack.get(host),
+        }
         return Asset("nic", f"{host}:{nic}", host, nic, ident)
 
     def host(self, host: str, component: str | None = None) -> Asset:

@@ -30,8 +30,14 @@ SCHEMA = "synestra.fleet/1"
 
 # Causes that are never a part's fault: the scheduler's, the job's own code or memory, a slow rank, and
 # what explain could not name.
-NOT_A_COMPONENT = ("scheduler.preemption", "software.crash", "workload.straggler", "host.oom", "unknown",
-                   "checkpoint.routine")
+NOT_A_COMPONENT = (
+    "scheduler.preemption",
+    "software.crash",
+    "workload.straggler",
+    "host.oom",
+    "unknown",
+    "checkpoint.routine",
+)
 LEMON_JOBS = 2
 LEMON_EPISODES = 2
 INCIDENT_GAP = timedelta(hours=1)  # hits of one asset closer than this are one incident (a rack event)
@@ -125,23 +131,47 @@ class FleetReport:
         return [r for r in self.rows if r.lemon]
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "since": self.since, "until": self.until, "jobs": len(self.jobs), "by": self.by,
-                "components": [row_json(r) for r in self.rows]}
+        return {
+            "schema": SCHEMA,
+            "since": self.since,
+            "until": self.until,
+            "jobs": len(self.jobs),
+            "by": self.by,
+            "components": [row_json(r) for r in self.rows],
+        }
 
 
 def _hit_json(h: Hit) -> dict[str, Any]:
-    return {"job": h.job, "attempt": h.attempt, "what": h.what, "at": h.at, "category": h.category,
-            "confidence": h.confidence, "chain": [_link_json(lk) for lk in h.chain]}
+    return {
+        "job": h.job,
+        "attempt": h.attempt,
+        "what": h.what,
+        "at": h.at,
+        "category": h.category,
+        "confidence": h.confidence,
+        "chain": [_link_json(lk) for lk in h.chain],
+    }
 
 
 def _link_json(lk: ChainLink) -> dict[str, Any]:
-    return {"time": lk.time, "layer": lk.layer, "host": lk.host, "entity": lk.entity, "signal": lk.signal,
-            "evidence": lk.evidence}
+    return {
+        "time": lk.time,
+        "layer": lk.layer,
+        "host": lk.host,
+        "entity": lk.entity,
+        "signal": lk.signal,
+        "evidence": lk.evidence,
+    }
 
 
 def episode_json(e: Episode) -> dict[str, Any]:
-    return {"start": e.start, "end": e.end, "categories": e.categories, "signals": len(e.signals),
-            "evidence": [_link_json(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]]}
+    return {
+        "start": e.start,
+        "end": e.end,
+        "categories": e.categories,
+        "signals": len(e.signals),
+        "evidence": [_link_json(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]],
+    }
 
 
 def asset_json(a: Asset) -> dict[str, Any]:
@@ -149,10 +179,20 @@ def asset_json(a: Asset) -> dict[str, Any]:
 
 
 def row_json(r: FleetRow) -> dict[str, Any]:
-    return {"asset": asset_json(r.asset), "categories": r.categories, "failures": r.failures,
-            "incidents": r.incidents, "gpu_hours": r.gpu_hours, "jobs": r.jobs, "first_seen": r.first_seen,
-            "last_seen": r.last_seen, "lemon": r.lemon, "lemon_reasons": r.lemon_reasons,
-            "hits": [_hit_json(h) for h in r.hits], "episodes": [episode_json(e) for e in r.episodes]}
+    return {
+        "asset": asset_json(r.asset),
+        "categories": r.categories,
+        "failures": r.failures,
+        "incidents": r.incidents,
+        "gpu_hours": r.gpu_hours,
+        "jobs": r.jobs,
+        "first_seen": r.first_seen,
+        "last_seen": r.last_seen,
+        "lemon": r.lemon,
+        "lemon_reasons": r.lemon_reasons,
+        "hits": [_hit_json(h) for h in r.hits],
+        "episodes": [episode_json(e) for e in r.episodes],
+    }
 
 
 ROLLUPS = ("component", "host", "rack")
@@ -209,15 +249,39 @@ def hits_of(ex, inv: Inventory) -> list[tuple[Asset, Hit]]:
             c = cp.cause
             asset = inv.of(c.category, c.host, c.component)
             if asset is not None:
-                out.append((asset, Hit(ex.job, cp.attempt, _what(cp), c.first_signal or cp.start, c.category,
-                                       c.confidence, tuple(cp.chain))))
+                out.append(
+                    (
+                        asset,
+                        Hit(
+                            ex.job,
+                            cp.attempt,
+                            _what(cp),
+                            c.first_signal or cp.start,
+                            c.category,
+                            c.confidence,
+                            tuple(cp.chain),
+                        ),
+                    )
+                )
     for f in ex.failures:
         if _blamable(f.cause):
             c = f.cause
             asset = inv.of(c.category, c.host, c.component)
             if asset is not None:
-                out.append((asset, Hit(ex.job, f.attempt, "failure", c.first_signal or f.at, c.category,
-                                       c.confidence, tuple(f.chain))))
+                out.append(
+                    (
+                        asset,
+                        Hit(
+                            ex.job,
+                            f.attempt,
+                            "failure",
+                            c.first_signal or f.at,
+                            c.category,
+                            c.confidence,
+                            tuple(f.chain),
+                        ),
+                    )
+                )
     return out
 
 
@@ -236,9 +300,13 @@ def _job_costs(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: d
         return None
 
 
-def fleet_report(conn: duckdb.DuckDBPyConnection, since: datetime | None = None,
-                 until: datetime | None = None, jobs_ended_by: datetime | None = None,
-                 by: str = "component") -> FleetReport:
+def fleet_report(
+    conn: duckdb.DuckDBPyConnection,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    jobs_ended_by: datetime | None = None,
+    by: str = "component",
+) -> FleetReport:
     """Every asset that cost a job or reported errors in [since, until], costliest first; `by` host or
     rack sums the parts into what holds them (rollup).
     `jobs_ended_by`: only jobs whose every attempt ended by then (risks: no knowledge from the future)."""
@@ -275,6 +343,7 @@ def fleet_report(conn: duckdb.DuckDBPyConnection, since: datetime | None = None,
             if r.asset.kind == "filesystem" and eps[0].asset.identity.get("clients"):
                 r.asset = eps[0].asset  # the clients that complained
     ranked = _ranked(rows.values())
-    report = FleetReport(since or lo, until or hi, jobs, ranked, full.computed if full else [],
-                         full.key if full else "")
+    report = FleetReport(
+        since or lo, until or hi, jobs, ranked, full.computed if full else [], full.key if full else ""
+    )
     return rollup(report, by, inv)

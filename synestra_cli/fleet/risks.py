@@ -76,17 +76,40 @@ class RiskReport:
         return [r for r in self.risks if r.status == "degrading"]
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "at": self.at, "latest_data": self.latest_data, "stale": self.stale,
-                "lookback_s": LOOKBACK.total_seconds(),
-                "degrading": len(self.degrading), "risks": [risk_json(r) for r in self.risks]}
+        return {
+            "schema": SCHEMA,
+            "at": self.at,
+            "latest_data": self.latest_data,
+            "stale": self.stale,
+            "lookback_s": LOOKBACK.total_seconds(),
+            "degrading": len(self.degrading),
+            "risks": [risk_json(r) for r in self.risks],
+        }
 
 
 def risk_json(r: Risk) -> dict[str, Any]:
-    return {"asset": asset_json(r.asset), "status": r.status, "categories": r.categories, "since": r.since,
-            "score": round(r.score, 3), "jobs": r.jobs, "gpu_hours_per_hour": r.gpu_hours_per_hour,
-            "action": r.action, "lemon_reasons": r.lemon_reasons,
-            "evidence": [{"time": lk.time, "layer": lk.layer, "host": lk.host, "entity": lk.entity,
-                          "signal": lk.signal, "evidence": lk.evidence} for lk in r.chain]}
+    return {
+        "asset": asset_json(r.asset),
+        "status": r.status,
+        "categories": r.categories,
+        "since": r.since,
+        "score": round(r.score, 3),
+        "jobs": r.jobs,
+        "gpu_hours_per_hour": r.gpu_hours_per_hour,
+        "action": r.action,
+        "lemon_reasons": r.lemon_reasons,
+        "evidence": [
+            {
+                "time": lk.time,
+                "layer": lk.layer,
+                "host": lk.host,
+                "entity": lk.entity,
+                "signal": lk.signal,
+                "evidence": lk.evidence,
+            }
+            for lk in r.chain
+        ],
+    }
 
 
 def _strength(s: Signal) -> float:
@@ -130,13 +153,22 @@ def _degrading(conn: duckdb.DuckDBPyConnection, at: datetime, inv: Inventory) ->
     out = []
     for eps in episodes(signals, inv).values():
         ep: Episode = eps[-1]
-        out.append(Risk(ep.asset, "degrading", _categories(ep.signals), ep.start, _score(ep.signals),
-                        ordered([from_signal(s) for s in ep.signals])))
+        out.append(
+            Risk(
+                ep.asset,
+                "degrading",
+                _categories(ep.signals),
+                ep.start,
+                _score(ep.signals),
+                ordered([from_signal(s) for s in ep.signals]),
+            )
+        )
     return out
 
 
-def risks_at(conn: duckdb.DuckDBPyConnection, at: datetime | None = None,
-             history: timedelta | None = HISTORY) -> RiskReport:
+def risks_at(
+    conn: duckdb.DuckDBPyConnection, at: datetime | None = None, history: timedelta | None = HISTORY
+) -> RiskReport:
     """The components at risk at `at` (default: the store's latest sample or event). `history`: how far
     back known lemons are looked for (None or zero: not at all; it explains every job of the span)."""
     _lo, hi = data_span(conn)
@@ -154,6 +186,7 @@ def risks_at(conn: duckdb.DuckDBPyConnection, at: datetime | None = None,
             r.lemon_reasons = row.lemon_reasons
     for r in risks.values():
         r.jobs = running_jobs(conn, inv.hosts_of(r.asset), at)
-    ranked = sorted(risks.values(), key=lambda r: (r.status != "degrading", -r.gpu_hours_per_hour, -r.score,
-                                                   r.asset.id))
+    ranked = sorted(
+        risks.values(), key=lambda r: (r.status != "degrading", -r.gpu_hours_per_hour, -r.score, r.asset.id)
+    )
     return RiskReport(at, ranked, hi)

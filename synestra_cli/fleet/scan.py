@@ -65,22 +65,25 @@ def signal_start(s: Signal) -> datetime:
     return s.onset if isinstance(s, an.Anomaly) else s.ts
 
 
-def fleet_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime,
-                  min_samples: int = MIN_ANOMALY_SAMPLES) -> list[Signal]:
+def fleet_signals(
+    conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, min_samples: int = MIN_ANOMALY_SAMPLES
+) -> list[Signal]:
     """Anomaly windows and typed events of the whole fleet in [start, end], in time order. Xid 13/31
     (the application's own faults, NVIDIA's catalog) are left out: they say nothing of the part.
     `min_samples` 1 (risks) also returns single-scrape windows; an episode needs them corroborated."""
     an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
     metrics = [r.metric for r in METRIC_RULES]
     marks = placeholders(len(metrics))
-    series_hosts = [r[0] for r in conn.execute(SERIES_HOSTS_SQL.format(metrics=marks), [start, end, *metrics])
-                    .fetchall()]
+    series_hosts = [
+        r[0] for r in conn.execute(SERIES_HOSTS_SQL.format(metrics=marks), [start, end, *metrics]).fetchall()
+    ]
     found: list[Signal] = []
     for i in range(0, len(series_hosts), HOST_BATCH):
-        batch = series_hosts[i:i + HOST_BATCH]
+        batch = series_hosts[i : i + HOST_BATCH]
         conn.execute(an.SCOPE_DDL)
-        conn.execute(FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))),
-                     [start, end, *metrics, *batch])
+        conn.execute(
+            FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))), [start, end, *metrics, *batch]
+        )
         found += an.anomalies(conn, min_samples)
     hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
     found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
@@ -88,8 +91,9 @@ def fleet_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetim
 
 
 def asset_of(s: Signal, inv: Inventory) -> Asset | None:
-    return inv.of(s.category, s.host, s.component if isinstance(s, Event) and s.category == "storage.slow"
-                  else s.entity)
+    return inv.of(
+        s.category, s.host, s.component if isinstance(s, Event) and s.category == "storage.slow" else s.entity
+    )
 
 
 def blip(s: Signal) -> bool:
@@ -99,8 +103,11 @@ def blip(s: Signal) -> bool:
 def substantive(s: Signal) -> bool:
     """Enough alone: an event, a discrete counter, or a sustained change far past its threshold (a
     single scrape, however large, may be a one-off burst)."""
-    return isinstance(s, Event) or s.metric in DISCRETE_METRICS or (
-        s.magnitude >= STRONG_MAGNITUDE and s.samples >= MIN_ANOMALY_SAMPLES)
+    return (
+        isinstance(s, Event)
+        or s.metric in DISCRETE_METRICS
+        or (s.magnitude >= STRONG_MAGNITUDE and s.samples >= MIN_ANOMALY_SAMPLES)
+    )
 
 
 def corroborated(signals: list[Signal]) -> bool:

@@ -29,13 +29,13 @@ UTF8_BOM = codecs.BOM_UTF8
 
 @dataclass(frozen=True)
 class IngestOptions:
-    timezone: str = "UTC"           # zone of timestamps that carry none
-    year: int | None = None         # year of syslog lines without one (default: from the file's mtime)
-    host: str | None = None         # host of files that do not name it (plain dmesg)
-    job_id: str | None = None       # job of a log that does not name it
-    strict: bool = False            # any reject fails the file
-    format: str | None = None       # force a format instead of sniffing
-    cluster: str | None = None      # cluster of the jobs the files name (synestra_cli/clusters.py)
+    timezone: str = "UTC"  # zone of timestamps that carry none
+    year: int | None = None  # year of syslog lines without one (default: from the file's mtime)
+    host: str | None = None  # host of files that do not name it (plain dmesg)
+    job_id: str | None = None  # job of a log that does not name it
+    strict: bool = False  # any reject fails the file
+    format: str | None = None  # force a format instead of sniffing
+    cluster: str | None = None  # cluster of the jobs the files name (synestra_cli/clusters.py)
 
 
 # The options that change what a parser reads from the same bytes: part of a source's key.
@@ -82,12 +82,12 @@ class LoadResult:
 class LoadContext:
     conn: duckdb.DuckDBPyConnection
     source_id: int
-    path: Path                 # the file on disk (may be .gz)
-    display: str               # how to name it to the user
+    path: Path  # the file on disk (may be .gz)
+    display: str  # how to name it to the user
     options: IngestOptions
-    mtime: datetime            # UTC, naive
-    offset: int = 0            # read from this byte on (a grown file: only its new lines)
-    first_line: int = 1        # the line number of the first line read
+    mtime: datetime  # UTC, naive
+    offset: int = 0  # read from this byte on (a grown file: only its new lines)
+    first_line: int = 1  # the line number of the first line read
 
     def read_text(self) -> str:
         """The whole decoded file (for small, context-heavy formats such as job logs)."""
@@ -187,8 +187,7 @@ def lines_to_table(text: str | bytes, first_lineno: int) -> pa.Table:
     offsets[n] = len(data) - len(newlines)
     packed = data.replace(b"\n", b"") if len(newlines) else data
     lines = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(packed))
-    return pa.table({"lineno": pa.array(np.arange(first_lineno, first_lineno + n, dtype=np.int64)),
-                     "line": lines})
+    return pa.table({"lineno": pa.array(np.arange(first_lineno, first_lineno + n, dtype=np.int64)), "line": lines})
 
 
 def _valid_utf8(data: bytes) -> bool:
@@ -199,8 +198,9 @@ def _valid_utf8(data: bytes) -> bool:
         return False
 
 
-def iter_line_batches(path: Path, batch_bytes: int = BATCH_BYTES, offset: int = 0,
-                      first_line: int = 1) -> Iterator[pa.Table]:
+def iter_line_batches(
+    path: Path, batch_bytes: int = BATCH_BYTES, offset: int = 0, first_line: int = 1
+) -> Iterator[pa.Table]:
     lineno = first_line
     carry = b""
     try:
@@ -213,7 +213,7 @@ def iter_line_batches(path: Path, batch_bytes: int = BATCH_BYTES, offset: int = 
                 if not block:
                     break
                 if first and block.startswith(UTF8_BOM):
-                    block = block[len(UTF8_BOM):]
+                    block = block[len(UTF8_BOM) :]
                 first = False
                 block = carry + block
                 cut = block.rfind(b"\n")

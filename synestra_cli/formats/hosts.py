@@ -10,11 +10,15 @@ from __future__ import annotations
 
 def short_host_sql(expr: str) -> str:
     """SQL for the short host name of `expr` (a column or expression of this module's callers, never user text)."""
-    return (f"CASE WHEN contains({expr}, '.') AND NOT regexp_full_match({expr}, '[0-9.]+') "
-            f"THEN split_part({expr}, '.', 1) ELSE {expr} END")
+    return (
+        f"CASE WHEN contains({expr}, '.') AND NOT regexp_full_match({expr}, '[0-9.]+') "
+        f"THEN split_part({expr}, '.', 1) ELSE {expr} END"
+    )
 
 
 def record_full_names_sql(source: str, column: str) -> str:
     """INSERT of the (short host, full name) pairs of `column` in relation `source` for source $sid."""
-    return (f"INSERT INTO host_names SELECT DISTINCT {short_host_sql(column)}, {column}, $sid FROM {source} "
-            f"WHERE {column} IS NOT NULL AND {short_host_sql(column)} <> {column} ORDER BY 1, 2")
+    return (
+        f"INSERT INTO host_names SELECT DISTINCT {short_host_sql(column)}, {column}, $sid FROM {source} "
+        f"WHERE {column} IS NOT NULL AND {short_host_sql(column)} <> {column} ORDER BY 1, 2"
+    )

@@ -57,11 +57,17 @@ WORD_COUNTERS = {"ib_port_xmit_data_bytes_total", "ib_port_rcv_data_bytes_total"
 # Widths of the legacy PortCounters error counters (IBA PortCounters attribute; sysfs counters/ reads them too):
 # such a counter stops at 2^w - 1 and stays there, so that value is no count (nor a rate): it is left out.
 LEGACY_BITS = {
-    "ib_port_symbol_errors_total": 16, "ib_port_link_error_recovery_total": 8, "ib_port_link_downed_total": 8,
-    "ib_port_rcv_errors_total": 16, "ib_port_rcv_remote_physical_errors_total": 16,
-    "ib_port_rcv_switch_relay_errors_total": 16, "ib_port_xmit_discards_total": 16,
-    "ib_port_xmit_constraint_errors_total": 8, "ib_port_rcv_constraint_errors_total": 8,
-    "ib_port_local_link_integrity_errors_total": 4, "ib_port_excessive_buffer_overrun_errors_total": 4,
+    "ib_port_symbol_errors_total": 16,
+    "ib_port_link_error_recovery_total": 8,
+    "ib_port_link_downed_total": 8,
+    "ib_port_rcv_errors_total": 16,
+    "ib_port_rcv_remote_physical_errors_total": 16,
+    "ib_port_rcv_switch_relay_errors_total": 16,
+    "ib_port_xmit_discards_total": 16,
+    "ib_port_xmit_constraint_errors_total": 8,
+    "ib_port_rcv_constraint_errors_total": 8,
+    "ib_port_local_link_integrity_errors_total": 4,
+    "ib_port_excessive_buffer_overrun_errors_total": 4,
     "ib_port_vl15_dropped_total": 16,
 }
 # What the kernel's sysfs prints for a PMA counter of a device without a PMA (drivers/infiniband/core/sysfs.c).
@@ -86,8 +92,13 @@ SYSFS_SNIFF = re.compile(r"^(?:\S*?/infiniband/)?[\w-]+/ports/\d+/(?:hw_)?counte
 # PortInfo codes sysfs prints before them (`4: ACTIVE`, `5: LinkUp`).
 IBSTAT_STATES = {"down": 1, "initializing": 2, "init": 2, "armed": 3, "active": 4, "active_defer": 5}
 IBSTAT_PHYS_STATES = {
-    "sleep": 1, "polling": 2, "disabled": 3, "portconfigurationtraining": 4, "linkup": 5,
-    "linkerrorrecovery": 6, "phytest": 7,
+    "sleep": 1,
+    "polling": 2,
+    "disabled": 3,
+    "portconfigurationtraining": 4,
+    "linkup": 5,
+    "linkerrorrecovery": 6,
+    "phytest": 7,
 }
 IBSTAT_CA = re.compile(r"^\s*CA '([^']+)'\s*$")
 IBSTAT_PORT = re.compile(r"^\s+Port (\d+):\s*$")
@@ -132,8 +143,15 @@ class Sink:
     no_pma: int = 0
     saturated: list[str] = field(default_factory=list)
 
-    def counter(self, host: str | None, entity: str | None, name: str, text: str, naming: tuple[dict[str, str], str],
-                at: tuple[int, str]) -> None:
+    def counter(
+        self,
+        host: str | None,
+        entity: str | None,
+        name: str,
+        text: str,
+        naming: tuple[dict[str, str], str],
+        at: tuple[int, str],
+    ) -> None:
         """Add counter `name` (canonical if `naming`'s map knows it, else prefix + snake name)."""
         if text.strip() == NO_PMA:
             self.no_pma += 1  # no data, not a malformed line
@@ -153,8 +171,10 @@ class Sink:
         if self.no_pma:
             out.append(f"{self.no_pma} counters read `{NO_PMA}` (the device has no performance agent): no data")
         if self.saturated:
-            out.append(f"{len(self.saturated)} legacy counters stuck at their maximum (saturated, no count nor "
-                       f"rate): {', '.join(self.saturated[:5])}{' ...' if len(self.saturated) > 5 else ''}")
+            out.append(
+                f"{len(self.saturated)} legacy counters stuck at their maximum (saturated, no count nor "
+                f"rate): {', '.join(self.saturated[:5])}{' ...' if len(self.saturated) > 5 else ''}"
+            )
         return out
 
 
@@ -266,8 +286,10 @@ def _ibstat(ctx: LoadContext, lines: list[str], sink: Sink) -> None:
 
 
 def _ibstat_port_field(sink: Sink, host: str | None, entity: str, name: str, value: str, at: tuple[int, str]) -> None:
-    codes = {"state": ("ib_port_state_id", IBSTAT_STATES),
-             "physical state": ("ib_port_physical_state_id", IBSTAT_PHYS_STATES)}.get(name)
+    codes = {
+        "state": ("ib_port_state_id", IBSTAT_STATES),
+        "physical state": ("ib_port_physical_state_id", IBSTAT_PHYS_STATES),
+    }.get(name)
     if codes:
         code = codes[1].get(value.lower())
         if code is None:

@@ -143,8 +143,10 @@ def drop_clock_outliers(ctx: LoadContext, result: LoadResult | None) -> None:
     if n:
         ctx.conn.execute(CLOCK_DROP_SQL)
         if result is not None:
-            result.notes.append(f"{ctx.display}: {n} line(s) stamped far from the lines around them (line {line}: "
-                                f"{ts:%Y-%m-%d %H:%M:%S}), a wrong clock: their times are taken from their neighbours")
+            result.notes.append(
+                f"{ctx.display}: {n} line(s) stamped far from the lines around them (line {line}: "
+                f"{ts:%Y-%m-%d %H:%M:%S}), a wrong clock: their times are taken from their neighbours"
+            )
     ctx.conn.execute("DROP TABLE jl_clock")
 
 
@@ -253,11 +255,14 @@ def year_note(ctx: LoadContext) -> list[str]:
         return []
     n, year = ctx.conn.execute(
         "SELECT count(*), min(year(g_local)) FROM jl_g WHERE glog.mo <> '' AND full_ts IS NULL "
-        "AND NOT EXISTS (SELECT 1 FROM jl_g WHERE full_ts IS NOT NULL)").fetchall()[0]
+        "AND NOT EXISTS (SELECT 1 FROM jl_g WHERE full_ts IS NOT NULL)"
+    ).fetchall()[0]
     if not n:
         return []
-    return [f"{n} glog time stamps carry no year and the log has no dated line: year taken from the file's "
-            f"modification time ({ctx.mtime:%Y-%m-%d}): {year}; pass --year YEAR if it was copied later"]
+    return [
+        f"{n} glog time stamps carry no year and the log has no dated line: year taken from the file's "
+        f"modification time ({ctx.mtime:%Y-%m-%d}): {year}; pass --year YEAR if it was copied later"
+    ]
 
 
 def load_job_log(ctx: LoadContext) -> LoadResult:
@@ -281,8 +286,9 @@ def count_matches(head: str, pattern: str) -> int:
     return len(re.findall(pattern, ANSI.sub("", head), re.MULTILINE))
 
 
-SYSLOG_ENVELOPE = re.compile(r"^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^:\s]+(?:\[\d+\])?:",
-                             re.MULTILINE)
+SYSLOG_ENVELOPE = re.compile(
+    r"^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^:\s]+(?:\[\d+\])?:", re.MULTILINE
+)
 
 
 def looks_like_syslog(head: str) -> bool:

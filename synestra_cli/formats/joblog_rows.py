@@ -150,7 +150,8 @@ MAX_REJECT_SAMPLES = 20  # as LoadResult.reject keeps
 INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
 # The FQDN a ChildFailedError names: the incident's host is the short name, the full one kept in host_names.
 FULL_NAMES_SQL = record_full_names_sql(
-    "(SELECT fields->>'fqdn' AS fqdn FROM job_incidents WHERE source_id = $sid)", "fqdn")
+    "(SELECT fields->>'fqdn' AS fqdn FROM job_incidents WHERE source_id = $sid)", "fqdn"
+)
 
 
 def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:

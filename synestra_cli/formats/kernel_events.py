@@ -16,16 +16,16 @@ _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 PATTERNS: dict[str, str] = {
     # NVRM: Xid (PCI:0000:9b:00 GPU-I:05): 94, pid=7194, name=python, text   (PCI: and pid/name optional)
     "xid_re": r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})(?:\.([0-7]))?"
-              r"(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+), (?:pid=([^,]*), )?(?:name=([^,]*), )?(.*)",
+    r"(?: GPU-I:(\d+))?(?: GPU-CI:(\d+))?\): (\d+), (?:pid=([^,]*), )?(?:name=([^,]*), )?(.*)",
     # NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus. | NVRM: The NVIDIA GPU 0000:b3:00.0 <folded lines>
     # (also the older `NVRM: GPU at 0000:01:00.0 has fallen off the bus.`)
     "fob_re": r"NVRM: (?:The NVIDIA )?GPU (?:at (?:PCI:)?)?([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})"
-              r"(?:\.([0-7]))?",
+    r"(?:\.([0-7]))?",
     # mlx5_core 0000:01:00.1 eth1: Link up | mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE
     "link_re": r"^mlx5_core (" + _BDF + r") (\S+): (?:Port: (\d+) )?Link (\w+)",
     # mlx5_core 0004:01:00.0: [func:line:(pid N): ]Port module event[error]: module 0, Cable error, High Temperature
     "module_re": r"^\S+?(?: (" + _BDF + r"))?: (?:\S+:\d+:\(pid \d+\): )?Port module event(\[error\])?: "
-                 r"module (\d+), ([^,]+)(?:, (.*))?$",
+    r"module (\d+), ([^,]+)(?:, (.*))?$",
     # pcieport 0000:00:02.0: [AER: ]PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, ...
     "aer_re": r"^(\S+) (" + _BDF + r"): (?:AER: )?PCIe Bus Error: severity=([^,]+), type=([^,]+),\s*(.*)$",
     # Ethernet drivers' carrier messages (igb, igc, ixgbe, i40e, iavf, ice, bnxt_en, e1000, e1000e):
@@ -35,8 +35,8 @@ PATTERNS: dict[str, str] = {
     # link down` is a disk, not a NIC: it never says "NIC Link".)
     # Old e1000: `e1000: eth0: e1000_watchdog: NIC Link is Up`.
     "nic_re": r"^(?:(\S+?):? (?:(" + _BDF + r") )?(?:.*? )??)?(\S+?):? (?:\w+_watchdog: )?"
-              r"NIC Link is (Up|Down|up|down),?(?: Speed is)?"
-              r"(?: (\d+) ?([MG])bps)?(?: ([Ff]ull|[Hh]alf) [Dd]uplex)?(?:.*Negotiated FEC: ([^,]+))?",
+    r"NIC Link is (Up|Down|up|down),?(?: Speed is)?"
+    r"(?: (\d+) ?([MG])bps)?(?: ([Ff]ull|[Hh]alf) [Dd]uplex)?(?:.*Negotiated FEC: ([^,]+))?",
     "nfs_re": r"^nfs: server (\S+) (not responding|OK)(?:, (.*))?$",
     # Lustre: [pid:0:(file.c:N:func()) ]fs-MDT0000-mdc-ffff: Connection (restored )to fs-MDT0000 (at nid)[ was lost]
     "lustre_re": r"^Lustre: (?:\d+:\d+:\(\S+\) )?(\S+): Connection (restored to|to) (\S+) \(at ([^)]+)\)( was lost)?",
@@ -66,7 +66,8 @@ NIC_FIELDS = """json_object('device', nic.dev,
     'speed_mbps', TRY_CAST(nullif(nic.speed, '') AS INTEGER) * CASE WHEN nic.unit = 'G' THEN 1000 ELSE 1 END,
     'duplex', nullif(lower(nic.duplex), ''), 'fec', nullif(trim(nic.fec), ''))"""
 
-CLASSIFY_SQL = """
+CLASSIFY_SQL = (
+    """
 WITH s AS NOT MATERIALIZED (
     -- A printk stamp the envelope left in the message (journald MESSAGE of a kernel line forwarded
     -- through syslog, a collector's JSON): cut here, so that typed matching never depends on the envelope.
@@ -205,8 +206,10 @@ SELECT t.ts, t.host, y.component, coalesce(y.kind, 'log') AS kind, y.code, t.sev
     END AS fields,
     t.lineno
 FROM t LEFT JOIN typed y ON y.lineno = t.lineno
-""".replace("{candidate}", CANDIDATE_SQL).replace("{nic_fields}", NIC_FIELDS).replace(
-    "{short_host}", short_host_sql("host"))
+""".replace("{candidate}", CANDIDATE_SQL)
+    .replace("{nic_fields}", NIC_FIELDS)
+    .replace("{short_host}", short_host_sql("host"))
+)
 
 # Neighbour-line completions, each over the few typed events of one source ($sid).
 _AER_BIT_RE = r"^\S+ (\S+): (?:AER: )?\s+\[\s*\d+\] (.*?)\s*(?:\(First\))?\s*$"
@@ -215,7 +218,9 @@ _AER_HEAD_RE = r"^\S+ (\S+): AER: .*error (?:message )?received(?: from|:) (?:id
 # range of the file's lines: ~0.1 s per 1M lines for nothing otherwise).
 POST_SQL: list[tuple[str, str, dict[str, str]]] = [
     # AER: the error bits named on the lines after the severity line, the source from the line before.
-    ("aer", """
+    (
+        "aer",
+        """
 UPDATE events e SET fields = json_merge_patch(e.fields, json_object('errors', d.errors, 'source', d.src))
 FROM (
     SELECT a.line,
@@ -232,9 +237,13 @@ FROM (
     GROUP BY a.line
 ) d
 WHERE e.source_id = $sid AND e.kind = 'aer' AND e.line = d.line
-""", {"bit_re": _AER_BIT_RE, "head_re": _AER_HEAD_RE}),
+""",
+        {"bit_re": _AER_BIT_RE, "head_re": _AER_HEAD_RE},
+    ),
     # Xid 154 announces the recovery action for the GPU's previous Xid: name that Xid.
-    ("xid", """
+    (
+        "xid",
+        """
 UPDATE events e SET fields = json_merge_patch(e.fields, json_object('refers_to_xid', p.code))
 FROM (
     SELECT a.line, arg_max(b.code, b.line) AS code
@@ -244,15 +253,21 @@ FROM (
     GROUP BY a.line
 ) p
 WHERE e.source_id = $sid AND e.line = p.line
-""", {}),
+""",
+        {},
+    ),
     # Newer kernels print `oom-kill:constraint=...,pid=N` then `Out of memory: Killed process N (...)`:
     # one kill, so the second line stays a plain log line.
-    ("oom_kill", """
+    (
+        "oom_kill",
+        """
 UPDATE events e SET kind = 'log', fields = json_object('same_kill_as_line', k.line)
 FROM events k
 WHERE e.source_id = $sid AND e.kind = 'oom_kill' AND NOT starts_with(e.message, 'oom-kill:')
     AND k.source_id = $sid AND k.kind = 'oom_kill' AND starts_with(k.message, 'oom-kill:')
     AND k.host IS NOT DISTINCT FROM e.host AND k.line BETWEEN e.line - 5 AND e.line - 1
     AND json_extract(k.fields, '$.pid') = json_extract(e.fields, '$.pid')
-""", {}),
+""",
+        {},
+    ),
 ]

@@ -119,17 +119,26 @@ FACT_SQL = [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, 
 def sniff(head: str) -> float:
     if joblog.looks_like_syslog(head):
         return 0.0
-    if joblog.count_matches(head, r"^(?:\[rank\d+\]:)?\s*(?:\[[\d\- :.]+\]\s*)?iteration\s+\d+/\s*\d+ "
-                                  r"\| consumed samples:"):
+    if joblog.count_matches(
+        head,
+        r"^(?:\[rank\d+\]:)?\s*(?:\[[\d\- :.]+\]\s*)?iteration\s+\d+/\s*\d+ "
+        r"\| consumed samples:",
+    ):
         return 0.9
     if joblog.count_matches(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t"):
         return 0.9
-    if joblog.count_matches(head, r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
-                                  r"(at|from \S+ at) iteration"):
+    if joblog.count_matches(
+        head,
+        r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
+        r"(at|from \S+ at) iteration",
+    ):
         return 0.7
     # A job that died (or ended) before its first logged iteration still printed Megatron's banner.
-    if joblog.count_matches(head, r"^\s*(?:\[[\d\- :.]+\]\s*)?(using world size: \d+, data-parallel size|"
-                                  r"\[after megatron is initialized\] datetime:)"):
+    if joblog.count_matches(
+        head,
+        r"^\s*(?:\[[\d\- :.]+\]\s*)?(using world size: \d+, data-parallel size|"
+        r"\[after megatron is initialized\] datetime:)",
+    ):
         return 0.6
     return 0.0
 

@@ -232,8 +232,9 @@ def _add_metrics(rows: MetricRows, ts: datetime, host: str | None, report: Repor
                     rows.add(ts, host, report.entity, threshold_metric, threshold)
 
 
-def _add_lanes(rows: MetricRows, ts: datetime, host: str | None, entity: str | None, metric: str,
-               values: list[float]) -> None:
+def _add_lanes(
+    rows: MetricRows, ts: datetime, host: str | None, entity: str | None, metric: str, values: list[float]
+) -> None:
     if len(values) == 1:
         rows.add(ts, host, entity, metric, values[0])
         return

@@ -80,8 +80,10 @@ def load(ctx: LoadContext) -> LoadResult:
     conn, text = ctx.conn, ctx.read_text()
     status, result_type, error = conn.execute(HEADER_SQL, {"text": text}).fetchall()[0]
     if status != "success":
-        raise InputError(f"{ctx.display}: not a successful Prometheus API answer "
-                         f"(status {status or 'missing or not JSON'}{': ' + error if error else ''})")
+        raise InputError(
+            f"{ctx.display}: not a successful Prometheus API answer "
+            f"(status {status or 'missing or not JSON'}{': ' + error if error else ''})"
+        )
     if result_type not in ("matrix", "vector"):
         raise InputError(f"{ctx.display}: resultType {result_type!r} carries no series (need matrix or vector)")
     conn.execute(PAIRS_SQL, {"text": text})

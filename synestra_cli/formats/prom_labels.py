@@ -28,16 +28,44 @@ from synestra_cli.formats.hosts import record_full_names_sql, short_host_sql
 # it: they are never appended either (see ATTRIBUTE_LABEL_PREFIX).
 ATTRIBUTE_LABEL_PREFIX = "DCGM_FI_"
 IDENTITY_LABELS = [
-    "__name__", "Hostname", "hostname", "instance", "gpu", "UUID", "uuid", "gpu_uuid", "pci_bus_id", "device",
-    "modelName", "model_name", "GPU_I_ID", "GPU_I_PROFILE", "DCGM_FI_DRIVER_VERSION", "container",
-    "namespace", "pod", "nvlink", "nvswitch", "ifName", "ifIndex", "ifDescr", "ifAlias", "port",
+    "__name__",
+    "Hostname",
+    "hostname",
+    "instance",
+    "gpu",
+    "UUID",
+    "uuid",
+    "gpu_uuid",
+    "pci_bus_id",
+    "device",
+    "modelName",
+    "model_name",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "DCGM_FI_DRIVER_VERSION",
+    "container",
+    "namespace",
+    "pod",
+    "nvlink",
+    "nvswitch",
+    "ifName",
+    "ifIndex",
+    "ifDescr",
+    "ifAlias",
+    "port",
 ]
 
 # DCGM clocks-event (throttle) reason bits (dcgm_fields.h DCGM_CLOCKS_EVENT_REASON_*, 1:1 with NVML), named
 # as dcgm-exporter names them in the clock_event label of DCGM_EXP_CLOCK_EVENTS_COUNT.
 CLOCK_EVENT_BITS: list[tuple[int, str]] = [
-    (0x001, "gpu_idle"), (0x002, "clocks_setting"), (0x004, "power_cap"), (0x008, "hw_slowdown"),
-    (0x010, "sync_boost"), (0x020, "sw_thermal"), (0x040, "hw_thermal"), (0x080, "hw_power_brake"),
+    (0x001, "gpu_idle"),
+    (0x002, "clocks_setting"),
+    (0x004, "power_cap"),
+    (0x008, "hw_slowdown"),
+    (0x010, "sync_boost"),
+    (0x020, "sw_thermal"),
+    (0x040, "hw_thermal"),
+    (0x080, "hw_power_brake"),
     (0x100, "display_clocks"),
 ]
 
@@ -132,8 +160,10 @@ DROP_LOOKUPS_SQL = "DROP TABLE prom_source_map; DROP TABLE prom_catalog"
 def clock_event_macro_sql() -> str:
     """SQL defining clock_event_names(bitmask) -> VARCHAR[] (e.g. 96 -> [sw_thermal, hw_thermal])."""
     bits = ", ".join(f"{{'bit': {bit}, 'name': '{name}'}}" for bit, name in CLOCK_EVENT_BITS)
-    return (f"CREATE OR REPLACE TEMP MACRO clock_event_names(b) AS list_transform(list_filter([{bits}], "
-            f"lambda x: (CAST(b AS UBIGINT) & x.bit) <> 0), lambda x: x.name)")
+    return (
+        f"CREATE OR REPLACE TEMP MACRO clock_event_names(b) AS list_transform(list_filter([{bits}], "
+        f"lambda x: (CAST(b AS UBIGINT) & x.bit) <> 0), lambda x: x.name)"
+    )
 
 
 def install_macros(conn: duckdb.DuckDBPyConnection) -> None:
@@ -156,23 +186,39 @@ SELECT unnest($metric) AS metric, unnest($unit) AS unit, unnest($kind) AS kind, 
 def create_lookups(conn: duckdb.DuckDBPyConnection) -> None:
     """Temp tables prom_source_map(source, metric, scale, kind) and prom_catalog (CANONICAL)."""
     names = list(SOURCE_MAP)
-    conn.execute(SOURCE_MAP_SQL, {
-        "source": names, "metric": [SOURCE_MAP[n][0] for n in names],
-        "scale": [float(SOURCE_MAP[n][1]) for n in names],
-        "kind": [CANONICAL_BY_NAME[SOURCE_MAP[n][0]].kind for n in names],
-    })
-    conn.execute(CATALOG_TABLE_SQL, {
-        "metric": [m.name for m in CANONICAL], "unit": [m.unit for m in CANONICAL],
-        "kind": [m.kind for m in CANONICAL], "description": [m.description for m in CANONICAL],
-    })
+    conn.execute(
+        SOURCE_MAP_SQL,
+        {
+            "source": names,
+            "metric": [SOURCE_MAP[n][0] for n in names],
+            "scale": [float(SOURCE_MAP[n][1]) for n in names],
+            "kind": [CANONICAL_BY_NAME[SOURCE_MAP[n][0]].kind for n in names],
+        },
+    )
+    conn.execute(
+        CATALOG_TABLE_SQL,
+        {
+            "metric": [m.name for m in CANONICAL],
+            "unit": [m.unit for m in CANONICAL],
+            "kind": [m.kind for m in CANONICAL],
+            "description": [m.description for m in CANONICAL],
+        },
+    )
 
 
-HOSTLESS_SQL = "SELECT count(*) FILTER (WHERE is_dcgm AND labels['gpu'] IS NOT NULL), count(*) FROM prom_resolved " \
-               "WHERE host IS NULL"
+HOSTLESS_SQL = (
+    "SELECT count(*) FILTER (WHERE is_dcgm AND labels['gpu'] IS NOT NULL), count(*) FROM prom_resolved "
+    "WHERE host IS NULL"
+)
 
 
-def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime,
-                 notes: list[str] | None = None) -> int:
+def write_series(
+    conn: duckdb.DuckDBPyConnection,
+    source_id: int,
+    host: str | None,
+    default_ts: datetime,
+    notes: list[str] | None = None,
+) -> int:
     """Map prom_series/prom_samples into metrics, gpus and metric_catalog; returns the metric rows written.
 
     host: for series without a host label (--host); default_ts: for samples without a timestamp; notes: where
@@ -183,8 +229,10 @@ def write_series(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | No
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
     gpu_series, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
     if hostless and notes is not None:
-        notes.append(f"no host: {hostless} series carry no Hostname, hostname or instance label (their rows have "
-                     f"no host{', and their GPUs no gpus rows' if gpu_series else ''}): pass --host")
+        notes.append(
+            f"no host: {hostless} series carry no Hostname, hostname or instance label (their rows have "
+            f"no host{', and their GPUs no gpus rows' if gpu_series else ''}): pass --host"
+        )
     rows = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchall()[0][0]
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
     conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})

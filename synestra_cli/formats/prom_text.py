@@ -104,8 +104,10 @@ DROP TABLE prom_repair;
 """
 
 LABEL_RE = r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"'
-SERIES_RE = (r'([A-Za-z_:][A-Za-z0-9_:]*[ \t]*)?\{\s*(' + LABEL_RE + r'\s*(,\s*' + LABEL_RE + r'\s*)*,?\s*)?\}'
-             r'|[A-Za-z_:][A-Za-z0-9_:]*')
+SERIES_RE = (
+    r"([A-Za-z_:][A-Za-z0-9_:]*[ \t]*)?\{\s*(" + LABEL_RE + r"\s*(,\s*" + LABEL_RE + r"\s*)*,?\s*)?\}"
+    r"|[A-Za-z_:][A-Za-z0-9_:]*"
+)
 
 # One row per distinct series text: label map, metric name (promtool dumps carry it as __name__).
 DICT_SQL = """

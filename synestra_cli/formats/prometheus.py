@@ -21,8 +21,10 @@ DESCRIPTION = "Prometheus exposition text (dcgm-exporter, node_exporter, snmp_ex
 
 # `name value`, `name{labels} value`, `{__name__=...} value` (dumps); blanks (spaces or TABs) before `{` and after
 # `}` are optional; an optional integer or decimal timestamp.
-_SAMPLE = re.compile(r'^(?:[A-Za-z_:][\w:]*[ \t]*\{.*\}[ \t]*|\{.*\}[ \t]*|[A-Za-z_:][\w:]*[ \t]+)'
-                     r'(\S+)(?:[ \t]+-?\d+(?:\.\d+)?)?[ \t]*$')
+_SAMPLE = re.compile(
+    r"^(?:[A-Za-z_:][\w:]*[ \t]*\{.*\}[ \t]*|\{.*\}[ \t]*|[A-Za-z_:][\w:]*[ \t]+)"
+    r"(\S+)(?:[ \t]+-?\d+(?:\.\d+)?)?[ \t]*$"
+)
 _FOREIGN = re.compile(r"^\s|^\{(?!__name__)")
 
 
@@ -57,8 +59,7 @@ def load(ctx: LoadContext) -> LoadResult:
     else:
         result = prom_text.numbered_path(ctx)
     result.notes += prom_text.untimed_note(ctx)
-    result.rows = prom_labels.write_series(ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime,
-                                             result.notes)
+    result.rows = prom_labels.write_series(ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime, result.notes)
     ctx.conn.execute(prom_text.CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
     return result
 

@@ -30,13 +30,38 @@ DESCRIPTION = "Slurm sacct --parsable2 / -p / TAB-delimited output with a header
 
 # Header names (lower case) -> the parameter that carries their 1-based column index (0 = absent).
 FIELDS = {
-    "jobid": "c_jobid", "jobidraw": "c_jobidraw", "jobname": "c_name", "user": "c_user", "state": "c_state",
-    "exitcode": "c_exit", "start": "c_start", "end": "c_end", "elapsed": "c_elapsed",
-    "nodelist": "c_nodelist", "alloctres": "c_alloctres", "allocgres": "c_allocgres", "reqtres": "c_reqtres",
+    "jobid": "c_jobid",
+    "jobidraw": "c_jobidraw",
+    "jobname": "c_name",
+    "user": "c_user",
+    "state": "c_state",
+    "exitcode": "c_exit",
+    "start": "c_start",
+    "end": "c_end",
+    "elapsed": "c_elapsed",
+    "nodelist": "c_nodelist",
+    "alloctres": "c_alloctres",
+    "allocgres": "c_allocgres",
+    "reqtres": "c_reqtres",
     "cluster": "c_cluster",
 }
-KNOWN_OTHERS = {"partition", "account", "maxrss", "alloccpus", "nnodes", "submit", "timelimit", "cputime",
-                "reqmem", "qos", "workdir", "reason", "priority", "maxvmsize", "averss"}
+KNOWN_OTHERS = {
+    "partition",
+    "account",
+    "maxrss",
+    "alloccpus",
+    "nnodes",
+    "submit",
+    "timelimit",
+    "cputime",
+    "reqmem",
+    "qos",
+    "workdir",
+    "reason",
+    "priority",
+    "maxvmsize",
+    "averss",
+}
 
 # Elapsed `[D-]HH:MM:SS` (or `MM:SS.fff`) -> seconds (DOUBLE: 24,856 days overflow an INTEGER; an Elapsed of
 # MAX_ELAPSED_S or more, 68 years, rejects its row); AllocTRES/ReqTRES `gres/gpu=N` (else the sum of the
@@ -202,20 +227,24 @@ CUT_MATTERS = ("jobid", "jobidraw", "nodelist", "start", "end", "elapsed", "allo
 DASHES = re.compile(r"^-+(?: +-+)* *$")
 # A `sacct -n` row: a job id, then a delimiter or blanks; and some line of the head names a job state.
 HEADERLESS_ROW = re.compile(r"^ *\d+(?:_\d+|_\[[\d,%\-]+\])?(?:\+\d+)?(?:\.\w+)?(?:\||\t| +)")
-STATES = re.compile(r"\b(?:COMPLETED|FAILED|RUNNING|PENDING|CANCELLED\+?|TIMEOUT|OUT_OF_ME\w*|NODE_FAIL|PREEMPTED|"
-                    r"REQUEUED|BOOT_FAIL|DEADLINE|SUSPENDED)\b")
-HEADERLESS_MESSAGE = ("looks like `sacct -n` (--noheader) output: without its header the columns cannot be known; "
-                      "re-run sacct with -P (--parsable2) and without -n, e.g. "
-                      "sacct -P -D --format=JobID,JobName,User,State,ExitCode,Start,End,Elapsed,NodeList,AllocTRES")
+STATES = re.compile(
+    r"\b(?:COMPLETED|FAILED|RUNNING|PENDING|CANCELLED\+?|TIMEOUT|OUT_OF_ME\w*|NODE_FAIL|PREEMPTED|"
+    r"REQUEUED|BOOT_FAIL|DEADLINE|SUSPENDED)\b"
+)
+HEADERLESS_MESSAGE = (
+    "looks like `sacct -n` (--noheader) output: without its header the columns cannot be known; "
+    "re-run sacct with -P (--parsable2) and without -n, e.g. "
+    "sacct -P -D --format=JobID,JobName,User,State,ExitCode,Start,End,Elapsed,NodeList,AllocTRES"
+)
 
 
 @dataclass(frozen=True)
 class Layout:
-    header_line: int                  # 1-based line of the header (fixed width: of the dashes under it)
+    header_line: int  # 1-based line of the header (fixed width: of the dashes under it)
     header: str
-    names: list[str]                  # lower-cased column names
-    delim: str | None = None          # delimited: `|` or TAB
-    trailing: bool = False            # `-p`: rows end with the delimiter
+    names: list[str]  # lower-cased column names
+    delim: str | None = None  # delimited: `|` or TAB
+    trailing: bool = False  # `-p`: rows end with the delimiter
     spans: tuple[tuple[int, int], ...] = ()  # fixed width: (1-based start, width) of each column
 
 
@@ -229,7 +258,7 @@ def _layout(head: str) -> Layout | None:
     dashes = lines[first + 1].rstrip("\r") if first + 1 < len(lines) else ""
     if DASHES.match(dashes):
         spans = tuple((m.start() + 1, m.end() - m.start()) for m in re.finditer(r"-+", dashes))
-        names = [header[s - 1:s - 1 + w].strip().lower() for s, w in spans]
+        names = [header[s - 1 : s - 1 + w].strip().lower() for s, w in spans]
         return Layout(first + 2, header, names, spans=spans)
     if "|" not in header and "\t" not in header:
         return None
@@ -254,23 +283,36 @@ def sniff(head: str) -> float:
 def _cut_sql(layout: Layout) -> tuple[str, str]:
     """SQL of a row's fields (list) and of which fields sacct cut (list of booleans) for this layout."""
     if layout.delim is not None:
-        split = ("string_split(CASE WHEN $trailing AND suffix(line, $delim) "
-                 "THEN substr(line, 1, length(line) - 1) ELSE line END, $delim)")
+        split = (
+            "string_split(CASE WHEN $trailing AND suffix(line, $delim) "
+            "THEN substr(line, 1, length(line) - 1) ELSE line END, $delim)"
+        )
         return split, "[]::BOOLEAN[]"
     # integers from the dash line only: no user text reaches the statement
     cells = [f"substr(line, {start}, {width})" for start, width in layout.spans]
     split = "[" + ", ".join(f"trim({c})" for c in cells) + "]"
-    cut = "[" + ", ".join(
-        f"length({c}) = {w} AND suffix({c}, '+')" if name in CUT_MATTERS else "false"
-        for c, (_, w), name in zip(cells, layout.spans, layout.names, strict=True)) + "]"
+    cut = (
+        "["
+        + ", ".join(
+            f"length({c}) = {w} AND suffix({c}, '+')" if name in CUT_MATTERS else "false"
+            for c, (_, w), name in zip(cells, layout.spans, layout.names, strict=True)
+        )
+        + "]"
+    )
     return split, cut
 
 
 def _params(layout: Layout, tz: str) -> dict[str, object]:
     index = {n: i for i, n in reversed(list(enumerate(layout.names, start=1)))}  # repeated name: its first column
     params: dict[str, object] = {param: index.get(name, 0) for name, param in FIELDS.items()}
-    params.update(header_line=layout.header_line, header=layout.header, tz=tz, ncols=len(layout.names),
-                  names=layout.names, max_elapsed=MAX_ELAPSED_S)
+    params.update(
+        header_line=layout.header_line,
+        header=layout.header,
+        tz=tz,
+        ncols=len(layout.names),
+        names=layout.names,
+        max_elapsed=MAX_ELAPSED_S,
+    )
     if layout.delim is not None:
         params.update(trailing=layout.trailing, delim=layout.delim)
     return params
@@ -286,13 +328,17 @@ def _expand_nodelists(ctx: LoadContext) -> None:
         except HostlistError:
             bad.append(text)
     ctx.conn.execute(CREATE_NODES_SQL)
-    table = pa.table({"nodelist": pa.array(list(good), pa.string()),
-                      "nodes": pa.array(list(good.values()), pa.list_(pa.string()))})
+    table = pa.table(
+        {"nodelist": pa.array(list(good), pa.string()), "nodes": pa.array(list(good.values()), pa.list_(pa.string()))}
+    )
     ctx.conn.register("sacct_nodes_arrow", table)
     ctx.conn.execute("INSERT INTO _sacct_nodes SELECT * FROM sacct_nodes_arrow")
     ctx.conn.unregister("sacct_nodes_arrow")
-    ctx.conn.execute("UPDATE _sacct_parsed SET reason = 'unreadable NodeList ' || nodelist "
-                     "WHERE reason IS NULL AND list_contains(?, nodelist)", [bad])
+    ctx.conn.execute(
+        "UPDATE _sacct_parsed SET reason = 'unreadable NodeList ' || nodelist "
+        "WHERE reason IS NULL AND list_contains(?, nodelist)",
+        [bad],
+    )
 
 
 def _parse_batches(ctx: LoadContext, layout: Layout) -> None:
@@ -313,8 +359,7 @@ def load(ctx: LoadContext) -> LoadResult:
     if layout is None or not set(layout.names) & {"jobid", "jobidraw"}:
         if _headerless(head):
             raise InputError(f"{ctx.display}: {HEADERLESS_MESSAGE}")
-        raise InputError(f"{ctx.display}: no sacct header line with a JobID column (run sacct with -P and "
-                         "without -n)")
+        raise InputError(f"{ctx.display}: no sacct header line with a JobID column (run sacct with -P and without -n)")
     result = LoadResult()
     _parse_batches(ctx, layout)
     _expand_nodelists(ctx)

@@ -25,8 +25,10 @@ from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.hosts import record_full_names_sql
 
 NAME = "syslog"
-DESCRIPTION = ("syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
-               "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager")
+DESCRIPTION = (
+    "syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
+    "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager"
+)
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
@@ -34,8 +36,9 @@ CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a ti
 APPENDABLE = True  # no file-level context: a grown file's new lines load on their own (ingest.py)
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
-DROP_STAGE_SQL = ("DROP TABLE IF EXISTS _syslog_stage; DROP TABLE IF EXISTS _syslog_carry; "
-                  "DROP TABLE IF EXISTS _syslog_hosts")
+DROP_STAGE_SQL = (
+    "DROP TABLE IF EXISTS _syslog_stage; DROP TABLE IF EXISTS _syslog_carry; DROP TABLE IF EXISTS _syslog_hosts"
+)
 # The host names every chunk saw (their full names are recorded once, for the whole file).
 HOSTS_SEEN_SQL = """
 CREATE TEMP TABLE IF NOT EXISTS _syslog_hosts (host VARCHAR);
@@ -134,8 +137,9 @@ FROM classified {order}
 ORDER_BY = "ORDER BY host, ts, lineno"
 # The stage's clock in storage order, as numpy arrays (see _clock_order), and its number of hosts.
 CLOCK_SQL = "SELECT lineno, coalesce(epoch_us(ts), 0) AS us, coalesce(month(ts), 0) AS mon FROM _syslog_stage"
-HOSTS_SQL = ("SELECT count(DISTINCT host) + coalesce(max(CASE WHEN host IS NULL THEN 1 ELSE 0 END), 0) "
-             "FROM _syslog_stage")
+HOSTS_SQL = (
+    "SELECT count(DISTINCT host) + coalesce(max(CASE WHEN host IS NULL THEN 1 ELSE 0 END), 0) FROM _syslog_stage"
+)
 REBOOTS_SQL = """
 SELECT min(lineno), count(*) FROM (SELECT lineno, up < lag(up) OVER (ORDER BY lineno) AS back FROM _syslog_stage)
 WHERE back
@@ -154,8 +158,10 @@ def load(ctx: LoadContext) -> LoadResult:
     head = decode(read_head(ctx.path))
     envelope, fit = env.detect(head)
     if envelope is None or fit < 0.5:
-        raise InputError(f"{ctx.display}: does not look like syslog or a kernel log (no known envelope fits "
-                         "most lines); see `synestra formats`")
+        raise InputError(
+            f"{ctx.display}: does not look like syslog or a kernel log (no known envelope fits "
+            "most lines); see `synestra formats`"
+        )
     _check_timezone(ctx)
     result = LoadResult()
     conn = ctx.conn
@@ -182,8 +188,9 @@ def load(ctx: LoadContext) -> LoadResult:
             conn.execute(sql, {"sid": ctx.source_id, **params})
     if envelope.time_kind == "uptime":
         _note_reboots(conn, result)
-    conn.execute(record_full_names_sql("(SELECT DISTINCT host FROM _syslog_hosts) AS h", "host"),
-                 {"sid": ctx.source_id})
+    conn.execute(
+        record_full_names_sql("(SELECT DISTINCT host FROM _syslog_hosts) AS h", "host"), {"sid": ctx.source_id}
+    )
     conn.execute(DROP_STAGE_SQL)
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):
@@ -223,8 +230,10 @@ def _year_note(ctx: LoadContext) -> list[str]:
     if first is None:
         return []
     years = str(first) if first == last else f"{first}-{last}"
-    return [f"no year in the time stamps: year taken from the file's modification time "
-            f"({ctx.mtime:%Y-%m-%d}): {years}; pass --year YEAR (the year the log starts in) if it was copied later"]
+    return [
+        f"no year in the time stamps: year taken from the file's modification time "
+        f"({ctx.mtime:%Y-%m-%d}): {years}; pass --year YEAR (the year the log starts in) if it was copied later"
+    ]
 
 
 def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> tuple:
@@ -238,8 +247,7 @@ def _check_timezone(ctx: LoadContext) -> None:
     try:
         ctx.conn.execute(CHECK_TZ_SQL, [ctx.options.timezone]).fetchone()
     except duckdb.Error as exc:
-        raise InputError(f"unknown time zone {ctx.options.timezone!r} (use an IANA name such as Europe/Paris)") \
-            from exc
+        raise InputError(f"unknown time zone {ctx.options.timezone!r} (use an IANA name such as Europe/Paris)") from exc
 
 
 def _stage(ctx: LoadContext, envelope: env.Envelope, fast: bool, batches: list[pa.Table]) -> None:
@@ -324,9 +332,9 @@ class _ClockScan:
 
     def __init__(self, noyear: bool) -> None:
         self.noyear = noyear
-        self.prev: tuple[int, int, int] | None = None   # (lineno, us, month) of the last line seen
-        self.in_line_order = True                       # of the current chunk
-        self.back = False                               # of the current chunk
+        self.prev: tuple[int, int, int] | None = None  # (lineno, us, month) of the last line seen
+        self.in_line_order = True  # of the current chunk
+        self.back = False  # of the current chunk
         self.wraps: list[int] = []
         self.last_month: int | None = None
 
@@ -363,12 +371,16 @@ class _ClockScan:
 def _note_reboots(conn: duckdb.DuckDBPyConnection, result: LoadResult) -> None:
     (first_line, n) = _one(conn, REBOOTS_SQL)
     if n:
-        result.notes.append(f"uptime goes back {n} time(s) (a reboot; first at line {first_line}): lines before the "
-                            "last reboot are placed as if they belonged to the last boot, so their times are wrong")
+        result.notes.append(
+            f"uptime goes back {n} time(s) (a reboot; first at line {first_line}): lines before the "
+            "last reboot are placed as if they belonged to the last boot, so their times are wrong"
+        )
 
 
 def _uptime_note(envelope: env.Envelope) -> str:
     if envelope.time_kind == "none":
         return "no timestamps in the file: every line placed at the file's modification time"
-    return ("only seconds since boot in the file: times placed so that the last line falls at the file's "
-            "modification time (assumes one boot, written just before the file was saved)")
+    return (
+        "only seconds since boot in the file: times placed so that the last line falls at the file's "
+        "modification time (assumes one boot, written just before the file was saved)"
+    )

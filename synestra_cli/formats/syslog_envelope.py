@@ -49,8 +49,10 @@ _SEV = "EMERG|ALERT|CRIT|ERR|ERROR|WARNING|WARN|NOTICE|INFO|DEBUG"
 # A printk stamp may carry the CONFIG_PRINTK_CALLER id after it (`[   36.782543][  T291] `, or `] [  C96] ` from
 # dmesg -S): part of the envelope, so that the message starts where the event does.
 CALLER = r"(?: ?\[ *[TC]\d+\])?"
-TAIL = (r"(?:([^\s:\[\]]+) )?(?:(" + _SEV + r") )?(?:([^\s\[:]+)(?:\[(\d+)\])?: )?"
-        r"(?:\[ *(\d+\.\d+)\]" + CALLER + r" )?(.*)$")
+TAIL = (
+    r"(?:([^\s:\[\]]+) )?(?:(" + _SEV + r") )?(?:([^\s\[:]+)(?:\[(\d+)\])?: )?"
+    r"(?:\[ *(\d+\.\d+)\]" + CALLER + r" )?(.*)$"
+)
 TAIL_NAMES = "'host','sev','tag','pid','up','msg'"
 TAIL_NO_HOST = TAIL.removeprefix(r"(?:([^\s:\[\]]+) )?")
 TAIL_COLS = """nullif(m.host, '') AS host, {sev} AS sev, nullif(m.tag, '') AS tag, nullif(m.pid, '') AS pid,
@@ -68,15 +70,15 @@ FAST_TAG_NAMES = "'host','tag','pid','stamp'"
 @dataclass(frozen=True)
 class Envelope:
     name: str
-    pattern: str        # RE2 (also valid Python re): one match per line
-    names: str          # SQL list literal of the pattern's group names, in order
-    columns: str        # SQL projecting m (the struct of groups) to the staging columns but lineno/ok
-    ok: str             # SQL: did the line match (and is its time valid)
+    pattern: str  # RE2 (also valid Python re): one match per line
+    names: str  # SQL list literal of the pattern's group names, in order
+    columns: str  # SQL projecting m (the struct of groups) to the staging columns but lineno/ok
+    ok: str  # SQL: did the line match (and is its time valid)
     time_kind: str
     loose: bool = False  # lines matching nothing are continuation lines even when not indented
-    fast: str = ""        # RE2 (also Python re), one-pass: lines the fast path reads exactly as `pattern` would
+    fast: str = ""  # RE2 (also Python re), one-pass: lines the fast path reads exactly as `pattern` would
     fast_names: str = ""  # SQL list literal of its group names (host, tag, pid, stamp)
-    fast_ts: str = ""     # SQL: the line's ts from f (the struct of groups) and line, as `columns` gives it
+    fast_ts: str = ""  # SQL: the line's ts from f (the struct of groups) and line, as `columns` gives it
 
 
 def _ts_sql(year_sql: str, time_sql: str) -> str:
@@ -92,8 +94,9 @@ RFC3164 = Envelope(
     "rfc3164",
     r"^(?:<(\d{1,3})>)?([^\s\d\[<]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d)(\.\d{1,9})? " + TAIL,
     "['pri','mon','day','hms','frac'," + TAIL_NAMES + "]",
-    _ts_sql("2000", "m.hms || m.frac") + " AS ts, " + _tail_cols("coalesce(" + sev_num("nullif(m.pri, '')") + ", "
-                                          + sev_word("m.sev") + ")"),
+    _ts_sql("2000", "m.hms || m.frac")
+    + " AS ts, "
+    + _tail_cols("coalesce(" + sev_num("nullif(m.pri, '')") + ", " + sev_word("m.sev") + ")"),
     "m.mon <> ''",
     "noyear",
     # Where strptime fails (a month not in English, Feb 30, 24:00:00) the line is left to the pattern.
@@ -118,10 +121,13 @@ RFC3339 = Envelope(
 RFC5424 = Envelope(
     "rfc5424",
     r"^<(\d{1,3})>1 (\S+) (\S+) (\S+) (\S+) (\S+) (-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: "
-    "\ufeff?" r"(.*))?$",
+    "\ufeff?"
+    r"(.*))?$",
     "['pri','iso','host','tag','pid','msgid','sd','msg']",
     """timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up,
- nullif(m.host, '-') AS host, """ + sev_num("m.pri") + """ AS sev,
+ nullif(m.host, '-') AS host, """
+    + sev_num("m.pri")
+    + """ AS sev,
  nullif(m.tag, '-') AS tag, nullif(m.pid, '-') AS pid, m.msg AS msg""",
     "m.pri <> ''",
     "utc",
@@ -153,7 +159,8 @@ DMESG_ISO = Envelope(
     r"^(?:(\w+) *:(\w+) *: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:Z|[+-]\d\d:?\d\d)) ?(.*)$",
     "['fac','lvl','iso','msg']",
     "timezone('UTC', TRY_CAST(replace(m.iso, ',', '.') AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up, NULL AS host, "
-    + sev_word("m.lvl") + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    + sev_word("m.lvl")
+    + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
     "m.iso <> ''",
     "utc",
 )
@@ -182,7 +189,8 @@ KMSG = Envelope(
     r"^(\d{1,4}),(\d+),(\d+),[^;]*;(.*)$",
     "['prio','seq','usec','msg']",
     "NULL::TIMESTAMP AS ts, TRY_CAST(m.usec AS DOUBLE) / 1e6 AS up, NULL AS host, "
-    + sev_num("m.prio") + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    + sev_num("m.prio")
+    + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
     "m.usec <> ''",
     "uptime",
 )
@@ -191,7 +199,9 @@ FABRICMANAGER = Envelope(
     "fabricmanager",
     r"^\[([^\s\d\]]{3,6}) (\d{1,2}) (\d{4}) (\d\d:\d\d:\d\d)\] \[([A-Z]+)\] ?(.*)$",
     "['mon','day','year','hms','lvl','msg']",
-    _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms") + " AS ts, NULL::DOUBLE AS up, NULL AS host, " + sev_word("m.lvl")
+    _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms")
+    + " AS ts, NULL::DOUBLE AS up, NULL AS host, "
+    + sev_word("m.lvl")
     + " AS sev, 'nv-fabricmanager' AS tag, NULL AS pid, m.msg AS msg",
     "m.mon <> ''",
     "local",
@@ -231,22 +241,38 @@ JOURNAL_JSON = Envelope(
     "",
     "",
     """make_timestamp(TRY_CAST(j[1] AS BIGINT)) AS ts, TRY_CAST(j[7] AS DOUBLE) / 1e6 AS up, j[2] AS host,
- """ + sev_num("j[5]") + """ AS sev, j[3] AS tag, j[6] AS pid, j[4] AS msg""",
+ """
+    + sev_num("j[5]")
+    + """ AS sev, j[3] AS tag, j[6] AS pid, j[4] AS msg""",
     "j[1] IS NOT NULL",
     "utc",
 )
 JOURNAL_SNIFF = re.compile(r'^\{.*"__REALTIME_TIMESTAMP" ?: ?"\d+"')
 
-ENVELOPES: list[Envelope] = [RFC3164, RFC3339, RFC5424, SONIC_YEAR, DMESG_CTIME, DMESG_ISO, DMESG_RAW, DMESG_RELATIVE,
-                             KMSG, FABRICMANAGER, THUNDERBIRD]
+ENVELOPES: list[Envelope] = [
+    RFC3164,
+    RFC3339,
+    RFC5424,
+    SONIC_YEAR,
+    DMESG_CTIME,
+    DMESG_ISO,
+    DMESG_RAW,
+    DMESG_RELATIVE,
+    KMSG,
+    FABRICMANAGER,
+    THUNDERBIRD,
+]
 _COMPILED = [(e, re.compile(e.pattern)) for e in ENVELOPES]
 
-STAGE_COLUMNS = "lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHAR, sev VARCHAR, tag VARCHAR, " \
-                "pid VARCHAR, msg VARCHAR"
+STAGE_COLUMNS = (
+    "lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHAR, sev VARCHAR, tag VARCHAR, "
+    "pid VARCHAR, msg VARCHAR"
+)
 
 # The message as stored: the tag and pid kept, but for kernel lines.
-TEXT_SQL = ("CASE WHEN tag IS NULL OR tag = 'kernel' THEN msg "
-            "ELSE tag || coalesce('[' || pid || ']', '') || ': ' || msg END")
+TEXT_SQL = (
+    "CASE WHEN tag IS NULL OR tag = 'kernel' THEN msg ELSE tag || coalesce('[' || pid || ']', '') || ': ' || msg END"
+)
 
 # {source}/{columns}/{ok}/{names} are this module's constants, never user input; patterns are parameters.
 STAGE_REGEX_SQL = """

@@ -65,10 +65,30 @@ QUALIFY row_number() OVER (PARTITION BY w.pos ORDER BY c.pos) = 1
 """
 
 # ibv_wc_status names (rdma-core libibverbs/verbs.h), indexed from 0; a SQL list literal of constants.
-WC_STATUS = ["SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR", "WR_FLUSH_ERR",
-             "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
-             "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR", "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR",
-             "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR", "RESP_TIMEOUT_ERR", "GENERAL_ERR"]
+WC_STATUS = [
+    "SUCCESS",
+    "LOC_LEN_ERR",
+    "LOC_QP_OP_ERR",
+    "LOC_EEC_OP_ERR",
+    "LOC_PROT_ERR",
+    "WR_FLUSH_ERR",
+    "MW_BIND_ERR",
+    "BAD_RESP_ERR",
+    "LOC_ACCESS_ERR",
+    "REM_INV_REQ_ERR",
+    "REM_ACCESS_ERR",
+    "REM_OP_ERR",
+    "RETRY_EXC_ERR",
+    "RNR_RETRY_EXC_ERR",
+    "LOC_RDD_VIOL_ERR",
+    "REM_INV_RD_REQ_ERR",
+    "REM_ABORT_ERR",
+    "INV_EECN_ERR",
+    "INV_EEC_STATE_ERR",
+    "FATAL_ERR",
+    "RESP_TIMEOUT_ERR",
+    "GENERAL_ERR",
+]
 WC_LIST = "[" + ", ".join(f"'IBV_WC_{name}'" for name in WC_STATUS) + "]"
 
 NCCL_WARN_SQL = rf"""
@@ -146,8 +166,23 @@ FROM jl_lines WHERE regexp_matches(body, 'Received (Signals\.SIGTERM|SIGTERM|15)
 """
 
 # Linux signal numbers 1..15 (signal(7), x86/ARM): a worker's negative exit code is the signal that killed it.
-SIGNALS = ["SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL", "SIGUSR1",
-           "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM"]
+SIGNALS = [
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+]
 SIGNAL_LIST = "[" + ", ".join(f"'{name}'" for name in SIGNALS) + "]"
 # What an exit code says, for the incident's fields: -N is signal N (multiprocessing's returncode), 128+N the
 # shell's way of saying the same; 1 is Python's exit status after an uncaught exception.
@@ -155,15 +190,18 @@ MEANINGS = {
     "SIGKILL": "killed by SIGKILL: most often the kernel or cgroup OOM killer (look for oom-kill lines)",
     "SIGABRT": "aborted (SIGABRT): a C++ exception or abort(), e.g. the NCCL watchdog taking the process down",
     "SIGTERM": "terminated by SIGTERM: stopped from outside (scheduler preemption or time limit, scancel, "
-               "or torchrun stopping the other workers)",
+    "or torchrun stopping the other workers)",
     "SIGSEGV": "segmentation fault (SIGSEGV): a crash in native code",
     "SIGBUS": "bus error (SIGBUS): often shared memory (/dev/shm) exhausted",
     "SIGINT": "interrupted (SIGINT, Ctrl-C)",
 }
-MEANING_CASE = "CASE sig " + " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in MEANINGS.items()) + \
-    " ELSE CASE WHEN sig IS NOT NULL THEN 'killed by ' || sig WHEN code = 1 THEN " \
-    "'exit code 1: an uncaught Python exception (its traceback is in the worker''s log)' " \
+MEANING_CASE = (
+    "CASE sig "
+    + " ".join(f"WHEN '{k}' THEN '{v}'" for k, v in MEANINGS.items())
+    + " ELSE CASE WHEN sig IS NOT NULL THEN 'killed by ' || sig WHEN code = 1 THEN "
+    "'exit code 1: an uncaught Python exception (its traceback is in the worker''s log)' "
     "WHEN code IS NOT NULL THEN 'exit code ' || code END END"
+)
 SIG_OF = f"""CASE WHEN code < 0 AND code >= -15 THEN {SIGNAL_LIST}[-code]
     WHEN code > 128 AND code <= 143 THEN {SIGNAL_LIST}[code - 128] END"""
 
@@ -274,7 +312,8 @@ SNIFF_RE = re.compile(
     r"|^(?:torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:"
     r"|^Root Cause \(first observed failure\):"
     r"|^slurmstepd: error: Detected \d+ oom.kill event",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 
 
 def sniff(head: str) -> float:

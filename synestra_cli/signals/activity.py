@@ -66,8 +66,12 @@ class StragglerHost:
 
 
 def straggler_host(
-    conn: duckdb.DuckDBPyConnection, hosts: list[str], healthy_until: datetime, slow_from: datetime,
-    until: datetime, since: datetime | None = None,
+    conn: duckdb.DuckDBPyConnection,
+    hosts: list[str],
+    healthy_until: datetime,
+    slow_from: datetime,
+    until: datetime,
+    since: datetime | None = None,
 ) -> StragglerHost | None:
     """The host that kept its GPUs busy while its peers' activity fell, when that is clear; else None.
     Baseline: up to LOOKBACK_S before `healthy_until` (the last healthy step line; not before `since`,

@@ -57,11 +57,16 @@ FROM metrics m LEFT JOIN _rules r ON r.metric = m.metric {join}
 WHERE ({spans}) AND m.host IN ({hosts}) {entities} AND m.metric IN ({metrics}) AND value IS NOT NULL
 GROUP BY m.host, m.entity, m.metric
 """
-SERIES_HOSTS_SQL = "INSERT INTO _series " + _SUMMARY.format(join="", spans="{spans}", hosts="{hosts}", entities="",
-                                                            metrics="{metrics}")
+SERIES_HOSTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
+    join="", spans="{spans}", hosts="{hosts}", entities="", metrics="{metrics}"
+)
 SERIES_PORTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
-    join="SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity", spans="{spans}", hosts="{hosts}",
-    entities="AND m.entity IN ({ports})", metrics="{metrics}")
+    join="SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity",
+    spans="{spans}",
+    hosts="{hosts}",
+    entities="AND m.entity IN ({ports})",
+    metrics="{metrics}",
+)
 SCOPE_DDL = """
 CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
 """
@@ -191,8 +196,10 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
     # two list parameters, not one per value: a 1,024-host job has 8,192 ports
-    conn.execute("INSERT INTO _ports SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
-                 [[p[0] for p in ports], [p[1] for p in ports]])
+    conn.execute(
+        "INSERT INTO _ports SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+        [[p[0] for p in ports], [p[1] for p in ports]],
+    )
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     port_names = sorted({p[1] for p in ports})
     derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
@@ -203,12 +210,20 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     conn.execute(SCOPE_DDL)
     if not windows:
         return 0
-    conn.execute(SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)),
-                                         metrics=placeholders(len(metrics))), [*bounds, *scope.hosts, *metrics])
+    conn.execute(
+        SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)), metrics=placeholders(len(metrics))),
+        [*bounds, *scope.hosts, *metrics],
+    )
     if switches:
-        conn.execute(SERIES_PORTS_SQL.format(spans=spans, hosts=placeholders(len(switches)),
-                                             ports=placeholders(len(port_names)), metrics=placeholders(len(metrics))),
-                     [*bounds, *switches, *port_names, *metrics])
+        conn.execute(
+            SERIES_PORTS_SQL.format(
+                spans=spans,
+                hosts=placeholders(len(switches)),
+                ports=placeholders(len(port_names)),
+                metrics=placeholders(len(metrics)),
+            ),
+            [*bounds, *switches, *port_names, *metrics],
+        )
     conn.execute(SCOPE_SQL, [CLOCK_EVENT_METRIC])
     values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
     bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]

@@ -47,13 +47,20 @@ s AS (
     GROUP BY b.job_id, b.whole, b.attempt, b.med, b.n
 )"""
 
-BASELINE_SQL = "WITH " + BASELINE_CTES + """
+BASELINE_SQL = (
+    "WITH "
+    + BASELINE_CTES
+    + """
 SELECT attempt, med, n, mad FROM based ORDER BY whole DESC, attempt
 """
+)
 
 # Gaps and islands over slow lines (per job and attempt, in iteration order) against the job-wide
 # baseline, for every job in $jobs at once.
-WINDOWS_SQL = "WITH " + BASELINE_CTES + """,
+WINDOWS_SQL = (
+    "WITH "
+    + BASELINE_CTES
+    + """,
 timed AS (
     SELECT s.*, lag(ts) OVER (PARTITION BY job_id, attempt ORDER BY iteration) AS prev_ts
     FROM s WHERE ts IS NOT NULL
@@ -71,6 +78,7 @@ SELECT job_id, attempt, coalesce(arg_min(prev_ts, iteration), min(ts)) AS onset,
 FROM islands GROUP BY job_id, attempt, island HAVING count(*) >= $min_lines
 ORDER BY job_id, onset
 """
+)
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,9 @@ def run_jobs(plan, seed: int) -> list[JobTimeline]:
     """Each job feels the (non-harmless) faults on its hosts; decoys outside it are felt by no one else."""
     out = []
     for i, spec in enumerate(plan.jobs):
-        felt = tuple(_for_job(f, spec) for f in plan.faults
-                     if f.disturbance is not None and set(f.hosts) & set(spec.hosts))
+        felt = tuple(
+            _for_job(f, spec) for f in plan.faults if f.disturbance is not None and set(f.hosts) & set(spec.hosts)
+        )
         spec = replace(spec, disturbances=spec.disturbances + felt)
         plan.jobs[i] = spec
         out.append(simulate_job(spec, np.random.default_rng([seed, 21, i])))
@@ -94,9 +95,17 @@ def _utc(t: datetime) -> float:
     return t.replace(tzinfo=UTC).timestamp()
 
 
-def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv: Intervals, seed: int,
-                    loads: dict[str, HostLoad], effects: dict[str, list[F.Effect]], gz: bool = False,
-                    render: Rendering = AS_USUAL) -> int:
+def write_telemetry(
+    root: Path,
+    cl: Cluster,
+    grid_span: tuple[float, float],
+    iv: Intervals,
+    seed: int,
+    loads: dict[str, HostLoad],
+    effects: dict[str, list[F.Effect]],
+    gz: bool = False,
+    render: Rendering = AS_USUAL,
+) -> int:
     """dcgm, node_exporter and optics per host; snmp per leaf. Returns the number of metric samples."""
     t0, t1 = grid_span
     for d in ("dcgm", "node_exporter", "snmp", "optics"):
@@ -105,8 +114,9 @@ def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv:
     for i, h in enumerate(cl.hosts):
         eff = effects.get(h, [])
         with sink(root / "dcgm" / f"{h}.prom", gz) as fh:
-            n += write_dcgm(fh, cl, h, Grid(t0, t1, iv.dcgm).times(seed, "dcgm", i), loads[h], eff, seed,
-                            render.dcgm_46_names)
+            n += write_dcgm(
+                fh, cl, h, Grid(t0, t1, iv.dcgm).times(seed, "dcgm", i), loads[h], eff, seed, render.dcgm_46_names
+            )
         with sink(root / "node_exporter" / f"{h}.prom", gz) as fh:
             n += write_node_exporter(fh, cl, h, Grid(t0, t1, iv.ib).times(seed, "ib", i), loads[h], eff, seed)
         with sink(root / "optics" / f"{h}.csv", gz) as fh:
@@ -118,8 +128,17 @@ def write_telemetry(root: Path, cl: Cluster, grid_span: tuple[float, float], iv:
     return n
 
 
-def write_syslogs(root: Path, cl: Cluster, t0: float, t1: float, seed: int, logs: list[F.LogLine],
-                  effects: dict[str, list[F.Effect]], gz: bool = False, render: Rendering = AS_USUAL) -> None:
+def write_syslogs(
+    root: Path,
+    cl: Cluster,
+    t0: float,
+    t1: float,
+    seed: int,
+    logs: list[F.LogLine],
+    effects: dict[str, list[F.Effect]],
+    gz: bool = False,
+    render: Rendering = AS_USUAL,
+) -> None:
     (root / "syslog").mkdir(parents=True, exist_ok=True)
     by_host: dict[str, list[F.LogLine]] = {h: [] for h in cl.hosts}
     for ln in logs:

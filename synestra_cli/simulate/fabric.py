@@ -26,8 +26,9 @@ MTU_BYTES = 4096
 SNMP_SOURCE = SOURCES["snmp"]
 
 
-def nic_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
-              rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def nic_frame(
+    cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect], rng: np.random.Generator
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per-NIC rates and cumulative counters of one host, shape (nics, T), and the present mask."""
     k, n = cl.nics_per_host, ts.size
     state, factor = load.at(ts)
@@ -67,58 +68,134 @@ def _onsets(ts: np.ndarray, effects: list[Effect], kind: str, k: int) -> np.ndar
 
 
 IB_FAMILIES = [  # (node_exporter name, frame key, type, help as node_exporter prints it)
-    ("node_infiniband_link_downed_total", "link_downed", "counter",
-     "Number of times the link failed to recover from an error state and went down"),
-    ("node_infiniband_link_error_recovery_total", "link_recovery", "counter",
-     "Number of times the link successfully recovered from an error state"),
-    ("node_infiniband_physical_state_id", "phys_state", "gauge",
-     "Physical state of the InfiniBand port (0: no change, 1: sleep, 2: polling, 3: disable, 4: shift, "
-     "5: link up, 6: link error recover, 7: phytest)"),
-    ("node_infiniband_port_data_received_bytes_total", "rx_bytes", "counter",
-     "Number of data octets received on all links"),
-    ("node_infiniband_port_data_transmitted_bytes_total", "tx_bytes", "counter",
-     "Number of data octets transmitted on all links"),
-    ("node_infiniband_port_discards_transmitted_total", "xmit_discards", "counter",
-     "Number of outbound packets discarded by the port because the port is down or congested"),
-    ("node_infiniband_port_errors_received_total", "rcv_errors", "counter",
-     "Number of packets containing an error that were received on this port"),
-    ("node_infiniband_port_packets_received_total", "rx_packets", "counter",
-     "Number of packets received on all VLs by this port (including errors)"),
-    ("node_infiniband_port_packets_transmitted_total", "tx_packets", "counter",
-     "Number of packets transmitted on all VLs from this port (including errors)"),
-    ("node_infiniband_port_transmit_wait_total", "xmit_wait", "counter",
-     "Number of ticks during which the port had data to transmit but no data was sent during the entire tick"),
-    ("node_infiniband_state_id", "state", "gauge",
-     "State of the InfiniBand port (0: no change, 1: down, 2: init, 3: armed, 4: active, 5: act defer)"),
-    ("node_infiniband_symbol_error_total", "symbol_errors", "counter",
-     "Number of minor link errors detected on one or more physical lanes."),
+    (
+        "node_infiniband_link_downed_total",
+        "link_downed",
+        "counter",
+        "Number of times the link failed to recover from an error state and went down",
+    ),
+    (
+        "node_infiniband_link_error_recovery_total",
+        "link_recovery",
+        "counter",
+        "Number of times the link successfully recovered from an error state",
+    ),
+    (
+        "node_infiniband_physical_state_id",
+        "phys_state",
+        "gauge",
+        "Physical state of the InfiniBand port (0: no change, 1: sleep, 2: polling, 3: disable, 4: shift, "
+        "5: link up, 6: link error recover, 7: phytest)",
+    ),
+    (
+        "node_infiniband_port_data_received_bytes_total",
+        "rx_bytes",
+        "counter",
+        "Number of data octets received on all links",
+    ),
+    (
+        "node_infiniband_port_data_transmitted_bytes_total",
+        "tx_bytes",
+        "counter",
+        "Number of data octets transmitted on all links",
+    ),
+    (
+        "node_infiniband_port_discards_transmitted_total",
+        "xmit_discards",
+        "counter",
+        "Number of outbound packets discarded by the port because the port is down or congested",
+    ),
+    (
+        "node_infiniband_port_errors_received_total",
+        "rcv_errors",
+        "counter",
+        "Number of packets containing an error that were received on this port",
+    ),
+    (
+        "node_infiniband_port_packets_received_total",
+        "rx_packets",
+        "counter",
+        "Number of packets received on all VLs by this port (including errors)",
+    ),
+    (
+        "node_infiniband_port_packets_transmitted_total",
+        "tx_packets",
+        "counter",
+        "Number of packets transmitted on all VLs from this port (including errors)",
+    ),
+    (
+        "node_infiniband_port_transmit_wait_total",
+        "xmit_wait",
+        "counter",
+        "Number of ticks during which the port had data to transmit but no data was sent during the entire tick",
+    ),
+    (
+        "node_infiniband_state_id",
+        "state",
+        "gauge",
+        "State of the InfiniBand port (0: no change, 1: down, 2: init, 3: armed, 4: active, 5: act defer)",
+    ),
+    (
+        "node_infiniband_symbol_error_total",
+        "symbol_errors",
+        "counter",
+        "Number of minor link errors detected on one or more physical lanes.",
+    ),
 ]
 
 
-def write_node_exporter(out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, load: HostLoad,
-                        effects: list[Effect], seed: int) -> int:
+def write_node_exporter(
+    out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect], seed: int
+) -> int:
     frame, present = nic_frame(cl, host, ts, load, effects, _rng(seed, "ib", cl.host_index(host)))
     labels = [f'{{device="mlx5_{i}",instance="{host}:9100",job="node",port="1"}}' for i in range(cl.nics_per_host)]
     tsb = np.broadcast_to(ts, present.shape)
-    return sum(promtext.family(out, name, kind, help_, labels, frame[key], tsb, present, True)
-               for name, key, kind, help_ in IB_FAMILIES)
+    return sum(
+        promtext.family(out, name, kind, help_, labels, frame[key], tsb, present, True)
+        for name, key, kind, help_ in IB_FAMILIES
+    )
 
 
 IF_FAMILIES = [  # (IF-MIB object, frame key seen from the switch, help as snmp_exporter prints it)
-    ("ifHCInOctets", "tx_bytes", "The total number of octets received on the interface, including framing "
-     "characters - 1.3.6.1.2.1.31.1.1.1.6"),
-    ("ifHCOutOctets", "rx_bytes", "The total number of octets transmitted out of the interface, including "
-     "framing characters - 1.3.6.1.2.1.31.1.1.1.10"),
-    ("ifInErrors", "rcv_errors", "For packet-oriented interfaces, the number of inbound packets that contained "
-     "errors preventing them from being deliverable to a higher-layer protocol - 1.3.6.1.2.1.2.2.1.14"),
-    ("ifOutDiscards", "xmit_discards", "The number of outbound packets which were chosen to be discarded even "
-     "though no errors had been detected to prevent their being transmitted - 1.3.6.1.2.1.2.2.1.19"),
+    (
+        "ifHCInOctets",
+        "tx_bytes",
+        "The total number of octets received on the interface, including framing characters - 1.3.6.1.2.1.31.1.1.1.6",
+    ),
+    (
+        "ifHCOutOctets",
+        "rx_bytes",
+        "The total number of octets transmitted out of the interface, including "
+        "framing characters - 1.3.6.1.2.1.31.1.1.1.10",
+    ),
+    (
+        "ifInErrors",
+        "rcv_errors",
+        "For packet-oriented interfaces, the number of inbound packets that contained "
+        "errors preventing them from being deliverable to a higher-layer protocol - 1.3.6.1.2.1.2.2.1.14",
+    ),
+    (
+        "ifOutDiscards",
+        "xmit_discards",
+        "The number of outbound packets which were chosen to be discarded even "
+        "though no errors had been detected to prevent their being transmitted - 1.3.6.1.2.1.2.2.1.19",
+    ),
     ("ifOperStatus", "oper", "The current operational state of the interface - 1.3.6.1.2.1.2.2.1.8"),
 ]
 
 
-def write_snmp(root: Path, cl: Cluster, t0: float, t1: float, interval: float, loads: dict[str, HostLoad],
-               effects: dict[str, list[Effect]], seed: int, gz: bool = False, block: int = 64) -> int:
+def write_snmp(
+    root: Path,
+    cl: Cluster,
+    t0: float,
+    t1: float,
+    interval: float,
+    loads: dict[str, HostLoad],
+    effects: dict[str, list[Effect]],
+    seed: int,
+    gz: bool = False,
+    block: int = 64,
+) -> int:
     """Every leaf's host-facing ports into ``root/<leaf>.prom``, a block of hosts at a time; the spine
     uplinks of all leaves as a Prometheus ``query_range`` answer (``spine-uplinks.query_range.json``).
 
@@ -132,7 +209,7 @@ def write_snmp(root: Path, cl: Cluster, t0: float, t1: float, interval: float, l
     with ExitStack() as stack:
         files = [stack.enter_context(sink(root / f"{cl.leaf(leaf)}.prom", gz)) for leaf in range(cl.nics_per_host)]
         for lo in range(0, cl.nodes, block):
-            hosts = cl.hosts[lo:lo + block]
+            hosts = cl.hosts[lo : lo + block]
             frames = [_switch_side(cl, h, grid, loads[h], effects.get(h, []), seed) for h in hosts]
             for key, total in uplink.items():
                 total += sum(fr[key] for fr in frames)
@@ -140,21 +217,27 @@ def write_snmp(root: Path, cl: Cluster, t0: float, t1: float, interval: float, l
                 ports = [(h, cl.switch_port(h), cl.host_index(h) + 1, f"{h}:mlx5_{leaf}") for h in hosts]
                 rows = {key: np.stack([fr[key][leaf] for fr in frames]) for _, key, _ in IF_FAMILIES}
                 n += _if_block(out, cl.leaf(leaf), ports, rows, grid + offsets[leaf])
-    series = [ser for leaf in range(cl.nics_per_host) for ser in _uplinks(cl, leaf, {k: v[leaf] for k, v in
-                                                                                 uplink.items()})]
+    series = [
+        ser for leaf in range(cl.nics_per_host) for ser in _uplinks(cl, leaf, {k: v[leaf] for k, v in uplink.items()})
+    ]
     with sink(root / "spine-uplinks.query_range.json", gz) as fh:
         n += promtext.query_range(fh, series, grid)
     return n
 
 
-def _if_block(out: BinaryIO, leaf: str, ports: list[tuple[str, str, int, str]], rows: dict[str, np.ndarray],
-              ts: np.ndarray) -> int:
+def _if_block(
+    out: BinaryIO, leaf: str, ports: list[tuple[str, str, int, str]], rows: dict[str, np.ndarray], ts: np.ndarray
+) -> int:
     """IF-MIB families for some ports of one leaf: ports are (host, ifName, ifIndex, ifAlias)."""
-    labels = [f'{{ifAlias="{alias}",ifDescr="{name}",ifIndex="{index}",ifName="{name}",instance="{leaf}",'
-              f'job="snmp"}}' for _, name, index, alias in ports]
+    labels = [
+        f'{{ifAlias="{alias}",ifDescr="{name}",ifIndex="{index}",ifName="{name}",instance="{leaf}",job="snmp"}}'
+        for _, name, index, alias in ports
+    ]
     tsb = np.broadcast_to(ts, (len(ports), ts.size))
-    return sum(promtext.family(out, obj, "gauge" if key == "oper" else "counter", help_, labels, rows[key], tsb,
-                               None, True) for obj, key, help_ in IF_FAMILIES)
+    return sum(
+        promtext.family(out, obj, "gauge" if key == "oper" else "counter", help_, labels, rows[key], tsb, None, True)
+        for obj, key, help_ in IF_FAMILIES
+    )
 
 
 def _uplinks(cl: Cluster, leaf: int, hosts_total: dict[str, np.ndarray]) -> list[tuple[dict[str, str], np.ndarray]]:
@@ -162,19 +245,30 @@ def _uplinks(cl: Cluster, leaf: int, hosts_total: dict[str, np.ndarray]) -> list
     (pipeline and cross-rail collectives), spread over the uplinks; clean and up (the simulated faults
     are host links)."""
     share = 0.08 / len(cl.uplink_ports())
-    values = {"tx_bytes": hosts_total["rx_bytes"] * share,   # ifHCInOctets: from the spine, for the hosts
-              "rx_bytes": hosts_total["tx_bytes"] * share, "rcv_errors": np.zeros_like(hosts_total["tx_bytes"]),
-              "xmit_discards": np.zeros_like(hosts_total["tx_bytes"]), "oper": np.ones_like(hosts_total["tx_bytes"])}
+    values = {
+        "tx_bytes": hosts_total["rx_bytes"] * share,  # ifHCInOctets: from the spine, for the hosts
+        "rx_bytes": hosts_total["tx_bytes"] * share,
+        "rcv_errors": np.zeros_like(hosts_total["tx_bytes"]),
+        "xmit_discards": np.zeros_like(hosts_total["tx_bytes"]),
+        "oper": np.ones_like(hosts_total["tx_bytes"]),
+    }
     out = []
     for u, name in enumerate(cl.uplink_ports()):
-        labels = {"ifAlias": f"spine-{u + 1:02d}:Ethernet{4 * leaf}", "ifDescr": name,
-                  "ifIndex": str(cl.nodes + u + 1), "ifName": name, "instance": cl.leaf(leaf), "job": "snmp"}
+        labels = {
+            "ifAlias": f"spine-{u + 1:02d}:Ethernet{4 * leaf}",
+            "ifDescr": name,
+            "ifIndex": str(cl.nodes + u + 1),
+            "ifName": name,
+            "instance": cl.leaf(leaf),
+            "job": "snmp",
+        }
         out += [({"__name__": obj, **labels}, np.rint(values[key])) for obj, key, _ in IF_FAMILIES]
     return out
 
 
-def _switch_side(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
-                 seed: int) -> dict[str, np.ndarray]:
+def _switch_side(
+    cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect], seed: int
+) -> dict[str, np.ndarray]:
     """The leaf ports of a host's NICs: their own counters, which the host's reboot does not reset."""
     mine = [e for e in effects if e.kind != "reboot"]
     frame, _ = nic_frame(cl, host, ts, load, mine, _rng(seed, "snmp", cl.host_index(host)))
@@ -202,7 +296,8 @@ def write_optics(out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, effects:
     fec = np.where(sagging, np.minimum(10.0 ** (3.0 + sag * (0.3 + 0.7 * ramp)), 2e7), 800.0)
     metrics["port_fec_corrected_codewords_total"] = cumulative(rng.poisson(fec * dts), reset)
     metrics["port_fec_uncorrectable_codewords_total"] = cumulative(
-        rng.poisson(np.where(sagging & (ramp > 0.5), 2.0, 0.0) * dts), reset)
+        rng.poisson(np.where(sagging & (ramp > 0.5), 2.0, 0.0) * dts), reset
+    )
     return _optics_rows(out, host, ts, metrics, ~down)
 
 
@@ -222,8 +317,12 @@ def _optics_rows(out: BinaryIO, host: str, ts: np.ndarray, metrics: dict[str, np
         idx_t = np.broadcast_to(np.arange(ts.size), vals.shape)[:, up].ravel()
         idx_k = np.broadcast_to(np.arange(k)[:, None], vals.shape)[:, up].ravel()
         integer = name.endswith("_total")
-        cols = [pa.array(np.full(idx_t.size, host)), pc.take(pa.array([f"mlx5_{i}" for i in range(k)]), idx_k),
-                pa.array(np.full(idx_t.size, name)), promtext.fmt_values(vals[:, up].ravel(), integer)]
+        cols = [
+            pa.array(np.full(idx_t.size, host)),
+            pc.take(pa.array([f"mlx5_{i}" for i in range(k)]), idx_k),
+            pa.array(np.full(idx_t.size, name)),
+            promtext.fmt_values(vals[:, up].ravel(), integer),
+        ]
         n += promtext.long_csv(out, pc.take(iso, idx_t), cols)
     return n
 

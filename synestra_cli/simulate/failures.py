@@ -18,16 +18,28 @@ from synestra_cli.simulate.logfmt import EPOCH, Line, mega, stamp
 MEGATRON = "/workspace/megatron-lm"
 TRAIN_STACK = [
     (f"{MEGATRON}/pretrain_gpt.py", 330, "<module>", "pretrain("),
-    (f"{MEGATRON}/megatron/training/training.py", 804, "pretrain",
-     "iteration, num_floating_point_operations_so_far = train("),
+    (
+        f"{MEGATRON}/megatron/training/training.py",
+        804,
+        "pretrain",
+        "iteration, num_floating_point_operations_so_far = train(",
+    ),
     (f"{MEGATRON}/megatron/training/training.py", 2169, "train", ") = train_step("),
     (f"{MEGATRON}/megatron/training/training.py", 1370, "train_step", "losses_reduced = forward_backward_func("),
 ]
 CUDA_STACK = [
-    (f"{MEGATRON}/megatron/core/pipeline_parallel/schedules.py", 505, "forward_backward_no_pipelining",
-     "config.finalize_model_grads_func("),
-    (f"{MEGATRON}/megatron/core/distributed/finalize_model_grads.py", 290, "finalize_model_grads",
-     "model_chunk.finish_grad_sync()"),
+    (
+        f"{MEGATRON}/megatron/core/pipeline_parallel/schedules.py",
+        505,
+        "forward_backward_no_pipelining",
+        "config.finalize_model_grads_func(",
+    ),
+    (
+        f"{MEGATRON}/megatron/core/distributed/finalize_model_grads.py",
+        290,
+        "finalize_model_grads",
+        "model_chunk.finish_grad_sync()",
+    ),
 ]
 CUDA_TAIL = [
     "RuntimeError: CUDA error: unspecified launch failure",
@@ -37,8 +49,12 @@ CUDA_TAIL = [
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
 ]
 DATA_STACK = [
-    (f"{MEGATRON}/pretrain_gpt.py", 192, "forward_step", "tokens, labels, loss_mask, attention_mask, position_ids = "
-     "get_batch("),
+    (
+        f"{MEGATRON}/pretrain_gpt.py",
+        192,
+        "forward_step",
+        "tokens, labels, loss_mask, attention_mask, position_ids = get_batch(",
+    ),
     (f"{MEGATRON}/megatron/core/datasets/gpt_dataset.py", 178, "__getitem__", "idx = self.shuffle_index[idx]"),
 ]
 
@@ -71,8 +87,9 @@ def ending_lines(tl: JobTimeline, a: Attempt, say=mega, slurm_notice: bool = Tru
         assert a.sigterm is not None
         notice = [_slurm(spec.job_id, spec.hosts[0], a.sigterm, "PREEMPTION")] if slurm_notice else []
         # the exit-signal handler saved, then prints this as it exits: the signal itself is not logged
-        return notice + [say(max(saves), "[exiting program after receiving SIGTERM.] datetime: "
-                                         f"{stamp(max(saves))[:19]} ", 5)]
+        return notice + [
+            say(max(saves), f"[exiting program after receiving SIGTERM.] datetime: {stamp(max(saves))[:19]} ", 5)
+        ]
     if a.state == "TIMEOUT":
         return [_slurm(spec.job_id, spec.hosts[0], a.end, "TIME LIMIT")]
     return _crash_lines(tl, a)
@@ -89,15 +106,26 @@ def _crash_lines(tl: JobTimeline, a: Attempt) -> list[Line]:
     culprit = f.rank if f.rank is not None else 0
     lines: list[Line] = []
     if f.incident in ("cuda_error", "python_exception"):
-        tail = CUDA_TAIL if f.incident == "cuda_error" else [
-            f"IndexError: index {_seed(tl) % 90_000_000 + 10_000_000} is out of bounds for axis 0 with size "
-            f"{_seed(tl) % 90_000_000 + 10_000_000}"]
+        tail = (
+            CUDA_TAIL
+            if f.incident == "cuda_error"
+            else [
+                f"IndexError: index {_seed(tl) % 90_000_000 + 10_000_000} is out of bounds for axis 0 with size "
+                f"{_seed(tl) % 90_000_000 + 10_000_000}"
+            ]
+        )
         stack = TRAIN_STACK + (CUDA_STACK if f.incident == "cuda_error" else DATA_STACK)
         lines += _traceback(culprit, f.at + 400_000, stack, tail)
         pid = 40_000 + _seed(tl) % 20_000
-        lines.append((f.at + 2 * US, 0, f"{glog_py(f.at + 2 * US)} {pid} torch/distributed/elastic/multiprocessing/"
-                      f"api.py:869] failed (exitcode: 1) local_rank: {culprit % tl.spec.gpus_per_node} "
-                      f"(pid: {pid + 7 + culprit % tl.spec.gpus_per_node}) of binary: /usr/bin/python3"))
+        lines.append(
+            (
+                f.at + 2 * US,
+                0,
+                f"{glog_py(f.at + 2 * US)} {pid} torch/distributed/elastic/multiprocessing/"
+                f"api.py:869] failed (exitcode: 1) local_rank: {culprit % tl.spec.gpus_per_node} "
+                f"(pid: {pid + 7 + culprit % tl.spec.gpus_per_node}) of binary: /usr/bin/python3",
+            )
+        )
     if f.incident == "nccl_timeout" or a.end - f.at >= 60 * US:  # else torchrun/Slurm end it before the watchdog
         waiting = sorted({0, world // 2, world - 1} - {culprit})
         ranks = ([culprit] if f.incident == "nccl_timeout" and f.rank is not None else []) + waiting
@@ -125,12 +153,24 @@ def _watchdog(tl: JobTimeline, a: Attempt, ranks: list[int], culprit: int | None
         work = seq - 1 if rank == culprit else seq
         ran_for = timeout_s * 1000 + 20 + (seed + 37 * rank) % 80
         us = at + ran_for * 1000 + 137 * k
-        lines.append((us, 10 + 2 * k, f"[rank{rank}]:[{glog_cpp(us)} ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog "
-                      f"caught collective operation timeout: WorkNCCL(SeqNum={work}, OpType=ALLREDUCE, "
-                      f"NumelIn={numel}, NumelOut={numel}, Timeout(ms)={timeout_s * 1000}) ran for {ran_for} "
-                      "milliseconds before timing out."))
-        lines.append((us + 2_500, 11 + 2 * k, f"[rank{rank}]:[{glog_cpp(us + 2_500)} ProcessGroupNCCL.cpp:1785] "
-                      f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}] Exception (either an error or timeout) detected "
-                      f"by watchdog at work: {work}, last enqueued NCCL work: {work + 2}, last completed NCCL work: "
-                      f"{work - 1}."))
+        lines.append(
+            (
+                us,
+                10 + 2 * k,
+                f"[rank{rank}]:[{glog_cpp(us)} ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog "
+                f"caught collective operation timeout: WorkNCCL(SeqNum={work}, OpType=ALLREDUCE, "
+                f"NumelIn={numel}, NumelOut={numel}, Timeout(ms)={timeout_s * 1000}) ran for {ran_for} "
+                "milliseconds before timing out.",
+            )
+        )
+        lines.append(
+            (
+                us + 2_500,
+                11 + 2 * k,
+                f"[rank{rank}]:[{glog_cpp(us + 2_500)} ProcessGroupNCCL.cpp:1785] "
+                f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}] Exception (either an error or timeout) detected "
+                f"by watchdog at work: {work}, last enqueued NCCL work: {work + 2}, last completed NCCL work: "
+                f"{work - 1}.",
+            )
+        )
     return lines

@@ -27,8 +27,8 @@ SW_POWER_CAP, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x04, 0x08, 
 class Effect:
     """One change to a host's telemetry. ``target`` is a GPU or NIC index (None: all of them)."""
 
-    kind: str        # gpu_stop | gpu_heat | clock_event | power_cap | pace | xid | ecc_dbe | nvlink_err
-    host: str        # | optic_sag | link_errors | link_down | reboot
+    kind: str  # gpu_stop | gpu_heat | clock_event | power_cap | pace | xid | ecc_dbe | nvlink_err
+    host: str  # | optic_sag | link_errors | link_down | reboot
     start: float
     end: float | None = None
     target: int | None = None
@@ -39,8 +39,8 @@ class Effect:
 class LogLine:
     ts: float
     host: str
-    text: str            # the message after "kernel: " (printk stamp added by the renderer)
-    priority: int = 4    # syslog severity 0..7
+    text: str  # the message after "kernel: " (printk stamp added by the renderer)
+    priority: int = 4  # syslog severity 0..7
     ident: str = "kernel"
 
 
@@ -52,9 +52,9 @@ class Fault:
     cause: Cause
     effects: tuple[Effect, ...] = ()
     logs: tuple[LogLine, ...] = ()
-    disturbance: Disturbance | None = None   # what a job on ``hosts`` feels
+    disturbance: Disturbance | None = None  # what a job on ``hosts`` feels
     end: float | None = None
-    decoy_reason: str | None = None          # set by the scenario when no job should be blamed
+    decoy_reason: str | None = None  # set by the scenario when no job should be blamed
 
     def as_decoy(self, reason: str, harmless: bool = False) -> Fault:
         """A fault explain must not blame on the main job; ``harmless``: no job feels it at all."""
@@ -108,10 +108,14 @@ def gpu_fell_off_bus(cl: Cluster, host: str, gpu: int, start: float, rng: np.ran
         LogLine(start, host, f"NVRM: GPU {bdf}: GPU has fallen off the bus.", 3),
     ]
     reboot_at = start + NCCL_TIMEOUT_S + float(rng.uniform(120, 300))
-    effects = (Effect("xid", host, start, None, gpu, 79), Effect("gpu_stop", host, start, reboot_at, gpu),
-               _reboot(host, reboot_at))
-    return Fault("gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs),
-                 _crash(start, cause, "nccl_timeout"), reboot_at)
+    effects = (
+        Effect("xid", host, start, None, gpu, 79),
+        Effect("gpu_stop", host, start, reboot_at, gpu),
+        _reboot(host, reboot_at),
+    )
+    return Fault(
+        "gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs), _crash(start, cause, "nccl_timeout"), reboot_at
+    )
 
 
 def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
@@ -120,27 +124,56 @@ def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Gener
     addr = int(rng.integers(0x100000, 0x7FFFFFFF))
     logs = [
         *_gpu_banner(cl, host, start, gpu),
-        _xid(cl, host, start, gpu, 48, "An uncorrectable double bit error (DBE) has been detected on GPU in the "
-             f"framebuffer at physAddr 0x{addr:x} partition {addr % 8}, subpartition {addr % 2}."),
+        _xid(
+            cl,
+            host,
+            start,
+            gpu,
+            48,
+            "An uncorrectable double bit error (DBE) has been detected on GPU in the "
+            f"framebuffer at physAddr 0x{addr:x} partition {addr % 8}, subpartition {addr % 2}.",
+        ),
         _xid(cl, host, start + 0.0001, gpu, 63, "Row Remapper: New row marked for remapping, reset gpu to activate."),
     ]
     reboot_at = start + float(rng.uniform(900, 1500))
-    effects = (Effect("ecc_dbe", host, start, None, gpu, 1), Effect("xid", host, start, None, gpu, 48),
-               Effect("xid", host, start + 1, None, gpu, 63), _reboot(host, reboot_at))
-    return Fault("ecc_dbe", (host,), start, cause, effects, tuple(logs),
-                 _crash(start, cause, "cuda_error", hang_s=5.0), reboot_at)
+    effects = (
+        Effect("ecc_dbe", host, start, None, gpu, 1),
+        Effect("xid", host, start, None, gpu, 48),
+        Effect("xid", host, start + 1, None, gpu, 63),
+        _reboot(host, reboot_at),
+    )
+    return Fault(
+        "ecc_dbe",
+        (host,),
+        start,
+        cause,
+        effects,
+        tuple(logs),
+        _crash(start, cause, "cuda_error", hang_s=5.0),
+        reboot_at,
+    )
 
 
 def nvlink(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator, fatal: bool = True) -> Fault:
     """Xid 74 with NVLink CRC/replay errors climbing; fatal -> crash, else a slowdown."""
     cause = Cause("gpu.nvlink", (host,), f"gpu{gpu}", dt(start))
     link = int(rng.integers(0, 18))
-    logs = [*_gpu_banner(cl, host, start, gpu),
-            _xid(cl, host, start, gpu, 74, f"NVLink: fatal error detected on link {link}"
-                 "(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)")]
+    logs = [
+        *_gpu_banner(cl, host, start, gpu),
+        _xid(
+            cl,
+            host,
+            start,
+            gpu,
+            74,
+            f"NVLink: fatal error detected on link {link}(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+        ),
+    ]
     end = start + (float(rng.uniform(900, 1500)) if fatal else 3 * 3600.0)
-    effects = [Effect("nvlink_err", host, start - 120.0, end, gpu, float(rng.uniform(5, 20))),
-               Effect("xid", host, start, None, gpu, 74)]
+    effects = [
+        Effect("nvlink_err", host, start - 120.0, end, gpu, float(rng.uniform(5, 20))),
+        Effect("xid", host, start, None, gpu, 74),
+    ]
     if fatal:
         effects.append(_reboot(host, end))
         dist = _crash(start, cause, "cuda_error", hang_s=5.0)  # cudaErrorNvlinkUncorrectable
@@ -158,8 +191,9 @@ def link_flap(cl: Cluster, host: str, nic: int, start: float, rng: np.random.Gen
     cause = Cause("network.link_down", (host,), f"mlx5_{nic}", dt(start))
     logs = _link_logs(cl, host, nic, start, down_s)
     effects = (Effect("link_down", host, start, start + down_s, nic),)
-    return Fault("link_flap", (host,), start, cause, effects, tuple(logs),
-                 _crash(start, cause, "nccl_timeout"), start + down_s)
+    return Fault(
+        "link_flap", (host,), start, cause, effects, tuple(logs), _crash(start, cause, "nccl_timeout"), start + down_s
+    )
 
 
 def _link_logs(cl: Cluster, host: str, nic: int, start: float, down_s: float) -> list[LogLine]:
@@ -176,20 +210,27 @@ def thermal_rack(cl: Cluster, rack: str, start: float, end: float, rng: np.rando
     hosts = cl.rack_hosts(rack)
     throttle = start + float(rng.uniform(300, 600))
     cause = Cause("cooling.thermal", hosts, rack, dt(start))
-    effects = tuple(e for h in hosts for e in (
-        Effect("gpu_heat", h, start, end, None, float(rng.uniform(18, 24))),
-        Effect("clock_event", h, throttle, end, None, SW_THERMAL | HW_THERMAL)))
+    effects = tuple(
+        e
+        for h in hosts
+        for e in (
+            Effect("gpu_heat", h, start, end, None, float(rng.uniform(18, 24))),
+            Effect("clock_event", h, throttle, end, None, SW_THERMAL | HW_THERMAL),
+        )
+    )
     slow = Disturbance("slowdown", dt(throttle), dt(end), factor=float(rng.uniform(1.3, 1.5)), cause=cause)
     return Fault("thermal_rack", hosts, start, cause, effects, (), slow, end)
 
 
-def power_capping(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator,
-                  component: str) -> Fault:
+def power_capping(
+    cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator, component: str
+) -> Fault:
     """A power-cap policy (PDU/rack budget): power-cap bits set, clocks and power fall, steps slow."""
     cap = float(rng.uniform(400, 480))
     cause = Cause("power.capping", hosts, component, dt(start))
     effects = tuple(Effect("power_cap", h, start, end, None, cap) for h in hosts) + tuple(
-        Effect("clock_event", h, start, end, None, SW_POWER_CAP) for h in hosts)
+        Effect("clock_event", h, start, end, None, SW_POWER_CAP) for h in hosts
+    )
     slow = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.25, 1.45)), cause=cause)
     return Fault("power_capping", hosts, start, cause, effects, (), slow, end)
 
@@ -200,15 +241,18 @@ def power_brake(cl: Cluster, host: str, start: float, end: float, rng: np.random
     synchronous job slows to that node's pace. The power-violation counter (SW capping) stays put."""
     cause = Cause("power.capping", (host,), None, dt(start))
     flat = float(rng.uniform(260, 330))
-    effects = (Effect("power_cap", host, start, end, None, flat),
-               Effect("clock_event", host, start, end, None, HW_POWER_BRAKE | HW_SLOWDOWN),
-               Effect("pace", host, start, end, None))
+    effects = (
+        Effect("power_cap", host, start, end, None, flat),
+        Effect("clock_event", host, start, end, None, HW_POWER_BRAKE | HW_SLOWDOWN),
+        Effect("pace", host, start, end, None),
+    )
     slow = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.3, 1.6)), cause=cause)
     return Fault("power_brake", (host,), start, cause, effects, (), slow, end)
 
 
-def slow_storage(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator,
-                 lustre: bool = False) -> Fault:
+def slow_storage(
+    cl: Cluster, hosts: tuple[str, ...], start: float, end: float, rng: np.random.Generator, lustre: bool = False
+) -> Fault:
     """The filesystem server stalls: clients log NFS 'not responding' (or Lustre lost); saves stretch."""
     cause = Cause("storage.slow", hosts, LUSTRE_TARGET if lustre else FS_SERVER, dt(start))
     logs: list[LogLine] = []
@@ -216,8 +260,15 @@ def slow_storage(cl: Cluster, hosts: tuple[str, ...], start: float, end: float, 
         t0 = start + 0.3 * i
         if lustre:  # the object storage target is what the client names (aws-parallelcluster#2701)
             osc = f"Lustre: {LUSTRE_TARGET}-osc-ffff8f0e5c2a1000: Connection"
-            logs.append(LogLine(t0, h, f"{osc} to {LUSTRE_TARGET} (at 10.10.0.11@o2ib) was lost; in progress "
-                                "operations using this service will wait for recovery to complete", 4))
+            logs.append(
+                LogLine(
+                    t0,
+                    h,
+                    f"{osc} to {LUSTRE_TARGET} (at 10.10.0.11@o2ib) was lost; in progress "
+                    "operations using this service will wait for recovery to complete",
+                    4,
+                )
+            )
             logs.append(LogLine(end + 0.3 * i, h, f"{osc} restored to {LUSTRE_TARGET} (at 10.10.0.11@o2ib)", 6))
         else:
             logs.append(LogLine(t0, h, f"nfs: server {FS_SERVER} not responding, still trying", 4))
@@ -239,8 +290,9 @@ def software_crash(cl: Cluster, hosts: tuple[str, ...], start: float) -> Fault:
     return Fault("software_crash", hosts, start, cause, (), (), replace(dist, rank=0))
 
 
-def straggler(cl: Cluster, hosts: tuple[str, ...], host: str, start: float, end: float,
-              rng: np.random.Generator, rank: int) -> Fault:
+def straggler(
+    cl: Cluster, hosts: tuple[str, ...], host: str, start: float, end: float, rng: np.random.Generator, rank: int
+) -> Fault:
     """One rank computes slower (more work: imbalance, a longer sequence shard): every rank waits for it
     at each collective; no infrastructure signal. Its GPU keeps computing flat out while every other
     GPU's tensor/SM activity and power fall by the slowdown factor (they wait in NCCL)."""
@@ -259,8 +311,14 @@ class Noise:
     logs: list[LogLine] = field(default_factory=list)
 
 
-def benign_noise(cl: Cluster, t0: float, t1: float, rng: np.random.Generator, idle_hosts: tuple[str, ...],
-                 other_job_hosts: tuple[str, ...]) -> Noise:
+def benign_noise(
+    cl: Cluster,
+    t0: float,
+    t1: float,
+    rng: np.random.Generator,
+    idle_hosts: tuple[str, ...],
+    other_job_hosts: tuple[str, ...],
+) -> Noise:
     """Single corrected AER errors, noisy-but-healthy FEC, idle-node link flaps, Xid 13/31 on other jobs."""
     noise = Noise()
     span = t1 - t0
@@ -280,11 +338,12 @@ def benign_noise(cl: Cluster, t0: float, t1: float, rng: np.random.Generator, id
 
 
 def aer_corrected(cl: Cluster, host: str, ts: float, rng: np.random.Generator) -> list[LogLine]:
-    port = f"0000:{int(rng.integers(0x10, 0xf0)):02x}:01.0"
+    port = f"0000:{int(rng.integers(0x10, 0xF0)):02x}:01.0"
     return [
         LogLine(ts, host, f"pcieport {port}: AER: Correctable error message received from {port}", 4),
-        LogLine(ts, host, f"pcieport {port}: PCIe Bus Error: severity=Correctable, type=Physical Layer, "
-                "(Receiver ID)", 4),
+        LogLine(
+            ts, host, f"pcieport {port}: PCIe Bus Error: severity=Correctable, type=Physical Layer, (Receiver ID)", 4
+        ),
         LogLine(ts, host, f"pcieport {port}:   device [8086:352a] error status/mask=00000001/0000e000", 4),
         LogLine(ts, host, f"pcieport {port}:    [ 0] RxErr                  (First)", 4),
     ]
@@ -294,9 +353,19 @@ def _app_xids(cl: Cluster, host: str, ts: float, gpu: int) -> list[LogLine]:
     # An application's illegal memory access on another job's node: Xid 31 then 13 (app faults, not HW).
     return [
         *_gpu_banner(cl, host, ts, gpu),
-        LogLine(ts, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 31, pid=2214519, name=python3, "
-                "channel 0x00000012, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC3 GPCCLIENT_T1_7 faulted @ "
-                "0x7f1c_4a000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ", 3),
-        LogLine(ts + 0.5, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 13, pid=2214519, name=python3, "
-                "Graphics SM Warp Exception on (GPC 3, TPC 1, SM 0): Out Of Range Address", 3),
+        LogLine(
+            ts,
+            host,
+            f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 31, pid=2214519, name=python3, "
+            "channel 0x00000012, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC3 GPCCLIENT_T1_7 faulted @ "
+            "0x7f1c_4a000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
+            3,
+        ),
+        LogLine(
+            ts + 0.5,
+            host,
+            f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 13, pid=2214519, name=python3, "
+            "Graphics SM Warp Exception on (GPC 3, TPC 1, SM 0): Out Of Range Address",
+            3,
+        ),
     ]

@@ -42,9 +42,18 @@ def felt(f: F.Fault, tl: JobTimeline) -> bool:
 
 def fault_json(f: F.Fault, jobs: list[JobTimeline]) -> dict[str, Any]:
     felt_by = [tl.spec.job_id for tl in jobs if felt(f, tl)]
-    return {"kind": f.kind, "category": f.cause.category, "hosts": list(f.hosts), "component": f.cause.component,
-            "start": iso(f.start), "end": iso(f.end), "first_signal": iso(f.cause.first_signal),
-            "reported_healthy": f.cause.reported_healthy, "jobs_affected": felt_by, "decoy": f.decoy_reason}
+    return {
+        "kind": f.kind,
+        "category": f.cause.category,
+        "hosts": list(f.hosts),
+        "component": f.cause.component,
+        "start": iso(f.start),
+        "end": iso(f.end),
+        "first_signal": iso(f.cause.first_signal),
+        "reported_healthy": f.cause.reported_healthy,
+        "jobs_affected": felt_by,
+        "decoy": f.decoy_reason,
+    }
 
 
 def write(path: Path, meta: dict[str, Any], jobs: list[JobTimeline], faults: list[F.Fault]) -> None:
@@ -54,8 +63,11 @@ def write(path: Path, meta: dict[str, Any], jobs: list[JobTimeline], faults: lis
     outside it still slows whatever runs there); one that touched no job is a decoy, never to be blamed.
     """
     entries = [fault_json(f, jobs) for f in faults]
-    doc = {"schema": SCHEMA, **meta,
-           "jobs": [job_truth(tl) for tl in jobs],
-           "faults": [d for d in entries if d["jobs_affected"]],
-           "decoys": [d for d in entries if not d["jobs_affected"]]}
+    doc = {
+        "schema": SCHEMA,
+        **meta,
+        "jobs": [job_truth(tl) for tl in jobs],
+        "faults": [d for d in entries if d["jobs_affected"]],
+        "decoys": [d for d in entries if not d["jobs_affected"]],
+    }
     path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n", encoding="utf-8")

@@ -21,8 +21,8 @@ from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.logfmt import Line, ckpt_dir, mega, parallelism, stamp, stamps
 from synestra_cli.simulate.model import AS_USUAL, Rendering
 
-NOMINAL_TFLOPS = 380.0      # per GPU at the healthy step time
-MODEL_BUILD_US = 4 * US     # building the model and optimizer, between initialisation and the load
+NOMINAL_TFLOPS = 380.0  # per GPU at the healthy step time
+MODEL_BUILD_US = 4 * US  # building the model and optimizer, between initialisation and the load
 
 
 def megatron_log_lines(tl: JobTimeline, render: Rendering = AS_USUAL) -> list[str]:
@@ -31,8 +31,12 @@ def megatron_log_lines(tl: JobTimeline, render: Rendering = AS_USUAL) -> list[st
     say = mega if render.launcher_stamps else _undated
     lines: list[str] = []
     for a in tl.attempts:
-        events = (_startup(tl, a, say) + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
-                  + _iterations(tl, a) + ending_lines(tl, a, say, render.slurm_notice))
+        events = (
+            _startup(tl, a, say)
+            + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
+            + _iterations(tl, a)
+            + ending_lines(tl, a, say, render.slurm_notice)
+        )
         lines.extend(text for _, _, text in sorted(events, key=lambda e: (e[0], e[1])))
     return lines
 
@@ -59,22 +63,38 @@ def _startup(tl: JobTimeline, a: Attempt, say) -> list[Line]:
     built = restore.end if restore else (a.loop_start or a.first_step)
     init_us = max(a.start, (restore.start if restore else built) - MODEL_BUILD_US)
     lines = [
-        say(a.start, f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
-                     f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: {pp}"),
+        say(
+            a.start,
+            f"using world size: {world}, data-parallel size: {dp}, context-parallel size: 1, "
+            f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: {pp}",
+        ),
         say(a.start, "> initializing torch distributed ...", 1),
         say(init_us, f"time to initialize megatron (seconds): {(init_us - a.start) / US:.3f}"),
         say(init_us, f"[after megatron is initialized] datetime: {stamp(init_us)[:19]} ", 1),
         say(init_us, "building GPT model ...", 2),
-        say(init_us, f" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): "
-                     f"{175_000_000_000 // (tp * pp)}", 3),
+        say(
+            init_us,
+            f" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): {175_000_000_000 // (tp * pp)}",
+            3,
+        ),
     ]
     if a.resume_iteration == 0:
-        lines.append(say(init_us, f"WARNING: could not find the metadata file {ckpt_dir(spec)}/"
-                                  "latest_checkpointed_iteration.txt ", 4))
+        lines.append(
+            say(
+                init_us,
+                f"WARNING: could not find the metadata file {ckpt_dir(spec)}/latest_checkpointed_iteration.txt ",
+                4,
+            )
+        )
         lines.append(say(init_us, "    will not load any checkpoints and will start from random", 5))
     if a.loop_start is not None:
-        lines.append(say(built, "[after model, optimizer, and learning rate scheduler are built] datetime: "
-                                f"{stamp(built)[:19]} ", 3))
+        lines.append(
+            say(
+                built,
+                f"[after model, optimizer, and learning rate scheduler are built] datetime: {stamp(built)[:19]} ",
+                3,
+            )
+        )
         when = stamp(a.loop_start)[:19]
         lines.append(say(a.loop_start, f"[before the start of training step] datetime: {when} ", 5))
     return lines
@@ -87,18 +107,25 @@ def _checkpoints(tl: JobTimeline, a: Attempt, say, timers: bool = False) -> list
     where = f"{ckpt_dir(spec)} [ t 1/{tp}, p 1/{pp} ]"
     for c in (c for c in tl.checkpoints if c.attempt == a.number):
         if c.kind == "restore":
-            lines.append(say(c.start, f" loading distributed checkpoint from {ckpt_dir(spec)} "
-                                      f"at iteration {c.iteration}"))
+            lines.append(
+                say(c.start, f" loading distributed checkpoint from {ckpt_dir(spec)} at iteration {c.iteration}")
+            )
             lines.append(say(c.end, f"  successfully loaded checkpoint from {where} at iteration {c.iteration}"))
         else:
-            lines.append(say(c.start, f"saving checkpoint at iteration {c.iteration:7d} to {ckpt_dir(spec)} "
-                                      "in torch_dist format", 1))
+            lines.append(
+                say(
+                    c.start,
+                    f"saving checkpoint at iteration {c.iteration:7d} to {ckpt_dir(spec)} in torch_dist format",
+                    1,
+                )
+            )
             lines.append(say(c.end, f"  successfully saved checkpoint from iteration {c.iteration:7d} to {where}"))
             if timers:
                 ms = (c.end - c.start) / 1000
                 lines.append(say(c.end, "(min, max) time across ranks (ms):", 1))
-                lines.append(say(c.end, f"    save-checkpoint ................................: "
-                                        f"({ms * 0.998:.2f}, {ms:.2f})", 2))
+                lines.append(
+                    say(c.end, f"    save-checkpoint ................................: ({ms * 0.998:.2f}, {ms:.2f})", 2)
+                )
     return lines
 
 
@@ -124,13 +151,20 @@ def _iterations(tl: JobTimeline, a: Attempt) -> list[Line]:
     gbs = parallelism(spec)[2] * 16
     tflops = NOMINAL_TFLOPS * spec.step_s / secs
     ts = stamps(ends)
-    return [(int(t), -2, f" [{st}] iteration {it:8d}/{spec.train_iters:8d} | consumed samples: {it * gbs:12d} | "
-             f"elapsed time per iteration (ms): {sec * 1000:.1f} | throughput per GPU (TFLOP/s/GPU): {tf:.1f} | "
-             f"learning rate: {_lr(it, spec.train_iters):.6E} | global batch size: {gbs:5d} | "
-             f"lm loss: {_loss(it, spec.train_iters):.6E} | loss scale: 1.0 | grad norm: {_grad_norm(it):.3f} | "
-             "number of skipped iterations:   0 | number of nan iterations:   0 |")
-            for t, st, it, sec, tf in zip(ends.tolist(), ts.tolist(), its.tolist(), secs.tolist(), tflops.tolist(),
-                                          strict=True)]
+    return [
+        (
+            int(t),
+            -2,
+            f" [{st}] iteration {it:8d}/{spec.train_iters:8d} | consumed samples: {it * gbs:12d} | "
+            f"elapsed time per iteration (ms): {sec * 1000:.1f} | throughput per GPU (TFLOP/s/GPU): {tf:.1f} | "
+            f"learning rate: {_lr(it, spec.train_iters):.6E} | global batch size: {gbs:5d} | "
+            f"lm loss: {_loss(it, spec.train_iters):.6E} | loss scale: 1.0 | grad norm: {_grad_norm(it):.3f} | "
+            "number of skipped iterations:   0 | number of nan iterations:   0 |",
+        )
+        for t, st, it, sec, tf in zip(
+            ends.tolist(), ts.tolist(), its.tolist(), secs.tolist(), tflops.tolist(), strict=True
+        )
+    ]
 
 
 def _lr(it: int, total: int) -> float:

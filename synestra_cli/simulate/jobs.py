@@ -20,10 +20,10 @@ import numpy as np
 from synestra_cli.simulate.model import Cause, Disturbance, JobSpec
 
 US = 1_000_000
-STEP_NOISE_SIGMA = 0.015   # lognormal sigma of step times: ~1.5% run-to-run jitter
-PHASE_NOISE_SIGMA = 0.05   # startup, save and restore durations vary more
-EXIT_US = 3 * US           # process teardown: after the last save, or after the watchdog / crash
-WARMUP_SHARE = 0.1         # share of startup_s spent in the training loop before the first step
+STEP_NOISE_SIGMA = 0.015  # lognormal sigma of step times: ~1.5% run-to-run jitter
+PHASE_NOISE_SIGMA = 0.05  # startup, save and restore durations vary more
+EXIT_US = 3 * US  # process teardown: after the last save, or after the watchdog / crash
+WARMUP_SHARE = 0.1  # share of startup_s spent in the training loop before the first step
 # sacct ExitCode "code:signal": a preempted allocation ends on SIGTERM (0:15, log-formats D.8)
 EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:0", "PREEMPTED": "0:15", "COMPLETED": "0:0"}
 
@@ -38,37 +38,37 @@ def to_us(t: datetime) -> int:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    kind: str                  # save | restore
+    kind: str  # save | restore
     attempt: int
     iteration: int
-    start: int                 # µs
+    start: int  # µs
     end: int
-    trigger: str               # periodic | reactive | restart | preemption | final
+    trigger: str  # periodic | reactive | restart | preemption | final
     cause: Cause | None
 
 
 @dataclass(frozen=True)
 class Failure:
-    at: int                    # µs when it struck (crash start, time limit)
-    incident: str | None       # nccl_timeout | cuda_error | python_exception | None (time limit)
+    at: int  # µs when it struck (crash start, time limit)
+    incident: str | None  # nccl_timeout | cuda_error | python_exception | None (time limit)
     rank: int | None
     cause: Cause | None
 
 
 @dataclass(frozen=True)
 class Attempt:
-    number: int                # 1-based
+    number: int  # 1-based
     start: int
     end: int
-    state: str                 # COMPLETED | FAILED | NODE_FAIL | PREEMPTED | TIMEOUT
-    exit_code: str             # sacct "code:signal"
-    first_step: int            # start of the first training step (or the failure, if none ran)
-    last_progress: int         # end of the last completed step or save (or first_step if none)
-    resume_iteration: int      # iteration restored at start (0: from scratch)
+    state: str  # COMPLETED | FAILED | NODE_FAIL | PREEMPTED | TIMEOUT
+    exit_code: str  # sacct "code:signal"
+    first_step: int  # start of the first training step (or the failure, if none ran)
+    last_progress: int  # end of the last completed step or save (or first_step if none)
+    resume_iteration: int  # iteration restored at start (0: from scratch)
     failure: Failure | None = None  # crash or time limit
-    sigterm: int | None = None      # when SIGTERM arrived (preemption)
-    cause: Cause | None = None      # why the attempt ended early (crash or preemption cause)
-    loop_start: int | None = None   # the training loop (and Megatron's interval timer) starts; None: never
+    sigterm: int | None = None  # when SIGTERM arrived (preemption)
+    cause: Cause | None = None  # why the attempt ended early (crash or preemption cause)
+    loop_start: int | None = None  # the training loop (and Megatron's interval timer) starts; None: never
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class JobTimeline:
     attempts: tuple[Attempt, ...]
     checkpoints: tuple[Checkpoint, ...]
     steps: Steps
-    windows: tuple[tuple[int, int], ...]   # slowdown windows (µs), clipped to the job
+    windows: tuple[tuple[int, int], ...]  # slowdown windows (µs), clipped to the job
 
 
 @dataclass
@@ -96,16 +96,16 @@ class _Run:
 
     spec: JobSpec
     rng: np.random.Generator
-    slow: list[tuple[int, int, float, int]]      # (start, end, factor, disturbance index)
+    slow: list[tuple[int, int, float, int]]  # (start, end, factor, disturbance index)
     storage: list[tuple[int, int, float, Cause | None]]
     crashes: list[tuple[int, Disturbance]]
     preempts: list[tuple[int, Disturbance]]
     t: int = 0
     it: int = 0
-    saved_it: int = 0                             # last iteration on storage (survives attempts)
+    saved_it: int = 0  # last iteration on storage (survives attempts)
     reacted: set[int] = field(default_factory=set)
-    streak: int | None = None                     # start of the current run of slow steps
-    progress: int = 0                             # end of the last completed step or save
+    streak: int | None = None  # start of the current run of slow steps
+    progress: int = 0  # end of the last completed step or save
     ckpts: list[Checkpoint] = field(default_factory=list)
     chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = field(default_factory=list)
 
@@ -119,8 +119,7 @@ class _Run:
         edges = [x for s, e, _, _ in self.slow for x in (s, e) if x > t]
         return min(edges, default=2**62)
 
-    def next_event(self, events: list[tuple[int, Disturbance]], t: int,
-                   until: int) -> tuple[int, Disturbance] | None:
+    def next_event(self, events: list[tuple[int, Disturbance]], t: int, until: int) -> tuple[int, Disturbance] | None:
         """The first event in [t, until): events before t happened while the job was not running."""
         return next(((at, d) for at, d in events if t <= at < until), None)
 
@@ -140,8 +139,7 @@ def _parse(spec: JobSpec, rng: np.random.Generator) -> _Run:
             preempts.append((start, d))
         else:
             raise ValueError(f"unknown disturbance kind {d.kind!r}")
-    return _Run(spec, rng, slow, storage, sorted(crashes, key=lambda x: x[0]),
-                sorted(preempts, key=lambda x: x[0]))
+    return _Run(spec, rng, slow, storage, sorted(crashes, key=lambda x: x[0]), sorted(preempts, key=lambda x: x[0]))
 
 
 def simulate_job(spec: JobSpec, rng: np.random.Generator) -> JobTimeline:
@@ -155,17 +153,21 @@ def simulate_job(spec: JobSpec, rng: np.random.Generator) -> JobTimeline:
         if attempt.state in ("COMPLETED", "TIMEOUT"):
             break
         t = attempt.end + run.jitter(spec.requeue_s)
-    return JobTimeline(spec, tuple(attempts), tuple(run.ckpts), _steps(run.chunks),
-                       _windows(run, to_us(spec.start), attempts[-1].end))
+    return JobTimeline(
+        spec, tuple(attempts), tuple(run.ckpts), _steps(run.chunks), _windows(run, to_us(spec.start), attempts[-1].end)
+    )
 
 
 def _steps(chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]) -> Steps:
     if not chunks:
         empty = np.zeros(0, dtype=np.int64)
         return Steps(empty, empty, empty, empty)
-    return Steps(np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]),
-                 np.concatenate([c[2] for c in chunks]),
-                 np.concatenate([np.full(len(c[0]), c[3], dtype=np.int64) for c in chunks]))
+    return Steps(
+        np.concatenate([c[0] for c in chunks]),
+        np.concatenate([c[1] for c in chunks]),
+        np.concatenate([c[2] for c in chunks]),
+        np.concatenate([np.full(len(c[0]), c[3], dtype=np.int64) for c in chunks]),
+    )
 
 
 def _windows(run: _Run, start: int, end: int) -> tuple[tuple[int, int], ...]:
@@ -186,9 +188,11 @@ def _attempt(run: _Run, prev: Attempt | None, t0: int) -> Attempt:
     base: dict = {"number": number, "start": t0, "resume_iteration": run.saved_it}
     # Megatron initialises, loads the checkpoint, then starts its training loop; the first step's
     # warm-up (lazy NCCL communicators, data-loader workers) is start-up time inside that loop.
-    phases = ([("init", spec.startup_s * (1 - WARMUP_SHARE))]
-              + ([("restore", spec.restore_s)] if run.saved_it > 0 else [])
-              + [("warmup", spec.startup_s * WARMUP_SHARE)])
+    phases = (
+        [("init", spec.startup_s * (1 - WARMUP_SHARE))]
+        + ([("restore", spec.restore_s)] if run.saved_it > 0 else [])
+        + [("warmup", spec.startup_s * WARMUP_SHARE)]
+    )
     for phase, seconds in phases:
         if phase == "warmup":
             base["loop_start"] = run.t
@@ -204,8 +208,9 @@ def _attempt(run: _Run, prev: Attempt | None, t0: int) -> Attempt:
     return _train(run, base, limit, first_step=run.t)
 
 
-def _fail(run: _Run, base: dict, until: int, limit: int, first_step: int | None,
-          last_progress: int | None = None) -> Attempt | None:
+def _fail(
+    run: _Run, base: dict, until: int, limit: int, first_step: int | None, last_progress: int | None = None
+) -> Attempt | None:
     """The attempt's end if a crash or the time limit strikes in [run.t, until), else None.
 
     Without a completed step, the failure itself is the attempt's first step and last progress: the
@@ -220,11 +225,25 @@ def _fail(run: _Run, base: dict, until: int, limit: int, first_step: int | None,
     if crash and crash[0] < limit:
         d = crash[1]
         end = at + round(d.hang_s * US) + EXIT_US  # the hung collective began at the fault
-        return Attempt(**base, end=end, state=d.exit_state, exit_code=EXIT_CODES.get(d.exit_state, "1:0"),
-                       first_step=first, last_progress=progress,
-                       failure=Failure(at, d.incident, d.rank, d.cause), cause=d.cause)
-    return Attempt(**base, end=limit, state="TIMEOUT", exit_code=EXIT_CODES["TIMEOUT"], first_step=first,
-                   last_progress=progress, failure=Failure(limit, None, None, None))
+        return Attempt(
+            **base,
+            end=end,
+            state=d.exit_state,
+            exit_code=EXIT_CODES.get(d.exit_state, "1:0"),
+            first_step=first,
+            last_progress=progress,
+            failure=Failure(at, d.incident, d.rank, d.cause),
+            cause=d.cause,
+        )
+    return Attempt(
+        **base,
+        end=limit,
+        state="TIMEOUT",
+        exit_code=EXIT_CODES["TIMEOUT"],
+        first_step=first,
+        last_progress=progress,
+        failure=Failure(limit, None, None, None),
+    )
 
 
 def _step_durations(run: _Run, n: int) -> np.ndarray:
@@ -280,7 +299,8 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
             assert pre is not None
             cause = pre[1].cause or Cause("scheduler.preemption", (), None, pre[1].start)
             return _save(run, base, "preemption", cause, limit, first_step) or _clean_exit(
-                run, base, "PREEMPTED", first_step, sigterm=sigterm, cause=cause)
+                run, base, "PREEMPTED", first_step, sigterm=sigterm, cause=cause
+            )
         if n_react == c < n:
             index = _unreacted(run)[0]
             run.reacted.add(index)
@@ -290,16 +310,14 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
         elif c < n:
             continue  # the slowdown factor changed: regenerate the rest at the new rate
         elif run.it >= spec.train_iters:
-            return _save(run, base, "final", None, limit, first_step) or _clean_exit(
-                run, base, "COMPLETED", first_step)
+            return _save(run, base, "final", None, limit, first_step) or _clean_exit(run, base, "COMPLETED", first_step)
         else:
             failed = _save(run, base, "periodic", None, limit, first_step)
         if failed:
             return failed
 
 
-def _commit(run: _Run, attempt: int, starts: np.ndarray, ends: np.ndarray, streak: np.ndarray,
-            c: int) -> None:
+def _commit(run: _Run, attempt: int, starts: np.ndarray, ends: np.ndarray, streak: np.ndarray, c: int) -> None:
     if c == 0:
         return
     iterations = run.it + 1 + np.arange(c, dtype=np.int64)
@@ -309,8 +327,7 @@ def _commit(run: _Run, attempt: int, starts: np.ndarray, ends: np.ndarray, strea
     run.streak = int(streak[c - 1]) if streak[c - 1] >= 0 else None
 
 
-def _save(run: _Run, base: dict, trigger: str, cause: Cause | None, limit: int,
-          first_step: int) -> Attempt | None:
+def _save(run: _Run, base: dict, trigger: str, cause: Cause | None, limit: int, first_step: int) -> Attempt | None:
     """A blocking save at the current iteration; the failed attempt if a crash cuts it short.
 
     A slow filesystem stretches it: a routine (periodic or final) save then carries the storage cause.
@@ -328,7 +345,16 @@ def _save(run: _Run, base: dict, trigger: str, cause: Cause | None, limit: int,
     return None
 
 
-def _clean_exit(run: _Run, base: dict, state: str, first_step: int, sigterm: int | None = None,
-                cause: Cause | None = None) -> Attempt:
-    return Attempt(**base, end=run.t + EXIT_US, state=state, exit_code=EXIT_CODES[state],
-                   first_step=first_step, last_progress=run.progress, sigterm=sigterm, cause=cause)
+def _clean_exit(
+    run: _Run, base: dict, state: str, first_step: int, sigterm: int | None = None, cause: Cause | None = None
+) -> Attempt:
+    return Attempt(
+        **base,
+        end=run.t + EXIT_US,
+        state=state,
+        exit_code=EXIT_CODES[state],
+        first_step=first_step,
+        last_progress=run.progress,
+        sigterm=sigterm,
+        cause=cause,
+    )

@@ -51,8 +51,9 @@ def target_rows(e: Effect, n: int) -> np.ndarray:
     return rows
 
 
-def effect_mask(ts: np.ndarray, effects: list[Effect], kind: str, n: int,
-                keep: Callable[[Effect], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def effect_mask(
+    ts: np.ndarray, effects: list[Effect], kind: str, n: int, keep: Callable[[Effect], bool] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(mask (n, T), value (n, T)) of the effects of one kind (those ``keep`` accepts); where several
     overlap, the last wins."""
     mask = np.zeros((n, ts.size), bool)

@@ -38,4 +38,4 @@ def stamps(us: np.ndarray) -> np.ndarray:
 def mega(us: int, text: str, order: int = 0) -> Line:
     """A rank-0 stdout line with the launcher timestamp placed after the message's own indent."""
     body = text.lstrip(" ")
-    return us, order, f"{text[:len(text) - len(body)]}[{stamp(us)}] {body}"
+    return us, order, f"{text[: len(text) - len(body)]}[{stamp(us)}] {body}"

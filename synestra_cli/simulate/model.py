@@ -16,10 +16,10 @@ from datetime import datetime
 class Cause:
     """Root cause as explain should name it (the explain taxonomy, docs/explain.md)."""
 
-    category: str                 # network.link_degraded, gpu.fell_off_bus, storage.slow, ...
-    hosts: tuple[str, ...]        # where it is (a switch name for a switch-side fault)
-    component: str | None         # gpu3, mlx5_1, leaf-02:Ethernet21, rack-03, nfs-01, ...
-    first_signal: datetime        # first time the fault is visible in any export
+    category: str  # network.link_degraded, gpu.fell_off_bus, storage.slow, ...
+    hosts: tuple[str, ...]  # where it is (a switch name for a switch-side fault)
+    component: str | None  # gpu3, mlx5_1, leaf-02:Ethernet21, rack-03, nfs-01, ...
+    first_signal: datetime  # first time the fault is visible in any export
     reported_healthy: bool = False  # link up the whole time (ghost link)
 
 
@@ -27,14 +27,14 @@ class Cause:
 class Disturbance:
     """What a fault does to one job."""
 
-    kind: str                     # slowdown | crash | slow_storage | preempt
-    start: datetime               # when the job first feels it
-    end: datetime | None = None   # slowdown / slow_storage end (None: until the job ends)
-    factor: float = 1.0           # step-time multiplier (slowdown) or save-time multiplier (slow_storage)
-    hang_s: float = 0.0           # crash: fault -> process exit, less ~3 s teardown (e.g. NCCL watchdog timeout)
-    incident: str | None = None   # crash: what the log prints: nccl_timeout | cuda_error | python_exception
-    rank: int | None = None       # the rank that reports it, when it matters
-    exit_state: str = "FAILED"    # crash: the attempt's sacct State (FAILED | NODE_FAIL)
+    kind: str  # slowdown | crash | slow_storage | preempt
+    start: datetime  # when the job first feels it
+    end: datetime | None = None  # slowdown / slow_storage end (None: until the job ends)
+    factor: float = 1.0  # step-time multiplier (slowdown) or save-time multiplier (slow_storage)
+    hang_s: float = 0.0  # crash: fault -> process exit, less ~3 s teardown (e.g. NCCL watchdog timeout)
+    incident: str | None = None  # crash: what the log prints: nccl_timeout | cuda_error | python_exception
+    rank: int | None = None  # the rank that reports it, when it matters
+    exit_state: str = "FAILED"  # crash: the attempt's sacct State (FAILED | NODE_FAIL)
     cause: Cause | None = None
 
 
@@ -47,17 +47,17 @@ class JobSpec:
     gpus_per_node: int
     submit: datetime
     start: datetime
-    train_iters: int              # the job ends (final save) when it reaches this iteration
-    time_limit_s: float           # or when it runs out of time
-    step_s: float                 # healthy step time
-    save_every: int               # periodic save cadence (iterations)
-    save_s: float                 # healthy blocking save duration
-    restore_s: float              # checkpoint load duration
-    startup_s: float              # process start to first step, excluding the restore
-    requeue_s: float              # attempt end to next attempt start after a failure
-    log_interval: int = 10        # Megatron prints one iteration line per log_interval steps
-    reactive_threshold: float = 1.2   # reactive save when step time > threshold x normal ...
-    reactive_after_s: float = 300.0   # ... for this long
+    train_iters: int  # the job ends (final save) when it reaches this iteration
+    time_limit_s: float  # or when it runs out of time
+    step_s: float  # healthy step time
+    save_every: int  # periodic save cadence (iterations)
+    save_s: float  # healthy blocking save duration
+    restore_s: float  # checkpoint load duration
+    startup_s: float  # process start to first step, excluding the restore
+    requeue_s: float  # attempt end to next attempt start after a failure
+    log_interval: int = 10  # Megatron prints one iteration line per log_interval steps
+    reactive_threshold: float = 1.2  # reactive save when step time > threshold x normal ...
+    reactive_after_s: float = 300.0  # ... for this long
     disturbances: tuple[Disturbance, ...] = field(default_factory=tuple)
 
 
@@ -66,11 +66,11 @@ class Rendering:
     """How the exports are written where real sites differ (docs/simulator.md, "Variants"): the same
     faults, told the way another exporter, logger or launcher tells them."""
 
-    launcher_stamps: bool = True   # a launcher stamps every rank-0 line; False: only Megatron's own times
-    slurm_notice: bool = True      # Slurm's "CANCELLED ... DUE TO PREEMPTION" notice reaches the job log
-    journal_printk: bool = False   # every host keeps journald JSON, kernel lines forwarded through the
+    launcher_stamps: bool = True  # a launcher stamps every rank-0 line; False: only Megatron's own times
+    slurm_notice: bool = True  # Slurm's "CANCELLED ... DUE TO PREEMPTION" notice reaches the job log
+    journal_printk: bool = False  # every host keeps journald JSON, kernel lines forwarded through the
     #                                syslog socket with the printk stamp still in MESSAGE
-    dcgm_46_names: bool = False    # DCGM 4.6 field names (CLOCKS_EVENT_REASONS, ...), the bitmask as a float
+    dcgm_46_names: bool = False  # DCGM 4.6 field names (CLOCKS_EVENT_REASONS, ...), the bitmask as a float
     dcgm_every_s: float | None = None  # DCGM sampling interval (None: the cluster size's default)
 
 

@@ -26,8 +26,10 @@ def sink(path: Path, gz: bool = False, mtime: int = 0) -> Iterator[BinaryIO]:
         with open(path, "wb") as fh:
             yield fh
         return
-    with open(f"{path}.gz", "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime,
-                                                       compresslevel=6) as fh:
+    with (
+        open(f"{path}.gz", "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime, compresslevel=6) as fh,
+    ):
         yield fh  # type: ignore[misc]
 
 
@@ -49,8 +51,17 @@ def fmt_values(values: np.ndarray, integer: bool | str) -> pa.Array:
     return pc.cast(pa.array(np.round(values.astype(np.float64), 4)), pa.string())
 
 
-def family(out: BinaryIO, name: str, kind: str, help_text: str, labels: list[str], values: np.ndarray,
-           ts: np.ndarray, mask: np.ndarray | None = None, integer: bool | str = False) -> int:
+def family(
+    out: BinaryIO,
+    name: str,
+    kind: str,
+    help_text: str,
+    labels: list[str],
+    values: np.ndarray,
+    ts: np.ndarray,
+    mask: np.ndarray | None = None,
+    integer: bool | str = False,
+) -> int:
     """Write one metric family: HELP, TYPE, then each series' samples in time order. Returns samples.
 
     labels: S label sets (``{gpu="0",...}``); values, ts (epoch seconds) and mask: shape (S, T).
@@ -63,8 +74,9 @@ def family(out: BinaryIO, name: str, kind: str, help_text: str, labels: list[str
     series = np.broadcast_to(np.arange(len(labels))[:, None], values.shape)[keep]
     prefix = pc.take(pa.array([f"{name}{lab}" for lab in labels]), pa.array(series.astype(np.int32)))
     ts_ms = np.broadcast_to(np.round(ts * 1000.0).astype(np.int64), values.shape)[keep]
-    line = pc.binary_join_element_wise(prefix, fmt_values(values[keep], integer),
-                                       pc.cast(pa.array(ts_ms), pa.string()), " ")
+    line = pc.binary_join_element_wise(
+        prefix, fmt_values(values[keep], integer), pc.cast(pa.array(ts_ms), pa.string()), " "
+    )
     line = pc.binary_join_element_wise(line, "", "\n")
     out.write(_bytes_of(line))
     return n
@@ -88,8 +100,10 @@ def query_range(out: BinaryIO, series: list[tuple[dict[str, str], np.ndarray]], 
     """A Prometheus ``/api/v1/query_range`` answer (matrix): float-second timestamps on the step grid,
     values as strings, one result per series (prometheus docs/querying/api.md)."""
     stamps = [round(float(t), 3) for t in ts]
-    result = [{"metric": labels, "values": [[t, _prom_value(v)] for t, v in zip(stamps, vals.tolist(), strict=True)]}
-              for labels, vals in series]
+    result = [
+        {"metric": labels, "values": [[t, _prom_value(v)] for t, v in zip(stamps, vals.tolist(), strict=True)]}
+        for labels, vals in series
+    ]
     doc = {"status": "success", "data": {"resultType": "matrix", "result": result}}
     out.write(json.dumps(doc, separators=(",", ":")).encode())
     return len(series) * len(stamps)

@@ -69,8 +69,7 @@ def _elapsed(start_us: int, end_us: int) -> str:
 
 def _tres(spec: JobSpec, nodes: int) -> str:
     cpus = nodes * CPUS_PER_NODE
-    return (f"billing={cpus},cpu={cpus},gres/gpu={nodes * spec.gpus_per_node},"
-            f"mem={nodes * MEM_PER_NODE_G}G,node={nodes}")
+    return f"billing={cpus},cpu={cpus},gres/gpu={nodes * spec.gpus_per_node},mem={nodes * MEM_PER_NODE_G}G,node={nodes}"
 
 
 def attempt_rows(spec: JobSpec, a: Attempt) -> list[str]:
@@ -79,8 +78,7 @@ def attempt_rows(spec: JobSpec, a: Attempt) -> list[str]:
     nodes = compress_hostlist(spec.hosts)
     (b_state, b_exit), (s_state, s_exit) = STEP_STATES[a.state]
     return [
-        f"{spec.job_id}|{spec.name}|{spec.user}|{a.state}|{a.exit_code}|{times}|{nodes}|"
-        f"{_tres(spec, len(spec.hosts))}",
+        f"{spec.job_id}|{spec.name}|{spec.user}|{a.state}|{a.exit_code}|{times}|{nodes}|{_tres(spec, len(spec.hosts))}",
         f"{spec.job_id}.batch|batch||{b_state}|{b_exit}|{times}|{spec.hosts[0]}|"
         f"cpu={CPUS_PER_NODE},gres/gpu={spec.gpus_per_node},mem={MEM_PER_NODE_G}G,node=1",
         f"{spec.job_id}.extern|extern||COMPLETED|0:0|{times}|{nodes}|{_tres(spec, len(spec.hosts))}",

@@ -49,17 +49,28 @@ class Plan:
     def pick(self, seq):
         return seq[int(self.rng.integers(len(seq)))]
 
-    def job(self, job_id: str, hosts: tuple[str, ...], start: float, end: float, name: str = "gpt3-175b-pretrain",
-            **kw) -> JobSpec:
+    def job(
+        self, job_id: str, hosts: tuple[str, ...], start: float, end: float, name: str = "gpt3-175b-pretrain", **kw
+    ) -> JobSpec:
         step_s = float(self.rng.uniform(6.0, 9.0))
         save_every = int(self.rng.choice([150, 200, 250]))
         spec = JobSpec(
-            job_id=job_id, name=name, user=str(self.pick(("alice", "bob", "chen", "dana"))), hosts=hosts,
-            gpus_per_node=self.cl.gpus_per_node, submit=F.dt(start - 45.0), start=F.dt(start),
-            train_iters=int((end - start - 1200.0) / step_s * 0.9), time_limit_s=end - start + 7200.0,
-            step_s=step_s, save_every=save_every, save_s=float(self.rng.uniform(25, 45)),
-            restore_s=float(self.rng.uniform(40, 70)), startup_s=float(self.rng.uniform(90, 150)),
-            requeue_s=900.0, log_interval=10,
+            job_id=job_id,
+            name=name,
+            user=str(self.pick(("alice", "bob", "chen", "dana"))),
+            hosts=hosts,
+            gpus_per_node=self.cl.gpus_per_node,
+            submit=F.dt(start - 45.0),
+            start=F.dt(start),
+            train_iters=int((end - start - 1200.0) / step_s * 0.9),
+            time_limit_s=end - start + 7200.0,
+            step_s=step_s,
+            save_every=save_every,
+            save_s=float(self.rng.uniform(25, 45)),
+            restore_s=float(self.rng.uniform(40, 70)),
+            startup_s=float(self.rng.uniform(90, 150)),
+            requeue_s=900.0,
+            log_interval=10,
         )
         return replace(spec, **kw)
 
@@ -82,7 +93,7 @@ def base_plan(cl: Cluster, hours: float, rng: np.random.Generator) -> Plan:
     n_other = max(1, cl.nodes // 4)
     plan.jobs.append(plan.job(MAIN_JOB, cl.hosts[:n_main], t0 + 300.0, t1))
     if n_main + n_other < cl.nodes:
-        plan.jobs.append(plan.job("1002", cl.hosts[n_main:n_main + n_other], t0 + 900.0, t1, name="llama-8b-sft"))
+        plan.jobs.append(plan.job("1002", cl.hosts[n_main : n_main + n_other], t0 + 900.0, t1, name="llama-8b-sft"))
     return plan
 
 
@@ -93,36 +104,32 @@ def _decoy(plan: Plan, fault: F.Fault) -> F.Fault:
 # ------------------------------------------------------------------ one builder per scenario
 # Each adds the scenario's fault to the main job and a decoy of the same kind outside it.
 
+
 def ghost_link(p: Plan) -> None:
     host, nic = p.pick(p.main.hosts), int(p.rng.integers(p.cl.nics_per_host))
     p.faults.append(F.ghost_link(p.cl, host, nic, p.at(0.35, 0.45), p.at(0.8, 0.9), p.rng))
     out = p.pick(p.outside())
-    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, p.gpu(), p.at(0.1, 0.2), p.at(0.5, 0.6),
-                                           p.rng)))
+    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, p.gpu(), p.at(0.1, 0.2), p.at(0.5, 0.6), p.rng)))
 
 
 def gpu_fell_off_bus(p: Plan) -> None:
     p.faults.append(F.gpu_fell_off_bus(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.gpu_fell_off_bus(p.cl, p.pick(p.outside()), p.gpu(),
-                                                  p.at(0.15, 0.25), p.rng)))
+    p.faults.append(_decoy(p, F.gpu_fell_off_bus(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
 
 
 def ecc_dbe(p: Plan) -> None:
     p.faults.append(F.ecc_dbe(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.ecc_dbe(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25),
-                                        p.rng)))
+    p.faults.append(_decoy(p, F.ecc_dbe(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
 
 
 def nvlink(p: Plan) -> None:
     p.faults.append(F.nvlink(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.nvlink(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25),
-                                       p.rng)))
+    p.faults.append(_decoy(p, F.nvlink(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
 
 
 def link_flap(p: Plan) -> None:
     p.faults.append(F.link_flap(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.link_flap(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25),
-                                          p.rng)))
+    p.faults.append(_decoy(p, F.link_flap(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
 
 
 def thermal_rack(p: Plan) -> None:
@@ -138,8 +145,9 @@ def power_capping(p: Plan) -> None:
     hosts = tuple(h for h in p.cl.rack_hosts(rack) if h in p.main.hosts)
     p.faults.append(F.power_capping(p.cl, hosts, p.at(0.35, 0.45), p.at(0.75, 0.85), p.rng, rack))
     out = p.outside()
-    p.faults.append(_decoy(p, F.power_capping(p.cl, out[:1], p.at(0.1, 0.2), p.at(0.3, 0.35), p.rng,
-                                              p.cl.rack(out[0]))))
+    p.faults.append(
+        _decoy(p, F.power_capping(p.cl, out[:1], p.at(0.1, 0.2), p.at(0.3, 0.35), p.rng, p.cl.rack(out[0])))
+    )
 
 
 def slow_storage(p: Plan) -> None:
@@ -175,6 +183,7 @@ def routine(p: Plan) -> None:
 
 # ------------------------------------------------------------------ variants: the same physics, told otherwise
 
+
 def power_brake(p: Plan) -> None:
     """One node's power supply brakes its GPUs (HW power brake + HW slowdown), exported by DCGM 4.6
     (CLOCKS_EVENT_REASONS, as a float) every 60 s; a braked node outside the job is the decoy."""
@@ -199,16 +208,24 @@ def preemption_exit_signal(p: Plan) -> None:
 def link_decoys(p: Plan) -> None:
     """A real degraded link outside the main job (it slows whatever runs there, not the main job)."""
     out = p.pick(p.outside())
-    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, p.gpu(), p.at(0.2, 0.3), p.at(0.6, 0.7),
-                                           p.rng)))
+    p.faults.append(_decoy(p, F.ghost_link(p.cl, out, p.gpu(), p.at(0.2, 0.3), p.at(0.6, 0.7), p.rng)))
 
 
 SCENARIOS: dict[str, Callable[[Plan], None]] = {
-    "ghost-link": ghost_link, "gpu-fell-off-bus": gpu_fell_off_bus, "ecc-dbe": ecc_dbe, "nvlink": nvlink,
-    "link-flap": link_flap, "thermal-rack": thermal_rack, "power-capping": power_capping,
-    "slow-storage": slow_storage, "preemption": preemption, "software-crash": software_crash,
-    "straggler-compute": straggler_compute, "routine": routine,
-    "power-brake": power_brake, "slow-storage-journald": slow_storage_journald,
+    "ghost-link": ghost_link,
+    "gpu-fell-off-bus": gpu_fell_off_bus,
+    "ecc-dbe": ecc_dbe,
+    "nvlink": nvlink,
+    "link-flap": link_flap,
+    "thermal-rack": thermal_rack,
+    "power-capping": power_capping,
+    "slow-storage": slow_storage,
+    "preemption": preemption,
+    "software-crash": software_crash,
+    "straggler-compute": straggler_compute,
+    "routine": routine,
+    "power-brake": power_brake,
+    "slow-storage-journald": slow_storage_journald,
     "preemption-exit-signal": preemption_exit_signal,
 }
 
@@ -216,8 +233,20 @@ SCENARIOS: dict[str, Callable[[Plan], None]] = {
 def campaign(p: Plan) -> None:
     """Many jobs over days: parallel lanes of nodes, each running jobs back to back, each job meeting one
     fault kind (or none). A lane's faults are decoys for the other lanes' jobs."""
-    kinds = ["ghost-link", "routine", "gpu-fell-off-bus", "thermal-rack", "slow-storage", "ecc-dbe",
-             "preemption", "link-flap", "straggler-compute", "power-capping", "nvlink", "software-crash"]
+    kinds = [
+        "ghost-link",
+        "routine",
+        "gpu-fell-off-bus",
+        "thermal-rack",
+        "slow-storage",
+        "ecc-dbe",
+        "preemption",
+        "link-flap",
+        "straggler-compute",
+        "power-capping",
+        "nvlink",
+        "software-crash",
+    ]
     p.jobs.clear()
     part = max(2, min(8, p.cl.nodes // 2))
     lanes = max(1, p.cl.nodes // part)
@@ -226,14 +255,22 @@ def campaign(p: Plan) -> None:
     for k in range(per_lane * lanes):
         lane, slot = k % lanes, k // lanes
         lo = p.t0 + slot * span + lane * 600.0
-        hosts = p.cl.hosts[lane * part:(lane + 1) * part]
+        hosts = p.cl.hosts[lane * part : (lane + 1) * part]
         sub = Plan(p.cl, lo, lo + span, p.rng)
-        sub.jobs.append(sub.job(str(1001 + k), hosts, lo + 300.0, sub.t1 - 900.0,
-                                name=str(p.pick(("gpt3-175b-pretrain", "llama-70b-sft", "moe-8x22b")))))
+        sub.jobs.append(
+            sub.job(
+                str(1001 + k),
+                hosts,
+                lo + 300.0,
+                sub.t1 - 900.0,
+                name=str(p.pick(("gpt3-175b-pretrain", "llama-70b-sft", "moe-8x22b"))),
+            )
+        )
         SCENARIOS[kinds[k % len(kinds)]](sub)
         p.jobs += sub.jobs
-        p.faults += [f if f.decoy_reason or set(f.hosts) & set(hosts) else f.as_decoy("outside_job")
-                     for f in sub.faults]
+        p.faults += [
+            f if f.decoy_reason or set(f.hosts) & set(hosts) else f.as_decoy("outside_job") for f in sub.faults
+        ]
 
 
 SCENARIOS["campaign"] = campaign
@@ -254,13 +291,20 @@ def after_checkpoint_decoy(p: Plan, tl) -> F.Fault | None:
     cause = Cause("network.link_degraded", (host,), f"mlx5_{nic}", F.dt(start))
     effects = (F.Effect("link_errors", host, start, start + 900.0, nic, -1.0),)
     logs = tuple(F.aer_corrected(p.cl, host, start, p.rng))
-    return F.Fault("symbol_error_burst", (host,), start, cause, effects, logs, None, start + 900.0,
-                   "after_checkpoint")
+    return F.Fault("symbol_error_burst", (host,), start, cause, effects, logs, None, start + 900.0, "after_checkpoint")
 
 
-def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours: float = 6.0,
-             gpus_per_node: int = 8, overwrite: bool = False, gz: bool = False,
-             intervals: export.Intervals | None = None) -> dict:
+def simulate(
+    outdir: Path,
+    scenario: str,
+    seed: int = 0,
+    nodes: int = 16,
+    hours: float = 6.0,
+    gpus_per_node: int = 8,
+    overwrite: bool = False,
+    gz: bool = False,
+    intervals: export.Intervals | None = None,
+) -> dict:
     """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
 
     ``intervals`` overrides the sampling the cluster's size implies (Intervals.for_size), so that a
@@ -292,8 +336,16 @@ def simulate(outdir: Path, scenario: str, seed: int = 0, nodes: int = 16, hours:
     return meta
 
 
-def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int,
-              gz: bool, intervals: export.Intervals | None = None) -> dict:
+def _generate(
+    outdir: Path,
+    scenario: str,
+    seed: int,
+    nodes: int,
+    hours: float,
+    gpus_per_node: int,
+    gz: bool,
+    intervals: export.Intervals | None = None,
+) -> dict:
     cl = Cluster(nodes, gpus_per_node, seed=seed)
     rng = np.random.default_rng([seed, 1])
     plan = base_plan(cl, hours, rng)
@@ -304,21 +356,37 @@ def _generate(outdir: Path, scenario: str, seed: int, nodes: int, hours: float, 
     decoy = after_checkpoint_decoy(plan, timelines[0])
     plan.faults += [decoy] if decoy else []
     used = {h for j in plan.jobs for h in j.hosts}
-    noise = F.benign_noise(cl, plan.t0, plan.t1, rng, tuple(h for h in cl.hosts if h not in used),
-                           tuple(h for j in plan.jobs[1:] for h in j.hosts if h not in plan.main.hosts))
+    noise = F.benign_noise(
+        cl,
+        plan.t0,
+        plan.t1,
+        rng,
+        tuple(h for h in cl.hosts if h not in used),
+        tuple(h for j in plan.jobs[1:] for h in j.hosts if h not in plan.main.hosts),
+    )
     effects: dict[str, list[F.Effect]] = {}
     for e in [e for f in plan.faults for e in f.effects] + noise.effects:
         effects.setdefault(e.host, []).append(e)
     root = outdir / "exports"
     iv = intervals or export.Intervals.for_size(nodes, hours)
     iv = replace(iv, dcgm=plan.render.dcgm_every_s) if plan.render.dcgm_every_s else iv
-    samples = export.write_telemetry(root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines),
-                                     effects, gz, plan.render)
+    samples = export.write_telemetry(
+        root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines), effects, gz, plan.render
+    )
     logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
     export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz, plan.render)
     export.write_jobs(root, timelines, plan.render)
-    meta = {"scenario": scenario, "seed": seed, "nodes": nodes, "hours": hours, "gpus_per_node": gpus_per_node,
-            "gzip": gz, "start": groundtruth.iso(plan.t0), "end": groundtruth.iso(plan.t1),
-            "main_job": plan.main.job_id, "metric_samples": samples}
+    meta = {
+        "scenario": scenario,
+        "seed": seed,
+        "nodes": nodes,
+        "hours": hours,
+        "gpus_per_node": gpus_per_node,
+        "gzip": gz,
+        "start": groundtruth.iso(plan.t0),
+        "end": groundtruth.iso(plan.t1),
+        "main_job": plan.main.job_id,
+        "metric_samples": samples,
+    }
     groundtruth.write(outdir / "truth.json", meta, timelines, plan.faults)
     return meta

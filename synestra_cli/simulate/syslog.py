@@ -26,9 +26,11 @@ from synestra_cli.simulate.promtext import sink
 
 FLAVOURS = ("rfc3164", "rfc3339", "journal")
 SUFFIX = {"rfc3164": "messages", "rfc3339": "syslog", "journal": "journal.json"}
-KERNEL = "Linux version 5.15.0-119-generic (buildd@lcy02-amd64-075) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) " \
-         "11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #129-Ubuntu SMP Fri Aug 2 19:25:20 UTC 2024 (Ubuntu " \
-         "5.15.0-119.129-generic 5.15.160)"
+KERNEL = (
+    "Linux version 5.15.0-119-generic (buildd@lcy02-amd64-075) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) "
+    "11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #129-Ubuntu SMP Fri Aug 2 19:25:20 UTC 2024 (Ubuntu "
+    "5.15.0-119.129-generic 5.15.160)"
+)
 
 
 def flavour(cl: Cluster, host: str) -> str:
@@ -47,12 +49,22 @@ def routine_lines(host: str, t0: float, t1: float, seed: int, index: int) -> lis
     """The hourly cron run every host logs: syslog is never silent."""
     first = (t0 // 3600 + 1) * 3600 + 1
     pid = 40000 + index * 7
-    return [LogLine(t, host, "(root) CMD (   cd / && run-parts --report /etc/cron.hourly)", 6, f"CRON[{pid + i}]")
-            for i, t in enumerate(np.arange(first, t1, 3600.0))]
+    return [
+        LogLine(t, host, "(root) CMD (   cd / && run-parts --report /etc/cron.hourly)", 6, f"CRON[{pid + i}]")
+        for i, t in enumerate(np.arange(first, t1, 3600.0))
+    ]
 
 
-def write_host(outdir: Path, cl: Cluster, host: str, lines: list[LogLine], boots: list[tuple[float, str]],
-               skew: float, gz: bool = False, printk: bool = False) -> Path:
+def write_host(
+    outdir: Path,
+    cl: Cluster,
+    host: str,
+    lines: list[LogLine],
+    boots: list[tuple[float, str]],
+    skew: float,
+    gz: bool = False,
+    printk: bool = False,
+) -> Path:
     fl = "journal" if printk else flavour(cl, host)
     lines = sorted(lines + _boot_lines(host, boots[1:]), key=lambda ln: ln.ts)
     render = {"rfc3164": _rfc3164, "rfc3339": _rfc3339, "journal": _journal_printk if printk else _journal}[fl]
@@ -106,12 +118,21 @@ def _journal(ln: LogLine, ts: float, boot: tuple[float, str], i: int) -> str:
         "_HOSTNAME": ln.host,
     }
     if ln.ident == "kernel":
-        rec |= {"_TRANSPORT": "kernel", "SYSLOG_FACILITY": "0", "SYSLOG_IDENTIFIER": "kernel",
-                "_SOURCE_MONOTONIC_TIMESTAMP": str(mono)}
+        rec |= {
+            "_TRANSPORT": "kernel",
+            "SYSLOG_FACILITY": "0",
+            "SYSLOG_IDENTIFIER": "kernel",
+            "_SOURCE_MONOTONIC_TIMESTAMP": str(mono),
+        }
     else:
         name, pid = ln.ident.rstrip("]").split("[")
-        rec |= {"_TRANSPORT": "syslog", "SYSLOG_FACILITY": "9", "SYSLOG_IDENTIFIER": name, "_PID": pid,
-                "SYSLOG_PID": pid}
+        rec |= {
+            "_TRANSPORT": "syslog",
+            "SYSLOG_FACILITY": "9",
+            "SYSLOG_IDENTIFIER": name,
+            "_PID": pid,
+            "SYSLOG_PID": pid,
+        }
     rec["MESSAGE"] = ln.text
     return json.dumps(rec, separators=(",", ":"), ensure_ascii=False)
 

@@ -20,7 +20,7 @@ from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad, cumulative, 
 
 SOURCES = {"dcgm": 1, "ib": 2, "snmp": 3, "optics": 4}
 MAX_SKEW_S = 3.0
-COMPUTE_TRAFFIC_BPS = 18e9   # all-reduce traffic per rail while training (bytes/s)
+COMPUTE_TRAFFIC_BPS = 18e9  # all-reduce traffic per rail while training (bytes/s)
 
 
 @dataclass(frozen=True)
@@ -57,17 +57,26 @@ DCGM_FIELDS = [  # (field name, prom type, help as in dcgm-exporter's default-co
     ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", True),
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors.", True),
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.", True),
-    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter",
-     "Total number of NVLink flow-control CRC errors.", True),
+    (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "counter",
+        "Total number of NVLink flow-control CRC errors.",
+        True,
+    ),
     ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned (in %).", False),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active (in %).", False),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
-     "Ratio of cycles the device memory interface is active sending or receiving data (in %).", False),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data (in %).",
+        False,
+    ),
 ]
 
 
-def gpu_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
-              rng: np.random.Generator) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def gpu_frame(
+    cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect], rng: np.random.Generator
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Every DCGM field for every GPU of the host, shape (G, T), and the mask of samples present."""
     g, n = cl.gpus_per_node, ts.size
     state, factor = load.at(ts)
@@ -75,7 +84,7 @@ def gpu_frame(cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: l
     busy = state > 0
     noise = lambda s: rng.normal(0.0, s, (g, n))  # noqa: E731
     f = {}
-    util = np.where(comp | hang, 100.0, np.where(io, 22.0, 0.0))   # NCCL kernels spin at 100% while hung
+    util = np.where(comp | hang, 100.0, np.where(io, 22.0, 0.0))  # NCCL kernels spin at 100% while hung
     f["DCGM_FI_DEV_GPU_UTIL"] = np.clip(util - np.abs(noise(1.0)) * busy, 0, 100)
     # A slowed job's GPUs wait for the slowest in every collective: their activity falls by the factor,
     # but the straggler's own GPU (pace) keeps computing flat out.
@@ -117,8 +126,16 @@ def _ramp(ts: np.ndarray, effects: list[Effect], kind: str, g: int, rise_s: floa
     return out
 
 
-def _gpu_counters(g: int, ts: np.ndarray, dts: np.ndarray, power: np.ndarray, bits: np.ndarray,
-                  effects: list[Effect], reset: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _gpu_counters(
+    g: int,
+    ts: np.ndarray,
+    dts: np.ndarray,
+    power: np.ndarray,
+    bits: np.ndarray,
+    effects: list[Effect],
+    reset: np.ndarray,
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
     f = {}
     f["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] = cumulative(power * dts * 1000.0, reset, rng.uniform(1e9, 5e10, g))
     f["DCGM_FI_DEV_POWER_VIOLATION"] = cumulative((bits & SW_POWER_CAP > 0) * dts * 1e6, reset)
@@ -169,8 +186,16 @@ DCGM_46_NAMES = {
 }
 
 
-def write_dcgm(out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, load: HostLoad, effects: list[Effect],
-               seed: int, new_names: bool = False) -> int:
+def write_dcgm(
+    out: BinaryIO,
+    cl: Cluster,
+    host: str,
+    ts: np.ndarray,
+    load: HostLoad,
+    effects: list[Effect],
+    seed: int,
+    new_names: bool = False,
+) -> int:
     frame, present = gpu_frame(cl, host, ts, load, effects, _rng(seed, "dcgm", cl.host_index(host)))
     labels = [
         f'{{gpu="{i}",UUID="{cl.gpu_uuid(host, i)}",pci_bus_id="{cl.gpu_bus_id(i)}",device="nvidia{i}",'
@@ -179,8 +204,21 @@ def write_dcgm(out: BinaryIO, cl: Cluster, host: str, ts: np.ndarray, load: Host
     ]
     tsb = np.broadcast_to(ts, present.shape)
     if not new_names:
-        return sum(promtext.family(out, name, kind, help_, labels, frame[name], tsb, present, integer)
-                   for name, kind, help_, integer in DCGM_FIELDS)
-    return sum(promtext.family(out, DCGM_46_NAMES.get(name, name), kind, help_, labels, frame[name], tsb, present,
-                               "fixed" if name == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" else integer)
-               for name, kind, help_, integer in DCGM_FIELDS)
+        return sum(
+            promtext.family(out, name, kind, help_, labels, frame[name], tsb, present, integer)
+            for name, kind, help_, integer in DCGM_FIELDS
+        )
+    return sum(
+        promtext.family(
+            out,
+            DCGM_46_NAMES.get(name, name),
+            kind,
+            help_,
+            labels,
+            frame[name],
+            tsb,
+            present,
+            "fixed" if name == "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" else integer,
+        )
+        for name, kind, help_, integer in DCGM_FIELDS
+    )

@@ -14,8 +14,17 @@ import numpy as np
 from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.model import Cause
 
-BUCKETS = ("productive", "checkpoint_save", "checkpoint_restore", "startup", "lost_work", "hang", "requeue",
-           "degraded_throughput", "other")
+BUCKETS = (
+    "productive",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "startup",
+    "lost_work",
+    "hang",
+    "requeue",
+    "degraded_throughput",
+    "other",
+)
 # Attempts that end before training is done: their unsaved work is lost and they hang until exit.
 ENDED_EARLY = ("FAILED", "NODE_FAIL", "TIMEOUT", "PREEMPTED")
 
@@ -96,9 +105,14 @@ def buckets_us(tl: JobTimeline) -> tuple[dict[str, int], float]:
 def cause_dict(cause: Cause | None) -> dict | None:
     if cause is None:
         return None
-    return {"category": cause.category, "host": cause.hosts[0] if cause.hosts else None,
-            "hosts": list(cause.hosts), "component": cause.component,
-            "first_signal": iso(cause.first_signal), "reported_healthy": cause.reported_healthy}
+    return {
+        "category": cause.category,
+        "host": cause.hosts[0] if cause.hosts else None,
+        "hosts": list(cause.hosts),
+        "component": cause.component,
+        "first_signal": iso(cause.first_signal),
+        "reported_healthy": cause.reported_healthy,
+    }
 
 
 def job_truth(tl: JobTimeline) -> dict:
@@ -106,14 +120,30 @@ def job_truth(tl: JobTimeline) -> dict:
     spec = tl.spec
     buckets, ideal = buckets_us(tl)
     return {
-        "job": spec.job_id, "name": spec.name, "user": spec.user, "hosts": list(spec.hosts),
+        "job": spec.job_id,
+        "name": spec.name,
+        "user": spec.user,
+        "hosts": list(spec.hosts),
         "gpus": len(spec.hosts) * spec.gpus_per_node,
-        "start": iso(tl.attempts[0].start), "end": iso(tl.attempts[-1].end), "state": tl.attempts[-1].state,
-        "save_every": spec.save_every, "step_s": spec.step_s,
+        "start": iso(tl.attempts[0].start),
+        "end": iso(tl.attempts[-1].end),
+        "state": tl.attempts[-1].state,
+        "save_every": spec.save_every,
+        "step_s": spec.step_s,
         "attempts": [_attempt_dict(a) for a in tl.attempts],
-        "checkpoints": [{"kind": c.kind, "attempt": c.attempt, "iteration": c.iteration,
-                         "start": iso(c.start), "end": iso(c.end), "duration_s": (c.end - c.start) / US,
-                         "trigger": c.trigger, "cause": cause_dict(c.cause)} for c in tl.checkpoints],
+        "checkpoints": [
+            {
+                "kind": c.kind,
+                "attempt": c.attempt,
+                "iteration": c.iteration,
+                "start": iso(c.start),
+                "end": iso(c.end),
+                "duration_s": (c.end - c.start) / US,
+                "trigger": c.trigger,
+                "cause": cause_dict(c.cause),
+            }
+            for c in tl.checkpoints
+        ],
         "degradation_windows": [{"start": iso(s), "end": iso(e)} for s, e in tl.windows],
         "ideal_step_s": ideal / US,
         "steps_counted": int(counted_steps(tl).sum()),
@@ -124,10 +154,17 @@ def job_truth(tl: JobTimeline) -> dict:
 
 
 def _attempt_dict(a: Attempt) -> dict:
-    return {"attempt": a.number, "start": iso(a.start), "end": iso(a.end), "state": a.state,
-            "exit_code": a.exit_code, "resume_iteration": a.resume_iteration,
-            "first_step": iso(a.first_step), "last_progress": iso(a.last_progress),
-            "incident": a.failure.incident if a.failure else None,
-            "failure_at": iso(a.failure.at) if a.failure else None,
-            "sigterm": iso(a.sigterm) if a.sigterm is not None else None,
-            "cause": cause_dict(a.cause)}
+    return {
+        "attempt": a.number,
+        "start": iso(a.start),
+        "end": iso(a.end),
+        "state": a.state,
+        "exit_code": a.exit_code,
+        "resume_iteration": a.resume_iteration,
+        "first_step": iso(a.first_step),
+        "last_progress": iso(a.last_progress),
+        "incident": a.failure.incident if a.failure else None,
+        "failure_at": iso(a.failure.at) if a.failure else None,
+        "sigterm": iso(a.sigterm) if a.sigterm is not None else None,
+        "cause": cause_dict(a.cause),
+    }

@@ -51,9 +51,9 @@ DUP_DROP_SQL = "DROP TABLE IF EXISTS _dup_keys; DROP TABLE IF EXISTS _dup_rows"
 
 @dataclass
 class CheckResult:
-    deleted: int = 0                    # rows removed from the store
+    deleted: int = 0  # rows removed from the store
     rejects: list[tuple[int | None, str, str]] = field(default_factory=list)  # (line, reason, text) samples
-    rejected: int = 0                   # rows rejected (a sample of them in rejects)
+    rejected: int = 0  # rows rejected (a sample of them in rejects)
     notes: list[str] = field(default_factory=list)
 
 
@@ -76,8 +76,9 @@ def _out_of_range(conn: duckdb.DuckDBPyConnection, table: SourcedTable, sid: int
         return
     line = "line" if table.has_line else "NULL"
     values = " || ' ' || ".join(f"coalesce('{c}=' || {quote_ident(c)}::VARCHAR, '')" for c in table.ts_columns)
-    rows = conn.execute(f"SELECT {line}, {values} FROM {name} WHERE {where} ORDER BY {line} LIMIT {SAMPLES}",
-                        {"sid": sid}).fetchall()
+    rows = conn.execute(
+        f"SELECT {line}, {values} FROM {name} WHERE {where} ORDER BY {line} LIMIT {SAMPLES}", {"sid": sid}
+    ).fetchall()
     for lineno, text in rows:
         out.rejects.append((lineno, f"time outside years 1-9999 ({table.name} row)", text.strip()))
     conn.execute(f"DELETE FROM {name} WHERE {where}", {"sid": sid})
@@ -94,8 +95,13 @@ def _duplicate_samples(conn: duckdb.DuckDBPyConnection, sid: int, out: CheckResu
     conn.execute(DUP_ROWS_SQL, params)
     conflicting, identical = conn.execute(DUP_COUNT_SQL).fetchone() or (0, 0)
     for metric, series, ts, kept, value in conn.execute(DUP_SAMPLE_SQL).fetchall():
-        out.rejects.append((None, f"duplicate sample for timestamp: {metric} {series} at {ts} "
-                                  f"(kept the first, {kept}; rejected {value})", ""))
+        out.rejects.append(
+            (
+                None,
+                f"duplicate sample for timestamp: {metric} {series} at {ts} (kept the first, {kept}; rejected {value})",
+                "",
+            )
+        )
     conn.execute(DUP_DELETE_SQL, params)
     conn.execute(DUP_DROP_SQL)
     out.deleted += conflicting + identical

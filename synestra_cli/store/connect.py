@@ -46,11 +46,27 @@ def resolve_db_path(db: str | Path | None) -> Path:
 
 
 # What the OS says when a write cannot land (ENOSPC, EFBIG, EROFS, EDQUOT, EIO), as DuckDB relays it.
-WRITE_FAILURES = ("No space left on device", "File too large", "Read-only file system", "Disk quota exceeded",
-                  "Input/output error", "Could not write file", "could not truncate", "Could not fsync")
+WRITE_FAILURES = (
+    "No space left on device",
+    "File too large",
+    "Read-only file system",
+    "Disk quota exceeded",
+    "Input/output error",
+    "Could not write file",
+    "could not truncate",
+    "Could not fsync",
+)
 # What DuckDB says when the file is not what its header promised (truncated, overwritten, bit rot).
-CORRUPTION = ("Could not read enough bytes", "checksum", "Corrupt", "corrupt", "not a valid DuckDB database",
-              "database has been invalidated", "Failed to load metadata", "Invalid block")
+CORRUPTION = (
+    "Could not read enough bytes",
+    "checksum",
+    "Corrupt",
+    "corrupt",
+    "not a valid DuckDB database",
+    "database has been invalidated",
+    "Failed to load metadata",
+    "Invalid block",
+)
 HEADER_BYTES = 3 * 4096  # DuckDB's file header and two database headers, before the first block
 MIGRATIONS_SQL = "SELECT name FROM _migrations ORDER BY name"
 HAS_MIGRATIONS_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_migrations' AND NOT temporary"
@@ -60,7 +76,8 @@ def is_store_write_failure(exc: BaseException) -> bool:
     """A write the store refused (disk full, quota, read-only, I/O error), or a database DuckDB has
     invalidated after one: no later file can load either."""
     return isinstance(exc, duckdb.FatalException) or (
-        isinstance(exc, duckdb.Error) and any(text in str(exc) for text in WRITE_FAILURES))
+        isinstance(exc, duckdb.Error) and any(text in str(exc) for text in WRITE_FAILURES)
+    )
 
 
 def as_store_error(exc: BaseException, path: Path | str | None = None) -> StoreError | None:
@@ -70,8 +87,10 @@ def as_store_error(exc: BaseException, path: Path | str | None = None) -> StoreE
     where = f"store {path}" if path else "the store"
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if any(text in str(exc) for text in CORRUPTION) and not isinstance(exc, duckdb.FatalException):
-        return StoreError(f"{where} is damaged (truncated or corrupt: {first}); restore it from a copy, or "
-                          "ingest again into a new --db")
+        return StoreError(
+            f"{where} is damaged (truncated or corrupt: {first}); restore it from a copy, or "
+            "ingest again into a new --db"
+        )
     if is_store_write_failure(exc):
         return StoreError(f"{where} cannot be written ({first}): free space, or use another --db")
     return None
@@ -100,8 +119,9 @@ def _connect_with_wait(path: Path, read_only: bool, config: DuckConfig) -> duckd
             return duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.Error as exc:
             if not _is_lock_error(exc):
-                raise StoreError(f"cannot open store {path}: {_one_line(exc)} (not a Synestra store? pass "
-                                 "another --db)") from exc
+                raise StoreError(
+                    f"cannot open store {path}: {_one_line(exc)} (not a Synestra store? pass another --db)"
+                ) from exc
             if time.monotonic() >= deadline:
                 raise StoreBusyError(
                     f"store {path} is locked by another synestra process (waited {wait_s:g} s); "
@@ -141,15 +161,19 @@ def check_store_path(path: Path, read_only: bool) -> None:
         raise StoreError(f"cannot create store {path}: folder {base} is not writable")
 
 
-def connect(db: str | Path | None = None, *, read_only: bool = False,
-            locked: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(
+    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False
+) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the store. Read-only opens require an existing store.
     `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG."""
     path = resolve_db_path(db)
     # DuckDB takes 80% of RAM by default; bounded, it spills big sorts to disk instead, so that
     # ingesting a file of any size stays within a laptop's memory (docs/performance.md).
-    config: DuckConfig = {**(LOCKED_CONFIG if locked else OFFLINE_CONFIG), "threads": settings.threads(),
-              "memory_limit": settings.memory_limit(MEMORY_LIMIT)}
+    config: DuckConfig = {
+        **(LOCKED_CONFIG if locked else OFFLINE_CONFIG),
+        "threads": settings.threads(),
+        "memory_limit": settings.memory_limit(MEMORY_LIMIT),
+    }
     check_store_path(path, read_only or locked)
     if not read_only and not locked:
         try:
@@ -180,26 +204,35 @@ def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     (_, _, block_size, total_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 4
     expected = HEADER_BYTES + int(block_size or 0) * int(total_blocks or 0)
     if path.is_file() and total_blocks and path.stat().st_size < expected:
-        raise StoreError(f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "
-                         "from a copy, or ingest again into a new --db")
+        raise StoreError(
+            f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "
+            "from a copy, or ingest again into a new --db"
+        )
     if not (conn.execute(HAS_MIGRATIONS_SQL).fetchone() or (0,))[0]:
         return
     known = {name for name, _ in MIGRATIONS}
     newer = [name for (name,) in conn.execute(MIGRATIONS_SQL).fetchall() if name not in known]
     if newer:
-        raise StoreError(f"store {path} was written by a newer Synestra (schema {newer[-1]}, unknown to "
-                         f"synestra {__version__}): upgrade synestra, or use another --db")
+        raise StoreError(
+            f"store {path} was written by a newer Synestra (schema {newer[-1]}, unknown to "
+            f"synestra {__version__}): upgrade synestra, or use another --db"
+        )
+
+
 def _migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     try:
         apply_migrations(conn)
     except duckdb.Error as exc:
-        raise StoreError(f"store {path}: its schema does not match its migration record (_migrations): "
-                         f"{_one_line(exc)}; ingest into a new --db") from exc
+        raise StoreError(
+            f"store {path}: its schema does not match its migration record (_migrations): "
+            f"{_one_line(exc)}; ingest into a new --db"
+        ) from exc
 
 
 @contextmanager
-def open_store(db: str | Path | None = None, *, read_only: bool = False,
-               locked: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def open_store(
+    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
     conn = connect(db, read_only=read_only, locked=locked)
     try:
         yield conn

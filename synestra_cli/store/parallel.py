@@ -53,8 +53,9 @@ class _Cursors:
             cur.close()
 
 
-def map_in_threads(conn: duckdb.DuckDBPyConnection, fn: Callable[[duckdb.DuckDBPyConnection, T], R],
-                   items: Iterable[T], workers: int) -> Iterator[R]:
+def map_in_threads(
+    conn: duckdb.DuckDBPyConnection, fn: Callable[[duckdb.DuckDBPyConnection, T], R], items: Iterable[T], workers: int
+) -> Iterator[R]:
     """fn(cursor, item) for every item, `workers` at a time; results in the items' order, each as soon
     as it and those before it are done. With one worker, fn runs on `conn` itself, lazily."""
     items = list(items)

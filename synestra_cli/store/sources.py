@@ -56,8 +56,10 @@ def find_sources(conn: duckdb.DuckDBPyConnection, refs: list[str]) -> list[tuple
             missing.append(ref)
         found.update({row[0]: row for row in rows})
     if missing:
-        raise NotFoundError(f"no source {', '.join(map(repr, missing))} in the store "
-                            "(give a source id or a path as `synestra sources` lists them)")
+        raise NotFoundError(
+            f"no source {', '.join(map(repr, missing))} in the store "
+            "(give a source id or a path as `synestra sources` lists them)"
+        )
     return [found[i] for i in sorted(found)]
 
 
@@ -67,8 +69,7 @@ def delete_sources(conn: duckdb.DuckDBPyConnection, ids: list[int]) -> int:
         return 0
     deleted = 0
     for table in sourced_tables(conn):
-        row = conn.execute(f"DELETE FROM {quote_ident(table.name)} WHERE list_contains(?, source_id)",
-                           [ids]).fetchone()
+        row = conn.execute(f"DELETE FROM {quote_ident(table.name)} WHERE list_contains(?, source_id)", [ids]).fetchone()
         deleted += row[0] if row and table.name not in ("rejects", "sources") else 0
     return deleted
 
