@@ -230,7 +230,7 @@ def _evidence(
         for e in typed_events(conn, scope.hosts + switches, t0, t1)
         if e.host in scope.hosts or (e.host, e.component) in ports
     ]
-    ev.signals = sorted([*anomalies(conn), *events], key=_signal_order)  # row order varies with threads
+    ev.signals = sorted([*anomalies(conn, windows=spans), *events], key=_signal_order)  # row order varies with threads
     return ev
 
 

@@ -70,8 +70,9 @@ SERIES_PORTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
 SCOPE_DDL = """
 CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
 """
-# The samples of the candidates only: a gauge whose extreme crosses its rule against its own quartile
-# (the anomaly test below, on the same samples), a counter that moved (one that never did has no rate),
+# The samples of the candidates only: a gauge whose range crosses its rule (its extreme against its
+# other extreme: a superset of the anomaly test below, whose baseline is a quartile of the healthiest
+# window, so no candidate is lost), a counter that moved (one that never did has no rate),
 # and a clocks-event bitmask that changed (its bits are decoded below; a constant one has no anomaly,
 # since each bit is judged against the GPU's own history). The bitmask has no rule of its own: LEFT JOIN.
 SCOPE_SQL = """
@@ -79,8 +80,8 @@ INSERT INTO _scope SELECT unnest(s.tss), s.host, s.entity, s.metric, unnest(s.vs
 FROM _series s LEFT JOIN _rules r USING (metric)
 WHERE CASE WHEN s.metric = ? THEN s.hi > s.lo
            WHEN r.kind = 'counter' THEN s.hi > s.lo
-           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.q[1] * r.ratio + r.delta
-           ELSE s.lo <= r.floor AND s.lo < s.q[2] * r.ratio - r.delta END
+           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
+           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta END
 """
 
 # The clocks-event bitmask decoded into one 0/1 sample per signal bit (rules.CLOCK_EVENT_SIGNALS): a
@@ -94,6 +95,10 @@ CROSS JOIN (VALUES {values}) d(metric, bit, unless)
 WHERE s.b IS NOT NULL AND s.b >= 0
 """
 
+WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
+# Fewer samples than this in a read window (a 2-sample tail) say nothing of its baseline.
+MIN_BASELINE_SAMPLES = 4
+
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
 SIGNAL_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _sig AS
@@ -102,10 +107,24 @@ FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
 """
 
 # Per series: its baseline and threshold; only series whose extreme crosses it go on to the windows.
+# The baseline is the quartile of the series' healthiest read window (the lowest lower quartile for
+# what is bad going up, the highest upper quartile for what is bad going down), not of all windows
+# pooled: a fault that persists through the job's later windows (a ghost link stays for hours) would
+# otherwise become its own baseline. A window needs MIN_BASELINE_SAMPLES to speak; else all pooled.
 ANOMALIES_SQL = """
-WITH base AS (
+WITH pooled AS (
     SELECT host, entity, metric, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
     FROM _sig WHERE x IS NOT NULL GROUP BY host, entity, metric
+), per_window AS (
+    SELECT s.host, s.entity, s.metric, quantile_cont(s.x, [0.25, 0.75]) AS q
+    FROM _sig s JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
+    WHERE s.x IS NOT NULL GROUP BY s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
+), healthiest AS (
+    SELECT host, entity, metric, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window GROUP BY host, entity, metric
+), base AS (
+    SELECT p.host, p.entity, p.metric, p.hi, p.lo, [coalesce(h.q1, p.q[1]), coalesce(h.q2, p.q[2])] AS q
+    FROM pooled p LEFT JOIN healthiest h
+         ON h.host = p.host AND h.entity IS NOT DISTINCT FROM p.entity AND h.metric = p.metric
 ), cand AS (
     SELECT host, entity, metric, hi, lo, r.* EXCLUDE (metric),
            CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
@@ -231,11 +250,22 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 
-def anomalies(conn: duckdb.DuckDBPyConnection, min_samples: int = MIN_ANOMALY_SAMPLES) -> list[Anomaly]:
+def anomalies(
+    conn: duckdb.DuckDBPyConnection,
+    min_samples: int = MIN_ANOMALY_SAMPLES,
+    windows: list[tuple[datetime, datetime]] | None = None,
+) -> list[Anomaly]:
     """Anomaly windows over `_scope` (build_scope first), in onset order. `min_samples`: risks asks
-    for single-sample windows too, and then wants them corroborated (fleet/scan.py)."""
+    for single-sample windows too, and then wants them corroborated (fleet/scan.py). `windows`: the
+    read windows of the scope, each a candidate baseline (None: one, all samples pooled)."""
     conn.execute(SIGNAL_SQL)
-    rows = conn.execute(ANOMALIES_SQL, [min_samples]).fetchall()
+    conn.execute(WINDOWS_DDL)
+    if windows:
+        conn.execute(
+            "INSERT INTO _windows SELECT unnest(range(?)), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[])",
+            [len(windows), [w[0] for w in windows], [w[1] for w in windows]],
+        )
+    rows = conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, min_samples]).fetchall()
     return [
         Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first)
         for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first in rows
