@@ -75,8 +75,10 @@ def _link(lk: ChainLink, ref: datetime | None) -> Text:
     where = ":".join(p for p in (lk.host, lk.entity) if p)
     text = _text(f"{_rel(lk.time, ref):>8}  ")
     _add(text, f"{lk.layer:<10}", style=LAYER_STYLE.get(lk.layer, ""))
-    _add(text, f" {where + '  ' if where else ''}{lk.signal}  ")
-    _add(text, _evidence(lk), style="dim")
+    _add(text, f" {where + '  ' if where else ''}{lk.signal}")
+    evidence = _evidence(lk)
+    if evidence:
+        _add(text, f"  {evidence}", style="dim")
     return text
 
 
