@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.errors import EmptyStoreError
+from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.chain import ChainLink, from_signal
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.scan import Episode, episodes, fleet_signals
@@ -296,7 +296,7 @@ def _job_costs(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: d
 
     try:
         return build_report(conn, None, since, until, None, None)
-    except EmptyStoreError:
+    except (EmptyStoreError, NotFoundError):  # no job at all, or none in the window: no costs, still a fleet
         return None
 
 
