@@ -420,7 +420,8 @@ def test_10_a_file_that_is_not_a_store_is_one_clear_error(tmp_path):
     not_a_store = tmp_path / "notes.duckdb"
     not_a_store.write_text("hello\n")
     result = CliRunner().invoke(cli, ["sources", "--db", str(not_a_store)])
-    assert result.exit_code == ExitCode.STORE and "not a valid DuckDB database" in result.stderr
+    assert result.exit_code == ExitCode.STORE and "is not a Synestra store (not a DuckDB file)" in result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_10_corruption_found_mid_query_is_one_clear_error():
@@ -487,7 +488,7 @@ def test_every_exit_code_is_in_the_readme_table_and_the_help():
 
     root = Path(__file__).resolve().parent.parent
     readme = (root / "README.md").read_text()
-    table = dict(re.findall(r"^\| (\d) \| (.+) \|$", readme, re.M))
+    table = dict(re.findall(r"^\| (\d+) \| (.+) \|$", readme, re.M))
     assert sorted(map(int, table)) == [int(c) for c in ExitCode]
     assert "store cannot be written" in table["8"] and "ingested" in table["3"]
     ingest_doc = (root / "docs" / "formats.md").read_text()

@@ -113,7 +113,7 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
     for alt in cp.alternatives:
         node = branch.add(_cause(alt, "alternative"))
         if alt.action:
-            node.add(Text(f"if so: {alt.action['text']}", style="dim"))
+            node.add(_text(f"if so: {alt.action['text']}", style="dim"))
 
 
 MAX_ASSETS = 3  # assets shown in the table view (a hot rack lists its hot GPUs: JSON has them all)
@@ -122,14 +122,14 @@ MAX_ASSETS = 3  # assets shown in the table view (a hot rack lists its hot GPUs:
 def _runbook(branch: Tree, c: Cause) -> None:
     """The action first (what to do), then what it is done to."""
     if c.action:
-        branch.add(Text(f"action: {c.action['text']}", style="bold green"))
-        branch.add(Text(f"  why: {c.action['why']}", style="dim"))
+        branch.add(_text(f"action: {c.action['text']}", style="bold green"))
+        branch.add(_text(f"  why: {c.action['why']}", style="dim"))
     shown = list(c.assets[:MAX_ASSETS])
     for a in shown:
-        branch.add(Text(f"asset: {describe(a)}"))
+        branch.add(_text(f"asset: {describe(a)}"))
     if len(c.assets) > len(shown):
         branch.add(
-            Text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all", style="dim")
+            _text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all", style="dim")
         )
 
 
