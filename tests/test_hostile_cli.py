@@ -539,7 +539,11 @@ def _unprivileged() -> list[str]:
         return []
     if not shutil.which("setpriv"):
         pytest.skip("running as root without setpriv: permissions cannot be tested")
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*prefix, SYNESTRA, "--version"], capture_output=True, timeout=60)
+    if probe.returncode != 0:  # the clone or its venv sits in a folder private to root
+        pytest.skip("nobody cannot run this synestra (a private folder above it): permissions cannot be tested")
+    return prefix
 
 
 @pytest.fixture
