@@ -235,7 +235,7 @@ def _lines_and_a_shared_catalog_row(ctx) -> LoadResult:
     """Like LINES, and every file adds the same catalog row, slowly: concurrent files must collide."""
     result = _load_lines(ctx)
     ctx.conn.execute(
-        "INSERT INTO metric_catalog VALUES ('shared', 'x', 'gauge', 'every file adds me') ON CONFLICT DO NOTHING"
+        "INSERT INTO metric_catalog VALUES ('common', 'x', 'gauge', 'every file adds me') ON CONFLICT DO NOTHING"
     )
     time.sleep(0.05)  # hold the transaction open while another worker writes the same row
     return result
@@ -277,6 +277,6 @@ def test_concurrent_files_that_write_the_same_row_are_retried_not_failed(tmp_pat
     _files(tmp_path, 6)
     with open_store(db_path) as c:
         reports = ingest_paths(c, [tmp_path / "in"], IngestOptions(), workers=3)
-        assert c.execute("SELECT count(*) FROM metric_catalog WHERE metric = 'shared'").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM metric_catalog WHERE metric = 'common'").fetchone()[0] == 1
         assert c.execute("SELECT count(*) FROM events").fetchone()[0] == 12
     assert [r.status for r in reports] == ["loaded"] * 6, [r.error for r in reports]
