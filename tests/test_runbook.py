@@ -227,12 +227,12 @@ def test_markdown_ticket_for_one_checkpoint_has_every_section_in_order(sample_db
 
 
 def test_markdown_for_the_whole_job_lists_each_non_routine_checkpoint_with_alternatives_and_evidence(sample_db):
-    res = run("explain", "--db", str(sample_db), "--job", "1005", "--format", "markdown")
+    res = run("explain", "--db", str(sample_db), "--job", "1006", "--format", "markdown")
     assert res.exit_code == 0, res.output
     md = res.output
-    assert md.startswith("# Job 1005: ")
-    sections = [ln for ln in md.splitlines() if ln.startswith("## Job 1005")]
-    assert len(sections) == sum(1 for c in TRUTH["jobs"][4]["checkpoints"] if c["cause"])
+    assert md.startswith("# Job 1006: ")
+    sections = [ln for ln in md.splitlines() if ln.startswith("## Job 1006")]
+    assert len(sections) == sum(1 for c in TRUTH["jobs"][5]["checkpoints"] if c["cause"])
     alts = [s.split("### Cost")[0] for s in md.split("### Alternatives")[1:]]
     listed = [a for a in alts if "- **" in a]
     assert listed and all("\n  - " in a for a in listed)  # each alternative lists its evidence
