@@ -55,32 +55,15 @@ class IntervalAdvice:
 def advise(
     save_cost_s: float | None, failures: int, wall_s: float, current_interval_s: float | None, restart_s: float | None
 ) -> IntervalAdvice:
+    def without_advice(note: str) -> IntervalAdvice:
+        return IntervalAdvice(save_cost_s, failures, None, current_interval_s, restart_s, None, None, None, None, note)
+
     if save_cost_s is None or save_cost_s <= 0:
-        return IntervalAdvice(
-            save_cost_s,
-            failures,
-            None,
-            current_interval_s,
-            restart_s,
-            None,
-            None,
-            None,
-            None,
-            "no completed blocking save: cannot estimate the save cost",
-        )
+        return without_advice("no completed blocking save: cannot estimate the save cost")
     if failures < MIN_FAILURES_FOR_MTBF:
-        return IntervalAdvice(
-            save_cost_s,
-            failures,
-            None,
-            current_interval_s,
-            restart_s,
-            None,
-            None,
-            None,
-            None,
+        return without_advice(
             f"{failures} unplanned failure(s): too few to estimate MTBF "
-            f"(need {MIN_FAILURES_FOR_MTBF}); pool jobs with --all for a fleet MTBF",
+            f"(need {MIN_FAILURES_FOR_MTBF}); pool jobs with --all for a fleet MTBF"
         )
     mtbf = wall_s / failures
     restart = restart_s or 0.0
