@@ -257,12 +257,13 @@ def test_mlxlink_json_with_a_failed_status_is_a_reject_not_data(conn, tmp_path):
 
 
 def test_ethtool_per_queue_counters_keep_their_queue(conn):
-    path = FABRIC / "notes-bnx2x_ethtool-S_per-queue.txt"
-    report = ingest_file(conn, path, IngestOptions(host="app-k8s-node-1"))  # sniffed: no --format
-    assert (report.format, report.rejected, report.rows) == ("ethtool_stats", 0, 10)
-    got = dict(conn.execute("SELECT metric, value FROM metrics WHERE entity = 'ens4f1/q0'").fetchall())
+    # isc-projects/ethq#6: a bnx2x (BCM57840) `ethtool -S eth0`, two queues of 17 counters each
+    path = FABRIC / "gh-ethq-6_ethtool-S_bnx2x-per-queue.txt"
+    report = ingest_file(conn, path, IngestOptions(host="bnx2x-host"))  # sniffed: no --format
+    assert (report.format, report.rejected, report.rows) == ("ethtool_stats", 0, 34)
+    got = dict(conn.execute("SELECT metric, value FROM metrics WHERE entity = 'eth0/q1'").fetchall())
     assert (got["eth_rx_bytes"], got["eth_tx_bytes"], got["eth_rx_ucast_packets"]) == (
-        79656136793,
-        2150215884532,
-        105342422,
+        207561754146,
+        48398427765,
+        170492982,
     )

@@ -271,7 +271,11 @@ def test_a_scrape_without_a_host_label_says_pass_host(conn):
     path = DCGM / "dcgm-exporter_README_metrics_blank-sentinel.prom"  # the vendor README's sample: no Hostname
     report = ingest(conn, path)
     assert any(n.startswith("no host: 3 series carry no Hostname") and n.endswith("pass --host") for n in report.notes)
-    assert conn.execute("SELECT count(*) FROM gpus").fetchone() == (0,)
+    assert any("1 GPU(s) kept by UUID, model and PCI id without a host" in n for n in report.notes)
+    # the GPU's identity is kept without a host (it was lost before: gpus.host was NOT NULL)
+    assert conn.execute("SELECT host, entity, uuid FROM gpus").fetchall() == [
+        (None, "gpu0", "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52")
+    ]
     other = memory_store()  # a fresh store: the same file is not ingested twice
     try:
         report = ingest(other, path, host="gpu-node-7")
@@ -336,3 +340,50 @@ def test_legacy_pre_2_0_exporter_names_map_to_the_catalog(conn):
         "GPU-8f640a3c-7e9a-608d-02a3-f4372d72b323",
     )
     assert {r[0] for r in conn.execute("SELECT metric FROM metric_catalog").fetchall()} >= set(got)
+
+
+def _another_source_names(conn, uuid: str, host: str, path: str = "/dcgm/node-7.prom") -> None:
+    """A source already in the store that gives this GPU UUID a host (a scrape with Hostname, --host)."""
+    conn.execute(
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, source_key) "
+        "VALUES (900, ?, 'x', 'prometheus', 1, 1, 0, 'x')",
+        [path],
+    )
+    conn.execute("INSERT INTO gpus VALUES (?, 'gpu0', NULL, ?, 'Tesla V100', 900)", [host, uuid])
+
+
+@pytest.mark.parametrize(
+    ("sample", "uuid", "series"),
+    [
+        ("dcgm-exporter_README_metrics_blank-sentinel.prom", "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52", 3),
+        (
+            "gpu-monitoring-tools_README_prometheus-dcgm_legacy-names.prom",
+            "GPU-8f640a3c-7e9a-608d-02a3-f4372d72b323",
+            3,
+        ),
+    ],
+)
+def test_a_scrape_without_a_host_takes_the_host_its_gpu_uuid_has_in_the_store(conn, sample, uuid, series):
+    # Real raw scrapes (`curl :9400/metrics`, the pre-2.0 exporter) name no host; a GPU's UUID is its identity
+    # anywhere, so another source that puts the same UUID on a host gives it (FQDN shortened like every host).
+    _another_source_names(conn, uuid, "gpu-node-7")
+    report = ingest(conn, DCGM / sample)
+    assert not any(n.startswith("no host:") for n in report.notes)
+    assert any(
+        n == "no host label: host gpu-node-7 taken from the UUID of its 1 GPU(s), which /dcgm/node-7.prom names "
+        "on that host"
+        for n in report.notes
+    )
+    hosts = conn.execute("SELECT DISTINCT host FROM metrics").fetchall()
+    assert hosts == [("gpu-node-7",)]
+    assert conn.execute("SELECT count(DISTINCT metric) FROM metrics").fetchone()[0] >= series
+    assert conn.execute("SELECT host, uuid FROM gpus WHERE source_id <> 900").fetchall() == [("gpu-node-7", uuid)]
+
+
+def test_a_uuid_two_hosts_claim_gives_no_host(conn):
+    uuid = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
+    _another_source_names(conn, uuid, "gpu-node-7")
+    conn.execute("INSERT INTO gpus VALUES ('gpu-node-8', 'gpu0', NULL, ?, 'Tesla V100', 900)", [uuid])
+    report = ingest(conn, DCGM / "dcgm-exporter_README_metrics_blank-sentinel.prom")
+    assert any(n.startswith("no host: 3 series") for n in report.notes)
+    assert conn.execute("SELECT DISTINCT host FROM metrics").fetchall() == [(None,)]

@@ -97,6 +97,41 @@ def from_incident(i: Incident) -> ChainLink:
     return ChainLink(i.ts, INCIDENT_LAYER.get(i.kind, "job"), i.host, entity, what, _log(i.path, i.line, i.message))
 
 
+def from_worker(i: Incident, note: str | None) -> ChainLink:
+    """A failed torchrun worker: who, its exit code and signal, and what they mean here (`note`)."""
+    who = " ".join(x for x in (f"rank {i.rank}" if i.rank is not None else "", f"on {i.host}" if i.host else "") if x)
+    what = f"worker {who + ' ' if who else ''}failed with exit code {i.exit_code}" + (
+        f" ({i.signal})" if i.signal else ""
+    )
+    entity = f"rank{i.rank}" if i.rank is not None else None
+    more = {"exit_code": i.exit_code, "signal": i.signal}
+    return ChainLink(
+        i.ts, "job", i.host, entity, what + (f": {note}" if note else ""), _log(i.path, i.line, i.message, **more)
+    )
+
+
+def worker_note(
+    verdict: str | None, worker: Incident, oom: Incident | Event | None, watchdog: Incident | None, state: str | None
+) -> str | None:
+    """What a failed worker's exit code means, given what lies near it (see rules.WORKER_EXIT_VERDICTS)."""
+    if verdict == "oom_kill" and oom is not None:
+        where = f"{oom.path}:{oom.line}" if oom.path else "the log"
+        return f"killed by the OOM killer (oom-kill line at {where})"
+    if verdict == "SIGKILL":
+        return "likely an OOM kill or an external kill (kill -9, a health check): no oom-kill line near it"
+    if worker.signal == "SIGABRT" and watchdog is not None:
+        return "aborted by the NCCL watchdog after its collective timed out"
+    if verdict == "SIGABRT":
+        return "aborted: abort() or an uncaught C++ exception"
+    if verdict == "exception":
+        return "an uncaught Python exception"
+    if verdict == "SIGTERM":
+        return f"stopped by the scheduler (sacct: {state or 'signal 15'})"
+    if worker.signal == "SIGTERM":
+        return "stopped from outside (torchrun stops the other workers when one fails)"
+    return None
+
+
 def from_attempt_end(a: Attempt) -> ChainLink:
     evidence = {"type": "scheduler", "attempt": a.attempt, "state": a.state, "exit_code": a.exit_code}
     return ChainLink(a.end, "job", None, None, f"attempt {a.attempt} ended {a.state or ''}".strip(), evidence)

@@ -17,15 +17,25 @@ from typing import Any
 
 from synestra_cli.explain import chain as ch
 from synestra_cli.explain.attribute import Candidate, Effect, Signal, active, confidences, effect_window, score_all
-from synestra_cli.explain.rules import FALLBACK_CONFIDENCE, MAX_ALTERNATIVES, MIN_SCORE, PRE_WINDOW_S, SKEW_S
+from synestra_cli.explain.rules import (
+    FALLBACK_CONFIDENCE,
+    MAX_ALTERNATIVES,
+    MIN_SCORE,
+    POST_WINDOW_S,
+    PRE_WINDOW_S,
+    SCHEDULER_STOP_STATES,
+    SKEW_S,
+    WORKER_EXIT_VERDICTS,
+)
 from synestra_cli.explain.triggers import Classified
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
-from synestra_cli.signals.events import Incident
+from synestra_cli.signals.events import Event, Incident
 from synestra_cli.signals.scope import Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
 
 CRASH_INCIDENTS = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom")
+WORKER = "worker_failed"
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,74 @@ def plan_attempt_failure(att: Attempt, ev: Evidence) -> Plan:
 
 
 def crashes_of(ev: Evidence, attempt: int | None) -> list[Incident]:
-    return [i for i in ev.incidents if i.attempt == attempt and i.kind in CRASH_INCIDENTS and i.ts]
+    """The attempt's timed errors, and its failed workers (timed or not: torchrun's pylogging lines carry no
+    time) but those stopped by SIGTERM, which follow another's failure or the scheduler's stop."""
+    return [
+        i
+        for i in ev.incidents
+        if i.attempt == attempt
+        and ((i.kind in CRASH_INCIDENTS and i.ts) or (i.kind == WORKER and i.signal != "SIGTERM"))
+    ]
+
+
+def _primary_worker(workers: list[Incident]) -> Incident:
+    """The failure torchrun names the root cause, else the first worker that did not just get SIGTERM."""
+    named = [i for i in workers if i.root_cause] or [i for i in workers if i.signal != "SIGTERM"] or workers
+    return min(named, key=lambda i: (i.ts is None, i.ts or datetime.min, i.line or 0))
+
+
+def _oom_near(ev: Evidence, att_no: int | None, host: str | None, ts: datetime | None) -> Incident | Event | None:
+    """An oom-kill line near a SIGKILL: slurmstepd's or srun's in the job's log (the same attempt), or the
+    kernel's on the worker's host, from PRE_WINDOW_S before it to POST_WINDOW_S after."""
+
+    def near(t: datetime | None) -> bool:
+        if ts is None or t is None:
+            return True  # an untimed line of the same attempt's log
+        return -PRE_WINDOW_S <= (t - ts).total_seconds() <= POST_WINDOW_S
+
+    slurm = [i for i in ev.incidents if i.kind == "oom" and i.attempt == att_no and near(i.ts)]
+    kernel = [
+        s
+        for s in ev.signals
+        if isinstance(s, Event) and s.category == "host.oom" and (host is None or s.host == host) and near(s.ts)
+    ]
+    return next(iter(slurm), None) or next(iter(kernel), None)
+
+
+def _stopped_by_scheduler(att: Attempt | None) -> bool:
+    """sacct agrees that the scheduler stopped the attempt: CANCELLED / PREEMPTED, or signal 15."""
+    if att is None:
+        return False
+    return (att.state or "").upper().startswith(SCHEDULER_STOP_STATES) or (att.exit_code or "").endswith(":15")
+
+
+def _worker_verdict(
+    ev: Evidence, failed: Attempt | None, att_no: int | None
+) -> tuple[Cause | None, list[ch.ChainLink]]:
+    """What the failed workers' exit codes say (rules.WORKER_EXIT_VERDICTS), and their chain links."""
+    workers = [i for i in ev.incidents if i.attempt == att_no and i.kind == WORKER]
+    if not workers:
+        return None, []
+    p = _primary_worker(workers)
+    key: str | None = p.signal if p.signal in WORKER_EXIT_VERDICTS else None
+    oom = _oom_near(ev, att_no, p.host, p.ts) if p.signal == "SIGKILL" else None
+    watchdog = [i for i in ev.incidents if i.attempt == att_no and i.kind == "nccl_timeout"]
+    if oom is not None:
+        key = "oom_kill"
+    elif p.signal is None and p.exit_code == 1:
+        key = "exception"
+    elif p.signal == "SIGABRT" and watchdog:
+        key = None  # the watchdog's timeout is the story: its cause is the failure's
+    elif p.signal == "SIGTERM" and not _stopped_by_scheduler(failed):
+        key = None
+    note = ch.worker_note(key, p, oom, watchdog[0] if watchdog else None, failed.state if failed else None)
+    others = [i for i in workers if i is not p and i.signal != "SIGTERM"]
+    links = [ch.from_worker(p, note), *(ch.from_worker(i, None) for i in others)]
+    if key is None:
+        return None, links
+    category, confidence = WORKER_EXIT_VERDICTS[key]
+    host = None if category == "scheduler.preemption" else p.host or (oom.host if oom else None) or _first_node(failed)
+    return Cause(category, host, None, p.ts or (oom.ts if oom else None), confidence), links
 
 
 def _plan_failure(
@@ -172,17 +249,23 @@ def _plan_failure(
     end = failed.end if failed else None
     times = crash_times + ([end] if end else [])
     at = min(times) if times else (deadline or datetime.min)
-    links = [ch.from_incident(i) for i in crashes] + ([ch.from_attempt_end(failed)] if failed and end else [])
+    verdict, worker_links = _worker_verdict(ev, failed, att_no)
+    links = [ch.from_incident(i) for i in crashes if i.kind != WORKER] + worker_links
+    links += [ch.from_attempt_end(failed)] if failed and end else []
     links += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
     links += [tail] if tail else []
     kinds = {i.kind for i in crashes}
     host = next((i.host for i in crashes if i.host), _first_node(failed))
     if kinds & {"python_exception", "cuda_error"}:
-        fallback = _fallback("software.crash", host, min(crash_times))
+        fallback = _fallback("software.crash", host, min(crash_times, default=None))
+    elif verdict is not None:
+        fallback = verdict
     elif "oom" in kinds:
         fallback = Cause("host.oom", host, None, at, 0.6)
     else:
         fallback = _fallback("unknown")
+    if fallback.category == "scheduler.preemption":
+        return Plan(None, att_no, links, fallback)  # the scheduler stopped it: no host of the job to blame
     # without a restore, anything up to the attempt's end (plus skew) may have caused it
     limit = deadline + timedelta(seconds=SKEW_S) if tail is None and deadline else (deadline or at)
     return Plan(effect_window(at, end, limit, "crash"), att_no, links, fallback)
@@ -255,7 +338,9 @@ def _preemption(cl: Classified, ev: Evidence) -> Reasoning:
 def reason_failure(att: Attempt, ev: Evidence) -> Reasoning:
     """Cause, alternatives and chain of an attempt failure that no restore explains."""
     p = plan_attempt_failure(att, ev)
-    return _attribute(ev, p.effect, p.attempt, p.links, p.fallback) if p.effect else Reasoning(p.fallback)
+    if p.effect is None:
+        return Reasoning(p.fallback, [], ch.ordered(p.links))
+    return _attribute(ev, p.effect, p.attempt, p.links, p.fallback)
 
 
 def reason(cl: Classified, ev: Evidence) -> Reasoning:

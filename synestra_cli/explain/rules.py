@@ -115,3 +115,22 @@ FALLBACK_CONFIDENCE = {
     "unknown": 0.2,
 }
 MAX_ALTERNATIVES = 3
+
+# --- Worker exit codes (torchrun's worker_failed incidents, formats/torch_failures.py) ----------------
+# What the exit code of the failed worker (the root cause torchrun names, else the first to fail) says when no
+# infrastructure signal outweighs it: (category, confidence). A SIGKILL is the OOM killer's when an oom-kill line
+# (the kernel's, slurmstepd's or srun's) is near it (PRE_WINDOW_S before to POST_WINDOW_S after), else only
+# "likely an OOM kill or an external kill" (kill -9, a node health check): the same category at low confidence.
+# A SIGABRT next to an NCCL watchdog timeout is the watchdog taking the process down: the timeout's cause is the
+# failure's. A SIGTERM is a preemption or a cancel when sacct agrees (the attempt CANCELLED / PREEMPTED, or
+# its signal 15); else it is torchrun stopping the other workers after one failed, and says nothing.
+WORKER_EXIT_VERDICTS: dict[str, tuple[str, float]] = {
+    "oom_kill": ("host.oom", 0.85),
+    "SIGKILL": ("host.oom", 0.35),
+    "SIGABRT": ("software.crash", 0.5),
+    "exception": ("software.crash", 0.6),  # exit code 1: an uncaught Python exception
+    "SIGSEGV": ("software.crash", 0.5),
+    "SIGBUS": ("software.crash", 0.4),
+    "SIGTERM": ("scheduler.preemption", 0.9),
+}
+SCHEDULER_STOP_STATES = ("CANCELLED", "PREEMPTED")

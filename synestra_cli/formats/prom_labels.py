@@ -98,7 +98,10 @@ RESOLVE_SQL = """
 CREATE OR REPLACE TEMP TABLE prom_resolved AS
 WITH s AS (
     SELECT sid, name, labels, m.metric AS canonical, m.scale, m.kind,
-           coalesce(labels['Hostname'], labels['hostname'], prom_strip_port(labels['instance']), $host) AS full_host,
+           coalesce(labels['Hostname'], labels['hostname'], prom_strip_port(labels['instance']), $host, u.host)
+               AS full_host,
+           CASE WHEN coalesce(labels['Hostname'], labels['hostname'], prom_strip_port(labels['instance']), $host)
+                     IS NULL AND u.host IS NOT NULL THEN u.source_id END AS host_from_source,
            CASE
                WHEN labels['gpu'] IS NOT NULL THEN 'gpu' || labels['gpu']
                    || coalesce('/gi' || labels['GPU_I_ID'], '') || coalesce('/nvlink' || labels['nvlink'], '')
@@ -114,9 +117,10 @@ WITH s AS (
                                                          AND NOT starts_with(e.key, $attribute_prefix)),
                lambda e: e.key || '="' || e.value || '"')) AS residual
     FROM prom_series LEFT JOIN prom_source_map m ON m.source = prom_series.name
+    LEFT JOIN prom_uuid_hosts u ON u.uuid = coalesce(labels['UUID'], labels['gpu_uuid'], labels['uuid'])
 ),
 r AS (
-    SELECT sid, name, labels, {short} AS host, full_host, scale, kind,
+    SELECT sid, name, labels, {short} AS host, full_host, host_from_source, scale, kind,
            (name LIKE 'DCGM\\_%' ESCAPE '\\' OR name LIKE 'dcgm\\_%' ESCAPE '\\') AS is_dcgm,
            coalesce(canonical, name) AS metric,
            CASE WHEN canonical IS NOT NULL OR len(residual) = 0 THEN base_entity
@@ -141,9 +145,19 @@ SELECT host, gpu, max(pci), max(uuid), max(model), $sid
 FROM (SELECT host, 'gpu' || labels['gpu'] AS gpu, prom_pci_bus_id(labels['pci_bus_id']) AS pci,
              coalesce(labels['UUID'], labels['gpu_uuid'], labels['uuid']) AS uuid,
              coalesce(labels['modelName'], labels['model_name'], labels['DCGM_FI_DEV_NAME']) AS model
-      FROM prom_resolved WHERE is_dcgm AND labels['gpu'] IS NOT NULL AND host IS NOT NULL)
+      FROM prom_resolved WHERE is_dcgm AND labels['gpu'] IS NOT NULL)
 GROUP BY host, gpu
 ORDER BY host, gpu
+"""
+# A GPU's UUID is its identity anywhere (NVML): a scrape that names no host (a raw `curl :9400/metrics`, the
+# pre-2.0 exporter) takes the host another source of the store gives the same UUID (a scrape with Hostname,
+# --host), when exactly one host has it. Sources ingested later do not re-date earlier ones: ingest the
+# host-labelled sources first, or pass --host.
+UUID_HOSTS_SQL = """
+CREATE OR REPLACE TEMP TABLE prom_uuid_hosts AS
+SELECT uuid, min(host) AS host, min(source_id) AS source_id FROM gpus
+WHERE uuid IS NOT NULL AND host IS NOT NULL AND source_id <> $sid
+GROUP BY uuid HAVING count(DISTINCT host) = 1
 """
 
 INSERT_CATALOG_SQL = """
@@ -153,7 +167,7 @@ FROM prom_catalog c WHERE c.metric IN (SELECT metric FROM prom_resolved)
 ON CONFLICT DO NOTHING
 """
 
-DROP_SQL = "DROP TABLE prom_resolved"
+DROP_SQL = "DROP TABLE prom_resolved; DROP TABLE prom_uuid_hosts"
 DROP_LOOKUPS_SQL = "DROP TABLE prom_source_map; DROP TABLE prom_catalog"
 
 
@@ -206,10 +220,32 @@ def create_lookups(conn: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-HOSTLESS_SQL = (
-    "SELECT count(*) FILTER (WHERE is_dcgm AND labels['gpu'] IS NOT NULL), count(*) FROM prom_resolved "
-    "WHERE host IS NULL"
-)
+HOSTLESS_SQL = """
+SELECT count(DISTINCT labels['gpu']) FILTER (WHERE is_dcgm AND labels['gpu'] IS NOT NULL), count(*)
+FROM prom_resolved WHERE host IS NULL
+"""
+BY_UUID_SQL = """
+SELECT r.host, count(DISTINCT r.labels['gpu']), coalesce(min(s.path), '#' || min(r.host_from_source))
+FROM prom_resolved r LEFT JOIN sources s ON s.source_id = r.host_from_source
+WHERE r.host_from_source IS NOT NULL GROUP BY r.host ORDER BY r.host
+"""
+
+
+def host_notes(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """What the report says of series that named no host: taken from the same GPU's UUID elsewhere in the
+    store, or left without one (metric rows without a host; the GPUs kept by UUID, model and PCI id)."""
+    notes = [
+        f"no host label: host {host} taken from the UUID of its {n} GPU(s), which {path} names on that host"
+        for host, n, path in conn.execute(BY_UUID_SQL).fetchall()
+    ]
+    gpus, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
+    if hostless:
+        kept = f", and {gpus} GPU(s) kept by UUID, model and PCI id without a host" if gpus else ""
+        notes.append(
+            f"no host: {hostless} series carry no Hostname, hostname or instance label and no source of the store "
+            f"names their GPU's UUID (their rows have no host{kept}): pass --host"
+        )
+    return notes
 
 
 def write_series(
@@ -226,13 +262,10 @@ def write_series(
     """
     install_macros(conn)
     create_lookups(conn)
+    conn.execute(UUID_HOSTS_SQL, {"sid": source_id})
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
-    gpu_series, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
-    if hostless and notes is not None:
-        notes.append(
-            f"no host: {hostless} series carry no Hostname, hostname or instance label (their rows have "
-            f"no host{', and their GPUs no gpus rows' if gpu_series else ''}): pass --host"
-        )
+    if notes is not None:
+        notes += host_notes(conn)
     rows = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchall()[0][0]
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
     conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})

@@ -8,6 +8,7 @@ Two ways in, one way out (prom_series + prom_samples for prom_labels.write_serie
 
 from __future__ import annotations
 
+from synestra_cli.formats import years
 from synestra_cli.formats.base import LoadContext, LoadResult
 
 # Cut position: the first "}" after labels, else the first blank (space or TAB: both separate tokens in the
@@ -195,6 +196,7 @@ def untimed_note(ctx: LoadContext) -> list[str]:
     n = ctx.conn.execute(UNTIMED_SQL).fetchall()[0][0]
     if not n:
         return []
+    years.record(ctx.conn, ctx.source_id, "mtime", ctx.mtime.year)  # no evidence for another file's year
     return [f"{n} samples carry no timestamp: stamped with the file's mtime {ctx.mtime:%Y-%m-%d %H:%M:%S} UTC"]
 
 

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pyarrow as pa
 
 from synestra_cli.catalog import CANONICAL
+from synestra_cli.formats import years
 from synestra_cli.formats.base import LoadContext, LoadResult
 
 # A capture script's timestamp line before the tool's output: `date -Is`, `date -u +%FT%TZ`, or
@@ -91,6 +92,7 @@ def snapshot_time(ctx: LoadContext, lines: list[str], result: LoadResult) -> tup
         result.notes.append(
             f"{ctx.display}: no capture time in the file; using its mtime {ctx.mtime:%Y-%m-%d %H:%M:%S} UTC"
         )
+        years.record(ctx.conn, ctx.source_id, "mtime", ctx.mtime.year)  # no evidence for another file's year
         return ctx.mtime, 0
     return ts, lineno
 

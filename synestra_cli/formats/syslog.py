@@ -21,6 +21,7 @@ import pyarrow as pa
 from synestra_cli.errors import InputError
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
+from synestra_cli.formats import years
 from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.hosts import record_full_names_sql
 
@@ -51,9 +52,6 @@ INSERT INTO _syslog_carry SELECT * FROM _syslog_stage
 WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok);
 DELETE FROM _syslog_stage WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok)
 """
-# Lines without a year were placed in the mtime's year (plus the new years before them); once the whole
-# file is read, the file ends in the mtime's year (or the one before): shift the source back by that.
-SHIFT_YEARS_SQL = "UPDATE events SET ts = ts - to_years(CAST($shift AS INTEGER)) WHERE source_id = $sid"
 
 KINDS_SQL = "SELECT kind, count(*) FROM events WHERE source_id = ? GROUP BY kind"
 SLOW_COUNT_SQL = "SELECT count(*) FROM _syslog_stage WHERE ok IS NULL"
@@ -179,8 +177,7 @@ def load(ctx: LoadContext) -> LoadResult:
         _resolve_loose(conn, envelope, result)
         _insert_events(ctx, envelope, clock)
         conn.execute(HOSTS_SEEN_SQL)
-    if envelope.time_kind == "noyear":
-        _place_years(ctx, clock)
+    year_choice = _place_years(ctx, clock) if envelope.time_kind == "noyear" else None
     kinds = dict(conn.execute(KINDS_SQL, [ctx.source_id]).fetchall())
     result.rows = sum(kinds.values())
     for kind, sql, params in kev.POST_SQL:
@@ -194,9 +191,10 @@ def load(ctx: LoadContext) -> LoadResult:
     conn.execute(DROP_STAGE_SQL)
     conn.execute(DROP_LOOSE_SQL)
     if envelope.time_kind in ("uptime", "relative", "none"):
+        years.record(conn, ctx.source_id, "mtime", None)  # placed from the mtime: no evidence for another's year
         result.notes.append(_uptime_note(envelope))
-    if envelope.time_kind == "noyear" and not ctx.options.year:
-        result.notes += _year_note(ctx)
+    if year_choice is not None:
+        result.notes += _year_note(ctx, year_choice)
     return result
 
 
@@ -224,15 +222,16 @@ def _start_chunk(conn: duckdb.DuckDBPyConnection) -> None:
 YEARS_SQL = "SELECT min(year(ts)), max(year(ts)) FROM events WHERE source_id = ?"
 
 
-def _year_note(ctx: LoadContext) -> list[str]:
-    """Say that the year came from the file's mtime: a log copied later is re-dated without it."""
+def _year_note(ctx: LoadContext, choice: years.YearChoice) -> list[str]:
+    """Say where the year came from (formats/years.py): a log copied later is re-dated by its mtime."""
     first, last = _one(ctx.conn, YEARS_SQL, [ctx.source_id])
     if first is None:
         return []
-    years = str(first) if first == last else f"{first}-{last}"
+    span = str(first) if first == last else f"{first}-{last}"
+    advice = "if it was copied later" if choice.basis == "mtime" else "to override"
     return [
-        f"no year in the time stamps: year taken from the file's modification time "
-        f"({ctx.mtime:%Y-%m-%d}): {years}; pass --year YEAR (the year the log starts in) if it was copied later"
+        f"no year in the time stamps: year taken from {choice.why}: {span}; "
+        f"pass --year YEAR (the year the log starts in) {advice}"
     ]
 
 
@@ -299,14 +298,15 @@ def _insert_events(ctx: LoadContext, envelope: env.Envelope, clock: _ClockScan) 
     ctx.conn.execute(sql, {**params, **kev.PATTERNS, "host": ctx.options.host, "sid": ctx.source_id})
 
 
-def _place_years(ctx: LoadContext, clock: _ClockScan) -> None:
-    """--year is the year the file starts in; else its last line falls in the mtime's year (or the one
-    before, when its month is later than the mtime's): lines were placed from the mtime's year, shift them."""
+def _place_years(ctx: LoadContext, clock: _ClockScan) -> years.YearChoice | None:
+    """--year is the year the file starts in (lines were placed from it). Else dated evidence in the file or
+    the store decides (formats/years.py), and last the mtime: the last line falls in the mtime's year (or the
+    one before, when its month is later than the mtime's). Lines were placed from the mtime's year."""
     if ctx.options.year:
-        return
+        years.record(ctx.conn, ctx.source_id, "option", ctx.options.year)
+        return None
     shift = len(clock.wraps) + (1 if clock.last_month and clock.last_month > ctx.mtime.month else 0)
-    if shift:
-        ctx.conn.execute(SHIFT_YEARS_SQL, {"shift": shift, "sid": ctx.source_id})
+    return years.place(ctx.conn, ctx.source_id, -shift, ctx.mtime)
 
 
 def _clock_order(conn: duckdb.DuckDBPyConnection, clock: _ClockScan) -> bool:

@@ -165,9 +165,10 @@ DMESG_ISO = Envelope(
     "utc",
 )
 
+# `dmesg -r` and pstore/ramoops console dumps print the record's syslog level first: `<6>[ 8364.650898] ice ...`.
 DMESG_RAW = Envelope(
     "dmesg_raw",
-    r"^\[ *(\d+\.\d+)\]" + CALLER + r" ?(.*)$",
+    r"^(?:<\d{1,3}>)?\[ *(\d+\.\d+)\]" + CALLER + r" ?(.*)$",
     "['up','msg']",
     "NULL::TIMESTAMP AS ts, TRY_CAST(m.up AS DOUBLE) AS up, NULL AS host, NULL AS sev, NULL AS tag, "
     "NULL AS pid, m.msg AS msg",

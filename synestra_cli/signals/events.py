@@ -71,7 +71,9 @@ ORDER BY t.ts
 
 INCIDENTS_SQL = """
 SELECT i.attempt, coalesce(i.ts, i.logged_ts) AS ts, i.logged_ts, i.kind, i.rank, i.collective,
-       i.ran_for_ms, i.message, i.fields->>'host' AS host, s.path, i.line
+       i.ran_for_ms, i.message, i.fields->>'host' AS host, s.path, i.line,
+       TRY_CAST(i.fields->>'exitcode' AS INTEGER) AS exit_code, i.fields->>'signal' AS signal,
+       TRY_CAST(i.fields->>'root_cause' AS BOOLEAN) AS root_cause
 FROM job_incidents_reconciled i LEFT JOIN sources s ON s.source_id = i.source_id
 WHERE i.job_id = ? ORDER BY ts NULLS LAST
 """
@@ -107,6 +109,11 @@ class Incident:
     host: str | None
     path: str | None
     line: int | None
+    # worker_failed (formats/torch_failures.py): the worker's exit code, its signal, whether torchrun's
+    # ChildFailedError named it the root cause (first observed failure)
+    exit_code: int | None = None
+    signal: str | None = None
+    root_cause: bool | None = None
 
 
 def typed_events(conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datetime, end: datetime) -> list[Event]:

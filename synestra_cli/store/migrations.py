@@ -214,6 +214,18 @@ CREATE TABLE host_names (
 );
 """
 
+# A scrape that names no host still records its GPUs (UUID, model, PCI id): gpus.host may be NULL. Where the
+# year of a source's yearless stamps came from (formats/years.py): sources dated by their mtime are no evidence
+# for another's year.
+YEARS_AND_HOSTLESS_GPUS = """
+ALTER TABLE gpus ALTER COLUMN host DROP NOT NULL;
+CREATE TABLE source_years (
+    source_id INTEGER NOT NULL,
+    basis     VARCHAR NOT NULL,   -- option | file | store | mtime
+    year      INTEGER             -- the year the source starts in
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
@@ -224,6 +236,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("007_clusters", CLUSTERS),
     ("008_bounded_restores", BOUNDED_RESTORES),
     ("010_host_names", HOST_NAMES),
+    ("017_years_and_hostless_gpus", YEARS_AND_HOSTLESS_GPUS),
 ]
 
 

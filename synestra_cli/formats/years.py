@@ -1,0 +1,160 @@
+"""The year of yearless time stamps (RFC 3164, journal short): dated evidence first, the file's mtime last.
+
+A syslog file without years is first placed from a base year (its lines after each new year, where the month
+goes down, one year later: formats/syslog.py). Which base year is right is then decided, in this order:
+
+1. `--year`: the year the file starts in.
+2. Dated evidence in the file itself: messages that carry a full date on their own line's day (`ts=2024-02-08T09:10`,
+   `Mon, 2022-10-31 16:01:07`: the year is that date's), else a journalctl header
+   (`-- Logs begin at Fr 2015-08-07 13:03:13 CEST, end at Mi 2015-09-30 16:29:34 CEST. --`, systemd 246+
+   `-- Journal begins at ..., ends at ... --`): the file's last line falls at or before its end.
+3. Dated evidence in the store for the same hosts: other sources' events and metrics whose stamps carry a year
+   (journald JSON, RFC 3339, DCGM scrapes with timestamps; not those dated by their own mtime) and sacct attempts
+   on those nodes. The base year whose placement of the file overlaps them (or comes nearest, within
+   STORE_NEAR_DAYS) wins.
+4. The file's mtime: its last line falls in the mtime's year, or the year before when its month is later.
+
+Each source records where its year came from (`source_years`), and the ingest report says it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import duckdb
+
+STORE_NEAR_DAYS = 31  # store evidence further than this from every placement of the file says nothing
+HEADER_SLACK = timedelta(days=1)  # the header's local times carry a zone name we do not resolve
+
+RECORD_SQL = "INSERT INTO source_years VALUES ($sid, $basis, $year)"
+SPAN_SQL = "SELECT min(ts), max(ts) FROM events WHERE source_id = ?"
+SHIFT_SQL = "UPDATE events SET ts = ts + to_years(CAST($k AS INTEGER)) WHERE source_id = $sid"
+# A message carrying a full date within 36 h of its own line's (placed) time: the year offset it votes for.
+DATED_LINES_SQL = r"""
+WITH v AS (
+    SELECT ts, TRY_CAST(regexp_extract(message, '(\d{4}-\d\d-\d\d)[T _]\d\d:\d\d', 1) AS DATE) AS d
+    FROM events
+    WHERE source_id = $sid AND NOT starts_with(message, '-- ')
+      AND regexp_matches(message, '\d{4}-\d\d-\d\d[T _]\d\d:\d\d')
+)
+SELECT year(d) - year(ts) AS k, count(*) AS n FROM v
+WHERE d IS NOT NULL AND year(d) BETWEEN 1971 AND 9998
+  AND abs(date_diff('hour', ts + to_years(CAST(year(d) - year(ts) AS INTEGER)), CAST(d AS TIMESTAMP))) <= 36
+GROUP BY k ORDER BY n DESC, k DESC LIMIT 1
+"""
+HEADER_SQL = """
+SELECT message FROM events
+WHERE source_id = ? AND regexp_matches(message, '^-- (Logs begin|Journal begins) at ') ORDER BY line LIMIT 1
+"""
+HEADER_RE = re.compile(
+    r"^-- (?:Logs begin|Journal begins) at \S+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^,]*"
+    r"(?:, ends? at \S+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d))?"
+)
+# Dated rows of the file's hosts in other sources: (path, first, last) per source.
+STORE_SQL = """
+WITH h AS (SELECT list(DISTINCT host) AS hosts FROM events WHERE source_id = $sid AND host IS NOT NULL),
+undated AS (SELECT source_id FROM source_years WHERE basis = 'mtime'),
+e AS (
+    SELECT source_id, min(ts) AS lo, max(ts) AS hi FROM events
+    WHERE list_contains((SELECT hosts FROM h), host) AND source_id <> $sid
+      AND source_id NOT IN (SELECT source_id FROM undated) GROUP BY source_id
+    UNION ALL
+    SELECT source_id, min(ts), max(ts) FROM metrics
+    WHERE list_contains((SELECT hosts FROM h), host) AND source_id NOT IN (SELECT source_id FROM undated)
+    GROUP BY source_id
+    UNION ALL
+    SELECT source_id, min(start_ts), max(coalesce(end_ts, start_ts)) FROM attempts
+    WHERE list_has_any(nodes, (SELECT hosts FROM h)) GROUP BY source_id
+)
+SELECT coalesce(s.path, '#' || e.source_id), e.lo, e.hi FROM e LEFT JOIN sources s USING (source_id)
+WHERE e.lo IS NOT NULL ORDER BY e.source_id
+"""
+
+
+@dataclass(frozen=True)
+class YearChoice:
+    offset: int  # years to add to the file as placed
+    basis: str  # option | file | store | mtime
+    why: str  # what the evidence was, for the report
+
+
+def record(conn: duckdb.DuckDBPyConnection, source_id: int, basis: str, year: int | None) -> None:
+    """Say where a source's year came from: 'mtime' sources are not evidence for another file's year."""
+    conn.execute(RECORD_SQL, {"sid": source_id, "basis": basis, "year": year})
+
+
+def place(conn: duckdb.DuckDBPyConnection, source_id: int, mtime_offset: int, mtime: datetime) -> YearChoice | None:
+    """Choose the year of the source's events as placed (dated evidence in the file, in the store, else the
+    mtime's offset), shift them, record the basis. None when the source has no timed events."""
+    first, last = conn.execute(SPAN_SQL, [source_id]).fetchone() or (None, None)
+    if first is None or last is None:
+        return None
+    choice = (
+        _from_dated_lines(conn, source_id)
+        or _from_header(conn, source_id, last)
+        or _from_store(conn, source_id, first, last, mtime_offset)
+        or YearChoice(mtime_offset, "mtime", f"the file's modification time ({mtime:%Y-%m-%d})")
+    )
+    if choice.offset:
+        conn.execute(SHIFT_SQL, {"k": choice.offset, "sid": source_id})
+    record(conn, source_id, choice.basis, first.year + choice.offset)
+    if choice.basis != "mtime" and choice.offset != mtime_offset:
+        choice = YearChoice(
+            choice.offset, choice.basis, f"{choice.why}; the file's mtime would say {first.year + mtime_offset}"
+        )
+    return choice
+
+
+def _from_dated_lines(conn: duckdb.DuckDBPyConnection, source_id: int) -> YearChoice | None:
+    row = conn.execute(DATED_LINES_SQL, {"sid": source_id}).fetchone()
+    if row is None:
+        return None
+    k, n = row
+    return YearChoice(int(k), "file", f"{n} line(s) of the file that carry a full date on their own day")
+
+
+def _from_header(conn: duckdb.DuckDBPyConnection, source_id: int, last: datetime) -> YearChoice | None:
+    """The journal header's end bounds the file's last line: the latest placement at or before it."""
+    row = conn.execute(HEADER_SQL, [source_id]).fetchone()
+    m = HEADER_RE.match(row[0]) if row else None
+    if m is None or m.group(2) is None:
+        return None
+    begin, end = (datetime.strptime(g, "%Y-%m-%d %H:%M:%S") for g in m.groups())
+    k = end.year - last.year
+    while k > -2 and _shift(last, k) > end + HEADER_SLACK:
+        k -= 1
+    if _shift(last, k) > end + HEADER_SLACK or _shift(last, k) < begin - HEADER_SLACK:
+        return None
+    return YearChoice(k, "file", f"the journal header ({m.group(0).strip()})")
+
+
+def _from_store(
+    conn: duckdb.DuckDBPyConnection, source_id: int, first: datetime, last: datetime, mtime_offset: int
+) -> YearChoice | None:
+    """The placement nearest the dated rows of the same hosts in other sources (overlap: distance 0)."""
+    spans = conn.execute(STORE_SQL, {"sid": source_id}).fetchall()
+    if not spans:
+        return None
+    ks = {y - first.year + d for _, lo, hi in spans for y in range(lo.year, hi.year + 1) for d in (-1, 0, 1)}
+    scored = []
+    for k in ks:
+        lo_k, hi_k = _shift(first, k), _shift(last, k)
+        gaps = [(max(lo - hi_k, lo_k - hi, timedelta(0)), path) for path, lo, hi in spans]
+        gap, path = min(gaps)
+        scored.append((gap, k != mtime_offset, -k, k, path))
+    gap, _, _, k, path = min(scored)
+    if gap > timedelta(days=STORE_NEAR_DAYS):
+        return None
+    others = len(spans) - 1
+    also = f" and {others} other source(s)" if others else ""
+    return YearChoice(k, "store", f"dated evidence in the store for the same hosts ({path}{also})")
+
+
+def _shift(ts: datetime, k: int) -> datetime:
+    """ts moved by k years (Feb 29 to Feb 28 when the target year has none)."""
+    try:
+        return ts.replace(year=ts.year + k)
+    except ValueError:
+        return ts.replace(year=ts.year + k, day=28)

@@ -1,0 +1,150 @@
+"""Yearless syslog stamps take their year from dated evidence first (the file's own dated lines or journal
+header, then dated rows of the same hosts in the store), the file's mtime last; the report says which
+(issue 12 item 4). Files are real samples, copied with an mtime years after they were written, as a log
+copied later is."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from conftest import REAL_SAMPLES
+
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import ingest_file
+
+SYSLOG = REAL_SAMPLES / "syslog"
+COPIED = datetime(2026, 11, 18, 12, 0, 0)  # long after every sample was written
+
+
+def copied_later(tmp_path: Path, name: str, mtime: datetime = COPIED) -> Path:
+    path = tmp_path / name
+    shutil.copy(SYSLOG / name, path)
+    stamp = mtime.replace(tzinfo=UTC).timestamp()
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def years(conn, source_id: int | None = None) -> list[int]:
+    where = f"WHERE source_id = {int(source_id)}" if source_id else ""
+    return [r[0] for r in conn.execute(f"SELECT DISTINCT year(ts) FROM events {where} ORDER BY 1").fetchall()]
+
+
+def year_note(report) -> str:
+    [note] = [n for n in report.notes if n.startswith("no year in the time stamps")]
+    return note
+
+
+def basis(conn, source_id: int) -> tuple:
+    return conn.execute("SELECT basis, year FROM source_years WHERE source_id = ?", [source_id]).fetchone()
+
+
+def test_a_journal_header_dates_the_lines_after_it(conn, tmp_path):
+    # systemd#1401: `-- Logs begin at Fr 2015-08-07 ..., end at Mi 2015-09-30 16:29:34 CEST. --`, then Sep 30 lines
+    path = copied_later(tmp_path, "gh-systemd-1401_journal-short_logs-begin-header_de.log")
+    report = ingest_file(conn, path, IngestOptions())
+    assert years(conn) == [2015]
+    first = conn.execute("SELECT ts FROM events WHERE line = 2").fetchone()[0]
+    assert first == datetime(2015, 9, 30, 16, 21, 44)
+    note = year_note(report)
+    assert "year taken from the journal header (-- Logs begin at Fr 2015-08-07" in note
+    assert "the file's mtime would say 2026" in note and note.endswith(
+        ": 2015; pass --year YEAR (the year the log starts in) to override"
+    )
+    assert basis(conn, report.source_id) == ("file", 2015)
+
+
+def test_dated_lines_of_the_file_give_its_year(conn, tmp_path):
+    # borg's `Keeping archive:` line carries the archive's full date on its own line's day (real line shape)
+    path = tmp_path / "journal-u-backup.log"
+    path.write_text(
+        "Oct 31 16:01:04 backupclient backup.sh[5108]: borg 1.1.18\n"
+        "Oct 31 16:01:24 backupclient backup.sh[5108]: Keeping archive: etc_backup-2022-10-31_16-01-05"
+        "       Mon, 2022-10-31 16:01:07 [f0c...2eea2d]\n"
+        "Oct 31 16:01:24 backupclient systemd[1]: Started My backup service.\n"
+    )
+    os.utime(path, (COPIED.replace(tzinfo=UTC).timestamp(),) * 2)
+    report = ingest_file(conn, path, IngestOptions())
+    assert years(conn) == [2022]
+    assert "year taken from 1 line(s) of the file that carry a full date on their own day" in year_note(report)
+    assert basis(conn, report.source_id) == ("file", 2022)
+
+
+def _attempt_on(conn, host: str, start: datetime, end: datetime) -> None:
+    """sacct's record of a job on `host` (dated: Slurm prints the year)."""
+    conn.execute(
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, source_key) "
+        "VALUES (800, '/slurm/sacct.txt', 's', 'sacct', 1, 1, 0, 's')"
+    )
+    conn.execute("INSERT INTO attempts VALUES ('4242', 1, ?, ?, 'FAILED', '1:0', [?], 800)", [start, end, host])
+
+
+def test_sacct_on_the_same_host_dates_a_copied_syslog(conn, tmp_path):
+    # docker/for-linux#1001: `May 15 23:09:30 ubuntu-s-1vcpu-2gb-ams3-01 kernel: ... Out of memory: Killed process`
+    _attempt_on(conn, "ubuntu-s-1vcpu-2gb-ams3-01", datetime(2020, 5, 15, 22, 0), datetime(2020, 5, 15, 23, 10))
+    path = copied_later(tmp_path, "gh-docker-for-linux-1001_rfc3164_oom-killed-new-format.log")
+    report = ingest_file(conn, path, IngestOptions())
+    assert years(conn, report.source_id) == [2020]
+    note = year_note(report)
+    assert "year taken from dated evidence in the store for the same hosts (/slurm/sacct.txt)" in note
+    assert "the file's mtime would say 2026" in note
+    assert basis(conn, report.source_id) == ("store", 2020)
+
+
+def test_without_dated_evidence_the_mtime_gives_the_year_and_says_so(conn, tmp_path):
+    _attempt_on(conn, "some-other-node", datetime(2020, 5, 15, 22, 0), datetime(2020, 5, 15, 23, 10))
+    path = copied_later(tmp_path, "gh-docker-for-linux-1001_rfc3164_oom-killed-new-format.log")
+    report = ingest_file(conn, path, IngestOptions())
+    assert years(conn, report.source_id) == [2026]
+    assert "year taken from the file's modification time (2026-11-18): 2026" in year_note(report)
+    assert basis(conn, report.source_id) == ("mtime", 2026)
+
+
+def test_a_log_dated_by_its_mtime_is_no_evidence_for_another(conn, tmp_path):
+    # Two copies of one host's log: the first takes its mtime's year; the second must not take it from the first.
+    first = copied_later(tmp_path, "gh-pf-ring-293_rfc3164_ixgbe-nic-link-up-down.log", datetime(2024, 12, 1))
+    ingest_file(conn, first, IngestOptions())
+    other = tmp_path / "other"
+    other.mkdir()
+    text = first.read_text().replace("NIC Link is Down", "NIC Link is Down ")  # another file, same host and days
+    second = other / first.name
+    second.write_text(text)
+    os.utime(second, (COPIED.replace(tzinfo=UTC).timestamp(),) * 2)
+    report = ingest_file(conn, second, IngestOptions())
+    assert years(conn, report.source_id) == [2026] and basis(conn, report.source_id)[0] == "mtime"
+
+
+def test_a_new_year_inside_the_file_with_store_evidence(conn, tmp_path):
+    # The real ixgbe line shapes of pf_ring#293, across a new year; a DCGM scrape of the same host dates January.
+    conn.execute(
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, source_key) "
+        "VALUES (801, '/dcgm/superserver.prom', 'd', 'prometheus', 1, 1, 0, 'd')"
+    )
+    conn.execute(
+        "INSERT INTO metrics VALUES (TIMESTAMP '2019-01-01 00:05:00', 'superserver', 'gpu0', 'gpu_temp_c', 40, 801)"
+    )
+    path = tmp_path / "messages"
+    path.write_text(
+        "Dec 31 23:59:58 superserver kernel: [11314.654843] ixgbe 0000:08:00.0 eth11: NIC Link is Down\n"
+        "Jan  1 00:00:03 superserver kernel: [11319.655315] ixgbe 0000:08:00.0 eth11: NIC Link is Up 10 Gbps, "
+        "Flow Control: RX\n"
+    )
+    os.utime(path, (COPIED.replace(tzinfo=UTC).timestamp(),) * 2)
+    report = ingest_file(conn, path, IngestOptions())
+    got = conn.execute("SELECT kind, ts FROM events WHERE source_id = ? ORDER BY line", [report.source_id]).fetchall()
+    assert got == [
+        ("link_down", datetime(2018, 12, 31, 23, 59, 58)),
+        ("link_up", datetime(2019, 1, 1, 0, 0, 3)),
+    ]
+    assert ": 2018-2019; pass --year YEAR" in year_note(report)
+    assert basis(conn, report.source_id) == ("store", 2018)
+
+
+def test_year_option_wins_over_every_evidence(conn, tmp_path):
+    path = copied_later(tmp_path, "gh-systemd-1401_journal-short_logs-begin-header_de.log")
+    report = ingest_file(conn, path, IngestOptions(year=2016))
+    assert years(conn) == [2016]
+    assert not [n for n in report.notes if n.startswith("no year")]
+    assert basis(conn, report.source_id) == ("option", 2016)
