@@ -93,8 +93,8 @@ def test_older_nvrm_wording_is_a_gpu_fallen_off_the_bus(conn):
             [("link_up", "eth0", "i40e", "0000:c1:00.0", 40000, None)],
         ),
         (
-            "list-ice-e810_dmesg_ice-nic-link-up-fec.log",
-            [("link_up", "ens1f1", "ice", "0000:10:00.1", 25000, "RS-FEC")],
+            "lkml-target-devel-2023-01_dmesg-r_ice-nic-link-up-fec.log",  # dmesg -r: the level first
+            [("link_up", "ice0", "ice", "0000:01:00.0", 25000, "RS-FEC")],
         ),
         (
             "lkml-swiotlb-force_dmesg_bnxt-en-nic-link-up.log",

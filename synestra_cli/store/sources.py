@@ -70,7 +70,7 @@ def delete_sources(conn: duckdb.DuckDBPyConnection, ids: list[int]) -> int:
     deleted = 0
     for table in sourced_tables(conn):
         row = conn.execute(f"DELETE FROM {quote_ident(table.name)} WHERE list_contains(?, source_id)", [ids]).fetchone()
-        deleted += row[0] if row and table.name not in ("rejects", "sources") else 0
+        deleted += row[0] if row and table.name not in ("rejects", "sources", "source_years") else 0
     return deleted
 
 
