@@ -387,3 +387,18 @@ def test_a_uuid_two_hosts_claim_gives_no_host(conn):
     report = ingest(conn, DCGM / "dcgm-exporter_README_metrics_blank-sentinel.prom")
     assert any(n.startswith("no host: 3 series") for n in report.notes)
     assert conn.execute("SELECT DISTINCT host FROM metrics").fetchall() == [(None,)]
+
+
+def test_a_prometheus_side_scrape_takes_the_host_from_instance(conn, tmp_path):
+    # As Prometheus returns a raw dcgm-exporter series (no Hostname): `instance` is the scrape target host:port.
+    path = tmp_path / "federate.prom"
+    path.write_text(
+        'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-8c16e996-bd76-aa91-17e7-b48bcd0208ba",device="nvidia0",'
+        'instance="gpu-node-3.cluster.local:9400",job="dcgm-exporter"} 41 1795000000000\n'
+    )
+    report = ingest(conn, path)
+    assert not any(n.startswith("no host") for n in report.notes)
+    assert conn.execute("SELECT host, entity, uuid FROM gpus").fetchall() == [
+        ("gpu-node-3", "gpu0", "GPU-8c16e996-bd76-aa91-17e7-b48bcd0208ba")
+    ]
+    assert conn.execute("SELECT host, name FROM host_names").fetchall() == [("gpu-node-3", "gpu-node-3.cluster.local")]

@@ -54,19 +54,19 @@ HEADER_RE = re.compile(
 )
 # Dated rows of the file's hosts in other sources: (path, first, last) per source.
 STORE_SQL = """
-WITH h AS (SELECT list(DISTINCT host) AS hosts FROM events WHERE source_id = $sid AND host IS NOT NULL),
+WITH h AS (SELECT DISTINCT host FROM events WHERE source_id = $sid AND host IS NOT NULL),
 undated AS (SELECT source_id FROM source_years WHERE basis = 'mtime'),
 e AS (
     SELECT source_id, min(ts) AS lo, max(ts) AS hi FROM events
-    WHERE list_contains((SELECT hosts FROM h), host) AND source_id <> $sid
+    WHERE host IN (SELECT host FROM h) AND source_id <> $sid
       AND source_id NOT IN (SELECT source_id FROM undated) GROUP BY source_id
     UNION ALL
     SELECT source_id, min(ts), max(ts) FROM metrics
-    WHERE list_contains((SELECT hosts FROM h), host) AND source_id NOT IN (SELECT source_id FROM undated)
+    WHERE host IN (SELECT host FROM h) AND source_id NOT IN (SELECT source_id FROM undated)
     GROUP BY source_id
     UNION ALL
     SELECT source_id, min(start_ts), max(coalesce(end_ts, start_ts)) FROM attempts
-    WHERE list_has_any(nodes, (SELECT hosts FROM h)) GROUP BY source_id
+    WHERE list_has_any(nodes, (SELECT list(host) FROM h)) GROUP BY source_id
 )
 SELECT coalesce(s.path, '#' || e.source_id), e.lo, e.hi FROM e LEFT JOIN sources s USING (source_id)
 WHERE e.lo IS NOT NULL ORDER BY e.source_id
@@ -123,7 +123,7 @@ def _from_header(conn: duckdb.DuckDBPyConnection, source_id: int, last: datetime
         return None
     begin, end = (datetime.strptime(g, "%Y-%m-%d %H:%M:%S") for g in m.groups())
     k = end.year - last.year
-    while k > -2 and _shift(last, k) > end + HEADER_SLACK:
+    if _shift(last, k) > end + HEADER_SLACK:  # the last line's day comes after the end's in that year
         k -= 1
     if _shift(last, k) > end + HEADER_SLACK or _shift(last, k) < begin - HEADER_SLACK:
         return None
