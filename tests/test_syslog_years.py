@@ -148,3 +148,18 @@ def test_year_option_wins_over_every_evidence(conn, tmp_path):
     assert years(conn) == [2016]
     assert not [n for n in report.notes if n.startswith("no year")]
     assert basis(conn, report.source_id) == ("option", 2016)
+
+
+def test_a_journal_header_across_a_new_year(conn, tmp_path):
+    # systemd#1401's header and line shapes, across a new year: the last line falls at or before the header's end.
+    path = tmp_path / "journal.log"
+    path.write_text(
+        "-- Logs begin at Fr 2023-12-29 13:03:13 CET, end at Di 2024-01-02 16:29:34 CET. --\n"
+        "Dec 31 23:59:44 pc6 systemd[1]: Starting Flush Journal to Persistent Storage...\n"
+        "Jan 01 00:00:05 pc6 systemd[1]: Started Flush Journal to Persistent Storage.\n"
+    )
+    os.utime(path, (COPIED.replace(tzinfo=UTC).timestamp(),) * 2)
+    report = ingest_file(conn, path, IngestOptions())
+    got = [r[0] for r in conn.execute("SELECT ts FROM events WHERE line > 1 ORDER BY line").fetchall()]
+    assert got == [datetime(2023, 12, 31, 23, 59, 44), datetime(2024, 1, 1, 0, 0, 5)]
+    assert basis(conn, report.source_id) == ("file", 2023)
