@@ -73,10 +73,11 @@ def test_dated_lines_of_the_file_give_its_year(conn, tmp_path):
 
 
 def _attempt_on(conn, host: str, start: datetime, end: datetime) -> None:
-    """sacct's record of a job on `host` (dated: Slurm prints the year)."""
+    """sacct's record of a job on `host` (dated: Slurm prints the year), with its source's span as ingest keeps it."""
     conn.execute(
-        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, source_key) "
-        "VALUES (800, '/slurm/sacct.txt', 's', 'sacct', 1, 1, 0, 's')"
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts, hosts,"
+        " source_key) VALUES (800, '/slurm/sacct.txt', 's', 'sacct', 1, 1, 0, ?, ?, [?], 's')",
+        [start, end, host],
     )
     conn.execute("INSERT INTO attempts VALUES ('4242', 1, ?, ?, 'FAILED', '1:0', [?], 800)", [start, end, host])
 
@@ -119,8 +120,9 @@ def test_a_log_dated_by_its_mtime_is_no_evidence_for_another(conn, tmp_path):
 def test_a_new_year_inside_the_file_with_store_evidence(conn, tmp_path):
     # The real ixgbe line shapes of pf_ring#293, across a new year; a DCGM scrape of the same host dates January.
     conn.execute(
-        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, source_key) "
-        "VALUES (801, '/dcgm/superserver.prom', 'd', 'prometheus', 1, 1, 0, 'd')"
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts, hosts,"
+        " source_key) VALUES (801, '/dcgm/superserver.prom', 'd', 'prometheus', 1, 1, 0,"
+        " TIMESTAMP '2019-01-01 00:05:00', TIMESTAMP '2019-01-01 00:05:00', ['superserver'], 'd')"
     )
     conn.execute(
         "INSERT INTO metrics VALUES (TIMESTAMP '2019-01-01 00:05:00', 'superserver', 'gpu0', 'gpu_temp_c', 40, 801)"
