@@ -72,6 +72,14 @@ def test_sigkill_with_the_kernels_oom_kill_line_on_its_host_is_the_oom_killer(co
     assert f.cause.confidence >= 0.8
 
 
+def test_sigkill_when_sacct_says_out_of_memory_is_the_oom_killer(conn):
+    sc = _failed_job(conn, "OUT_OF_MEMORY", "0:125")
+    _worker(sc, 200, -9, "SIGKILL", HOSTS[3], 25)
+    f = _failure(conn)
+    assert (f.cause.category, f.cause.host) == ("host.oom", HOSTS[3]) and f.cause.confidence >= 0.8
+    assert any("killed by the OOM killer (sacct: OUT_OF_MEMORY)" in lk.signal for lk in f.chain)
+
+
 def test_sigkill_without_an_oom_kill_line_is_a_likely_oom_or_external_kill(conn):
     sc = _failed_job(conn)
     _worker(sc, 200, -9, "SIGKILL", HOSTS[3], 25)

@@ -117,6 +117,8 @@ def worker_note(
     if verdict == "oom_kill" and oom is not None:
         where = f"{oom.path}:{oom.line}" if oom.path else "the log"
         return f"killed by the OOM killer (oom-kill line at {where})"
+    if verdict == "oom_kill":
+        return f"killed by the OOM killer (sacct: {state})"
     if verdict == "SIGKILL":
         return "likely an OOM kill or an external kill (kill -9, a health check): no oom-kill line near it"
     if worker.signal == "SIGABRT" and watchdog is not None:

@@ -36,6 +36,7 @@ from synestra_cli.signals.steps import DegradationWindow
 
 CRASH_INCIDENTS = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom")
 WORKER = "worker_failed"
+OOM_STATE = "OUT_OF_MEMORY"  # sacct's state when the step's cgroup OOM-killed it
 
 
 @dataclass(frozen=True)
@@ -221,8 +222,9 @@ def _worker_verdict(
     p = _primary_worker(workers)
     key: str | None = p.signal if p.signal in WORKER_EXIT_VERDICTS else None
     oom = _oom_near(ev, att_no, p.host, p.ts) if p.signal == "SIGKILL" else None
+    sacct_oom = p.signal == "SIGKILL" and failed is not None and (failed.state or "").upper().startswith(OOM_STATE)
     watchdog = [i for i in ev.incidents if i.attempt == att_no and i.kind == "nccl_timeout"]
-    if oom is not None:
+    if oom is not None or sacct_oom:
         key = "oom_kill"
     elif p.signal is None and p.exit_code == 1:
         key = "exception"
