@@ -87,7 +87,7 @@ def test_every_sample_reads_as_prometheus_client_reads_it(path):
 
 @pytest.mark.parametrize("path", EXPFMT_CASES, ids=lambda p: p.name)
 def test_prometheus_parser_cases_are_recognised_and_have_no_rejects(path):
-    assert detect(path.read_text()).NAME == "prometheus"
+    assert detect(path.read_text()).name == "prometheus"
     got, rejects = ours(path)
     assert rejects == [] and got
 

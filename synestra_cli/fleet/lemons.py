@@ -25,6 +25,7 @@ from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.chain import ChainLink, from_signal
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.scan import Episode, episodes, fleet_signals
+from synestra_cli.store.sql import one_row
 
 SCHEMA = "synestra.fleet/1"
 
@@ -149,11 +150,12 @@ def _hit_json(h: Hit) -> dict[str, Any]:
         "at": h.at,
         "category": h.category,
         "confidence": h.confidence,
-        "chain": [_link_json(lk) for lk in h.chain],
+        "chain": [link_json(lk) for lk in h.chain],
     }
 
 
-def _link_json(lk: ChainLink) -> dict[str, Any]:
+def link_json(lk: ChainLink) -> dict[str, Any]:
+    """One link of evidence as the fleet and risks documents give it."""
     return {
         "time": lk.time,
         "layer": lk.layer,
@@ -170,7 +172,7 @@ def episode_json(e: Episode) -> dict[str, Any]:
         "end": e.end,
         "categories": e.categories,
         "signals": len(e.signals),
-        "evidence": [_link_json(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]],
+        "evidence": [link_json(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]],
     }
 
 
@@ -286,8 +288,8 @@ def hits_of(ex, inv: Inventory) -> list[tuple[Asset, Hit]]:
 
 
 def data_span(conn: duckdb.DuckDBPyConnection) -> tuple[datetime | None, datetime | None]:
-    row = conn.execute(SPAN_SQL).fetchone()
-    return (row[0], row[1]) if row else (None, None)
+    lo, hi = one_row(conn, SPAN_SQL)  # an aggregate: one row, NULLs when the store is empty
+    return lo, hi
 
 
 def _job_costs(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None):
