@@ -23,6 +23,7 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.chain import ChainLink, from_signal
+from synestra_cli.explain.document import link_doc
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.scan import Episode, episodes, fleet_signals
 from synestra_cli.store.sql import one_row
@@ -150,19 +151,7 @@ def _hit_json(h: Hit) -> dict[str, Any]:
         "at": h.at,
         "category": h.category,
         "confidence": h.confidence,
-        "chain": [link_json(lk) for lk in h.chain],
-    }
-
-
-def link_json(lk: ChainLink) -> dict[str, Any]:
-    """One link of evidence as the fleet and risks documents give it."""
-    return {
-        "time": lk.time,
-        "layer": lk.layer,
-        "host": lk.host,
-        "entity": lk.entity,
-        "signal": lk.signal,
-        "evidence": lk.evidence,
+        "chain": [link_doc(lk) for lk in h.chain],
     }
 
 
@@ -172,7 +161,7 @@ def episode_json(e: Episode) -> dict[str, Any]:
         "end": e.end,
         "categories": e.categories,
         "signals": len(e.signals),
-        "evidence": [link_json(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]],
+        "evidence": [link_doc(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]],
     }
 
 

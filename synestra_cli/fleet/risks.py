@@ -21,9 +21,10 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError
 from synestra_cli.explain.chain import ChainLink, from_signal, ordered
+from synestra_cli.explain.document import link_doc
 from synestra_cli.fleet.actions import action_for
 from synestra_cli.fleet.assets import Asset, Inventory
-from synestra_cli.fleet.lemons import asset_json, data_span, fleet_report, link_json
+from synestra_cli.fleet.lemons import asset_json, data_span, fleet_report
 from synestra_cli.fleet.scan import Episode, Signal, episodes, fleet_signals
 from synestra_cli.signals.anomalies import Anomaly
 
@@ -98,7 +99,7 @@ def risk_json(r: Risk) -> dict[str, Any]:
         "gpu_hours_per_hour": r.gpu_hours_per_hour,
         "action": r.action,
         "lemon_reasons": r.lemon_reasons,
-        "evidence": [link_json(lk) for lk in r.chain],
+        "evidence": [link_doc(lk) for lk in r.chain],
     }
 
 
