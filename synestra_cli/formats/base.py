@@ -114,7 +114,8 @@ class LoadContext:
         return self.options.year or self.mtime.year
 
 
-# The store tables a format may write rows to (each row carries its source_id: forget removes them).
+# The store tables a format may write rows to: each row carries its source_id (forget removes them), but
+# metric_catalog's, which the formats share.
 StoreTable = Literal[
     "events",
     "metrics",

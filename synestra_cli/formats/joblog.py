@@ -288,8 +288,8 @@ def job_log_format(
     inside_syslog: bool = False,
 ) -> Format:
     """A training-job log format: loaded by load_job_log with the facts of every job-log format. A file
-    the syslog parser reads (a syslog envelope on most lines) is not one, unless inside_syslog (MLLOG
-    lines keep their own marker behind any prefix)."""
+    the syslog parser reads (a syslog envelope on most lines) is not one, unless inside_syslog (MLPerf:
+    its `:::MLLOG` marker is sniffed behind any prefix, as it always was)."""
 
     def guarded(head: str) -> float:
         return 0.0 if not inside_syslog and looks_like_syslog(head) else sniff(head)
