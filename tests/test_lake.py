@@ -156,6 +156,11 @@ def test_a_changed_file_replaces_its_source_in_the_lake(tmp_path):
     assert [e.source_id for e in read_entries(lake_manifest.open_fs(lake))] == [second.source_id]
 
 
+def test_a_folder_no_ingest_wrote_is_not_read_as_an_empty_lake(tmp_path):
+    res = CliRunner().invoke(cli, ["jobs", "--db", str(tmp_path)])
+    assert res.exit_code != 0 and f"no lake at {tmp_path}: run `synestra ingest" in res.output
+
+
 def test_only_ingest_writes_a_lake(stores):
     lake, _ = stores
     with pytest.raises(StoreError, match="only `synestra ingest` writes a lake"):

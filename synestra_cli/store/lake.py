@@ -19,11 +19,11 @@ import duckdb
 from synestra_cli import settings
 from synestra_cli.errors import EmptyStoreError, StoreError
 from synestra_cli.store.lake_manifest import (
+    LAKE_FILE,
     URL_SCHEMES,
     Entry,
     FsspecFS,
     LakeFS,
-    LocalFS,
     open_fs,
     read_entries,
     read_settings,
@@ -80,7 +80,7 @@ class Lake:
 
 def load_lake(target: str, create: bool = False) -> Lake:
     fs = open_fs(target)
-    if not create and isinstance(fs, LocalFS) and not Path(fs.root).is_dir():
+    if not create and fs.read_text(LAKE_FILE) is None:  # a folder that no ingest has written to
         raise EmptyStoreError(f"no lake at {target}: run `synestra ingest PATH... --db {target}` first")
     lake_settings = read_settings(fs, create)
     return Lake(fs, lake_settings["buckets"], read_entries(fs))
