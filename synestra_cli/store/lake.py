@@ -32,6 +32,8 @@ from synestra_cli.store.sql import quote_ident
 
 # The telemetry tables, partitioned by day and host bucket; every other table is one part per source.
 PARTITIONED = {"metrics": "ts", "events": "ts"}
+# Tables keyed without a source (their key): a distributed ingest's workers may each write a row.
+KEYED = {"metric_catalog": "metric"}
 NULL_BUCKET = -1  # rows without a host (a fabric-wide event)
 NULL_DAY = "none"  # rows without a time
 # The bucket of a host, computable by any engine (docs/lake.md gives Spark's and Trino's spelling).
@@ -175,10 +177,11 @@ def _view_over(
         return
     select = ", ".join(f"CAST({quote_ident(n)} AS {t}) AS {quote_ident(n)}" for n, t in columns)
     files = "[" + ", ".join("'" + u.replace("'", "''") + "'" for u in urls) + "]"
-    conn.execute(
-        f"CREATE VIEW {quote_ident(table)} AS SELECT {select} "
-        f"FROM read_parquet({files}, hive_partitioning = false, union_by_name = true)"
-    )
+    scan = f"read_parquet({files}, hive_partitioning = false, union_by_name = true, filename = true)"
+    # A catalog row (keyed by metric, no source) may come from several sources: the first one stands,
+    # as ON CONFLICT DO NOTHING keeps it in a store file (parts are named in source order).
+    first = f" QUALIFY row_number() OVER (PARTITION BY {KEYED[table]} ORDER BY filename) = 1" if table in KEYED else ""
+    conn.execute(f"CREATE VIEW {quote_ident(table)} AS SELECT {select} FROM {scan}{first}")
 
 
 def _save_columns(conn: duckdb.DuckDBPyConnection, table: str, columns: list[tuple[str, str]]) -> None:
