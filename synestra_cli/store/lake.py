@@ -59,6 +59,10 @@ WITH nodes AS (
 SELECT host FROM nodes UNION SELECT switch FROM topology WHERE host IN (SELECT host FROM nodes) AND switch IS NOT NULL
 """
 PARTS_TABLE = "_lake_parts"
+# A job table (steps, checkpoints...) or a job's telemetry up to this many bytes of Parquet is read once
+# into memory: explain queries them dozens of times, and decoding the parts for each query costs ~3x
+# the CPU. Anything bigger stays a view, streamed from the parts at each query.
+MATERIALIZE_BYTES = 16 << 20
 
 
 def lake_target(db: str | Path | None) -> str | None:
@@ -112,10 +116,13 @@ def open_reader(target: str, *, locked: bool = False) -> duckdb.DuckDBPyConnecti
             conn.register_filesystem(lake.fs.fs)
         for sql in SESSION_SQL:
             conn.execute(sql)
+        # Explain runs dozens of queries over the same parts: their footers are read once, not per query.
+        conn.execute("SET parquet_metadata_cache = true")
         apply_migrations(conn)
         _record_parts(conn, lake)
         for table in _tables_with_parts(conn):
-            _view_over(conn, table, _parts_sql(table))
+            small = table not in PARTITIONED and _scope_bytes(conn, _parts_sql(table), {}) <= MATERIALIZE_BYTES
+            _view_over(conn, table, _parts_sql(table), materialize=small)
         if locked:
             _lock(conn, lake)
     except BaseException:
@@ -152,7 +159,11 @@ def _parts_sql(table: str) -> str:
 
 
 def _view_over(
-    conn: duckdb.DuckDBPyConnection, table: str, parts_sql: str, params: dict[str, object] | None = None
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    parts_sql: str,
+    params: dict[str, object] | None = None,
+    materialize: bool = False,
 ) -> None:
     """Replace `table` (an empty table, or a view of a previous scope) by a view over these parts,
     with the columns and types of the store's schema."""
@@ -181,7 +192,8 @@ def _view_over(
     # A catalog row (keyed by metric, no source) may come from several sources: the first one stands,
     # as ON CONFLICT DO NOTHING keeps it in a store file (parts are named in source order).
     first = f" QUALIFY row_number() OVER (PARTITION BY {KEYED[table]} ORDER BY filename) = 1" if table in KEYED else ""
-    conn.execute(f"CREATE VIEW {quote_ident(table)} AS SELECT {select} FROM {scan}{first}")
+    kind = "TABLE" if materialize else "VIEW"
+    conn.execute(f"CREATE {kind} {quote_ident(table)} AS SELECT {select} FROM {scan}{first}")
 
 
 def _save_columns(conn: duckdb.DuckDBPyConnection, table: str, columns: list[tuple[str, str]]) -> None:
@@ -245,7 +257,12 @@ def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
             f"AND (bucket = {NULL_BUCKET} OR list_contains($buckets::INTEGER[], bucket)) "
             f"AND (day = '{NULL_DAY}' OR day BETWEEN $first AND $last) ORDER BY source_id, k"
         )
-        _view_over(conn, table, sql, days)
+        _view_over(conn, table, sql, days, materialize=_scope_bytes(conn, sql, days) <= MATERIALIZE_BYTES)
+
+
+def _scope_bytes(conn: duckdb.DuckDBPyConnection, parts_sql: str, params: dict[str, object]) -> int:
+    row = conn.execute(f"SELECT sum(bytes) FROM {PARTS_TABLE} WHERE url IN ({parts_sql})", params).fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def _buckets(conn: duckdb.DuckDBPyConnection) -> int:
