@@ -108,8 +108,37 @@ def _explain_all(conn) -> str:
     is_flag=True,
     help="Then explain every job and keep the explanations, so that tax-report answers at once.",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep polling: load new files, the new lines of grown ones, and recognise rotated ones (Ctrl-C stops).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --follow: seconds between polls (the store is closed between them, so readers get in).",
+)
+@click.option("--max-polls", type=click.IntRange(min=1), metavar="N", help="With --follow: stop after N polls.")
 @handle_errors
-def command(paths, db, input_format, timezone, year, host, job_id, cluster, strict, as_json, explain_after) -> None:
+def command(
+    paths,
+    db,
+    input_format,
+    timezone,
+    year,
+    host,
+    job_id,
+    cluster,
+    strict,
+    as_json,
+    explain_after,
+    follow,
+    interval,
+    max_polls,
+) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
 
     The format of each file is detected from its content. Each file loads in one transaction;
@@ -121,11 +150,17 @@ def command(paths, db, input_format, timezone, year, host, job_id, cluster, stri
     With --explain, every job is then explained and the explanations kept in the store: the first
     tax-report after this ingest reuses them instead of explaining each job (for a nightly job).
 
+    With --follow, the paths are polled every --interval seconds until Ctrl-C (exit 130) or SIGTERM
+    (exit 143): a new file loads, a grown one adds its new lines, a rotated one (renamed, compressed or
+    copytruncate'd by logrotate) is recognised by its content and not loaded twice, and a line still
+    being written waits for the next poll. Exit 3 at the end if any file failed.
+
     \b
     Example:
       synestra ingest /var/export/cluster-2026-11-29/ --timezone Europe/Paris
       synestra ingest /var/export/$(date -u +%F)/ --explain   # nightly: tax-report at once in the morning
       synestra ingest /exports/a100/ --cluster a100 && synestra ingest /exports/h100/ --cluster h100
+      synestra ingest --follow /var/log/syslog /var/log/dcgm/ --interval 10
     """
     from synestra_cli.clusters import check_name
     from synestra_cli.errors import InputError
@@ -137,7 +172,16 @@ def command(paths, db, input_format, timezone, year, host, job_id, cluster, stri
     options = IngestOptions(
         timezone=timezone, year=year, host=host, job_id=job_id, strict=strict, format=input_format, cluster=cluster
     )
+    if follow and explain_after:
+        raise click.UsageError("--explain runs once after an ingest; --follow never ends: run `explain --all` apart")
+    if not follow and max_polls is not None:
+        raise click.UsageError("--max-polls needs --follow")
     reporter = Reporter(tty=sys.stderr.isatty())
+    if follow:
+        from synestra_cli.cli.ingest_follow import run_follow
+
+        failed_any = run_follow(db, paths, options, interval, max_polls, reporter, as_json)
+        sys.exit(int(ExitCode.INPUT) if failed_any else 0)
     with open_store(db) as conn:
         reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
         explained = _explain_all(conn) if explain_after else None
