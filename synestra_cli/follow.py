@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 import duckdb
 
@@ -122,7 +122,7 @@ def prefix_shas(path: Path, sizes: Iterable[int]) -> set[tuple[int, str]]:
     return found
 
 
-def _hash_stream(f: BinaryIO, wanted: list[int]) -> set[tuple[int, str]]:
+def _hash_stream(f: io.BufferedIOBase, wanted: list[int]) -> set[tuple[int, str]]:
     h, pos, found, cuts = hashlib.sha256(), 0, set(), iter(wanted)
     cut = next(cuts, None)
     for block in iter(lambda: f.read(1 << 20), b""):
