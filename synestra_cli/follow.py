@@ -269,7 +269,9 @@ class Follower:
         moves: dict[str, str] = {}
         for path in claimants:
             matches = [
-                lin for key in prefix_shas(Path(path), (lin.size for lin in pool.values())) for lin in by_key[key]
+                lin
+                for key in prefix_shas(Path(path), (lin.size for lin in pool.values()))
+                for lin in by_key.get(key, [])
             ]
             matches = [lin for lin in matches if lin.path not in taken]
             if not matches:

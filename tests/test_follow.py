@@ -173,6 +173,18 @@ def test_a_file_logrotate_dropped_keeps_its_rows_and_one_replaced_by_other_conte
         assert c.execute("SELECT count(*) FROM events").fetchone() == (7,)
 
 
+def test_a_new_file_longer_than_a_moving_lineage_but_unrelated_claims_nothing(tmp_path):
+    logs, log = tmp_path / "logs", Log()
+    logs.mkdir()
+    follower = Follower(tmp_path / "s.duckdb", [logs], OPTIONS)
+    (logs / "syslog").write_text(log.lines(3))
+    follower.poll()
+    _append(logs / "syslog", log.lines(1))  # its lineage may have moved: new files are hashed at its size
+    (logs / "other.log").write_text(log.lines(10, "gpu-002"))
+    poll = follower.poll()
+    assert poll.moved == [] and sorted(r.rows for r in poll.reports) == [1, 10]
+
+
 def test_a_store_restarted_on_after_a_rotation_recognises_it(tmp_path):
     """The follower was stopped; logrotate ran; a new follower (no records) still sees the move."""
     logs, log = tmp_path / "logs", Log()
