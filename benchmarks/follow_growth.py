@@ -87,14 +87,28 @@ class Writer:
             base.touch()
 
 
+def _wait_quiet(log: Path, quiet_s: float, limit_s: float = 600) -> None:
+    """Until the follower has printed nothing for quiet_s (every file loaded: a poll that loads nothing
+    prints nothing), at most limit_s."""
+    deadline, size, since = time.monotonic() + limit_s, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = log.stat().st_size
+        if now != size:
+            size, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.5)
+
+
 def _compare(follow_db: Path, oneshot_db: Path) -> dict:
     c = duckdb.connect()
     c.execute(f"ATTACH '{follow_db}' AS f (READ_ONLY); ATTACH '{oneshot_db}' AS o (READ_ONLY)")
     tables = [
         r[0]
         for r in c.execute(
-            "SELECT DISTINCT table_name FROM duckdb_columns() WHERE database_name = 'o' AND column_name = 'source_id' "
-            "AND table_name NOT IN ('sources', 'rejects') ORDER BY 1"
+            "SELECT DISTINCT table_name FROM duckdb_columns() JOIN duckdb_tables() USING (database_name, table_name) "
+            "WHERE database_name = 'o' AND column_name = 'source_id' AND table_name NOT IN ('sources', 'rejects') "
+            "ORDER BY 1"
         ).fetchall()
     ]
     out = {}
@@ -103,8 +117,8 @@ def _compare(follow_db: Path, oneshot_db: Path) -> dict:
         def rows(db: str, t: str = t) -> str:
             return f"SELECT s.path, t.* EXCLUDE (source_id) FROM {db}.{t} t JOIN {db}.sources s USING (source_id)"
 
-        n_f = c.execute(f"SELECT count(*) FROM {rows('f')}").fetchone()[0]
-        n_o = c.execute(f"SELECT count(*) FROM {rows('o')}").fetchone()[0]
+        n_f = c.execute(f"SELECT count(*) FROM ({rows('f')})").fetchone()[0]
+        n_o = c.execute(f"SELECT count(*) FROM ({rows('o')})").fetchone()[0]
         only_f = c.execute(f"SELECT count(*) FROM ({rows('f')} EXCEPT ALL {rows('o')})").fetchone()[0]
         only_o = c.execute(f"SELECT count(*) FROM ({rows('o')} EXCEPT ALL {rows('f')})").fetchone()[0]
         out[t] = {"follow": n_f, "one_shot": n_o, "only_in_follow": only_f, "only_in_one_shot": only_o}
@@ -167,7 +181,7 @@ def main() -> None:
             second += 1
             writer.append(second)
             time.sleep(max(0.0, start + second - time.monotonic()))
-        time.sleep(3 * args.interval)  # the last lines: two polls to see them, one to load a deferred file
+        _wait_quiet(work / "follow.stderr", 3 * args.interval)  # the last polls: all loaded, nothing waiting
         samples.append({"t_s": round(time.monotonic() - start), "rss_mb": round((_rss_kb(proc.pid) or 0) / 1024, 1)})
         proc.send_signal(signal.SIGINT)
         exit_code = proc.wait()

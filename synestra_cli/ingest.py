@@ -418,6 +418,8 @@ def _load_in_transaction(
                 mtime=content_mtime(path),
                 offset=plan.offset,
                 first_line=plan.first_line,
+                # the bytes hashed, not what a writer appended since: the next load starts where this one ended
+                end=plan.digest.size if codec is None and not _is_gzip(path) else None,
             )
             result: LoadResult = fmt.load(ctx)
         qualify_source(conn, source_id, fmt.NAME, tracked.cluster)  # clusters do not merge
