@@ -325,3 +325,26 @@ def test_a_line_written_while_its_file_loads_is_loaded_once(tmp_path, monkeypatc
     follower.poll()
     with open_store(tmp_path / "s.duckdb", read_only=True) as c:
         assert c.execute("SELECT count(*), count(DISTINCT message), max(line) FROM events").fetchone() == (5, 5, 5)
+
+
+def test_a_poll_that_finds_the_store_locked_tries_again_at_the_next(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "0.2")
+    logs, log = tmp_path / "logs", Log()
+    logs.mkdir()
+    db = tmp_path / "s.duckdb"
+    follower = Follower(db, [logs], OPTIONS)
+    (logs / "syslog").write_text(log.lines(2))
+    follower.poll()
+    _append(logs / "syslog", log.lines(3))
+    hold = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1], read_only=True); print('open', flush=True); "
+    reader = subprocess.Popen(
+        [sys.executable, "-c", hold + "time.sleep(60)", str(db)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "open"
+        busy = follower.poll()
+    finally:
+        reader.kill()
+        reader.wait()
+    assert busy.busy and "locked" in busy.busy and busy.reports == []
+    assert [r.rows for r in follower.poll().reports] == [3]  # the same lines, at the next poll
