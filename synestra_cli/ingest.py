@@ -422,7 +422,7 @@ def _load_in_transaction(
                 end=plan.digest.size if codec is None and not _is_gzip(path) else None,
             )
             result: LoadResult = fmt.load(ctx)
-        qualify_source(conn, source_id, fmt.NAME, tracked.cluster)  # clusters do not merge
+        cluster_notes = qualify_source(conn, source_id, fmt.NAME, tracked.cluster)  # clusters do not merge
         _apply_checks(conn, source_id, result)
         if options.strict and result.rejected:
             line, reason, _ = result.reject_samples[0]
@@ -435,6 +435,7 @@ def _load_in_transaction(
                 f"rejected, the first at line {line}: {reason}{hint}"
             )
         result.notes[:0] = plan.notes
+        result.notes += cluster_notes
         _record_source(conn, source_id, path, fmt.NAME, plan, tracked, result, report)
 
 

@@ -98,7 +98,7 @@ def _explain_all(conn) -> str:
 @click.option(
     "--cluster",
     metavar="NAME",
-    help="Cluster of the jobs these files name: their ids become NAME:ID (sacct's Cluster column wins).",
+    help="Cluster of these files: job ids become NAME:ID (sacct's Cluster column wins), hosts NAME:HOST.",
 )
 @click.option("--strict", is_flag=True, help="Fail a file on any rejected line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON on stdout.")
