@@ -8,6 +8,7 @@ and `copytruncate` (copy, then the same file cut to zero).
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import signal
@@ -348,3 +349,26 @@ def test_a_poll_that_finds_the_store_locked_tries_again_at_the_next(tmp_path, mo
         reader.wait()
     assert busy.busy and "locked" in busy.busy and busy.reports == []
     assert [r.rows for r in follower.poll().reports] == [3]  # the same lines, at the next poll
+
+
+def test_the_command_line_follows_for_n_polls_and_refuses_what_cannot_follow(tmp_path):
+    from click.testing import CliRunner
+
+    from synestra_cli.cli.main import cli
+
+    logs, log = tmp_path / "logs", Log()
+    logs.mkdir()
+    (logs / "syslog").write_text(log.lines(4))
+    db = ["--db", str(tmp_path / "s.duckdb")]
+    run = CliRunner()
+    later = tmp_path / "later.log"
+    res = run.invoke(cli, ["ingest", "--follow", str(logs), str(later), "--max-polls", "2", "--interval", "0.1", *db])
+    assert res.exit_code == 0, res.output
+    assert "poll 1: 1 loaded, 0 failed; 4 rows" in res.output and "later.log does not exist (yet)" in res.output
+    assert run.invoke(cli, ["ingest", str(logs), "--max-polls", "2", *db]).exit_code == 2
+    assert run.invoke(cli, ["ingest", "--follow", "--explain", str(logs), *db]).exit_code == 2
+    (logs / "binary").write_bytes(b"\x00\x01" * 100)  # a file that cannot load: exit 3 at the end
+    res = run.invoke(cli, ["ingest", "--follow", str(logs), "--max-polls", "1", "--json", *db])
+    assert res.exit_code == 3
+    doc = json.loads(res.stdout.splitlines()[0])
+    assert doc["schema"] == "synestra.ingest/1" and doc["poll"] == 1 and doc["moved"] == []

@@ -33,6 +33,9 @@ def run_follow(
     signal.signal(signal.SIGTERM, _terminate)
     follower = Follower(db, paths, options)
     reporter.say(f"following {len(paths)} path(s) every {interval:g} s into {follower.db} (Ctrl-C stops)")
+    for path in paths:
+        if not path.exists():
+            reporter.say(f"warning: {path} does not exist (yet): it is read once it appears")
     failed_any = False
 
     def on_moved(moved: list[tuple[str, str]]) -> None:
