@@ -252,11 +252,15 @@ class Follower:
         return sorted(moves.items())
 
     def _broken(self, path: str, now: Seen, lineage: Lineage) -> bool:
-        """The content loaded from this path is no longer its beginning: replaced (another inode), or
-        truncated (copytruncate)."""
+        """The content loaded from this path may no longer be its beginning: replaced (another inode),
+        truncated (copytruncate), or the path appeared after the first poll while the store knew it (a
+        name logrotate reuses: `syslog.3.gz` renamed onto the `syslog.4.gz` it deleted). A file whose
+        content still begins with its own lineage claims it back (`_claim`)."""
         before = self.seen.get(path)
-        replaced = before is not None and before.loaded_ino is not None and before.loaded_ino != (now.dev, now.ino)
-        return replaced or now.size < lineage.size
+        loaded = before.loaded_ino if before else None
+        if loaded is None:
+            return self.polls > 1 or now.size < lineage.size
+        return loaded != (now.dev, now.ino) or now.size < lineage.size
 
     @staticmethod
     def _claim(claimants: list[str], pool: dict[str, Lineage]) -> tuple[dict[str, str], set[str]]:

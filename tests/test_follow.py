@@ -372,3 +372,35 @@ def test_the_command_line_follows_for_n_polls_and_refuses_what_cannot_follow(tmp
     assert res.exit_code == 3
     doc = json.loads(res.stdout.splitlines()[0])
     assert doc["schema"] == "synestra.ingest/1" and doc["poll"] == 1 and doc["moved"] == []
+
+
+def test_rotate_n_drops_the_oldest_and_reuses_its_name_without_loading_anything_twice(tmp_path):
+    """logrotate with `rotate 2` (no compression): the oldest is deleted and every name moves up one."""
+    logs, log = tmp_path / "logs", Log()
+    logs.mkdir()
+    follower = Follower(tmp_path / "s.duckdb", [logs], OPTIONS)
+    names = [logs / "syslog", logs / "syslog.1", logs / "syslog.2"]
+    dropped = []
+    (logs / "syslog").write_text(log.lines(3))
+    follower.poll()
+    for _ in range(4):  # four rotations, each with lines written before and after it
+        _append(names[0], log.lines(2))
+        if names[2].exists():
+            dropped.append(names[2].read_text())
+            names[2].unlink()
+            follower.poll()  # a poll in the middle of logrotate's run: the name is gone, then reused
+        for older, newer in ((names[1], names[2]), (names[0], names[1])):
+            if older.exists():
+                older.rename(newer)
+        names[0].write_text(log.lines(3))
+        follower.poll()
+        _append(names[0], log.lines(1))
+        follower.poll()
+    copy = tmp_path / "final"
+    shutil.copytree(logs, copy)
+    expected = _as_if_here(_one_shot(copy, tmp_path / "oneshot.duckdb"), logs, copy)["events"]
+    events = _rows(tmp_path / "s.duckdb")["events"]
+    assert [r for r in events if "(gone" not in r[0]] == expected
+    kept = sorted(r[7] for r in events if "(gone" in r[0])  # the dropped files' lines: in the store still
+    assert kept == sorted(line.split(": ", 1)[1].strip() for text in dropped for line in text.splitlines())
+    assert len(events) == len({r[7] for r in events}) == log.n  # every line once: none lost, none twice
