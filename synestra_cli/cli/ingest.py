@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synestra_cli.cli.common import db_option, format_name_callback, handle_errors
+from synestra_cli.cli.common import db_option, engine_option, format_name_callback, handle_errors
 from synestra_cli.cli.render import dumps, printable
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
-from synestra_cli.store import open_store
+from synestra_cli.store.lake import lake_target
+from synestra_cli.store.lake_writer import ingest_target
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -122,6 +123,7 @@ def _explain_all(conn) -> str:
     help="With --follow: seconds between polls (the store is closed between them, so readers get in).",
 )
 @click.option("--max-polls", type=click.IntRange(min=1), metavar="N", help="With --follow: stop after N polls.")
+@engine_option
 @handle_errors
 def command(
     paths,
@@ -138,6 +140,7 @@ def command(
     follow,
     interval,
     max_polls,
+    engine,
 ) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
 
@@ -178,13 +181,25 @@ def command(
         raise click.UsageError("--max-polls needs --follow")
     reporter = Reporter(tty=sys.stderr.isatty())
     if follow:
+        if engine != "local" or lake_target(db):
+            raise click.UsageError(
+                "--follow loads into a store file (--db FILE) on this machine, not a lake or --engine"
+            )
         from synestra_cli.cli.ingest_follow import run_follow
 
         failed_any = run_follow(db, paths, options, interval, max_polls, reporter, as_json)
         sys.exit(int(ExitCode.INPUT) if failed_any else 0)
-    with open_store(db) as conn:
-        reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
-        explained = _explain_all(conn) if explain_after else None
+    if explain_after and lake_target(db):
+        raise click.UsageError("--explain keeps explanations in a store file; a lake (--db FOLDER/URL) keeps none")
+    explained = None
+    if engine != "local":  # Ray workers, into a lake (synestra_cli/engine/)
+        from synestra_cli.engine import ingest_on
+
+        reports = ingest_on(engine, db, paths, options, on_report=reporter.on_report)
+    else:
+        with ingest_target(db, reporter.on_report) as (conn, on_report):  # a store file, or a lake (docs/lake.md)
+            reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=on_report)
+            explained = _explain_all(conn) if explain_after else None
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(
