@@ -7,6 +7,14 @@ job id of every row the file loads. A job log ingested without `--cluster` that 
 exactly one cluster of the store is that cluster's job (load sacct first, or give the log `--cluster`);
 a bare id asked for on the command line is resolved the same way, and one several clusters hold is an
 error that lists them.
+
+Hosts: with `--cluster NAME`, every host a file names becomes `NAME:host` too (`a100:gpu-001`), in every
+table with a host column, so that two clusters' `gpu-001` do not merge. Only `--cluster` does this, not
+sacct's Cluster column: telemetry carries no cluster, so qualifying the hosts of sacct alone would cut
+its jobs off from their nodes' telemetry. Give `--cluster` to all of a cluster's files or to none; a file
+whose hosts the store already holds in the other form gets a note saying so. Switches are hosts (their
+port counters are rows of their name) and are qualified with them; racks (topology's rack) are not: two
+clusters' racks of one name still merge in `fleet`.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import re
 import duckdb
 
 from synestra_cli.errors import InputError, NotFoundError
-from synestra_cli.store.sql import scalar
+from synestra_cli.store.sql import fetch_one, scalar
 
 SEP = ":"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -54,11 +62,79 @@ def check_name(name: str | None) -> str | None:
     return name
 
 
-def qualify_source(conn: duckdb.DuckDBPyConnection, source_id: int, fmt: str, cluster: str | None) -> None:
-    """After a file loaded (in its transaction): its job ids carry the cluster. sacct's own Cluster
-    column was applied by the parser; `cluster` (--cluster) names the rest. A job log without one is
-    matched to the one cluster that holds its bare id, if exactly one does; sacct never is (a bare
-    sacct is another cluster's export, unnamed)."""
+HOST_TABLES_SQL = """
+SELECT c.table_name FROM duckdb_columns() c JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
+WHERE c.database_name = current_database() AND c.schema_name = 'main' AND NOT t.temporary
+GROUP BY c.table_name HAVING bool_or(c.column_name = 'host') AND bool_or(c.column_name = 'source_id')
+ORDER BY c.table_name
+"""
+HOST_PREFIX_SQL = (
+    "UPDATE {table} SET host = $cluster || ':' || host "
+    "WHERE source_id = $sid AND host IS NOT NULL AND NOT starts_with(host, $cluster || ':')"
+)
+# Host lists (attempts.nodes, sacct_rows.nodes: the expanded NodeList).
+NODES_TABLES_SQL = """
+SELECT c.table_name FROM duckdb_columns() c JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
+WHERE c.database_name = current_database() AND c.schema_name = 'main' AND NOT t.temporary
+  AND c.column_name = 'nodes' AND c.data_type = 'VARCHAR[]'
+ORDER BY c.table_name
+"""
+NODES_PREFIX_SQL = (
+    "UPDATE {table} SET nodes = list_transform(nodes, lambda h: CASE WHEN starts_with(h, $cluster || ':') THEN h "
+    "ELSE $cluster || ':' || h END) WHERE source_id = $sid AND nodes IS NOT NULL"
+)
+# A switch is a host too: its port counters are rows of its name (SNMP, gNMI), joined to topology's links.
+SWITCH_PREFIX_SQL = (
+    "UPDATE topology SET switch = $cluster || ':' || switch "
+    "WHERE source_id = $sid AND switch IS NOT NULL AND NOT starts_with(switch, $cluster || ':')"
+)
+# This file's hosts that other sources hold in the other form: bare when this one is qualified, or
+# qualified (by any cluster) when this one is bare.
+OTHER_FORM_SQL = """
+WITH mine AS (SELECT DISTINCT h FROM sources_hosts_tmp),
+other AS (SELECT DISTINCT unnest(hosts) AS h FROM sources WHERE source_id <> $sid)
+SELECT list(m.h ORDER BY m.h)[:3], count(*) FROM mine m JOIN other o
+  ON CASE WHEN $cluster IS NULL THEN o.h[strpos(o.h, ':') + 1:] = m.h AND contains(o.h, ':')
+          ELSE o.h = m.h[length($cluster) + 2:] END
+"""
+
+
+def qualify_hosts(conn: duckdb.DuckDBPyConnection, source_id: int, cluster: str | None) -> list[str]:
+    """With --cluster, this file's hosts become CLUSTER:host. Notes when the store holds them in the
+    other form (the two would not join: explain would miss the telemetry of a job's nodes)."""
+    tables = [r[0] for r in conn.execute(HOST_TABLES_SQL).fetchall()]
+    params = {"sid": source_id, "cluster": cluster}
+    if cluster:
+        for table in tables:
+            conn.execute(HOST_PREFIX_SQL.format(table=table), params)
+        conn.execute(SWITCH_PREFIX_SQL, params)
+        for (table,) in conn.execute(NODES_TABLES_SQL).fetchall():
+            conn.execute(NODES_PREFIX_SQL.format(table=table), params)
+    mine = " UNION ".join(f"SELECT host AS h FROM {t} WHERE source_id = $sid AND host IS NOT NULL" for t in tables)
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE sources_hosts_tmp AS {mine}", {"sid": source_id})
+    shown, n = fetch_one(conn, OTHER_FORM_SQL, params) or ([], 0)
+    conn.execute("DROP TABLE sources_hosts_tmp")
+    if not n:
+        return []
+    given = f"--cluster {cluster}" if cluster else "no --cluster"
+    return [
+        f"{n} host(s) of this file ({', '.join(shown)}{', ...' if n > 3 else ''}), read with {given}, are in the "
+        "store in the other form: they do not join; give every file of a cluster the same --cluster"
+    ]
+
+
+def qualify_source(conn: duckdb.DuckDBPyConnection, source_id: int, fmt: str, cluster: str | None) -> list[str]:
+    """After a file loaded (in its transaction): its job ids carry the cluster, and with --cluster its
+    hosts too (qualify_hosts; the notes it returns). sacct's own Cluster column was applied to job ids
+    by the parser; `cluster` (--cluster) names the rest. A job log without one is matched to the one
+    cluster that holds its bare id, if exactly one does; sacct never is (a bare sacct is another
+    cluster's export, unnamed)."""
+    notes = qualify_hosts(conn, source_id, cluster)
+    _qualify_jobs(conn, source_id, fmt, cluster)
+    return notes
+
+
+def _qualify_jobs(conn: duckdb.DuckDBPyConnection, source_id: int, fmt: str, cluster: str | None) -> None:
     params = {"sid": source_id}
     # every job-writing format (sacct, formats/joblog_rows.py) writes a jobs row: telemetry skips this
     if not scalar(conn, "SELECT count(*) FROM jobs WHERE source_id = $sid", params):

@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     STORE = 8  # the store cannot be opened, read or written: not a store, read-only, corrupt, newer, disk full
     QUERY = 9  # `synestra sql`: the query failed (syntax, unknown table, or refused: the store is read-only)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it); the store is left as it was
+    TERMINATED = 143  # SIGTERM (128 + 15), e.g. `systemctl stop` of an `ingest --follow`; as for Ctrl-C
 
 
 class SynestraError(Exception):
@@ -63,6 +64,11 @@ class NotFoundError(SynestraError):
 
 class EmptyStoreError(SynestraError):
     exit_code = ExitCode.EMPTY_STORE
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be (a KeyboardInterrupt: every loop that re-raises Ctrl-C
+    re-raises it), so that the file being loaded is rolled back the same way; exit 143."""
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:

@@ -419,9 +419,11 @@ def _load_in_transaction(
                 mtime=content_mtime(path),
                 offset=plan.offset,
                 first_line=plan.first_line,
+                # the bytes hashed, not what a writer appended since: the next load starts where this one ended
+                end=plan.digest.size if codec is None and not _is_gzip(path) else None,
             )
             result: LoadResult = fmt.load(ctx)
-        qualify_source(conn, source_id, fmt.name, tracked.cluster)  # clusters do not merge
+        cluster_notes = qualify_source(conn, source_id, fmt.name, tracked.cluster)  # clusters do not merge
         _apply_checks(conn, source_id, result)
         if options.strict and result.rejected:
             line, reason, _ = result.reject_samples[0]
@@ -434,6 +436,7 @@ def _load_in_transaction(
                 f"rejected, the first at line {line}: {reason}{hint}"
             )
         result.notes[:0] = plan.notes
+        result.notes += cluster_notes
         _record_source(conn, source_id, path, fmt.name, plan, tracked, result, report)
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,3 +57,26 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     assert [r["hosts"] for r in sizes] == [2] and all(r["explain"]["peak_rss_mb"] > 0 for r in sizes)
     assert all(r["store"]["store_mb"] > 0 and r["metric_samples"] > 0 for r in sizes)
     assert "by job size" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_follow_benchmark_ends_with_the_rows_of_a_one_shot_ingest(tmp_path):
+    out = tmp_path / "follow.json"
+    args = ["--minutes", "0.5", "--interval", "2", "--rotate-every", "10", "--sample", "5", "--hosts", "2"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "follow_growth.py"),
+            *args,
+            "--work",
+            str(tmp_path),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["rows_equal"] and doc["follow"]["exit"] == 130 and doc["tables"]["events"]["follow"] > 0

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import click
 import duckdb
 
-from synestra_cli.errors import ExitCode, SynestraError, exit_code_for, is_interrupt
+from synestra_cli.errors import ExitCode, SynestraError, Terminated, exit_code_for, is_interrupt
 from synestra_cli.store.connect import as_store_error
 
 db_option = click.option(
@@ -71,7 +71,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
             if not is_interrupt(exc):
                 raise
-            _fail(INTERRUPTED, ExitCode.INTERRUPTED)
+            terminated = isinstance(exc, Terminated) or isinstance(exc.__context__, Terminated)
+            _fail(INTERRUPTED, ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
         except duckdb.Error as exc:  # a store damaged or unwritable mid-command: one line, exit 8
             store_error = as_store_error(exc)
             if store_error is not None:

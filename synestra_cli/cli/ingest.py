@@ -99,7 +99,7 @@ def _explain_all(conn) -> str:
 @click.option(
     "--cluster",
     metavar="NAME",
-    help="Cluster of the jobs these files name: their ids become NAME:ID (sacct's Cluster column wins).",
+    help="Cluster of these files: job ids become NAME:ID (sacct's Cluster column wins), hosts NAME:HOST.",
 )
 @click.option("--strict", is_flag=True, help="Fail a file on any rejected line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON on stdout.")
@@ -109,10 +109,38 @@ def _explain_all(conn) -> str:
     is_flag=True,
     help="Then explain every job and keep the explanations, so that tax-report answers at once.",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep polling: load new files, the new lines of grown ones, and recognise rotated ones (Ctrl-C stops).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --follow: seconds between polls (the store is closed between them, so readers get in).",
+)
+@click.option("--max-polls", type=click.IntRange(min=1), metavar="N", help="With --follow: stop after N polls.")
 @engine_option
 @handle_errors
 def command(
-    paths, db, input_format, timezone, year, host, job_id, cluster, strict, as_json, explain_after, engine
+    paths,
+    db,
+    input_format,
+    timezone,
+    year,
+    host,
+    job_id,
+    cluster,
+    strict,
+    as_json,
+    explain_after,
+    follow,
+    interval,
+    max_polls,
+    engine,
 ) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
 
@@ -125,11 +153,17 @@ def command(
     With --explain, every job is then explained and the explanations kept in the store: the first
     tax-report after this ingest reuses them instead of explaining each job (for a nightly job).
 
+    With --follow, the paths are polled every --interval seconds until Ctrl-C (exit 130) or SIGTERM
+    (exit 143): a new file loads, a grown one adds its new lines, a rotated one (renamed, compressed or
+    copytruncate'd by logrotate) is recognised by its content and not loaded twice, and a line still
+    being written waits for the next poll. Exit 3 at the end if any file failed.
+
     \b
     Example:
       synestra ingest /var/export/cluster-2026-11-29/ --timezone Europe/Paris
       synestra ingest /var/export/$(date -u +%F)/ --explain   # nightly: tax-report at once in the morning
       synestra ingest /exports/a100/ --cluster a100 && synestra ingest /exports/h100/ --cluster h100
+      synestra ingest --follow /var/log/syslog /var/log/dcgm/ --interval 10
     """
     from synestra_cli.clusters import check_name
     from synestra_cli.errors import InputError
@@ -141,7 +175,20 @@ def command(
     options = IngestOptions(
         timezone=timezone, year=year, host=host, job_id=job_id, strict=strict, format=input_format, cluster=cluster
     )
+    if follow and explain_after:
+        raise click.UsageError("--explain runs once after an ingest; --follow never ends: run `explain --all` apart")
+    if not follow and max_polls is not None:
+        raise click.UsageError("--max-polls needs --follow")
     reporter = Reporter(tty=sys.stderr.isatty())
+    if follow:
+        if engine != "local" or lake_target(db):
+            raise click.UsageError(
+                "--follow loads into a store file (--db FILE) on this machine, not a lake or --engine"
+            )
+        from synestra_cli.cli.ingest_follow import run_follow
+
+        failed_any = run_follow(db, paths, options, interval, max_polls, reporter, as_json)
+        sys.exit(int(ExitCode.INPUT) if failed_any else 0)
     if explain_after and lake_target(db):
         raise click.UsageError("--explain keeps explanations in a store file; a lake (--db FOLDER/URL) keeps none")
     explained = None

@@ -100,6 +100,7 @@ class LoadContext:
     mtime: datetime  # UTC, naive
     offset: int = 0  # read from this byte on (a grown file: only its new lines)
     first_line: int = 1  # the line number of the first line read
+    end: int | None = None  # read no further than this byte: what ingest hashed (a log written to meanwhile)
 
     def read_text(self) -> str:
         """The whole decoded file (for small, context-heavy formats such as job logs)."""
@@ -107,7 +108,7 @@ class LoadContext:
 
     def line_batches(self, batch_bytes: int | None = None) -> Iterator[pa.Table]:
         """Arrow tables (lineno int64, line string) covering the file, in order. CR is stripped."""
-        yield from iter_line_batches(self.path, batch_bytes or BATCH_BYTES, self.offset, self.first_line)
+        yield from iter_line_batches(self.path, batch_bytes or BATCH_BYTES, self.offset, self.first_line, self.end)
 
     @property
     def default_year(self) -> int:
@@ -246,7 +247,7 @@ def _valid_utf8(data: bytes) -> bool:
 
 
 def iter_line_batches(
-    path: Path, batch_bytes: int = BATCH_BYTES, offset: int = 0, first_line: int = 1
+    path: Path, batch_bytes: int = BATCH_BYTES, offset: int = 0, first_line: int = 1, end: int | None = None
 ) -> Iterator[pa.Table]:
     lineno = first_line
     carry = b""
@@ -255,8 +256,11 @@ def iter_line_batches(
             if offset:
                 f.seek(offset)  # a gzip stream seeks forward by decompressing
             first = offset == 0
+            left = None if end is None else end - offset
             while True:
-                block = f.read(batch_bytes)
+                block = f.read(batch_bytes if left is None else min(batch_bytes, left))
+                if left is not None:
+                    left -= len(block)
                 if not block:
                     break
                 if first and block.startswith(UTF8_BOM):

@@ -208,8 +208,10 @@ def connect(
 def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a store that is shorter than its own header says (truncated: it would fail mid-query) or
     written by a newer Synestra (migrations this version does not know: appending would corrupt it)."""
-    (_, _, block_size, total_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 4
-    expected = HEADER_BYTES + int(block_size or 0) * int(total_blocks or 0)
+    (_, _, block_size, total_blocks, used_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 5
+    # The blocks in use, not all of them: DuckDB cuts free blocks off the end of the file at a checkpoint
+    # and still counts them in total_blocks (a store written, rewritten and reopened would be refused).
+    expected = HEADER_BYTES + int(block_size or 0) * int(used_blocks or 0)
     if path.is_file() and total_blocks and path.stat().st_size < expected:
         raise StoreError(
             f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "

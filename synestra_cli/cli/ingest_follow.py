@@ -1,0 +1,61 @@
+"""`synestra ingest --follow`: the poll loop's rendering (library: synestra_cli.follow)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+
+from synestra_cli.cli.render import dumps
+from synestra_cli.errors import Terminated
+from synestra_cli.formats.base import IngestOptions
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def run_follow(
+    db: Path | None,
+    paths: list[Path],
+    options: IngestOptions,
+    interval: float,
+    max_polls: int | None,
+    reporter: Any,
+    as_json: bool,
+) -> bool:
+    """Poll until max_polls or a signal. SIGTERM is raised as Terminated where Ctrl-C would be: the file
+    being loaded rolls back and the error wrapper exits 143. True when any file failed."""
+    from synestra_cli.follow import Follower
+
+    signal.signal(signal.SIGTERM, _terminate)
+    follower = Follower(db, paths, options)
+    reporter.say(f"following {len(paths)} path(s) every {interval:g} s into {follower.db} (Ctrl-C stops)")
+    for path in paths:
+        if not path.exists():
+            reporter.say(f"warning: {path} does not exist (yet): it is read once it appears")
+    failed_any = False
+
+    def on_moved(moved: list[tuple[str, str]]) -> None:
+        for old, new in moved:
+            reporter.say(f"rotated: {old} -> {new} (its rows are not loaded again)")
+
+    polls = follower.run(interval, max_polls, on_file=reporter.on_file, on_report=reporter.on_report, on_moved=on_moved)
+    for poll in polls:
+        if poll.deferred:
+            reporter.say(f"waiting for the line being written: {', '.join(poll.deferred)}")
+        if poll.busy:
+            reporter.say(f"warning: {poll.busy}; retried at the next poll")
+        loaded = [r for r in poll.reports if r.status == "loaded"]
+        failed = [r for r in poll.reports if r.status == "failed"]
+        failed_any = failed_any or bool(failed)
+        if loaded or failed:
+            reporter.say(
+                f"poll {poll.poll}: {len(loaded)} loaded, {len(failed)} failed; {sum(r.rows for r in loaded)} rows"
+            )
+        if as_json and (poll.reports or poll.moved):
+            doc = {"schema": "synestra.ingest/1", "poll": poll.poll, "moved": poll.moved}
+            click.echo(dumps({**doc, "files": [r.__dict__ for r in poll.reports]}))
+    return failed_any
