@@ -11,6 +11,7 @@ import duckdb
 
 from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
+from synestra_cli.store.summaries import BACKFILL as SUMMARIES
 
 CORE = """
 CREATE SEQUENCE source_id_seq START 1;
@@ -224,6 +225,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("007_clusters", CLUSTERS),
     ("008_bounded_restores", BOUNDED_RESTORES),
     ("010_host_names", HOST_NAMES),
+    ("012_metric_summaries", SUMMARIES),  # store/summaries.py: per-series hourly summaries, backfilled
 ]
 
 
