@@ -207,3 +207,16 @@ def test_forgetting_a_source_removes_its_summary_and_counts_only_its_rows(sample
     assert deleted == rows
     assert c.execute("SELECT count(*) FROM metric_summaries WHERE source_id = ?", [sid]).fetchone() == (0,)
     assert c.execute("SELECT count(*) FROM summarised_sources WHERE source_id = ?", [sid]).fetchone() == (0,)
+
+
+def test_synestra_summaries_0_reads_the_raw_samples(conn, monkeypatch):
+    _fill(conn, 3)
+    windows = [(T0 + timedelta(minutes=40), T0 + timedelta(minutes=95))]
+    conn.execute("DROP TABLE IF EXISTS _summ")
+    monkeypatch.setenv("SYNESTRA_SUMMARIES", "0")
+    raw = (build_scope(conn, JobScope("j", [], HOSTS), windows), anomalies(conn, windows=windows))
+    assert conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_summ'").fetchone() == (0,)
+    monkeypatch.delenv("SYNESTRA_SUMMARIES")
+    fast = (build_scope(conn, JobScope("j", [], HOSTS), windows), anomalies(conn, windows=windows))
+    assert conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_summ'").fetchone() == (1,)
+    assert (raw[0] > 0, raw[1]) == (fast[0] > 0, fast[1])

@@ -26,6 +26,7 @@ from datetime import datetime
 
 import duckdb
 
+from synestra_cli import settings
 from synestra_cli.signals.scope import placeholders, scalar
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS
 
@@ -115,10 +116,11 @@ WHERE ({spans}) AND m.host IN ({hosts}) AND m.metric IN ({metrics}) AND m.value 
 
 
 def summaries_cover(conn: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> bool:
-    """True when the store has summaries and every source that may hold samples in [lo, hi] has one."""
-    if not scalar(conn, HAS_SUMMARIES_SQL):
+    """True when the store has summaries and every source that may hold samples in [lo, hi] has one
+    (and $SYNESTRA_SUMMARIES does not turn them off)."""
+    if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
         return False
-    return scalar(conn, UNSUMMARISED_SQL, [hi, lo]) == 0
+    return bool(scalar(conn, UNSUMMARISED_SQL, [hi, lo]) == 0)
 
 
 def scope_from_summaries(
