@@ -209,9 +209,16 @@ def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
     insert_rows(conn, "_rules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
 
 
-def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[tuple[datetime, datetime]]) -> int:
-    """Summarise the job's telemetry inside the (disjoint) windows per series (`_series`), and copy the
-    raw samples of the candidate series into the temp table `_scope`. Returns the series observed."""
+def build_scope(
+    conn: duckdb.DuckDBPyConnection,
+    scope: JobScope,
+    windows: list[tuple[datetime, datetime]],
+    min_samples: int = MIN_ANOMALY_SAMPLES,
+) -> int:
+    """Decide which series of the job's telemetry inside the (sorted, disjoint) windows could hold an
+    anomaly window of `min_samples` (as `anomalies` will be asked), from the hourly summaries or else
+    from the samples (`_series`), and copy the raw samples of those candidates into the temp table
+    `_scope`. Returns the series observed (> 0 when any sample falls in the windows)."""
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
@@ -230,7 +237,7 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
         return 0
     observed = None
     if summaries_cover(conn, windows[0][0], windows[-1][1]):
-        observed = scope_from_summaries(conn, windows, scope.hosts, switches, port_names, metrics)
+        observed = scope_from_summaries(conn, windows, scope.hosts, switches, port_names, metrics, min_samples)
     if observed is None:
         conn.execute(SCOPE_DDL)
         observed = _scope_from_samples(conn, windows, scope.hosts, switches, port_names, metrics)

@@ -28,7 +28,7 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.signals.scope import placeholders, scalar
-from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS
+from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
 
 HAS_SUMMARIES_SQL = """
 SELECT count(*) FROM duckdb_tables()
@@ -43,14 +43,15 @@ WHERE s.first_ts IS NULL OR (s.last_ts >= ? AND s.first_ts <= ?)
 SUMM_DDL = """
 CREATE OR REPLACE TEMP TABLE _summ (host VARCHAR, entity VARCHAR, metric VARCHAR, touches BOOLEAN, seen BOOLEAN,
     n BIGINT, lo DOUBLE, hi DOUBLE, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE,
-    rate_lo DOUBLE, rate_hi DOUBLE, irregular BIGINT, bits_or BIGINT, bits_and BIGINT)
+    rate_lo DOUBLE, rate_hi DOUBLE, backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE,
+    bits_or BIGINT, bits_and BIGINT)
 """
 # The hours from the first window to the last; `touches`: the hour's samples overlap a window, `seen`:
 # one of its samples is surely inside one (its first or last).
 _SUMM = """
 INSERT INTO _summ
 SELECT s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi, s.fin_first_ts, s.fin_last_ts,
-       s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.irregular, s.bits_or, s.bits_and
+       s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi, s.pair_lo, s.bits_or, s.bits_and
 FROM metric_summaries s {join}
 WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host IN ({hosts}) {entities} AND s.metric IN ({metrics})
 """
@@ -64,7 +65,7 @@ SUMM_PORTS_SQL = _SUMM.replace("{join}", "SEMI JOIN _ports p ON p.host = s.host 
 SERIES_SQL = """
 CREATE OR REPLACE TEMP TABLE _cand_series AS
 WITH e AS (
-    SELECT host, entity, metric, first_v, fin_first_ts,
+    SELECT host, entity, metric, touches, first_v, fin_first_ts,
            lag(last_v) OVER w AS p_v, lag(fin_last_ts) OVER w AS p_ts
     FROM _summ WHERE fin_first_ts IS NOT NULL
     WINDOW w AS (PARTITION BY host, entity, metric ORDER BY fin_first_ts, fin_last_ts)
@@ -74,18 +75,23 @@ WITH e AS (
                AS e_lo,
            max((first_v - p_v) / (epoch(fin_first_ts) - epoch(p_ts))) FILTER (first_v >= p_v AND fin_first_ts > p_ts)
                AS e_hi,
-           count(*) FILTER (first_v < p_v OR fin_first_ts <= p_ts) AS e_irregular
+           count(*) FILTER (first_v < p_v) AS e_backwards,
+           count(*) FILTER (fin_first_ts <= p_ts) AS e_unordered,  -- two sources of one series overlap in time
+           max(least(first_v, p_v)) FILTER (touches) AS e_pair_hi,
+           min(greatest(first_v, p_v)) FILTER (touches) AS e_pair_lo
     FROM e WHERE p_ts IS NOT NULL GROUP BY ALL
 ), series AS (
     SELECT host, entity, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n,
            min(lo) FILTER (touches) AS lo, max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo,
-           max(rate_hi) AS rate_hi, sum(irregular) AS irregular,
+           max(rate_hi) AS rate_hi, sum(backwards) AS backwards, sum(repeats) AS repeats,
+           max(pair_hi) FILTER (touches) AS pair_hi, min(pair_lo) FILTER (touches) AS pair_lo,
            bit_or(bits_or) FILTER (touches) AS bits_or, bit_and(bits_and) FILTER (touches) AS bits_and
     FROM _summ GROUP BY ALL
 )
 SELECT s.host, s.entity, s.metric, s.seen, s.lo, s.hi, least(s.rate_lo, e.e_lo) AS rate_lo,
-       greatest(s.rate_hi, e.e_hi) AS rate_hi, s.irregular + coalesce(e.e_irregular, 0) AS irregular,
-       s.bits_or, s.bits_and
+       greatest(s.rate_hi, e.e_hi) AS rate_hi, s.backwards + coalesce(e.e_backwards, 0) AS backwards,
+       s.repeats + coalesce(e.e_unordered, 0) AS unordered, greatest(s.pair_hi, e.e_pair_hi) AS pair_hi,
+       least(s.pair_lo, e.e_pair_lo) AS pair_lo, s.bits_or, s.bits_and
 FROM series s LEFT JOIN edges e
      ON e.host IS NOT DISTINCT FROM s.host AND e.entity IS NOT DISTINCT FROM s.entity AND e.metric = s.metric
 WHERE s.n > 0
@@ -97,14 +103,23 @@ _BIT_VARIES = " OR ".join(
     f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
     for _, bit, unless in CLOCK_EVENT_SIGNALS
 )
+# A gauge's window of anomalous samples needs two of them in a row (unless its metric is discrete), both
+# across the rule: so the level both samples of a pair reach (pair_hi, pair_lo) must cross it. Only with
+# one read window ($pairs): with several, the last sample of one and the first of the next are a pair
+# of the scope that no summary holds. Not when the order of a pair is in doubt (repeated times, sources
+# that overlap).
 CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _cand AS
 SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN _rules r USING (metric)
-WHERE CASE WHEN s.metric = ? THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
-           WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.irregular > 0
+WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
+           WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
                 OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
            WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
-           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta END
+                AND (NOT $pairs OR r.discrete OR s.unordered > 0
+                     OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
+           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
+                AND (NOT $pairs OR r.discrete OR s.unordered > 0
+                     OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
 """
 # The candidates' own samples in the windows: their hosts' row groups only.
 RAW_SQL = """
@@ -130,10 +145,12 @@ def scope_from_summaries(
     switches: list[str],
     port_names: list[str],
     metrics: list[str],
+    min_samples: int = MIN_ANOMALY_SAMPLES,
 ) -> int | None:
-    """Fill `_scope` with the candidates' samples in the (sorted, disjoint) windows; `_rules` and
-    `_ports` are loaded. Returns the series observed in the windows, or None when the summaries cannot
-    tell whether any sample falls inside them (the caller then reads raw)."""
+    """Fill `_scope` with the candidates' samples in the (sorted, disjoint) windows, for anomaly windows
+    of at least `min_samples` samples (discrete metrics: one); `_rules` and `_ports` are loaded. Returns
+    the series observed in the windows, or None when the summaries cannot tell whether any sample falls
+    inside them (the caller then reads raw)."""
     touches = " OR ".join(["(s.last_ts >= ? AND s.first_ts <= ?)"] * len(windows))
     seen = " OR ".join(["(s.first_ts BETWEEN ? AND ?) OR (s.last_ts BETWEEN ? AND ?)"] * len(windows))
     touch_args = [t for w in windows for t in w]
@@ -154,7 +171,8 @@ def scope_from_summaries(
     observed, touched = conn.execute("SELECT count(*) FILTER (seen), count(*) FROM _cand_series").fetchone() or (0, 0)
     if touched and not observed:
         return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
-    conn.execute(CANDIDATES_SQL, [CLOCK_EVENT_METRIC])
+    pairs = len(windows) == 1 and min_samples >= 2
+    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs})
     cand_hosts = [r[0] for r in conn.execute("SELECT DISTINCT host FROM _cand ORDER BY 1").fetchall()]
     cand_metrics = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _cand ORDER BY 1").fetchall()]
     if cand_hosts:

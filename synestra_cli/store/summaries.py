@@ -11,9 +11,11 @@ Each row keeps what a candidate test needs, in forms that combine across hours a
 
 - `n`, `lo`, `hi`, `first_ts`, `last_ts`: the non-null samples (min/max: a gauge's range);
 - `rate_lo`, `rate_hi`: the smallest and largest rate between consecutive finite samples of the source
-  (each pair counted in its later sample's hour), `irregular`: pairs that went backwards (a counter
-  reset) or repeated a time, for which those bounds do not hold; `fin_*` and `first_v`/`last_v`: the
-  first and last finite samples, so that a reader can add the pairs between hours and sources;
+  (each pair counted in its later sample's hour), `backwards`: pairs that went down (for a counter, a
+  reset: its rate bounds do not hold), `repeats`: pairs at the same time (their order is arbitrary);
+  `pair_hi`/`pair_lo`: the highest level two consecutive samples both reach, the lowest level both
+  fall to (an anomaly window needs two anomalous samples in a row); `fin_*` and `first_v`/`last_v`:
+  the first and last finite samples, so that a reader can add the pairs between hours and sources;
 - `bits_or`, `bits_and`: a bitmask metric's bits (metric_catalog.kind = 'bitmask'), set in any or
   every sample.
 
@@ -52,7 +54,10 @@ CREATE TABLE metric_summaries (
     last_v       DOUBLE,
     rate_lo      DOUBLE,               -- min and max rate (per s) between consecutive finite samples
     rate_hi      DOUBLE,
-    irregular    BIGINT NOT NULL,      -- pairs that went backwards or repeated a time
+    backwards    BIGINT NOT NULL,      -- pairs that went down (a counter reset)
+    repeats      BIGINT NOT NULL,      -- pairs at the same time
+    pair_hi      DOUBLE,               -- max over consecutive finite pairs of the lower of the two
+    pair_lo      DOUBLE,               -- min over them of the higher of the two
     bits_or      BIGINT,               -- bitmask metrics: bits set in any / every sample
     bits_and     BIGINT
 );
@@ -76,7 +81,8 @@ SELECT source_id, host, entity, metric, time_bucket({BUCKET}, ts) AS bucket, cou
        arg_min(value, ts) FILTER (fin), arg_max(value, ts) FILTER (fin),
        min((value - pv) / (epoch(ts) - epoch(pts))) FILTER (fin AND value >= pv AND ts > pts),
        max((value - pv) / (epoch(ts) - epoch(pts))) FILTER (fin AND value >= pv AND ts > pts),
-       count(*) FILTER (fin AND (value < pv OR ts = pts)),
+       count(*) FILTER (fin AND value < pv), count(*) FILTER (fin AND ts = pts),
+       max(least(value, pv)) FILTER (fin AND pv IS NOT NULL), min(greatest(value, pv)) FILTER (fin AND pv IS NOT NULL),
        bit_or(bits) FILTER (bits >= 0), bit_and(bits) FILTER (bits >= 0)
 FROM s GROUP BY ALL
 """
