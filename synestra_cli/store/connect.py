@@ -201,9 +201,11 @@ def connect(
 def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a store that is shorter than its own header says (truncated: it would fail mid-query) or
     written by a newer Synestra (migrations this version does not know: appending would corrupt it)."""
-    (_, _, block_size, total_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 4
-    expected = HEADER_BYTES + int(block_size or 0) * int(total_blocks or 0)
-    if path.is_file() and total_blocks and path.stat().st_size < expected:
+    (_, _, block_size, _, used_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 5
+    # Used blocks, not total: DuckDB counts free blocks at the end that it has truncated off the file
+    # (a healthy 1.5 GB store after ingest, or any store after a DELETE, is a block short of total).
+    expected = HEADER_BYTES + int(block_size or 0) * int(used_blocks or 0)
+    if path.is_file() and used_blocks and path.stat().st_size < expected:
         raise StoreError(
             f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "
             "from a copy, or ingest again into a new --db"
