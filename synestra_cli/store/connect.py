@@ -31,8 +31,11 @@ OFFLINE_CONFIG: DuckConfig = {"autoinstall_known_extensions": False, "autoload_k
 LOCKED_CONFIG: DuckConfig = {**OFFLINE_CONFIG, "enable_external_access": False}
 
 # Session macros every query may use. to_utc: a naive local timestamp in zone tz -> naive UTC.
+# No progress bar: DuckDB prints it on stdout for a query over 2 s (a big job on a busy machine), in
+# the middle of `--format json` output.
 SESSION_SQL = [
     "SET TimeZone = 'UTC'",
+    "SET enable_progress_bar = false",
     "CREATE OR REPLACE TEMP MACRO to_utc(ts, tz) AS timezone('UTC', timezone(tz, ts))",
 ]
 
