@@ -11,7 +11,8 @@ import duckdb
 
 from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
-from synestra_cli.store.summaries import BACKFILL as SUMMARIES
+from synestra_cli.store.summaries import SUMMARY_DDL
+from synestra_cli.store.summaries import backfill as backfill_summaries
 
 CORE = """
 CREATE SEQUENCE source_id_seq START 1;
@@ -225,8 +226,10 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("007_clusters", CLUSTERS),
     ("008_bounded_restores", BOUNDED_RESTORES),
     ("010_host_names", HOST_NAMES),
-    ("012_metric_summaries", SUMMARIES),  # store/summaries.py: per-series hourly summaries, backfilled
+    ("012_metric_summaries", SUMMARY_DDL),  # store/summaries.py: per-series hourly summaries, backfilled
 ]
+# Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
+AFTER_SQL = {"012_metric_summaries": backfill_summaries}
 
 
 def applied(conn: duckdb.DuckDBPyConnection) -> list[str]:
@@ -243,6 +246,8 @@ def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
             continue
         with transaction(conn):
             conn.execute(sql)
+            if name in AFTER_SQL:
+                AFTER_SQL[name](conn)
             conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())", [name])
         new.append(name)
     return new
