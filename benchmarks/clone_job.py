@@ -1,6 +1,7 @@
 """Make job 1001 k times bigger, in place (run it on a copy of a store): its hosts' telemetry, events,
 topology, GPUs and switch ports cloned under new names (host-cN, port-cN), its job_nodes and sacct nodes
-extended. For measuring how `explain` grows with a job's hosts (docs/performance.md), not for answers.
+extended, and their hourly summaries when the store has them. For measuring how `explain` grows with a
+job's hosts (docs/performance.md), not for answers.
 
     cp store.duckdb big.duckdb && python benchmarks/clone_job.py big.duckdb 8
 """
@@ -35,6 +36,16 @@ CLONE_SQL = [
 ]
 
 
+# The clones' hourly summaries (store/summaries.py, migration 012), when the store has them: a clone's rows
+# keep their source ids, which are already listed as summarised.
+SUMMARY_CLONE_SQL = [
+    "INSERT INTO metric_summaries SELECT * REPLACE (host || '{s}' AS host) FROM metric_summaries WHERE " + IN_JOB,
+    "INSERT INTO metric_summaries SELECT m.* REPLACE (m.entity || '{s}' AS entity) FROM metric_summaries m "
+    "SEMI JOIN jp ON jp.switch = m.host AND jp.switch_port = m.entity",
+]
+HAS_SUMMARIES_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'metric_summaries'"
+
+
 def main(db: str, k: int) -> None:
     conn = duckdb.connect(db)
     hosts = [r[0] for r in conn.execute(HOSTS_SQL, [JOB, JOB]).fetchall()]
@@ -43,7 +54,8 @@ def main(db: str, k: int) -> None:
     for c in range(1, k):
         t = time.perf_counter()
         conn.execute("BEGIN")
-        for sql in CLONE_SQL:
+        summaries = SUMMARY_CLONE_SQL if conn.execute(HAS_SUMMARIES_SQL).fetchone()[0] else []
+        for sql in CLONE_SQL + summaries:
             conn.execute(sql.format(s=f"-c{c}", n=len(hosts)))
         conn.execute("COMMIT")
         print(f"clone {c}: {time.perf_counter() - t:.1f} s", file=sys.stderr)

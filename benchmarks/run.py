@@ -81,11 +81,11 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rows": len(lines), "templ
 """
 
 
-def run_child(args: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
+def run_child(args: list[str], ok_codes: tuple[int, ...] = (0,), env: dict[str, str] | None = None) -> dict:
     """Run a child; return its last JSON stdout line with wall seconds and its own peak RSS (wait4)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=out, stderr=err, text=True, cwd=ROOT)
+        proc = subprocess.Popen(args, stdout=out, stderr=err, text=True, cwd=ROOT, env={**os.environ, **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -160,20 +160,32 @@ def jobsize_dataset(cache: Path, hosts: int, node_hours: float, seed: int, gz: b
     return out
 
 
+MIGRATE_CHILD = """
+import json, sys, time
+from synestra_cli.store.connect import connect
+t = time.perf_counter()
+connect(sys.argv[1]).close()  # a writable open applies the migrations this store lacks (012 backfills summaries)
+print(json.dumps({"seconds": time.perf_counter() - t}))
+"""
+
+
 def bench_jobsizes(args: argparse.Namespace) -> list[dict]:
-    """explain --job latency and peak RSS per job size, each next to its store."""
+    """explain --job latency and peak RSS per job size, each next to its store: with the hourly summaries
+    (store/summaries.py) and, as the baseline in the same run, reading raw samples only
+    (SYNESTRA_SUMMARIES=0, the code path before migration 012)."""
     rows = []
     for hosts in (int(h) for h in args.job_sizes.split(",")):
         data = jobsize_dataset(args.cache, hosts, args.job_node_hours, args.job_seed, args.gzip)
         db = args.cache / f"store-{data.name}.duckdb"
         truth = json.loads((data / "truth.json").read_text())
-        store = (
-            {"reused": True, "store_mb": db.stat().st_size / 1e6}
-            if args.reuse_stores and db.exists()
-            else bench_store(data / "exports", db)
-        )
+        if args.reuse_stores and db.exists():
+            store = {"reused": True, "migrate_s": run_child([PY, "-c", MIGRATE_CHILD, str(db)])["wall_s"]}
+            store["store_mb"] = db.stat().st_size / 1e6
+        else:
+            store = bench_store(data / "exports", db)
         job = main_job(data)
         size = next((len(j["hosts"]) for j in truth["jobs"] if j["job"] == job and "hosts" in j), hosts)
+        command = SYNESTRA + ["explain", "--job", job, "--db", str(db), "--format", "json"]
         rows.append(
             {
                 "hosts": size,
@@ -183,9 +195,8 @@ def bench_jobsizes(args: argparse.Namespace) -> list[dict]:
                 "metric_samples": truth.get("metric_samples", 0),
                 "store": store,
                 "job": job,
-                "explain": timed_command(
-                    SYNESTRA + ["explain", "--job", job, "--db", str(db), "--format", "json"], args.runs
-                ),
+                "explain_raw": timed_command(command, args.runs, {"SYNESTRA_SUMMARIES": "0"}),
+                "explain": timed_command(command, args.runs),
             }
         )
     return rows
@@ -306,9 +317,9 @@ def bench_store(exports: Path, db: Path) -> dict:
     }
 
 
-def timed_command(args: list[str], runs: int) -> dict:
-    cold = run_child(args)
-    warm = [run_child(args) for _ in range(runs)]
+def timed_command(args: list[str], runs: int, env: dict[str, str] | None = None) -> dict:
+    cold = run_child(args, env=env)
+    warm = [run_child(args, env=env) for _ in range(runs)]
     return {
         "cold_s": cold["wall_s"],
         "warm_median_s": statistics.median(w["wall_s"] for w in warm),
@@ -372,15 +383,17 @@ def print_table(doc: dict) -> None:
             )
     if doc.get("job_sizes"):
         print(
-            f"\nexplain --job by job size (campus sampling)\n{'hosts':>7}{'campus':>16}{'store MB':>10}"
-            f"{'samples':>13}{'cold s':>8}{'warm s':>8}{'cpu s':>7}{'RSS MB':>8}{'load':>6}"
+            f"\nexplain --job by job size (campus sampling; raw = SYNESTRA_SUMMARIES=0, the path before the "
+            f"summaries)\n{'hosts':>7}{'campus':>16}{'store MB':>10}{'samples':>13}{'cold s':>8}{'warm s':>8}"
+            f"{'cpu s':>7}{'RSS MB':>8}{'raw warm s':>11}{'raw cpu s':>10}{'raw RSS':>8}{'load':>6}"
         )
         for r in doc["job_sizes"]:
-            ex, campus = r["explain"], f"{r['nodes']} x {r['hours']:g} h"
+            ex, raw, campus = r["explain"], r["explain_raw"], f"{r['nodes']} x {r['hours']:g} h"
             print(
                 f"{r['hosts']:>7}{campus:>16}{r['store']['store_mb']:>10.0f}{r['metric_samples']:>13,}"
                 f"{ex['cold_s']:>8.2f}{ex['warm_median_s']:>8.2f}{ex['warm_median_cpu_s']:>7.2f}"
-                f"{ex['peak_rss_mb']:>8.0f}{ex['load_avg']:>6.1f}"
+                f"{ex['peak_rss_mb']:>8.0f}{raw['warm_median_s']:>11.2f}{raw['warm_median_cpu_s']:>10.2f}"
+                f"{raw['peak_rss_mb']:>8.0f}{ex['load_avg']:>6.1f}"
             )
 
 
@@ -415,7 +428,7 @@ def main() -> None:
     ap.add_argument(
         "--reuse-stores",
         action="store_true",
-        help="job sizes: explain a store already in --cache instead of ingesting it again",
+        help="job sizes: explain a store already in --cache (migrated first) instead of ingesting it again",
     )
     ap.add_argument("--cache", type=Path, default=ROOT / "benchmarks" / "cache")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "latest.json")

@@ -45,6 +45,7 @@ from synestra_cli.store.connect import is_store_write_failure
 from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sources import delete_sources
 from synestra_cli.store.sql import fetch_one, scalar, transaction
+from synestra_cli.store.summaries import summarise_source
 
 SOURCE_SPAN_SQL = """
 WITH t AS (
@@ -392,6 +393,7 @@ def _ingest(conn, path: Path, options: IngestOptions, source_id: int | None, rep
         return
     _load_in_transaction(conn, path, fmt, options, plan, codec, report, source_id)
     report.status = "loaded"
+    summarise_source(conn, report.source_id)  # after the commit, its own transaction (store/summaries.py)
 
 
 def _load_in_transaction(

@@ -76,3 +76,9 @@ def memory_limit(default: str) -> str:
 def workers(name: str, default: int) -> int:
     """SYNESTRA_WORKERS / SYNESTRA_INGEST_WORKERS: units of work run at once."""
     return env_int(name, default, 1, MAX_WORKERS)
+
+
+def summaries() -> bool:
+    """SYNESTRA_SUMMARIES: 0 makes explain read raw samples only, ignoring the hourly summaries
+    (store/summaries.py): the baseline for benchmarks, or a way to rule the summaries out."""
+    return env_int("SYNESTRA_SUMMARIES", 1, 0, 1) == 1

@@ -55,6 +55,7 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     assert "vs floor" in proc.stdout and "explain --job" in proc.stdout
     sizes = doc["job_sizes"]
     assert [r["hosts"] for r in sizes] == [2] and all(r["explain"]["peak_rss_mb"] > 0 for r in sizes)
+    assert all(r["explain_raw"]["warm_median_cpu_s"] > 0 for r in sizes)  # the raw-path baseline, same run
     assert all(r["store"]["store_mb"] > 0 and r["metric_samples"] > 0 for r in sizes)
     assert "by job size" in proc.stdout
 

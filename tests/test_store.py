@@ -65,3 +65,12 @@ def test_a_second_writer_waits_then_fails_with_a_reason(db_path, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_no_progress_bar_can_reach_stdout(db_path):
+    """DuckDB prints its progress bar on stdout for a query over 2 s: it corrupted `explain --format json`
+    on a 256-host job of a busy machine. Every connection, writable or read-only, has it off."""
+    with open_store(db_path) as conn:
+        assert conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+    with open_store(db_path, read_only=True) as conn:
+        assert conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)

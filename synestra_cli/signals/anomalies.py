@@ -24,6 +24,7 @@ from datetime import datetime
 
 import duckdb
 
+from synestra_cli.signals.candidates import scope_from_summaries, summaries_cover
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
 from synestra_cli.signals.scope import JobScope, insert_rows, placeholders, scalar
 from synestra_cli.signals.thresholds import (
@@ -208,9 +209,16 @@ def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
     insert_rows(conn, "_rules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
 
 
-def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[tuple[datetime, datetime]]) -> int:
-    """Summarise the job's telemetry inside the (disjoint) windows per series (`_series`), and copy the
-    raw samples of the candidate series into the temp table `_scope`. Returns the series observed."""
+def build_scope(
+    conn: duckdb.DuckDBPyConnection,
+    scope: JobScope,
+    windows: list[tuple[datetime, datetime]],
+    min_samples: int = MIN_ANOMALY_SAMPLES,
+) -> int:
+    """Decide which series of the job's telemetry inside the (sorted, disjoint) windows could hold an
+    anomaly window of `min_samples` (as `anomalies` will be asked), from the hourly summaries or else
+    from the samples (`_series`), and copy the raw samples of those candidates into the temp table
+    `_scope`. Returns the series observed (> 0 when any sample falls in the windows)."""
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
@@ -223,15 +231,37 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
     port_names = sorted({p[1] for p in ports})
     derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
     metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC]
-    spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
-    bounds = [t for window in windows for t in window]
     conn.execute(SERIES_DDL)
     conn.execute(SCOPE_DDL)
     if not windows:
         return 0
+    observed = None
+    if summaries_cover(conn, windows[0][0], windows[-1][1]):
+        observed = scope_from_summaries(conn, windows, scope.hosts, switches, port_names, metrics, min_samples)
+    if observed is None:
+        conn.execute(SCOPE_DDL)
+        observed = _scope_from_samples(conn, windows, scope.hosts, switches, port_names, metrics)
+    values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
+    bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
+    conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
+    return observed
+
+
+def _scope_from_samples(
+    conn: duckdb.DuckDBPyConnection,
+    windows: list[tuple[datetime, datetime]],
+    hosts: list[str],
+    switches: list[str],
+    port_names: list[str],
+    metrics: list[str],
+) -> int:
+    """Without summaries (a store opened read-only before migration 012, or a source not yet
+    summarised): every series summarised from its samples in one scan, then the candidates kept."""
+    spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
+    bounds = [t for window in windows for t in window]
     conn.execute(
-        SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(scope.hosts)), metrics=placeholders(len(metrics))),
-        [*bounds, *scope.hosts, *metrics],
+        SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(hosts)), metrics=placeholders(len(metrics))),
+        [*bounds, *hosts, *metrics],
     )
     if switches:
         conn.execute(
@@ -244,9 +274,6 @@ def build_scope(conn: duckdb.DuckDBPyConnection, scope: JobScope, windows: list[
             [*bounds, *switches, *port_names, *metrics],
         )
     conn.execute(SCOPE_SQL, [CLOCK_EVENT_METRIC])
-    values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
-    bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
-    conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
     return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 

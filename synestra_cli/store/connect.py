@@ -31,8 +31,11 @@ OFFLINE_CONFIG: DuckConfig = {"autoinstall_known_extensions": False, "autoload_k
 LOCKED_CONFIG: DuckConfig = {**OFFLINE_CONFIG, "enable_external_access": False}
 
 # Session macros every query may use. to_utc: a naive local timestamp in zone tz -> naive UTC.
+# No progress bar: DuckDB prints it on stdout for a query over 2 s (a big job on a busy machine), in
+# the middle of `--format json` output.
 SESSION_SQL = [
     "SET TimeZone = 'UTC'",
+    "SET enable_progress_bar = false",
     "CREATE OR REPLACE TEMP MACRO to_utc(ts, tz) AS timezone('UTC', timezone(tz, ts))",
 ]
 
@@ -208,11 +211,11 @@ def connect(
 def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a store that is shorter than its own header says (truncated: it would fail mid-query) or
     written by a newer Synestra (migrations this version does not know: appending would corrupt it)."""
-    (_, _, block_size, total_blocks, used_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 5
-    # The blocks in use, not all of them: DuckDB cuts free blocks off the end of the file at a checkpoint
-    # and still counts them in total_blocks (a store written, rewritten and reopened would be refused).
+    (_, _, block_size, _, used_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 5
+    # Used blocks, not total: DuckDB counts free blocks at the end that it has truncated off the file
+    # (a healthy 1.5 GB store after ingest, or any store after a DELETE, is a block short of total).
     expected = HEADER_BYTES + int(block_size or 0) * int(used_blocks or 0)
-    if path.is_file() and total_blocks and path.stat().st_size < expected:
+    if path.is_file() and used_blocks and path.stat().st_size < expected:
         raise StoreError(
             f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "
             "from a copy, or ingest again into a new --db"

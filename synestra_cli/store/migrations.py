@@ -11,6 +11,8 @@ import duckdb
 
 from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
+from synestra_cli.store.summaries import SUMMARY_DDL
+from synestra_cli.store.summaries import backfill as backfill_summaries
 
 CORE = """
 CREATE SEQUENCE source_id_seq START 1;
@@ -236,8 +238,11 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("007_clusters", CLUSTERS),
     ("008_bounded_restores", BOUNDED_RESTORES),
     ("010_host_names", HOST_NAMES),
+    ("012_metric_summaries", SUMMARY_DDL),  # store/summaries.py: per-series hourly summaries, backfilled
     ("017_years_and_hostless_gpus", YEARS_AND_HOSTLESS_GPUS),
 ]
+# Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
+AFTER_SQL = {"012_metric_summaries": backfill_summaries}
 
 
 def applied(conn: duckdb.DuckDBPyConnection) -> list[str]:
@@ -254,6 +259,8 @@ def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
             continue
         with transaction(conn):
             conn.execute(sql)
+            if name in AFTER_SQL:
+                AFTER_SQL[name](conn)
             conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())", [name])
         new.append(name)
     return new

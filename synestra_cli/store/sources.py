@@ -13,6 +13,7 @@ import duckdb
 
 from synestra_cli.errors import NotFoundError
 from synestra_cli.store.sql import quote_ident, transaction
+from synestra_cli.store.summaries import DERIVED_TABLES
 
 # Base tables (not views, not temp) with a source_id column, and their TIMESTAMP columns.
 SOURCED_TABLES_SQL = """
@@ -70,7 +71,13 @@ def delete_sources(conn: duckdb.DuckDBPyConnection, ids: list[int]) -> int:
     deleted = 0
     for table in sourced_tables(conn):
         row = conn.execute(f"DELETE FROM {quote_ident(table.name)} WHERE list_contains(?, source_id)", [ids]).fetchone()
-        deleted += row[0] if row and table.name not in ("rejects", "sources", "source_years") else 0
+        counted = table.name not in (
+            "rejects",
+            "sources",
+            "source_years",
+            *DERIVED_TABLES,
+        )  # bookkeeping: not rows read
+        deleted += row[0] if row and counted else 0
     return deleted
 
 

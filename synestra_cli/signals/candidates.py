@@ -1,0 +1,184 @@
+"""Which of a job's series could hold an anomaly, from the store's hourly summaries (store/summaries.py).
+
+The raw read of a big job's telemetry costs a scan of every row group of its hosts: a row group holds
+a host's whole day, so the time window prunes nothing. The summaries hold one row per source, series
+and hour; from them each series' candidate test is decided without its samples, and only the
+candidates' samples are read raw (their hosts' row groups: a few hosts, not the whole job).
+
+Each test is a superset of the anomaly test of signals/anomalies.py, so no anomaly is lost:
+
+- a gauge: its range over the hours that touch the read windows (wider than the windows' own range)
+  crosses its rule, as the raw test;
+- a counter: it moved, and the largest rate between consecutive samples can cross the rule against
+  the smallest one (a baseline is a quartile of rates, never below the smallest), over every hour from
+  the first window to the last: a rate across the gap between two windows is an average of the rates
+  in between. A counter that went backwards (a reset) or whose sources overlap in time has no such
+  bound: it stays a candidate;
+- a clocks-event bitmask: one of the decoded bits is set in some sample and clear in another.
+
+The summaries are used only when every source of the time range has one (`summarised_sources`);
+else, and on a store opened read-only before migration 012, the caller reads raw.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+
+from synestra_cli import settings
+from synestra_cli.signals.scope import placeholders, scalar
+from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
+
+HAS_SUMMARIES_SQL = """
+SELECT count(*) FROM duckdb_tables()
+WHERE database_name = current_database() AND schema_name = 'main' AND table_name = 'summarised_sources'
+"""
+# Sources in the time range (or without one) whose summary was not written.
+UNSUMMARISED_SQL = """
+SELECT count(*) FROM sources s ANTI JOIN summarised_sources u USING (source_id)
+WHERE s.first_ts IS NULL OR (s.last_ts >= ? AND s.first_ts <= ?)
+"""
+
+SUMM_DDL = """
+CREATE OR REPLACE TEMP TABLE _summ (host VARCHAR, entity VARCHAR, metric VARCHAR, touches BOOLEAN, seen BOOLEAN,
+    n BIGINT, lo DOUBLE, hi DOUBLE, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE,
+    rate_lo DOUBLE, rate_hi DOUBLE, backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE,
+    bits_or BIGINT, bits_and BIGINT)
+"""
+# The hours from the first window to the last; `touches`: the hour's samples overlap a window, `seen`:
+# one of its samples is surely inside one (its first or last).
+_SUMM = """
+INSERT INTO _summ
+SELECT s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi, s.fin_first_ts, s.fin_last_ts,
+       s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi, s.pair_lo, s.bits_or, s.bits_and
+FROM metric_summaries s {join}
+WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host IN ({hosts}) {entities} AND s.metric IN ({metrics})
+"""
+SUMM_HOSTS_SQL = _SUMM.replace("{join}", "").replace("{entities}", "")
+SUMM_PORTS_SQL = _SUMM.replace("{join}", "SEMI JOIN _ports p ON p.host = s.host AND p.entity = s.entity").replace(
+    "{entities}", "AND s.entity IN ({ports})"
+)
+
+# Per series: its range over the hours touching a window; its rate bounds over all the hours, with
+# the pairs between consecutive hours (of one source, or the next source of the same series) added.
+SERIES_SQL = """
+CREATE OR REPLACE TEMP TABLE _cand_series AS
+WITH e AS (
+    SELECT host, entity, metric, touches, first_v, fin_first_ts,
+           lag(last_v) OVER w AS p_v, lag(fin_last_ts) OVER w AS p_ts
+    FROM _summ WHERE fin_first_ts IS NOT NULL
+    WINDOW w AS (PARTITION BY host, entity, metric ORDER BY fin_first_ts, fin_last_ts)
+), edges AS (
+    SELECT host, entity, metric,
+           min((first_v - p_v) / (epoch(fin_first_ts) - epoch(p_ts))) FILTER (first_v >= p_v AND fin_first_ts > p_ts)
+               AS e_lo,
+           max((first_v - p_v) / (epoch(fin_first_ts) - epoch(p_ts))) FILTER (first_v >= p_v AND fin_first_ts > p_ts)
+               AS e_hi,
+           count(*) FILTER (first_v < p_v) AS e_backwards,
+           count(*) FILTER (fin_first_ts <= p_ts) AS e_unordered,  -- two sources of one series overlap in time
+           max(least(first_v, p_v)) FILTER (touches) AS e_pair_hi,
+           min(greatest(first_v, p_v)) FILTER (touches) AS e_pair_lo
+    FROM e WHERE p_ts IS NOT NULL GROUP BY ALL
+), series AS (
+    SELECT host, entity, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n,
+           min(lo) FILTER (touches) AS lo, max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo,
+           max(rate_hi) AS rate_hi, sum(backwards) AS backwards, sum(repeats) AS repeats,
+           max(pair_hi) FILTER (touches) AS pair_hi, min(pair_lo) FILTER (touches) AS pair_lo,
+           bit_or(bits_or) FILTER (touches) AS bits_or, bit_and(bits_and) FILTER (touches) AS bits_and
+    FROM _summ GROUP BY ALL
+)
+SELECT s.host, s.entity, s.metric, s.seen, s.lo, s.hi, least(s.rate_lo, e.e_lo) AS rate_lo,
+       greatest(s.rate_hi, e.e_hi) AS rate_hi, s.backwards + coalesce(e.e_backwards, 0) AS backwards,
+       s.repeats + coalesce(e.e_unordered, 0) AS unordered, greatest(s.pair_hi, e.e_pair_hi) AS pair_hi,
+       least(s.pair_lo, e.e_pair_lo) AS pair_lo, s.bits_or, s.bits_and
+FROM series s LEFT JOIN edges e
+     ON e.host IS NOT DISTINCT FROM s.host AND e.entity IS NOT DISTINCT FROM s.entity AND e.metric = s.metric
+WHERE s.n > 0
+"""
+
+# A decoded clocks-event bit can vary only if it is set in some sample and, in another, clear or
+# overridden by one of its `unless` bits (signals/anomalies.py CLOCK_BITS_SQL).
+_BIT_VARIES = " OR ".join(
+    f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
+    for _, bit, unless in CLOCK_EVENT_SIGNALS
+)
+# A gauge's window of anomalous samples needs two of them in a row (unless its metric is discrete), both
+# across the rule: so the level both samples of a pair reach (pair_hi, pair_lo) must cross it. Only with
+# one read window ($pairs): with several, the last sample of one and the first of the next are a pair
+# of the scope that no summary holds. Not when the order of a pair is in doubt (repeated times, sources
+# that overlap).
+CANDIDATES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _cand AS
+SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN _rules r USING (metric)
+WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
+           WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
+                OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
+           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
+                AND (NOT $pairs OR r.discrete OR s.unordered > 0
+                     OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
+           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
+                AND (NOT $pairs OR r.discrete OR s.unordered > 0
+                     OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
+"""
+# The candidates' own samples in the windows: their hosts' row groups only.
+RAW_SQL = """
+INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
+FROM metrics m SEMI JOIN _cand c
+     ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
+WHERE ({spans}) AND m.host IN ({hosts}) AND m.metric IN ({metrics}) AND m.value IS NOT NULL
+"""
+
+
+def summaries_cover(conn: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> bool:
+    """True when the store has summaries and every source that may hold samples in [lo, hi] has one
+    (and $SYNESTRA_SUMMARIES does not turn them off)."""
+    if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
+        return False
+    return bool(scalar(conn, UNSUMMARISED_SQL, [hi, lo]) == 0)
+
+
+def scope_from_summaries(
+    conn: duckdb.DuckDBPyConnection,
+    windows: list[tuple[datetime, datetime]],
+    hosts: list[str],
+    switches: list[str],
+    port_names: list[str],
+    metrics: list[str],
+    min_samples: int = MIN_ANOMALY_SAMPLES,
+) -> int | None:
+    """Fill `_scope` with the candidates' samples in the (sorted, disjoint) windows, for anomaly windows
+    of at least `min_samples` samples (discrete metrics: one); `_rules` and `_ports` are loaded. Returns
+    the series observed in the windows, or None when the summaries cannot tell whether any sample falls
+    inside them (the caller then reads raw)."""
+    touches = " OR ".join(["(s.last_ts >= ? AND s.first_ts <= ?)"] * len(windows))
+    seen = " OR ".join(["(s.first_ts BETWEEN ? AND ?) OR (s.last_ts BETWEEN ? AND ?)"] * len(windows))
+    touch_args = [t for w in windows for t in w]
+    seen_args = [t for w in windows for t in (*w, *w)]
+    hull = [windows[0][0], windows[-1][1]]
+    conn.execute(SUMM_DDL)
+    fill = {"touches": touches, "seen": seen, "metrics": placeholders(len(metrics))}
+    conn.execute(
+        SUMM_HOSTS_SQL.format(**fill, hosts=placeholders(len(hosts))),
+        [*touch_args, *seen_args, *hull, *hosts, *metrics],
+    )
+    if switches:
+        conn.execute(
+            SUMM_PORTS_SQL.format(**fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))),
+            [*touch_args, *seen_args, *hull, *switches, *port_names, *metrics],
+        )
+    conn.execute(SERIES_SQL)
+    observed, touched = conn.execute("SELECT count(*) FILTER (seen), count(*) FROM _cand_series").fetchone() or (0, 0)
+    if touched and not observed:
+        return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
+    pairs = len(windows) == 1 and min_samples >= 2
+    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs})
+    cand_hosts = [r[0] for r in conn.execute("SELECT DISTINCT host FROM _cand ORDER BY 1").fetchall()]
+    cand_metrics = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _cand ORDER BY 1").fetchall()]
+    if cand_hosts:
+        spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
+        conn.execute(
+            RAW_SQL.format(spans=spans, hosts=placeholders(len(cand_hosts)), metrics=placeholders(len(cand_metrics))),
+            [*touch_args, *cand_hosts, *cand_metrics],
+        )
+    return int(observed)

@@ -1,0 +1,235 @@
+"""Hourly telemetry summaries (store/summaries.py) and the candidates read from them (signals/candidates.py):
+written at ingest, backfilled by migration 012, removed with their source, and never changing an answer:
+every anomaly and explanation comes out the same as from the raw samples."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synestra_cli.explain.api import explain_job, jobs_in_window
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import ingest_paths
+from synestra_cli.signals.anomalies import anomalies, build_scope
+from synestra_cli.signals.scope import JobScope
+from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC
+from synestra_cli.store.connect import connect
+from synestra_cli.store.migrations import apply_migrations
+from synestra_cli.store.sources import forget, sourced_tables
+from synestra_cli.store.summaries import DERIVED_TABLES, summarise_source
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
+T0 = datetime(2026, 11, 2)
+HOSTS = ["h1", "h2", "h3"]
+# (metric, entity, kind): counters with bursts and resets, gauges with steps, a clocks-event bitmask
+SERIES = [
+    ("ib_port_symbol_errors_total", "mlx5_0", "counter"),
+    ("port_fec_corrected_codewords_total", "mlx5_0", "counter"),
+    ("ib_port_xmit_discards_total", "mlx5_1", "counter"),
+    ("gpu_temp_celsius", "gpu0", "gauge"),
+    ("optics_rx_power_dbm", "mlx5_0", "dbm"),
+    ("ib_port_state_id", "mlx5_1", "state"),
+    (CLOCK_EVENT_METRIC, "gpu0", "bits"),
+]
+
+
+def _series(rng: np.random.Generator, kind: str, n: int) -> np.ndarray:
+    if kind == "counter":
+        rate = rng.choice([0.0, 0.001, 5.0, 800.0])
+        steps = rng.poisson(rate * 60, n).astype(float)
+        if rng.random() < 0.4:  # a fault: a burst of errors from some sample on
+            steps[rng.integers(n) :] += rng.poisson(50 * (rate + 1), 1)[0]
+        values = np.cumsum(steps)
+        if rng.random() < 0.3:  # a counter reset (a reboot)
+            k = rng.integers(1, n)
+            values[k:] -= values[k - 1]
+        return values
+    if kind == "gauge":
+        v = 60 + rng.normal(0, 2, n)
+        if rng.random() < 0.5:
+            v[rng.integers(n) :] += rng.choice([12.0, 30.0])
+        return v
+    if kind == "dbm":
+        v = -1.2 + rng.normal(0, 0.1, n)
+        if rng.random() < 0.5:
+            v[rng.integers(n) :] -= 3.5
+        return v
+    if kind == "state":
+        v = np.full(n, 4.0)
+        if rng.random() < 0.3:
+            v[rng.integers(n) :] = 1.0
+        return v
+    v = np.full(n, 4.0)  # SW power cap set; sometimes a power brake (0x80) or HW slowdown (0x8)
+    if rng.random() < 0.5:
+        v[rng.integers(n) :] = rng.choice([4.0 + 0x80, 4.0 + 0x8, 0.0])
+    return v
+
+
+def _fill(conn, seed: int) -> None:
+    """Two sources per host (two days' files), one of them overlapping the other for some series; NaN
+    and NULL samples; a 60 s scrape with jitter."""
+    rng = np.random.default_rng(seed)
+    sid = 100
+    for host in HOSTS:
+        for metric, entity, kind in SERIES:
+            n = 300
+            ts = [T0 + timedelta(seconds=60 * i + float(rng.integers(0, 5))) for i in range(n)]
+            values = _series(rng, kind, n).tolist()
+            for i in rng.integers(0, n, 3):
+                values[i] = float("nan") if rng.random() < 0.5 else None
+            cut = int(rng.integers(n // 3, 2 * n // 3))
+            overlap = 20 if rng.random() < 0.2 else 0
+            for part, rows in ((0, range(cut + overlap)), (1, range(cut, n))):
+                conn.execute(
+                    "INSERT INTO metrics SELECT unnest(?::TIMESTAMP[]), ?, ?, ?, unnest(?::DOUBLE[]), ?",
+                    [[ts[i] for i in rows], host, entity, metric, [values[i] for i in rows], sid + part],
+                )
+        sid += 2
+    conn.execute(
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts) "
+        "SELECT source_id, 'p' || source_id, 's' || source_id, 'prometheus', 0, count(*), 0, min(ts), max(ts) "
+        "FROM metrics GROUP BY source_id"
+    )
+    conn.execute("INSERT OR IGNORE INTO metric_catalog VALUES ('gpu_clock_events_bitmask', 'bitmask', 'bitmask', NULL)")
+    for (s,) in conn.execute("SELECT source_id FROM sources ORDER BY 1").fetchall():
+        assert summarise_source(conn, s)
+
+
+def _both_ways(conn, windows):
+    scope = JobScope("j", [], HOSTS)
+    observed = build_scope(conn, scope, windows)
+    summarised = conn.execute("SELECT count(*) FROM _summ").fetchone()[0]
+    fast = anomalies(conn, windows=windows)
+    conn.execute("CREATE TEMP TABLE keep AS SELECT * FROM summarised_sources")
+    conn.execute("DELETE FROM summarised_sources")  # a source without its summary: everything is read raw
+    raw_observed = build_scope(conn, scope, windows)
+    raw = anomalies(conn, windows=windows)
+    conn.execute("INSERT INTO summarised_sources SELECT * FROM keep")
+    conn.execute("DROP TABLE keep")
+    return summarised, (observed > 0, fast), (raw_observed > 0, raw)
+
+
+# One read window (the two-in-a-row test on gauges applies), and two (it does not: a pair spans the gap).
+WINDOWS = {
+    "one": [(T0 + timedelta(minutes=100), T0 + timedelta(minutes=155))],
+    "two": [
+        (T0 + timedelta(minutes=40), T0 + timedelta(minutes=95)),
+        (T0 + timedelta(minutes=170), T0 + timedelta(minutes=260)),
+    ],
+}
+
+
+@pytest.mark.parametrize("windows", sorted(WINDOWS))
+@pytest.mark.parametrize("seed", range(8))
+def test_anomalies_from_the_summaries_are_those_of_the_raw_samples(conn, seed, windows):
+    _fill(conn, seed)
+    summarised, fast, raw = _both_ways(conn, WINDOWS[windows])
+    assert summarised > 0  # the summaries were read, not the raw path twice
+    assert fast == raw
+
+
+def test_the_seeds_hold_anomalies_of_every_kind(conn):
+    """The comparison above is not vacuous: across its seeds, counters, gauges and decoded bits are
+    anomalous, and the summaries leave out counters and (in one window, by the two-in-a-row test)
+    gauges whose range alone would have kept them."""
+    kinds = set()
+    dropped: dict[str, int] = {}
+    for seed in range(8):
+        for name, windows in WINDOWS.items():
+            conn.execute(
+                "DELETE FROM metrics; DELETE FROM sources; DELETE FROM metric_summaries; DELETE FROM summarised_sources"
+            )
+            _fill(conn, seed)
+            _, (_, fast), _ = _both_ways(conn, windows)
+            kinds |= {("rate" if a.is_rate else "gauge", a.metric.startswith("gpu_clock_event")) for a in fast}
+            build_scope(conn, JobScope("j", [], HOSTS), windows)
+            for kind, n in conn.execute(
+                "SELECT r.kind, count(*) FROM _cand_series s JOIN _rules r USING (metric) ANTI JOIN _cand c "
+                "USING (host, entity, metric) WHERE r.kind = 'counter' OR (s.hi >= r.floor AND s.hi > s.lo + r.delta) "
+                "GROUP BY 1"
+            ).fetchall():
+                dropped[f"{name} {kind}"] = dropped.get(f"{name} {kind}", 0) + n
+    assert {("rate", False), ("gauge", False), ("gauge", True)} <= kinds
+    assert (
+        dropped.get("one counter")
+        and dropped.get("two counter")
+        and dropped.get("one gauge") > dropped.get("two gauge", 0)
+    ), dropped
+
+
+@pytest.fixture(scope="module")
+def sample_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("summaries") / "store.duckdb"
+    conn = connect(path)
+    ingest_paths(conn, [SAMPLE], IngestOptions())
+    yield conn
+    conn.close()
+
+
+def test_ingest_summarises_every_source(sample_store):
+    c = sample_store
+    unsummarised = c.execute("SELECT count(*) FROM sources ANTI JOIN summarised_sources USING (source_id)").fetchone()
+    assert unsummarised == (0,)
+    samples, summarised = c.execute(
+        "SELECT (SELECT count(*) FROM metrics WHERE value IS NOT NULL), (SELECT sum(n) FROM metric_summaries)"
+    ).fetchone()
+    assert samples == summarised > 0
+
+
+def test_explanations_are_the_same_with_and_without_the_summaries(sample_store):
+    c = sample_store
+    jobs = jobs_in_window(c)
+
+    def explained() -> list[str]:
+        return [json.dumps(explain_job(c, j).to_json(), default=str, sort_keys=True) for j in jobs]
+
+    fast = explained()
+    c.execute("CREATE TEMP TABLE keep AS SELECT * FROM summarised_sources")
+    c.execute("DELETE FROM summarised_sources")
+    try:
+        raw = explained()
+    finally:
+        c.execute("INSERT INTO summarised_sources SELECT * FROM keep")
+        c.execute("DROP TABLE keep")
+    assert len(jobs) > 3 and fast == raw
+    assert any('"cause": {' in doc for doc in fast)
+
+
+def test_migration_012_backfills_a_store_written_before_it(sample_store):
+    c = sample_store
+    cols = "source_id, host, entity, metric, bucket, n, lo, hi, rate_lo, rate_hi, backwards, repeats, pair_hi, pair_lo"
+    before = sorted(c.execute(f"SELECT {cols} FROM metric_summaries").fetchall(), key=repr)
+    c.execute("DROP TABLE metric_summaries; DROP TABLE summarised_sources")
+    c.execute("DELETE FROM _migrations WHERE name = '012_metric_summaries'")
+    assert apply_migrations(c) == ["012_metric_summaries"]
+    assert sorted(c.execute(f"SELECT {cols} FROM metric_summaries").fetchall(), key=repr) == before
+    assert c.execute("SELECT count(*) FROM sources ANTI JOIN summarised_sources USING (source_id)").fetchone() == (0,)
+
+
+def test_forgetting_a_source_removes_its_summary_and_counts_only_its_rows(sample_store):
+    c = sample_store
+    sid = c.execute("SELECT min(source_id) FROM metrics").fetchone()[0]
+    written = [t.name for t in sourced_tables(c) if t.name not in ("sources", "rejects", *DERIVED_TABLES)]
+    rows = sum(c.execute(f'SELECT count(*) FROM "{t}" WHERE source_id = ?', [sid]).fetchone()[0] for t in written)
+    assert c.execute("SELECT count(*) FROM metric_summaries WHERE source_id = ?", [sid]).fetchone()[0] > 0
+    _, deleted = forget(c, [str(sid)])
+    assert deleted == rows
+    assert c.execute("SELECT count(*) FROM metric_summaries WHERE source_id = ?", [sid]).fetchone() == (0,)
+    assert c.execute("SELECT count(*) FROM summarised_sources WHERE source_id = ?", [sid]).fetchone() == (0,)
+
+
+def test_synestra_summaries_0_reads_the_raw_samples(conn, monkeypatch):
+    _fill(conn, 3)
+    windows = [(T0 + timedelta(minutes=40), T0 + timedelta(minutes=95))]
+    conn.execute("DROP TABLE IF EXISTS _summ")
+    monkeypatch.setenv("SYNESTRA_SUMMARIES", "0")
+    raw = (build_scope(conn, JobScope("j", [], HOSTS), windows), anomalies(conn, windows=windows))
+    assert conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_summ'").fetchone() == (0,)
+    monkeypatch.delenv("SYNESTRA_SUMMARIES")
+    fast = (build_scope(conn, JobScope("j", [], HOSTS), windows), anomalies(conn, windows=windows))
+    assert conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_summ'").fetchone() == (1,)
+    assert (raw[0] > 0, raw[1]) == (fast[0] > 0, fast[1])
