@@ -16,6 +16,7 @@ import re
 import duckdb
 
 from synestra_cli.errors import InputError, NotFoundError
+from synestra_cli.store.sources import qualified
 from synestra_cli.store.sql import scalar
 
 SEP = ":"
@@ -77,6 +78,55 @@ def qualify_source(conn: duckdb.DuckDBPyConnection, source_id: int, fmt: str, cl
     if scalar(conn, "SELECT count(*) FROM _job_alias"):
         for table in tables:
             conn.execute(ALIAS_SQL.format(table=table), params)
+    conn.execute("DROP TABLE _job_alias")
+
+
+# The batch form (ingest's commit): the rows of `ids`, in the stage, before they are copied to the store.
+BATCH_PREFIX_SQL = (
+    "UPDATE {table} SET job_id = $cluster || ':' || job_id "
+    "WHERE list_contains($ids, source_id) AND NOT contains(job_id, ':')"
+)
+BATCH_RESOLVE_SQL = """
+CREATE OR REPLACE TEMP TABLE _job_alias AS
+WITH mine AS ({mine}), known AS (
+    SELECT DISTINCT job_id, source_id FROM {store_jobs} WHERE contains(job_id, ':')
+    UNION ALL SELECT DISTINCT job_id, source_id FROM {stage_jobs} WHERE contains(job_id, ':')
+)
+SELECT m.source_id, m.job_id AS bare, any_value(k.job_id) AS qualified FROM mine m JOIN known k
+  ON k.job_id[strpos(k.job_id, ':') + 1:] = m.job_id AND k.source_id <> m.source_id
+GROUP BY m.source_id, m.job_id HAVING count(DISTINCT k.job_id) = 1
+"""
+BATCH_ALIAS_SQL = (
+    "UPDATE {table} AS t SET job_id = a.qualified FROM _job_alias a "
+    "WHERE t.source_id = a.source_id AND t.job_id = a.bare"
+)
+
+
+def qualify_batch(
+    conn: duckdb.DuckDBPyConnection, stage: str, store: str, sources: list[tuple[int, str]], cluster: str | None
+) -> None:
+    """qualify_source for a batch of (source_id, format) staged in `stage`, against the jobs `store`
+    holds and the other staged files' (a job log is matched to a sacct export of the same batch too)."""
+    if not sources:
+        return
+    tables = [qualified(stage, t) for t in JOB_TABLES]
+    if cluster:
+        ids = [sid for sid, _ in sources]
+        for table in tables:
+            conn.execute(BATCH_PREFIX_SQL.format(table=table), {"ids": ids, "cluster": cluster})
+        return
+    ids = [sid for sid, fmt in sources if fmt != "sacct"]  # a bare sacct is another cluster's export
+    if not ids:
+        return
+    mine = " UNION ".join(
+        f"SELECT source_id, job_id FROM {t} WHERE list_contains($ids, source_id) AND NOT contains(job_id, ':')"
+        for t in tables[:-1]
+    )
+    sql = BATCH_RESOLVE_SQL.format(mine=mine, store_jobs=qualified(store, "jobs"), stage_jobs=qualified(stage, "jobs"))
+    conn.execute(sql, {"ids": ids})
+    if scalar(conn, "SELECT count(*) FROM _job_alias"):
+        for table in tables[:-1]:
+            conn.execute(BATCH_ALIAS_SQL.format(table=table))
     conn.execute("DROP TABLE _job_alias")
 
 

@@ -138,9 +138,12 @@ def command(paths, db, input_format, timezone, year, host, job_id, cluster, stri
         timezone=timezone, year=year, host=host, job_id=job_id, strict=strict, format=input_format, cluster=cluster
     )
     reporter = Reporter(tty=sys.stderr.isatty())
-    with open_store(db) as conn:
-        reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
-        explained = _explain_all(conn) if explain_after else None
+    # The store is attached only for each batch's commit: readers get in between (docs/runbook.md).
+    reports = ingest_paths(db, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
+    explained = None
+    if explain_after:
+        with open_store(db) as conn:
+            explained = _explain_all(conn)
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(
