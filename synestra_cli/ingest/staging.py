@@ -67,7 +67,7 @@ class Stores:
             row = fetch_one(store, STORE_PATH_SQL, {"name": name})
             return cls(store, name, Path(row[0]).resolve() if row and row[0] else None, owned=False)
         path = resolve_db_path(store)
-        connect(path).close()  # checks, creates, migrates (and waits for another writer)
+        connect(path, wait_s=commit_wait_s()).close()  # checks, creates, migrates (waits for readers)
         path = path.resolve()
         config = {**OFFLINE_CONFIG, **session_limits(), "temp_directory": f"{path}.tmp"}
         conn = duckdb.connect(":memory:", config=config)
@@ -88,7 +88,7 @@ class Stores:
         if self.attached:
             return True
         sql = f"ATTACH {_literal(str(self.path))} AS {STORE_ALIAS}"
-        wait_s = max(settings.lock_wait_s(), COMMIT_WAIT_MIN_S) if wait else 0.0
+        wait_s = commit_wait_s() if wait else 0.0
         try:
             wait_for_lock(lambda: self.conn.execute(sql), self.path or Path(), wait_s)
         except StoreBusyError:
@@ -126,6 +126,10 @@ class Stores:
         if self.owned:
             self.detach()
             self.conn.close()
+
+
+def commit_wait_s() -> float:
+    return max(settings.lock_wait_s(), COMMIT_WAIT_MIN_S)
 
 
 @functools.cache

@@ -142,9 +142,12 @@ def wait_for_lock(open_fn: Callable[[], T], path: Path, wait_s: float) -> T:
             pause = min(pause * 2, LOCK_POLL_MAX_S)
 
 
-def _connect_with_wait(path: Path, read_only: bool, config: DuckConfig) -> duckdb.DuckDBPyConnection:
+def _connect_with_wait(
+    path: Path, read_only: bool, config: DuckConfig, wait_s: float | None = None
+) -> duckdb.DuckDBPyConnection:
+    wait = lock_wait_s() if wait_s is None else wait_s
     try:
-        return wait_for_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), path, lock_wait_s())
+        return wait_for_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), path, wait)
     except duckdb.Error as exc:
         raise StoreError(
             f"cannot open store {path}: {_one_line(exc)} (not a Synestra store? pass another --db)"
@@ -189,10 +192,11 @@ def session_limits() -> DuckConfig:
 
 
 def connect(
-    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False
+    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False, wait_s: float | None = None
 ) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the store. Read-only opens require an existing store.
-    `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG."""
+    `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG. `wait_s`: how long to wait for
+    the store's lock (default SYNESTRA_LOCK_WAIT)."""
     path = resolve_db_path(db)
     config: DuckConfig = {**(LOCKED_CONFIG if locked else OFFLINE_CONFIG), **session_limits()}
     check_store_path(path, read_only or locked)
@@ -201,7 +205,7 @@ def connect(
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create store {path}: {exc.strerror}") from exc
-    conn = _connect_with_wait(path, read_only or locked, config)
+    conn = _connect_with_wait(path, read_only or locked, config, wait_s)
     try:
         _check_store(conn, path)
         for sql in SESSION_SQL:
