@@ -3,7 +3,7 @@
 A source is keyed on its content (sha256 of the file's bytes), its format and the ingest options its
 parser read (--timezone, --year, --host, --job): the same bytes read another way are another source.
 The same path seen again with the same reading is the same file, later:
-- its old content is a prefix and it ends a line: it grew. A line-oriented format (APPENDABLE) loads
+- its old content is a prefix and it ends a line: it grew. A line-oriented format (Format.appendable) loads
   only the new lines; any other is read again whole and replaces the old source(s);
 - else it changed: the new content replaces the old source(s) and every row they wrote.
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import duckdb
 
 from synestra_cli.clusters import qualify_batch
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import IngestOptions, LoadResult
+from synestra_cli.formats.base import Format, IngestOptions, LoadResult
 from synestra_cli.ingest.plan import SKIP, Known, Plan, Source, decide, waits_for_pending
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.store.checks import CheckResult, check_sources
@@ -60,7 +59,7 @@ class Staged:
     index: int  # in the ingest's inputs
     source_id: int
     path: Path
-    fmt: Any  # the format module
+    fmt: Format
     codec: str | None
     plan: Plan
     result: LoadResult
@@ -95,7 +94,7 @@ def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOption
     checks = check_sources(conn, [s.source_id for s in batch.files], stage, batch.tables)
     failed, seen = [], set()
     for s in batch.files:
-        key = (s.plan.digest.sha, s.fmt.NAME, s.options)
+        key = (s.plan.digest.sha, s.fmt.name, s.options)
         if key in seen:  # a copy of a file before it in the batch (parsed at once, in two threads)
             s.report.status, s.report.error = "skipped", "already in the store (same content)"
             failed.append(s)
@@ -124,7 +123,7 @@ def _apply(result: LoadResult, checked: CheckResult) -> None:
 
 
 def _refusal(s: Staged, options: IngestOptions) -> str | None:
-    result, path, name = s.result, s.path, s.fmt.NAME
+    result, path, name = s.result, s.path, s.fmt.name
     if options.strict and result.rejected:
         line, reason, _ = result.reject_samples[0]
         return str(InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)"))
@@ -164,7 +163,7 @@ def _bookkeeping(conn: duckdb.DuckDBPyConnection, batch: Batch) -> None:
                 s.source_id,
                 str(s.path.resolve()),
                 plan.digest.sha,
-                s.fmt.NAME,
+                s.fmt.name,
                 plan.digest.size,
                 r.rows,
                 r.rejected,
@@ -174,7 +173,7 @@ def _bookkeeping(conn: duckdb.DuckDBPyConnection, batch: Batch) -> None:
                 s.options,
                 plan.offset,
                 plan.first_line,
-                f"{plan.digest.sha}|{s.fmt.NAME}|{s.options}",
+                f"{plan.digest.sha}|{s.fmt.name}|{s.options}",
             )
         )
         rep = s.report
@@ -208,7 +207,7 @@ def commit(
         else:
             s.plan.notes = plan.notes
             digest = plan.digest
-            known.add(Source(s.source_id, str(s.path.resolve()), digest.sha, s.fmt.NAME, digest.size, s.options), True)
+            known.add(Source(s.source_id, str(s.path.resolve()), digest.sha, s.fmt.name, digest.size, s.options), True)
     _drop(conn, batch, done + again)
     if batch.files:
         _copy(conn, store, batch, options)
@@ -221,7 +220,7 @@ def commit(
 
 def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> None:
     stage = batch.stage
-    qualify_batch(conn, stage, store, [(s.source_id, s.fmt.NAME) for s in batch.files], options.cluster)
+    qualify_batch(conn, stage, store, [(s.source_id, s.fmt.name) for s in batch.files], options.cluster)
     filled = {name for (name,) in conn.execute(FILLED_SQL, {"stage": stage}).fetchall()}
     tables = [t.name for t in batch.tables if t.name in filled or t.name == "sources"]
     replaced = sorted({sid for s in batch.files for sid in s.plan.replaces})

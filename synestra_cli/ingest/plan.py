@@ -14,13 +14,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 import duckdb
 
 from synestra_cli import formats
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import UTF8_BOM, IngestOptions, decode, read_head, utf16_codec
+from synestra_cli.formats.base import UTF8_BOM, Format, IngestOptions, decode, read_head, utf16_codec
 from synestra_cli.store.sql import quote_ident
 
 PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
@@ -87,7 +86,7 @@ def check_readable(path: Path) -> tuple[str, str | None]:
     return text, codec
 
 
-def pick_format(head: str, options: IngestOptions, path: Path) -> ModuleType:
+def pick_format(head: str, options: IngestOptions, path: Path) -> Format:
     try:
         return formats.by_name(options.format) if options.format else formats.detect(head)
     except InputError as exc:
@@ -182,14 +181,14 @@ def digest_for(known: Known, path: Path, fmt_name: str, options: IngestOptions) 
 
 
 def decide(
-    known: Known, path: Path, fmt: ModuleType, options: IngestOptions, codec: str | None, digest: Digest
+    known: Known, path: Path, fmt: Format, options: IngestOptions, codec: str | None, digest: Digest
 ) -> Plan | None:
     """The plan, or SKIP when the store already holds this content read this way. Raises LookupError
     when the digest lacks the prefix hash the latest earlier source needs (digest it again)."""
-    earlier = known.earlier(str(path.resolve()), fmt.NAME, options)
+    earlier = known.earlier(str(path.resolve()), fmt.name, options)
     if (earlier[-1].bytes if earlier else None) != digest.prefix:
         raise LookupError("digest against another earlier source")
-    same = known.same_content(digest.sha, fmt.NAME)
+    same = known.same_content(digest.sha, fmt.name)
     if any(reads_the_same(s.options, options) for s in same):
         return SKIP
     plan = Plan(digest)
@@ -202,7 +201,7 @@ def decide(
         return plan
     last = earlier[-1]
     grew = digest.size > last.bytes and digest.prefix_sha == last.sha and digest.prefix_ends_line
-    line_oriented = getattr(fmt, "APPENDABLE", False) and codec is None and not is_gzip(path)
+    line_oriented = fmt.appendable and codec is None and not is_gzip(path)
     if grew and line_oriented:
         plan.offset, plan.first_line, plan.grows = last.bytes, digest.prefix_lines + 1, last.source_id
         plan.notes.append(

@@ -310,8 +310,8 @@ def _stage(
 ) -> FileReport | Staged:
     head, codec = check_readable(path)
     fmt = pick_format(head, options, path)
-    report.format = fmt.NAME
-    plan = decide(known, path, fmt, options, codec, digest_for(known, path, fmt.NAME, options))
+    report.format = fmt.name
+    plan = decide(known, path, fmt, options, codec, digest_for(known, path, fmt.name, options))
     if plan is SKIP:
         report.status, report.error = "skipped", "already in the store (same content)"
         return report

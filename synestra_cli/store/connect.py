@@ -196,7 +196,14 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the store. Read-only opens require an existing store.
     `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG. `wait_s`: how long to wait for
-    the store's lock (default SYNESTRA_LOCK_WAIT)."""
+    the store's lock (default SYNESTRA_LOCK_WAIT). A folder or URL is a lake (store/lake.py): read through
+    views; only ingest writes one (store/lake_writer.py)."""
+    from synestra_cli.store import lake
+
+    if target := lake.lake_target(db):
+        if not (read_only or locked):
+            raise lake.refuse_write(target)
+        return lake.open_reader(target, locked=locked)
     path = resolve_db_path(db)
     config: DuckConfig = {**(LOCKED_CONFIG if locked else OFFLINE_CONFIG), **session_limits()}
     check_store_path(path, read_only or locked)
