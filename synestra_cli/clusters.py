@@ -24,6 +24,7 @@ import re
 import duckdb
 
 from synestra_cli.errors import InputError, NotFoundError
+from synestra_cli.store.sources import qualified
 from synestra_cli.store.sql import fetch_one, scalar
 
 SEP = ":"
@@ -31,23 +32,6 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Every table a file writes job rows into; sacct_rows only from sacct.
 JOB_TABLES = ("jobs", "attempts", "job_nodes", "steps", "checkpoints", "job_incidents", "sacct_rows")
 
-PREFIX_SQL = (
-    "UPDATE {table} SET job_id = $cluster || ':' || job_id WHERE source_id = $sid AND NOT contains(job_id, ':')"
-)
-# Bare ids of this file that exactly one qualified job of the store (from another file) ends with.
-RESOLVE_SQL = """
-CREATE OR REPLACE TEMP TABLE _job_alias AS
-WITH mine AS ({mine}), known AS (
-    SELECT DISTINCT job_id FROM jobs WHERE contains(job_id, ':') AND source_id <> $sid
-)
-SELECT m.job_id AS bare, any_value(k.job_id) AS qualified FROM mine m JOIN known k
-  ON k.job_id[strpos(k.job_id, ':') + 1:] = m.job_id
-GROUP BY m.job_id HAVING count(DISTINCT k.job_id) = 1
-"""
-ALIAS_SQL = (
-    "UPDATE {table} SET job_id = a.qualified FROM _job_alias a "
-    "WHERE {table}.source_id = $sid AND {table}.job_id = a.bare"
-)
 CANDIDATES_SQL = """
 SELECT DISTINCT job_id FROM (SELECT job_id FROM jobs UNION ALL SELECT job_id FROM attempts
                              UNION ALL SELECT job_id FROM steps UNION ALL SELECT job_id FROM checkpoints)
@@ -64,7 +48,7 @@ def check_name(name: str | None) -> str | None:
 
 HOST_TABLES_SQL = """
 SELECT c.table_name FROM duckdb_columns() c JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
-WHERE c.database_name = current_database() AND c.schema_name = 'main' AND NOT t.temporary
+WHERE c.database_name = coalesce($catalog, current_database()) AND c.schema_name = 'main' AND NOT t.temporary
 GROUP BY c.table_name HAVING bool_or(c.column_name = 'host') AND bool_or(c.column_name = 'source_id')
 ORDER BY c.table_name
 """
@@ -92,27 +76,38 @@ SWITCH_PREFIX_SQL = (
 # qualified (by any cluster) when this one is bare.
 OTHER_FORM_SQL = """
 WITH mine AS (SELECT DISTINCT h FROM sources_hosts_tmp),
-other AS (SELECT DISTINCT unnest(hosts) AS h FROM sources WHERE source_id <> $sid)
+other AS (SELECT DISTINCT unnest(hosts) AS h FROM {sources} WHERE source_id <> $sid)
 SELECT list(m.h ORDER BY m.h)[:3], count(*) FROM mine m JOIN other o
   ON CASE WHEN $cluster IS NULL THEN o.h[strpos(o.h, ':') + 1:] = m.h AND contains(o.h, ':')
           ELSE o.h = m.h[length($cluster) + 2:] END
 """
 
 
-def qualify_hosts(conn: duckdb.DuckDBPyConnection, source_id: int, cluster: str | None) -> list[str]:
-    """With --cluster, this file's hosts become CLUSTER:host. Notes when the store holds them in the
-    other form (the two would not join: explain would miss the telemetry of a job's nodes)."""
-    tables = [r[0] for r in conn.execute(HOST_TABLES_SQL).fetchall()]
+def host_tables(conn: duckdb.DuckDBPyConnection, catalog: str | None = None) -> list[str]:
+    """The tables of `catalog` (default: the current database) with a host per row."""
+    return [r[0] for r in conn.execute(HOST_TABLES_SQL, {"catalog": catalog}).fetchall()]
+
+
+def prefix_hosts(conn: duckdb.DuckDBPyConnection, source_id: int, cluster: str | None) -> None:
+    """With --cluster, this file's hosts (in the current database: ingest's stage) become CLUSTER:host."""
+    if not cluster:
+        return
     params = {"sid": source_id, "cluster": cluster}
-    if cluster:
-        for table in tables:
-            conn.execute(HOST_PREFIX_SQL.format(table=table), params)
-        conn.execute(SWITCH_PREFIX_SQL, params)
-        for (table,) in conn.execute(NODES_TABLES_SQL).fetchall():
-            conn.execute(NODES_PREFIX_SQL.format(table=table), params)
+    for table in host_tables(conn):
+        conn.execute(HOST_PREFIX_SQL.format(table=table), params)
+    conn.execute(SWITCH_PREFIX_SQL, params)
+    for (table,) in conn.execute(NODES_TABLES_SQL).fetchall():
+        conn.execute(NODES_PREFIX_SQL.format(table=table), params)
+
+
+def other_form_notes(conn: duckdb.DuckDBPyConnection, catalog: str, source_id: int, cluster: str | None) -> list[str]:
+    """Notes when `catalog` (the store, this file committed to it) holds this file's hosts in the other
+    form: the two would not join, and explain would miss the telemetry of a job's nodes."""
+    tables = [qualified(catalog, t) for t in host_tables(conn, catalog)]
     mine = " UNION ".join(f"SELECT host AS h FROM {t} WHERE source_id = $sid AND host IS NOT NULL" for t in tables)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE sources_hosts_tmp AS {mine}", {"sid": source_id})
-    shown, n = fetch_one(conn, OTHER_FORM_SQL, params) or ([], 0)
+    sql = OTHER_FORM_SQL.format(sources=qualified(catalog, "sources"))
+    shown, n = fetch_one(conn, sql, {"sid": source_id, "cluster": cluster}) or ([], 0)
     conn.execute("DROP TABLE sources_hosts_tmp")
     if not n:
         return []
@@ -123,36 +118,52 @@ def qualify_hosts(conn: duckdb.DuckDBPyConnection, source_id: int, cluster: str 
     ]
 
 
-def qualify_source(conn: duckdb.DuckDBPyConnection, source_id: int, fmt: str, cluster: str | None) -> list[str]:
-    """After a file loaded (in its transaction): its job ids carry the cluster, and with --cluster its
-    hosts too (qualify_hosts; the notes it returns). sacct's own Cluster column was applied to job ids
-    by the parser; `cluster` (--cluster) names the rest. A job log without one is matched to the one
-    cluster that holds its bare id, if exactly one does; sacct never is (a bare sacct is another
-    cluster's export, unnamed)."""
-    notes = qualify_hosts(conn, source_id, cluster)
-    _qualify_jobs(conn, source_id, fmt, cluster)
-    return notes
+# The batch form (ingest's commit): the rows of `ids`, in the stage, before they are copied to the store.
+BATCH_PREFIX_SQL = (
+    "UPDATE {table} SET job_id = $cluster || ':' || job_id "
+    "WHERE list_contains($ids, source_id) AND NOT contains(job_id, ':')"
+)
+BATCH_RESOLVE_SQL = """
+CREATE OR REPLACE TEMP TABLE _job_alias AS
+WITH mine AS ({mine}), known AS (
+    SELECT DISTINCT job_id, source_id FROM {store_jobs} WHERE contains(job_id, ':')
+    UNION ALL SELECT DISTINCT job_id, source_id FROM {stage_jobs} WHERE contains(job_id, ':')
+)
+SELECT m.source_id, m.job_id AS bare, any_value(k.job_id) AS qualified FROM mine m JOIN known k
+  ON k.job_id[strpos(k.job_id, ':') + 1:] = m.job_id AND k.source_id <> m.source_id
+GROUP BY m.source_id, m.job_id HAVING count(DISTINCT k.job_id) = 1
+"""
+BATCH_ALIAS_SQL = (
+    "UPDATE {table} AS t SET job_id = a.qualified FROM _job_alias a "
+    "WHERE t.source_id = a.source_id AND t.job_id = a.bare"
+)
 
 
-def _qualify_jobs(conn: duckdb.DuckDBPyConnection, source_id: int, fmt: str, cluster: str | None) -> None:
-    params = {"sid": source_id}
-    # every job-writing format (sacct, formats/joblog_rows.py) writes a jobs row: telemetry skips this
-    if not scalar(conn, "SELECT count(*) FROM jobs WHERE source_id = $sid", params):
+def qualify_batch(
+    conn: duckdb.DuckDBPyConnection, stage: str, store: str, sources: list[tuple[int, str]], cluster: str | None
+) -> None:
+    """qualify_source for a batch of (source_id, format) staged in `stage`, against the jobs `store`
+    holds and the other staged files' (a job log is matched to a sacct export of the same batch too)."""
+    if not sources:
         return
-    tables = JOB_TABLES if fmt == "sacct" else JOB_TABLES[:-1]
+    tables = [qualified(stage, t) for t in JOB_TABLES]
     if cluster:
+        ids = [sid for sid, _ in sources]
         for table in tables:
-            conn.execute(PREFIX_SQL.format(table=table), {**params, "cluster": cluster})
+            conn.execute(BATCH_PREFIX_SQL.format(table=table), {"ids": ids, "cluster": cluster})
         return
-    if fmt == "sacct":
+    ids = [sid for sid, fmt in sources if fmt != "sacct"]  # a bare sacct is another cluster's export
+    if not ids:
         return
     mine = " UNION ".join(
-        f"SELECT job_id FROM {t} WHERE source_id = $sid AND NOT contains(job_id, ':')" for t in tables
+        f"SELECT source_id, job_id FROM {t} WHERE list_contains($ids, source_id) AND NOT contains(job_id, ':')"
+        for t in tables[:-1]
     )
-    conn.execute(RESOLVE_SQL.format(mine=mine), params)
+    sql = BATCH_RESOLVE_SQL.format(mine=mine, store_jobs=qualified(store, "jobs"), stage_jobs=qualified(stage, "jobs"))
+    conn.execute(sql, {"ids": ids})
     if scalar(conn, "SELECT count(*) FROM _job_alias"):
-        for table in tables:
-            conn.execute(ALIAS_SQL.format(table=table), params)
+        for table in tables[:-1]:
+            conn.execute(BATCH_ALIAS_SQL.format(table=table))
     conn.execute("DROP TABLE _job_alias")
 
 

@@ -178,11 +178,12 @@ class Follower:
         try:
             with open_store(self.db) as conn:
                 report.moved = self._recognise_rotations(conn, ready, current)
-                if on_moved:
-                    on_moved(report.moved)
-                report.reports += ingest_paths(
-                    conn, [Path(p) for p in sorted(ready)], self.options, on_file, on_report, self.workers
-                )
+            if on_moved:
+                on_moved(report.moved)
+            # given the path, ingest holds the store only for its short commits: readers get in between
+            report.reports += ingest_paths(
+                self.db, [Path(p) for p in sorted(ready)], self.options, on_file, on_report, self.workers
+            )
         except StoreBusyError as exc:
             report.busy = str(exc)
             return report

@@ -13,6 +13,7 @@ from synestra_cli.cli.render import dumps, printable
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
+from synestra_cli.store import open_store
 from synestra_cli.store.lake import lake_target
 from synestra_cli.store.lake_writer import ingest_target
 
@@ -196,10 +197,15 @@ def command(
         from synestra_cli.engine import ingest_on
 
         reports = ingest_on(engine, db, paths, options, on_report=reporter.on_report)
-    else:
-        with ingest_target(db, reporter.on_report) as (conn, on_report):  # a store file, or a lake (docs/lake.md)
+    elif lake_target(db):
+        with ingest_target(db, reporter.on_report) as (conn, on_report):  # a lake (docs/lake.md)
             reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=on_report)
-            explained = _explain_all(conn) if explain_after else None
+    else:
+        # A store file, attached only for each batch's commit: readers get in between (docs/runbook.md).
+        reports = ingest_paths(db, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
+        if explain_after:
+            with open_store(db) as conn:
+                explained = _explain_all(conn)
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(

@@ -1,4 +1,7 @@
-"""Checks on the rows one source wrote, inside its transaction, before it commits: bad rows never stay.
+"""Checks on the rows a batch of sources wrote, before they commit: bad rows never stay.
+
+One pass per table for the whole batch (grouped by source), not per file: a batch of 500 small files
+costs the same dozen statements as one file.
 
 - Times outside years 1-9999 (a Prometheus millisecond stamp before year 1, `0000-` RFC 3339, a
   negative epoch, `--year -5`): no consumer can represent them (Python, JSON, ISO 8601). The row is
@@ -10,42 +13,48 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import duckdb
 
-from synestra_cli.store.sources import SourcedTable, sourced_tables
+from synestra_cli.store.sources import SourcedTable, qualified, sourced_tables
 from synestra_cli.store.sql import quote_ident
 
 TS_MIN = "TIMESTAMP '0001-01-01 00:00:00'"
 TS_MAX = "TIMESTAMP '9999-12-31 23:59:59.999999'"
 SAMPLES = 20
 
+# Series with a repeated time: grouped (not windowed) first, so that the common case (no repeats)
+# costs one hash aggregate over the batch's samples and nothing is kept of them.
 DUP_KEYS_SQL = """
 CREATE OR REPLACE TEMP TABLE _dup_keys AS
-SELECT host, entity, metric, ts FROM metrics WHERE source_id = $sid GROUP BY ALL HAVING count(*) > 1
+SELECT source_id, host, entity, metric, ts FROM {metrics}
+WHERE list_contains($ids, source_id) GROUP BY ALL HAVING count(*) > 1
 """
 DUP_ROWS_SQL = """
 CREATE OR REPLACE TEMP TABLE _dup_rows AS
-SELECT m.rowid AS rid, m.host, m.entity, m.metric, m.ts, m.value,
+SELECT m.rowid AS rid, m.source_id, m.host, m.entity, m.metric, m.ts, m.value,
        row_number() OVER w AS k, first(m.value) OVER w AS kept
-FROM metrics m JOIN _dup_keys d
-  ON m.host IS NOT DISTINCT FROM d.host AND m.entity IS NOT DISTINCT FROM d.entity
- AND m.metric = d.metric AND m.ts = d.ts
-WHERE m.source_id = $sid
-WINDOW w AS (PARTITION BY m.host, m.entity, m.metric, m.ts ORDER BY m.rowid
+FROM {metrics} m JOIN _dup_keys d
+  ON m.source_id = d.source_id AND m.host IS NOT DISTINCT FROM d.host
+ AND m.entity IS NOT DISTINCT FROM d.entity AND m.metric = d.metric AND m.ts = d.ts
+WINDOW w AS (PARTITION BY m.source_id, m.host, m.entity, m.metric, m.ts ORDER BY m.rowid
              ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 """
 DUP_COUNT_SQL = """
-SELECT count(*) FILTER (WHERE value IS DISTINCT FROM kept), count(*) FILTER (WHERE value IS NOT DISTINCT FROM kept)
-FROM _dup_rows WHERE k > 1
+SELECT source_id, count(*) FILTER (WHERE value IS DISTINCT FROM kept),
+       count(*) FILTER (WHERE value IS NOT DISTINCT FROM kept)
+FROM _dup_rows WHERE k > 1 GROUP BY source_id
 """
 DUP_SAMPLE_SQL = f"""
-SELECT metric, coalesce(host, '') || CASE WHEN entity IS NULL THEN '' ELSE ':' || entity END, ts::VARCHAR,
-       kept, value
-FROM _dup_rows WHERE k > 1 AND value IS DISTINCT FROM kept ORDER BY ts, metric, host, entity LIMIT {SAMPLES}
+SELECT source_id, metric, coalesce(host, '') || CASE WHEN entity IS NULL THEN '' ELSE ':' || entity END,
+       ts::VARCHAR, kept, value
+FROM _dup_rows WHERE k > 1 AND value IS DISTINCT FROM kept
+QUALIFY row_number() OVER (PARTITION BY source_id ORDER BY ts, metric, host, entity) <= {SAMPLES}
+ORDER BY source_id, ts, metric, host, entity
 """
-DUP_DELETE_SQL = "DELETE FROM metrics WHERE source_id = $sid AND rowid IN (SELECT rid FROM _dup_rows WHERE k > 1)"
+DUP_DELETE_SQL = "DELETE FROM {metrics} WHERE rowid IN (SELECT rid FROM _dup_rows WHERE k > 1)"
 DUP_DROP_SQL = "DROP TABLE IF EXISTS _dup_keys; DROP TABLE IF EXISTS _dup_rows"
 
 
@@ -57,54 +66,80 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
 
 
-def check_source(conn: duckdb.DuckDBPyConnection, source_id: int) -> CheckResult:
-    """Remove the rows of this source that must not be stored; say what was removed."""
-    out = CheckResult()
-    for table in sourced_tables(conn):
+Checked = dict[int, CheckResult]  # per source id
+
+
+def check_sources(
+    conn: duckdb.DuckDBPyConnection,
+    ids: list[int],
+    catalog: str | None = None,
+    tables: list[SourcedTable] | None = None,
+) -> Checked:
+    """Remove the rows of these sources (in `catalog`, whose sourced `tables` are these when given) that
+    must not be stored; say, per source, what was removed (a source with nothing removed is absent)."""
+    out: Checked = defaultdict(CheckResult)
+    if not ids:
+        return out
+    for table in tables if tables is not None else sourced_tables(conn, catalog):
         if table.ts_columns and table.name not in ("sources", "rejects"):
-            _out_of_range(conn, table, source_id, out)
-    _duplicate_samples(conn, source_id, out)
+            _out_of_range(conn, catalog, table, ids, out)
+    _duplicate_samples(conn, catalog, ids, out)
     return out
 
 
-def _out_of_range(conn: duckdb.DuckDBPyConnection, table: SourcedTable, sid: int, out: CheckResult) -> None:
-    name = quote_ident(table.name)
+def check_source(conn: duckdb.DuckDBPyConnection, source_id: int) -> CheckResult:
+    """check_sources for one source of the current database."""
+    return check_sources(conn, [source_id]).get(source_id, CheckResult())
+
+
+def _out_of_range(
+    conn: duckdb.DuckDBPyConnection,
+    catalog: str | None,
+    table: SourcedTable,
+    ids: list[int],
+    out: Checked,
+) -> None:
+    name = qualified(catalog, table.name)
     bad = " OR ".join(f"{quote_ident(c)} < {TS_MIN} OR {quote_ident(c)} > {TS_MAX}" for c in table.ts_columns)
-    where = f"source_id = $sid AND ({bad})"
-    (n,) = conn.execute(f"SELECT count(*) FROM {name} WHERE {where}", {"sid": sid}).fetchone() or (0,)
-    if not n:
+    where = f"list_contains($ids, source_id) AND ({bad})"
+    counts = conn.execute(f"SELECT source_id, count(*) FROM {name} WHERE {where} GROUP BY ALL", {"ids": ids}).fetchall()
+    if not counts:
         return
     line = "line" if table.has_line else "NULL"
     values = " || ' ' || ".join(f"coalesce('{c}=' || {quote_ident(c)}::VARCHAR, '')" for c in table.ts_columns)
     rows = conn.execute(
-        f"SELECT {line}, {values} FROM {name} WHERE {where} ORDER BY {line} LIMIT {SAMPLES}", {"sid": sid}
+        f"SELECT source_id, {line} AS l, {values} FROM {name} WHERE {where} "
+        f"QUALIFY row_number() OVER (PARTITION BY source_id ORDER BY l) <= {SAMPLES} ORDER BY source_id, l",
+        {"ids": ids},
     ).fetchall()
-    for lineno, text in rows:
-        out.rejects.append((lineno, f"time outside years 1-9999 ({table.name} row)", text.strip()))
-    conn.execute(f"DELETE FROM {name} WHERE {where}", {"sid": sid})
-    out.deleted += n
-    out.rejected += n
+    for sid, lineno, text in rows:
+        out[sid].rejects.append((lineno, f"time outside years 1-9999 ({table.name} row)", text.strip()))
+    conn.execute(f"DELETE FROM {name} WHERE {where}", {"ids": ids})
+    for sid, n in counts:
+        out[sid].deleted += n
+        out[sid].rejected += n
 
 
-def _duplicate_samples(conn: duckdb.DuckDBPyConnection, sid: int, out: CheckResult) -> None:
-    params = {"sid": sid}
-    conn.execute(DUP_KEYS_SQL, params)
+def _duplicate_samples(conn: duckdb.DuckDBPyConnection, catalog: str | None, ids: list[int], out: Checked) -> None:
+    metrics = qualified(catalog, "metrics")
+    conn.execute(DUP_KEYS_SQL.format(metrics=metrics), {"ids": ids})
     if not (conn.execute("SELECT count(*) FROM _dup_keys").fetchone() or (0,))[0]:
         conn.execute(DUP_DROP_SQL)
         return
-    conn.execute(DUP_ROWS_SQL, params)
-    conflicting, identical = conn.execute(DUP_COUNT_SQL).fetchone() or (0, 0)
-    for metric, series, ts, kept, value in conn.execute(DUP_SAMPLE_SQL).fetchall():
-        out.rejects.append(
+    conn.execute(DUP_ROWS_SQL.format(metrics=metrics))
+    counts = conn.execute(DUP_COUNT_SQL).fetchall()
+    for sid, metric, series, ts, kept, value in conn.execute(DUP_SAMPLE_SQL).fetchall():
+        out[sid].rejects.append(
             (
                 None,
                 f"duplicate sample for timestamp: {metric} {series} at {ts} (kept the first, {kept}; rejected {value})",
                 "",
             )
         )
-    conn.execute(DUP_DELETE_SQL, params)
+    conn.execute(DUP_DELETE_SQL.format(metrics=metrics))
     conn.execute(DUP_DROP_SQL)
-    out.deleted += conflicting + identical
-    out.rejected += conflicting
-    if identical:
-        out.notes.append(f"{identical} repeated sample(s) (same series, time and value) stored once")
+    for sid, conflicting, identical in counts:
+        out[sid].deleted += conflicting + identical
+        out[sid].rejected += conflicting
+        if identical:
+            out[sid].notes.append(f"{identical} repeated sample(s) (same series, time and value) stored once")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -17,6 +18,7 @@ from synestra_cli.store.migrations import MIGRATIONS, apply_migrations
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
 MEMORY_LIMIT = "1GB"
+T = TypeVar("T")
 # A DuckDB file: bytes 8..12 of its first block. Anything else (a SQLite file, a log) is refused before
 # DuckDB sees it: DuckDB would otherwise try to download the extension that reads it.
 DUCKDB_MAGIC = b"DUCK"
@@ -99,8 +101,10 @@ def as_store_error(exc: BaseException, path: Path | str | None = None) -> StoreE
     return None
 
 
-def _is_lock_error(exc: duckdb.Error) -> bool:
+def is_lock_error(exc: BaseException) -> bool:
     # The one place that reads a driver message: DuckDB reports a held file lock as an IOException.
+    if not isinstance(exc, duckdb.Error):
+        return False
     text = str(exc)
     return "lock" in text.lower() and ("Conflicting" in text or "Could not set lock" in text)
 
@@ -114,23 +118,43 @@ def lock_wait_s() -> float:
     return settings.lock_wait_s()
 
 
-def _connect_with_wait(path: Path, read_only: bool, config: DuckConfig) -> duckdb.DuckDBPyConnection:
-    wait_s = lock_wait_s()
+# Waiting for the lock: short sleeps first (an ingest holds it for a commit of well under a second,
+# then releases it while it parses the next files), growing to at most LOCK_POLL_MAX_S.
+LOCK_POLL_FIRST_S = 0.005
+LOCK_POLL_MAX_S = 0.05
+
+
+def wait_for_lock(open_fn: Callable[[], T], path: Path, wait_s: float) -> T:
+    """open_fn() until it stops failing on the store's file lock, for at most wait_s seconds (then
+    StoreBusyError); any other error is raised as it is."""
     deadline = time.monotonic() + wait_s
+    pause = LOCK_POLL_FIRST_S
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only, config=config)
+            return open_fn()
         except duckdb.Error as exc:
-            if not _is_lock_error(exc):
-                raise StoreError(
-                    f"cannot open store {path}: {_one_line(exc)} (not a Synestra store? pass another --db)"
-                ) from exc
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if not is_lock_error(exc):
+                raise
+            if left <= 0:
                 raise StoreBusyError(
                     f"store {path} is locked by another synestra process (waited {wait_s:g} s); "
                     "wait for it to finish or use another --db"
                 ) from exc
-            time.sleep(0.2)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, LOCK_POLL_MAX_S)
+
+
+def _connect_with_wait(
+    path: Path, read_only: bool, config: DuckConfig, wait_s: float | None = None
+) -> duckdb.DuckDBPyConnection:
+    wait = lock_wait_s() if wait_s is None else wait_s
+    try:
+        return wait_for_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), path, wait)
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"cannot open store {path}: {_one_line(exc)} (not a Synestra store? pass another --db)"
+        ) from exc
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -164,12 +188,19 @@ def check_store_path(path: Path, read_only: bool) -> None:
         raise StoreError(f"cannot create store {path}: folder {base} is not writable")
 
 
+def session_limits() -> DuckConfig:
+    # DuckDB takes 80% of RAM by default; bounded, it spills big sorts to disk instead, so that
+    # ingesting a file of any size stays within a laptop's memory (docs/performance.md).
+    return {"threads": settings.threads(), "memory_limit": settings.memory_limit(MEMORY_LIMIT)}
+
+
 def connect(
-    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False
+    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False, wait_s: float | None = None
 ) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the store. Read-only opens require an existing store.
-    `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG. A folder or URL is a lake
-    (store/lake.py): read through views; only ingest writes one (store/lake_writer.py)."""
+    `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG. `wait_s`: how long to wait for
+    the store's lock (default SYNESTRA_LOCK_WAIT). A folder or URL is a lake (store/lake.py): read through
+    views; only ingest writes one (store/lake_writer.py)."""
     from synestra_cli.store import lake
 
     if target := lake.lake_target(db):
@@ -177,20 +208,14 @@ def connect(
             raise lake.refuse_write(target)
         return lake.open_reader(target, locked=locked)
     path = resolve_db_path(db)
-    # DuckDB takes 80% of RAM by default; bounded, it spills big sorts to disk instead, so that
-    # ingesting a file of any size stays within a laptop's memory (docs/performance.md).
-    config: DuckConfig = {
-        **(LOCKED_CONFIG if locked else OFFLINE_CONFIG),
-        "threads": settings.threads(),
-        "memory_limit": settings.memory_limit(MEMORY_LIMIT),
-    }
+    config: DuckConfig = {**(LOCKED_CONFIG if locked else OFFLINE_CONFIG), **session_limits()}
     check_store_path(path, read_only or locked)
     if not read_only and not locked:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create store {path}: {exc.strerror}") from exc
-    conn = _connect_with_wait(path, read_only or locked, config)
+    conn = _connect_with_wait(path, read_only or locked, config, wait_s)
     try:
         _check_store(conn, path)
         for sql in SESSION_SQL:

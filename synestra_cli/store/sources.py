@@ -21,7 +21,7 @@ SELECT c.table_name,
        list(c.column_name ORDER BY c.column_index) FILTER (WHERE c.data_type = 'TIMESTAMP') AS ts_columns,
        bool_or(c.column_name = 'line') AS has_line
 FROM duckdb_columns() c JOIN duckdb_tables() t USING (database_name, schema_name, table_name)
-WHERE c.database_name = current_database() AND c.schema_name = 'main' AND NOT t.temporary
+WHERE c.database_name = coalesce($catalog, current_database()) AND c.schema_name = 'main' AND NOT t.temporary
 GROUP BY c.table_name HAVING bool_or(c.column_name = 'source_id')
 ORDER BY c.table_name
 """
@@ -39,9 +39,10 @@ class SourcedTable:
     has_line: bool
 
 
-def sourced_tables(conn: duckdb.DuckDBPyConnection) -> list[SourcedTable]:
-    """Every table whose rows belong to a source, `sources` and `rejects` last (the bookkeeping)."""
-    rows = conn.execute(SOURCED_TABLES_SQL).fetchall()
+def sourced_tables(conn: duckdb.DuckDBPyConnection, catalog: str | None = None) -> list[SourcedTable]:
+    """Every table whose rows belong to a source, `sources` and `rejects` last (the bookkeeping), in
+    `catalog` (default: the current database)."""
+    rows = conn.execute(SOURCED_TABLES_SQL, {"catalog": catalog}).fetchall()
     tables = [SourcedTable(name, tuple(ts or ()), bool(line)) for name, ts, line in rows]
     return sorted(tables, key=lambda t: t.name in ("rejects", "sources"))
 
@@ -64,20 +65,25 @@ def find_sources(conn: duckdb.DuckDBPyConnection, refs: list[str]) -> list[tuple
     return [found[i] for i in sorted(found)]
 
 
-def delete_sources(conn: duckdb.DuckDBPyConnection, ids: list[int]) -> int:
-    """Delete these sources and every row they wrote, in the caller's transaction. Rows deleted."""
+def qualified(catalog: str | None, table: str) -> str:
+    return f"{quote_ident(catalog)}.main.{quote_ident(table)}" if catalog else quote_ident(table)
+
+
+def delete_sources(
+    conn: duckdb.DuckDBPyConnection,
+    ids: list[int],
+    catalog: str | None = None,
+    tables: list[SourcedTable] | None = None,
+) -> int:
+    """Delete these sources and every row they wrote, in the caller's transaction. Rows deleted.
+    `tables`: the catalog's sourced tables, when the caller knows them."""
     if not ids:
         return 0
     deleted = 0
-    for table in sourced_tables(conn):
-        row = conn.execute(f"DELETE FROM {quote_ident(table.name)} WHERE list_contains(?, source_id)", [ids]).fetchone()
-        counted = table.name not in (
-            "rejects",
-            "sources",
-            "source_years",
-            *DERIVED_TABLES,
-        )  # bookkeeping: not rows read
-        deleted += row[0] if row and counted else 0
+    for table in tables if tables is not None else sourced_tables(conn, catalog):
+        name = qualified(catalog, table.name)
+        row = conn.execute(f"DELETE FROM {name} WHERE list_contains(?, source_id)", [ids]).fetchone()
+        deleted += row[0] if row and table.name not in ("rejects", "sources", "source_years", *DERIVED_TABLES) else 0
     return deleted
 
 

@@ -1,0 +1,249 @@
+"""A batch of staged files: checked in the stage (no store needed), then committed in one short
+transaction of the store, every file whole or not at all.
+
+prepare(): the checks of store/checks.py over the whole batch, each file's verdict (--strict, nothing
+readable), the sources' spans and their `sources` / `rejects` rows: one statement per table for the
+batch, not per file. commit() (the store attached): each file's plan checked against the store as it
+is now (SKIP: another ingest loaded it meanwhile; a changed plan: parse it again), the jobs' cluster,
+the replaced sources deleted and the stage's rows appended, then the stage dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from synestra_cli.clusters import other_form_notes, qualify_batch
+from synestra_cli.errors import InputError
+from synestra_cli.formats.base import Format, IngestOptions, LoadResult
+from synestra_cli.ingest.plan import SKIP, Known, Plan, Source, decide, waits_for_pending
+from synestra_cli.ingest.report import FileReport
+from synestra_cli.store.checks import CheckResult, check_sources
+from synestra_cli.store.sources import SourcedTable, delete_sources, qualified
+from synestra_cli.store.sql import quote_ident, scalar, transaction
+from synestra_cli.store.summaries import summarise_source
+
+MAX_HOSTS_LISTED = 1000
+SHARED_TABLES = ("metric_catalog",)  # rows every source may add once (ON CONFLICT DO NOTHING)
+
+SPAN_SQL = """
+WITH t AS (
+    SELECT source_id, ts, host FROM {c}.events WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, ts, host FROM {c}.metrics WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, ts, NULL FROM {c}.steps WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, start_ts, NULL FROM {c}.checkpoints WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, ts, NULL FROM {c}.job_incidents WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, start_ts, NULL FROM {c}.attempts WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, end_ts, NULL FROM {c}.attempts WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, NULL, host FROM {c}.topology WHERE list_contains($ids, source_id)
+    UNION ALL SELECT source_id, NULL, host FROM {c}.job_nodes WHERE list_contains($ids, source_id)
+)
+SELECT source_id, min(ts), max(ts), list(DISTINCT host ORDER BY host) FILTER (WHERE host IS NOT NULL)
+FROM t GROUP BY source_id
+"""
+INSERT_SOURCE_SQL = """
+INSERT INTO {c}.sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts, hosts,
+                         options, offset_bytes, first_line, source_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+INSERT_REJECT_SQL = "INSERT INTO {c}.rejects (source_id, line, reason, text) VALUES (?, ?, ?, ?)"
+# Tables of the stage that hold rows (after a batch's checks): only those are copied.
+FILLED_SQL = "SELECT table_name FROM duckdb_tables() WHERE database_name = $stage AND estimated_size > 0"
+
+
+@dataclass
+class Staged:
+    """A file parsed into a stage, waiting for its batch's commit."""
+
+    index: int  # in the ingest's inputs
+    source_id: int
+    path: Path
+    fmt: Format
+    codec: str | None
+    plan: Plan
+    result: LoadResult
+    options: str  # the keyed options its parser read (JSON)
+    report: FileReport
+    restaged: int = 0  # times its plan changed at commit and it was parsed again
+
+    @property
+    def input_bytes(self) -> int:
+        return self.plan.digest.size - self.plan.offset
+
+
+@dataclass
+class Batch:
+    stage: str
+    tables: list[SourcedTable]  # the stage's sourced tables
+    files: list[Staged] = field(default_factory=list)
+    prepared: bool = False
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(s.input_bytes for s in self.files)
+
+
+def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOptions) -> list[Staged]:
+    """Checks, verdicts and bookkeeping rows of the batch, in its stage (the store is not needed).
+    Returns the files that failed, or were skipped as copies of another (removed from the batch)."""
+    if batch.prepared or not batch.files:
+        batch.prepared = True
+        return []
+    stage = batch.stage
+    checks = check_sources(conn, [s.source_id for s in batch.files], stage, batch.tables)
+    failed, seen = [], set()
+    for s in batch.files:
+        key = (s.plan.digest.sha, s.fmt.name, s.options)
+        if key in seen:  # a copy of a file before it in the batch (parsed at once, in two threads)
+            s.report.status, s.report.error = "skipped", "already in the store (same content)"
+            failed.append(s)
+            continue
+        seen.add(key)
+        checked = checks.get(s.source_id)
+        if checked:
+            _apply(s.result, checked)
+        error = _refusal(s, options)
+        if error:
+            s.report.status, s.report.error = "failed", error
+            failed.append(s)
+    _drop(conn, batch, failed)
+    if batch.files:
+        _bookkeeping(conn, batch)
+    batch.prepared = True
+    return failed
+
+
+def _apply(result: LoadResult, checked: CheckResult) -> None:
+    result.rows = max(0, result.rows - checked.deleted)
+    for line, reason, text in checked.rejects:
+        result.reject(line, reason, text)
+    result.rejected += checked.rejected - len(checked.rejects)
+    result.notes += checked.notes
+
+
+def _refusal(s: Staged, options: IngestOptions) -> str | None:
+    result, path, name = s.result, s.path, s.fmt.name
+    if options.strict and result.rejected:
+        line, reason, _ = result.reject_samples[0]
+        return str(InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)"))
+    if result.rejected and not result.rows:
+        line, reason, _ = result.reject_samples[0] if result.reject_samples else (None, "rejected", "")
+        hint = "" if not options.format else f"; is it really {name}? (--format forced it)"
+        return str(
+            InputError(
+                f"{path}: nothing could be read as {name}: all {result.rejected} line(s) "
+                f"rejected, the first at line {line}: {reason}{hint}"
+            )
+        )
+    return None
+
+
+def _drop(conn: duckdb.DuckDBPyConnection, batch: Batch, files: list[Staged]) -> None:
+    """Remove these files from the batch and their rows from its stage."""
+    if not files:
+        return
+    delete_sources(conn, [s.source_id for s in files], batch.stage, batch.tables)
+    gone = {s.source_id for s in files}
+    batch.files = [s for s in batch.files if s.source_id not in gone]
+
+
+def _bookkeeping(conn: duckdb.DuckDBPyConnection, batch: Batch) -> None:
+    stage = f"{quote_ident(batch.stage)}.main"
+    ids = [s.source_id for s in batch.files]
+    spans = {sid: rest for sid, *rest in conn.execute(SPAN_SQL.format(c=stage), {"ids": ids}).fetchall()}
+    rejects, sources = [], []
+    for s in batch.files:
+        first, last, hosts = spans.get(s.source_id, (None, None, None))
+        hosts = (hosts or [])[:MAX_HOSTS_LISTED]
+        r, plan = s.result, s.plan
+        rejects += [(s.source_id, line, reason, text) for line, reason, text in r.reject_samples]
+        sources.append(
+            (
+                s.source_id,
+                str(s.path.resolve()),
+                plan.digest.sha,
+                s.fmt.name,
+                plan.digest.size,
+                r.rows,
+                r.rejected,
+                first,
+                last,
+                hosts,
+                s.options,
+                plan.offset,
+                plan.first_line,
+                f"{plan.digest.sha}|{s.fmt.name}|{s.options}",
+            )
+        )
+        rep = s.report
+        rep.rows, rep.rejected = r.rows, r.rejected
+        rep.first_ts, rep.last_ts, rep.hosts = first, last, hosts
+        rep.reject_samples = r.reject_samples
+    if rejects:
+        conn.executemany(INSERT_REJECT_SQL.format(c=stage), rejects)
+    conn.executemany(INSERT_SOURCE_SQL.format(c=stage), sources)
+
+
+def commit(
+    conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions
+) -> tuple[list[Staged], list[Staged]]:
+    """Commit the batch into `store` (attached). Returns (the files committed, or skipped because the
+    store holds them by now; those whose plan changed since they were parsed: to parse again)."""
+    known = Known.load(conn, store)
+    done, again = [], []
+    for s in list(batch.files):
+        try:
+            plan = decide(known, s.path, s.fmt, options, s.codec, s.plan.digest)
+        except LookupError:  # its latest earlier source is another one now: digest and parse again
+            again.append(s)
+            continue
+        if plan is SKIP:
+            s.report.status, s.report.error = "skipped", "already in the store (same content)"
+            s.report.rows = s.report.rejected = 0
+            done.append(s)
+        elif not plan.same_load(s.plan) or waits_for_pending(known, plan):
+            again.append(s)
+        else:
+            s.plan.notes = plan.notes
+            digest = plan.digest
+            known.add(Source(s.source_id, str(s.path.resolve()), digest.sha, s.fmt.name, digest.size, s.options), True)
+    _drop(conn, batch, done + again)
+    if batch.files:
+        _copy(conn, store, batch, options)
+        _summarise(conn, store, [s.source_id for s in batch.files])
+    for s in batch.files:
+        rep = s.report
+        rep.status, rep.source_id, rep.replaced = "loaded", s.source_id, s.plan.replaces
+        rep.notes = s.plan.notes + s.result.notes + other_form_notes(conn, store, s.source_id, options.cluster)
+    return batch.files + done, again
+
+
+def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> None:
+    stage = batch.stage
+    qualify_batch(conn, stage, store, [(s.source_id, s.fmt.name) for s in batch.files], options.cluster)
+    filled = {name for (name,) in conn.execute(FILLED_SQL, {"stage": stage}).fetchall()}
+    tables = [t.name for t in batch.tables if t.name in filled or t.name == "sources"]
+    replaced = sorted({sid for s in batch.files for sid in s.plan.replaces})
+    with transaction(conn):
+        delete_sources(conn, replaced, store)
+        for name in tables:
+            conn.execute(f"INSERT INTO {qualified(store, name)} BY NAME SELECT * FROM {qualified(stage, name)}")
+        for name in SHARED_TABLES:
+            if name in filled:
+                conn.execute(
+                    f"INSERT OR IGNORE INTO {qualified(store, name)} BY NAME SELECT * FROM {qualified(stage, name)}"
+                )
+
+
+def _summarise(conn: duckdb.DuckDBPyConnection, store: str, source_ids: list[int]) -> None:
+    """The committed files' hourly summaries (store/summaries.py), each in its own transaction after the
+    batch's: a source left without one (a crash in between) is read raw, with the same answers."""
+    home = scalar(conn, "SELECT current_database()")
+    conn.execute(f"USE {quote_ident(store)}")
+    try:
+        for sid in source_ids:
+            summarise_source(conn, sid)
+    finally:
+        conn.execute(f"USE {quote_ident(home)}")

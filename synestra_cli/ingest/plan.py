@@ -1,0 +1,224 @@
+"""What a file is, and how it relates to what the store holds: skip it, load it whole, load only its
+new lines (it grew), or load it and replace the sources it supersedes (it changed).
+
+A plan is a pure function of the file's digest and of `Known` (the store's sources, plus the files
+staged before it): it is made once before parsing (against a snapshot, so that a file already in the
+store costs no parse) and checked again at commit against the store as it is then (another ingest may
+have committed in between), where a plan that no longer holds sends the file back to be parsed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from synestra_cli import formats
+from synestra_cli.errors import InputError
+from synestra_cli.formats.base import UTF8_BOM, Format, IngestOptions, decode, read_head, utf16_codec
+from synestra_cli.store.sql import quote_ident
+
+PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
+KNOWN_SQL = "SELECT source_id, path, sha256, format, bytes, options FROM {store}.main.sources ORDER BY source_id"
+
+
+@dataclass(frozen=True)
+class Digest:
+    sha: str
+    size: int
+    prefix: int | None = None  # the length the prefix hash was asked for (an earlier source's bytes)
+    prefix_sha: str | None = None  # of the first `prefix` bytes, when the file is that long
+    prefix_lines: int = 0  # newlines in them
+    prefix_ends_line: bool = False  # they end with a newline
+
+
+def file_digest(path: Path, prefix: int | None = None) -> Digest:
+    """sha256 of the file's bytes, and of its first `prefix` bytes (one pass: is the old content a prefix?)."""
+    h, size, lines, prefix_sha, last = hashlib.sha256(), 0, 0, None, b""
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            if prefix is not None and prefix_sha is None and size + len(block) >= prefix:
+                cut = prefix - size
+                h.update(block[:cut])
+                lines += block.count(b"\n", 0, cut)
+                prefix_sha = h.hexdigest()
+                last = block[cut - 1 : cut] if cut else last
+                h.update(block[cut:])
+            else:
+                h.update(block)
+                if prefix is not None and prefix_sha is None:
+                    lines += block.count(b"\n")
+                    last = block[-1:]
+            size += len(block)
+    return Digest(h.hexdigest(), size, prefix, prefix_sha, lines, last == b"\n")
+
+
+def check_readable(path: Path) -> tuple[str, str | None]:
+    """Decoded head of the file and the codec to transcode it with (None: UTF-8 already), or InputError
+    saying why it cannot be ingested."""
+    try:
+        if not path.exists():
+            raise InputError(f"{path}: no such file")
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{path}: permission denied")
+        if path.stat().st_size == 0:
+            raise InputError(f"{path}: empty file")
+        head = read_head(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    codec = utf16_codec(head)
+    if codec:
+        text = head.decode(codec, errors="replace")
+    elif head.startswith(UTF8_BOM):
+        codec, text = "utf-8-sig", decode(head)
+    else:
+        text = None
+    if text is None:
+        if b"\x00" in head[:8192] and not head.startswith(PARQUET_MAGIC):
+            raise InputError(f"{path}: binary file, not a log or metric export")
+        text = decode(head)
+    if not text.strip():
+        raise InputError(f"{path}: empty file")
+    return text, codec
+
+
+def pick_format(head: str, options: IngestOptions, path: Path) -> Format:
+    try:
+        return formats.by_name(options.format) if options.format else formats.detect(head)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def reads_the_same(stored: str | None, options: IngestOptions) -> bool:
+    """Whether a source read with `stored` options (the keyed ones its parser read) reads the same with
+    these. {} (a source from before source keys) matches any."""
+    return all(getattr(options, name, None) == value for name, value in json.loads(stored or "{}").items())
+
+
+def _describe(stored: str) -> str:
+    opts = json.loads(stored or "{}")
+    shown = [f"--{name.replace('_id', '')} {value}" for name, value in opts.items() if value is not None]
+    return " ".join(shown) or "default options"
+
+
+@dataclass(frozen=True)
+class Source:
+    source_id: int
+    path: str
+    sha: str
+    format: str
+    bytes: int
+    options: str
+
+
+@dataclass
+class Known:
+    """The sources a plan is made against: the store's, plus those staged and not yet committed
+    (`pending`: a plan that would replace or extend one of them waits for its commit)."""
+
+    by_path: dict[tuple[str, str], list[Source]] = field(default_factory=dict)
+    by_content: dict[tuple[str, str], list[Source]] = field(default_factory=dict)
+    pending: set[int] = field(default_factory=set)
+
+    @classmethod
+    def load(cls, conn: duckdb.DuckDBPyConnection, store: str) -> Known:
+        known = cls()
+        for row in conn.execute(KNOWN_SQL.format(store=quote_ident(store))).fetchall():
+            known.add(Source(*row))
+        return known
+
+    def add(self, source: Source, pending: bool = False) -> None:
+        self.by_path.setdefault((source.path, source.format), []).append(source)
+        self.by_content.setdefault((source.sha, source.format), []).append(source)
+        if pending:
+            self.pending.add(source.source_id)
+
+    def earlier(self, path: str, fmt: str, options: IngestOptions) -> list[Source]:
+        """Sources read from this path as this format with these options, oldest first."""
+        found = [s for s in list(self.by_path.get((path, fmt), ())) if reads_the_same(s.options, options)]
+        return sorted(found, key=lambda s: s.source_id)
+
+    def same_content(self, sha: str, fmt: str) -> list[Source]:
+        return sorted(self.by_content.get((sha, fmt), ()), key=lambda s: s.source_id)
+
+
+@dataclass
+class Plan:
+    """How to load one file: from where, and which earlier sources it replaces."""
+
+    digest: Digest
+    offset: int = 0
+    first_line: int = 1
+    replaces: list[int] = field(default_factory=list)
+    grows: int | None = None  # the source whose new lines these are
+    notes: list[str] = field(default_factory=list)
+
+    def same_load(self, other: Plan) -> bool:
+        return (self.offset, self.first_line, self.replaces, self.grows) == (
+            other.offset,
+            other.first_line,
+            other.replaces,
+            other.grows,
+        )
+
+
+SKIP = None  # the plan of a file the store already holds, read this way
+
+
+def digest_for(known: Known, path: Path, fmt_name: str, options: IngestOptions) -> Digest:
+    """The file's digest, with the prefix hash its latest earlier source needs."""
+    earlier = known.earlier(str(path.resolve()), fmt_name, options)
+    return file_digest(path, earlier[-1].bytes if earlier else None)
+
+
+def decide(
+    known: Known, path: Path, fmt: Format, options: IngestOptions, codec: str | None, digest: Digest
+) -> Plan | None:
+    """The plan, or SKIP when the store already holds this content read this way. Raises LookupError
+    when the digest lacks the prefix hash the latest earlier source needs (digest it again)."""
+    earlier = known.earlier(str(path.resolve()), fmt.name, options)
+    if (earlier[-1].bytes if earlier else None) != digest.prefix:
+        raise LookupError("digest against another earlier source")
+    same = known.same_content(digest.sha, fmt.name)
+    if any(reads_the_same(s.options, options) for s in same):
+        return SKIP
+    plan = Plan(digest)
+    plan.notes += [
+        f"the store also holds this content read with {_describe(s.options)} (source {s.source_id}): "
+        f"`synestra forget {s.source_id}` if this load corrects it"
+        for s in same
+    ]
+    if not earlier:
+        return plan
+    last = earlier[-1]
+    grew = digest.size > last.bytes and digest.prefix_sha == last.sha and digest.prefix_ends_line
+    line_oriented = fmt.appendable and codec is None and not is_gzip(path)
+    if grew and line_oriented:
+        plan.offset, plan.first_line, plan.grows = last.bytes, digest.prefix_lines + 1, last.source_id
+        plan.notes.append(
+            f"grew since source {last.source_id} was loaded: only its new lines "
+            f"(from line {plan.first_line}) are loaded"
+        )
+        return plan
+    plan.replaces = [s.source_id for s in earlier]
+    ids = ", ".join(map(str, plan.replaces))
+    plan.notes.append(
+        f"grew since source {ids} was loaded: read again whole, replacing it"
+        if grew
+        else f"changed since source(s) {ids} were loaded from this path: replaces them"
+    )
+    return plan
+
+
+def waits_for_pending(known: Known, plan: Plan) -> bool:
+    """The plan replaces or extends a source that is staged, not committed: it must wait for it."""
+    return plan.grows in known.pending or any(sid in known.pending for sid in plan.replaces)

@@ -1,0 +1,383 @@
+"""The ingest run: files parsed into stages (a few at a time, in threads), batches committed.
+
+A batch closes after BATCH_SECONDS of parsing (or BATCH_FILES files, or BATCH_BYTES of input), then
+commits as soon as the files in flight for it are done and the store is free. While a reader holds
+the store, parsing goes on into the next stage and the commit is tried again after the next file;
+only when PENDING_BATCHES batches (or PENDING_BYTES of input) wait does ingest wait for the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import NoReturn
+
+import duckdb
+
+from synestra_cli.clusters import prefix_hosts
+from synestra_cli.errors import StoreWriteError, SynestraError, is_interrupt
+from synestra_cli.formats.base import (
+    IngestOptions,
+    LoadContext,
+    LoadResult,
+    TrackedOptions,
+    content_mtime,
+    transcode_to_utf8,
+)
+from synestra_cli.ingest.batch import Batch, Staged, commit, prepare
+from synestra_cli.ingest.plan import SKIP, Known, check_readable, decide, digest_for, is_gzip, pick_format
+from synestra_cli.ingest.report import FileReport
+from synestra_cli.ingest.staging import Stores
+from synestra_cli.ingest.walk import WalkIssue, iter_inputs
+from synestra_cli.store.connect import as_store_error, is_store_write_failure
+from synestra_cli.store.parallel import default_workers, map_in_threads
+from synestra_cli.store.sql import quote_ident, transaction
+
+BATCH_SECONDS = 2.0  # of parsing per commit: readers wait at most a commit, never the whole ingest
+BATCH_FILES = 2000
+BATCH_BYTES = 64 << 20  # of input
+PENDING_BATCHES = 4  # closed batches waiting for the store before ingest waits for it
+PENDING_BYTES = 256 << 20
+CONFLICT_RETRIES = 5  # each round of colliding files commits at least one: enough for 4 workers
+RESTAGE_MAX = 3  # a file whose plan keeps changing (another ingest of the same path): then it fails
+RESERVE_IDS_SQL = "SELECT nextval('{store}.main.source_id_seq') FROM range(?)"
+
+ProgressFn = Callable[[Path, int, int], None]
+ReportFn = Callable[[FileReport], None]
+Store = duckdb.DuckDBPyConnection | str | Path | None
+
+
+def ingest_paths(
+    store: Store,
+    paths: Iterable[Path],
+    options: IngestOptions,
+    on_file: ProgressFn | None = None,
+    on_report: ReportFn | None = None,
+    workers: int | None = None,
+) -> list[FileReport]:
+    """Ingest every file under paths into `store`; one report per file (and per folder that could not
+    be read or held nothing), in order (each also passed to on_report once it is final: committed,
+    skipped or failed). Raises StoreWriteError at the first write the store refuses.
+
+    `store`: an open connection (the store stays attached the whole run), or a path (None: $SYNESTRA_DB,
+    ./synestra.duckdb): then the store is attached only for each batch's commit, so that readers get in
+    between. Files parse `workers` at a time (default: $SYNESTRA_INGEST_WORKERS, else one per core up
+    to 4): a gzip stream decompresses on one core. Source ids are reserved in file order, so "the latest
+    source" is the file given last."""
+    stores = Stores.open(store)
+    try:
+        return _Run(stores, options, on_report).run(list(paths), on_file, workers)
+    finally:
+        stores.close()
+
+
+def ingest_file(store: Store, path: Path, options: IngestOptions, source_id: int | None = None) -> FileReport:
+    """Load one file, all of it or nothing. Never raises for a bad file: the report says what failed;
+    raises StoreWriteError when the store cannot be written. `source_id`: the id to give it."""
+    stores = Stores.open(store)
+    try:
+        reports = _Run(stores, options, None).run([path], None, 1, [source_id] if source_id else None)
+    finally:
+        stores.close()
+    return reports[0] if reports else FileReport(str(path), "skipped", error="the store's own file")
+
+
+class _Run:
+    def __init__(self, stores: Stores, options: IngestOptions, on_report: ReportFn | None) -> None:
+        self.stores, self.options, self.on_report = stores, options, on_report
+        self.conn = stores.conn
+        self.lock = threading.Lock()  # the open batch, as worker threads pick it
+        self.batches: list[Batch] = []  # closed ones waiting to commit, then the open one
+        self.dispatched: Counter[str] = Counter()  # files started per stage
+        self.consumed: Counter[str] = Counter()  # files back per stage
+        self.reports: dict[int, FileReport] = {}
+        self.known = Known()
+        self.opened = time.monotonic()
+
+    def run(
+        self, paths: list[Path], on_file: ProgressFn | None, workers: int | None, ids: list[int] | None = None
+    ) -> list[FileReport]:
+        items = list(iter_inputs(paths, self.stores.skip()))
+        if not items:
+            return []
+        self.ids = ids or self._start(len(items))
+        n_files = sum(isinstance(item, Path) for item in items)
+        n = (workers or default_workers("SYNESTRA_INGEST_WORKERS")) if n_files > 1 else 1
+
+        def work(cur: duckdb.DuckDBPyConnection, i: int) -> tuple[str | None, int, FileReport | Staged]:
+            item = items[i]
+            if isinstance(item, WalkIssue):
+                return None, i, FileReport(path=str(item.path), status=item.status, error=item.error)
+            with self.lock:
+                stage = self.batches[-1].stage
+                self.dispatched[stage] += 1
+            if on_file and n <= 1:
+                on_file(item, i, len(items))
+            return stage, i, stage_file(cur, self.stores, stage, item, self.options, self.ids[i], self.known, i)
+
+        try:
+            self._open_batch()
+            for k, (stage, i, result) in enumerate(map_in_threads(self.conn, work, range(len(items)), n)):
+                if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
+                    on_file(Path(getattr(result, "path", "")), k, len(items))
+                self._take(stage, i, result)
+            self._finish()
+        finally:
+            for batch in self.batches:
+                self.stores.drop_stage(batch.stage)
+        if on_file:
+            on_file(Path(""), len(items), len(items))
+        return [self.reports[i] for i in sorted(self.reports)]
+
+    def _start(self, n: int) -> list[int]:
+        """Reserve the run's source ids (in file order) and read what the store holds."""
+        with self._store(wait=True):
+            sql = RESERVE_IDS_SQL.format(store=quote_ident(self.stores.store))
+            ids = sorted(r[0] for r in self.conn.execute(sql, [n]).fetchall())
+            self.known = Known.load(self.conn, self.stores.store)
+        return ids
+
+    @contextmanager
+    def _store(self, wait: bool) -> Iterator[bool]:
+        """The store attached (yields False when it is busy and wait is false), then detached; a write
+        the store refuses (in a commit, or the checkpoint on detaching) is StoreWriteError."""
+        try:
+            attached = self.stores.attach(wait)
+        except duckdb.Error as exc:
+            self._raise_mapped(exc)
+        try:
+            yield attached
+            if attached:
+                self.stores.detach()
+        except BaseException as exc:
+            if attached:
+                with suppress(duckdb.Error):
+                    self.stores.detach()
+            if isinstance(exc, duckdb.Error):
+                self._raise_mapped(exc)
+            raise
+
+    def _raise_mapped(self, exc: duckdb.Error) -> NoReturn:
+        if is_interrupt(exc):
+            raise exc
+        if is_store_write_failure(exc):
+            raise StoreWriteError(_store_write_message(self.stores, exc)) from exc
+        mapped = as_store_error(exc, self.stores.path)
+        if mapped:
+            raise mapped from exc
+        raise exc
+
+    def _open_batch(self) -> None:
+        stage = self.stores.new_stage()
+        batch = Batch(stage, self.stores.tables or [])
+        with self.lock:
+            self.batches.append(batch)
+        self.opened = time.monotonic()
+
+    def _final(self, index: int, report: FileReport) -> None:
+        self.reports[index] = report
+        if self.on_report:
+            self.on_report(report)
+
+    def _take(self, stage: str | None, index: int, result: FileReport | Staged) -> None:
+        if stage is not None:
+            self.consumed[stage] += 1
+        if isinstance(result, Staged):
+            next(b for b in self.batches if b.stage == stage).files.append(result)
+        else:
+            self._final(index, result)
+        current = self.batches[-1]
+        due = (
+            len(current.files) >= BATCH_FILES
+            or current.input_bytes >= BATCH_BYTES
+            or (current.files and time.monotonic() - self.opened >= BATCH_SECONDS)
+        )
+        if due:
+            self._open_batch()
+        waiting = self.batches[:-1]
+        overdue = len(waiting) >= PENDING_BATCHES or sum(b.input_bytes for b in waiting) >= PENDING_BYTES
+        self._commit_ready(wait=overdue)
+
+    def _commit_ready(self, wait: bool) -> None:
+        """Commit the closed batches whose files are all back, if the store is free (or once it is)."""
+        ready = []
+        for batch in self.batches[:-1]:
+            if self.consumed[batch.stage] != self.dispatched[batch.stage]:
+                break
+            ready.append(batch)
+        if not ready:
+            return
+        for batch in ready:
+            for failed in prepare(self.conn, batch, self.options):
+                self._final(failed.index, failed.report)
+        again: list[Staged] = []
+        with self._store(wait) as attached:
+            if not attached:
+                return
+            store = self.stores.store
+            for batch in ready:
+                done, changed = commit(self.conn, store, batch, self.options)
+                self.batches.remove(batch)
+                self.stores.drop_stage(batch.stage)
+                for s in done:
+                    self._final(s.index, s.report)
+                again += changed
+            self.known = Known.load(self.conn, store)
+        for s in again:
+            self._restage(s)
+
+    def _restage(self, old: Staged) -> None:
+        """Parse again a file whose plan changed at commit (another ingest loaded its path meanwhile)."""
+        if old.restaged >= RESTAGE_MAX:
+            old.report.status = "failed"
+            old.report.error = f"{old.path}: another ingest keeps changing what this path holds; ingest it again"
+            self._final(old.index, old.report)
+            return
+        batch = self.batches[-1]
+        self.dispatched[batch.stage] += 1
+        result = stage_file(
+            self.conn, self.stores, batch.stage, old.path, self.options, old.source_id, self.known, old.index
+        )
+        if isinstance(result, Staged):
+            result.restaged = old.restaged + 1
+        self._take(batch.stage, old.index, result)
+
+    def _finish(self) -> None:
+        while len(self.batches) > 1 or self.batches[-1].files:
+            if self.batches[-1].files:
+                self._open_batch()
+            self._commit_ready(wait=True)
+
+
+# --- one file into a stage ---------------------------------------------------------------------------
+
+
+def stage_file(
+    cur: duckdb.DuckDBPyConnection,
+    stores: Stores,
+    stage: str,
+    path: Path,
+    options: IngestOptions,
+    source_id: int,
+    known: Known,
+    index: int,
+) -> FileReport | Staged:
+    """Parse one file into `stage`, in one transaction of the stage: the Staged file, or its report
+    (skipped: the store holds it; failed: why). Raises StoreWriteError when the stage's spill folder
+    cannot be written."""
+    report = FileReport(path=str(path), status="failed")
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            return _stage(cur, stores, stage, path, options, source_id, known, index, report)
+        except SynestraError as exc:
+            report.error = str(exc)
+        except duckdb.Error as exc:
+            if is_interrupt(exc):  # Ctrl-C stops the whole run; this file's transaction is rolled back
+                raise
+            if is_store_write_failure(exc):
+                raise StoreWriteError(_store_write_message(stores, exc)) from exc
+            # Two files parsing at once both added the same catalog row to the stage: the later one
+            # fails, at its insert or its commit. Retried, it sees the other's row.
+            if _is_conflict(exc) and attempt < CONFLICT_RETRIES:
+                continue
+            report.error = _driver_error(path, exc)
+        except Exception as exc:  # noqa: BLE001 - a parser bug or an input it did not foresee
+            if is_interrupt(exc):  # DuckDB 2 reports a Ctrl-C inside a query as a RuntimeError
+                raise
+            # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
+            # file fails, rolled back, and the others still load.
+            report.error = f"{path}: could not be loaded ({_first_line(exc)}); please report this file"
+        return report
+    return report
+
+
+def _stage(
+    cur: duckdb.DuckDBPyConnection,
+    stores: Stores,
+    stage: str,
+    path: Path,
+    options: IngestOptions,
+    source_id: int,
+    known: Known,
+    index: int,
+    report: FileReport,
+) -> FileReport | Staged:
+    head, codec = check_readable(path)
+    fmt = pick_format(head, options, path)
+    report.format = fmt.name
+    plan = decide(known, path, fmt, options, codec, digest_for(known, path, fmt.name, options))
+    if plan is SKIP:
+        report.status, report.error = "skipped", "already in the store (same content)"
+        return report
+    tracked = TrackedOptions.wrap(options)
+    cur.execute(f"USE {quote_ident(stage)}")  # the formats write to the unqualified tables: the stage's
+    try:
+        with transaction(cur), _readable_copy(path, codec) as readable:
+            ctx = LoadContext(
+                conn=cur,
+                source_id=source_id,
+                path=readable,
+                display=str(path),
+                options=tracked,
+                mtime=content_mtime(path),
+                offset=plan.offset,
+                first_line=plan.first_line,
+                # the bytes hashed, not what a writer appended since: the next load starts where this one ended
+                end=plan.digest.size if codec is None and not is_gzip(path) else None,
+            )
+            result: LoadResult = fmt.load(ctx)
+            # with --cluster its hosts become CLUSTER:host here; the commit qualifies its jobs
+            prefix_hosts(cur, source_id, tracked.cluster)
+    finally:
+        cur.execute(f"USE {quote_ident(stores.home)}")
+    return Staged(index, source_id, path, fmt, codec, plan, result, json.dumps(tracked.read_values()), report)
+
+
+@contextmanager
+def _readable_copy(path: Path, codec: str | None) -> Iterator[Path]:
+    """The file itself, or for UTF-16 / BOM-prefixed UTF-8 a plain UTF-8 copy under the same name
+    (parsers that hand the path to DuckDB's readers then see UTF-8 too)."""
+    if codec is None:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="synestra-") as tmp:
+        name = path.name[:-3] if path.name.endswith(".gz") else path.name
+        copy = Path(tmp) / name
+        transcode_to_utf8(path, codec, copy)
+        os.utime(copy, (path.stat().st_atime, path.stat().st_mtime))
+        yield copy
+
+
+def _is_conflict(exc: duckdb.Error) -> bool:
+    """A row another file's transaction wrote first (at insert, or at commit). Not "transaction is
+    aborted": that follows an error of this file's own, and retrying it would only repeat it."""
+    if isinstance(exc, duckdb.ConstraintException):
+        return True
+    return isinstance(exc, duckdb.TransactionException) and "transaction is aborted" not in str(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def _driver_error(path: Path, exc: duckdb.Error) -> str:
+    # A statement after a failed one (an unregister in a finally block) reports only "transaction is
+    # aborted": the error that aborted it is the one to show.
+    cause = exc.__context__ if "transaction is aborted" in str(exc) and exc.__context__ else exc
+    return f"{path}: could not be loaded ({_first_line(cause)})"
+
+
+def _store_write_message(stores: Stores, exc: duckdb.Error) -> str:
+    store = str(stores.path or "in memory")
+    return (
+        f"the store ({store}) cannot be written ({_first_line(exc)}): free space, or use another --db; "
+        "the files reported as loaded are in, and re-running the ingest loads the rest"
+    )
