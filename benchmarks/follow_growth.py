@@ -31,6 +31,8 @@ from pathlib import Path
 
 import duckdb
 
+from synestra_cli.store.sources import BOOKKEEPING_TABLES
+
 PY = sys.executable
 SYNESTRA = [str(Path(PY).parent / "synestra")]
 TEMPLATES = [  # kernel lines of the kinds a GPU node logs (docs/formats.md, syslog)
@@ -107,8 +109,9 @@ def _compare(follow_db: Path, oneshot_db: Path) -> dict:
         r[0]
         for r in c.execute(
             "SELECT DISTINCT table_name FROM duckdb_columns() JOIN duckdb_tables() USING (database_name, table_name) "
-            "WHERE database_name = 'o' AND column_name = 'source_id' AND table_name NOT IN ('sources', 'rejects') "
-            "ORDER BY 1"
+            "WHERE database_name = 'o' AND column_name = 'source_id' AND NOT list_contains($skip, table_name) "
+            "ORDER BY 1",
+            {"skip": list(BOOKKEEPING_TABLES)},
         ).fetchall()
     ]
     out = {}

@@ -101,6 +101,8 @@ class LoadContext:
     offset: int = 0  # read from this byte on (a grown file: only its new lines)
     first_line: int = 1  # the line number of the first line read
     end: int | None = None  # read no further than this byte: what ingest hashed (a log written to meanwhile)
+    # where the store's sources are seen from a file parsed apart from it (`catalog.schema.`; "": here)
+    evidence: str = ""
 
     def read_text(self) -> str:
         """The whole decoded file (for small, context-heavy formats such as job logs)."""

@@ -290,7 +290,7 @@ def _place_years(ctx: LoadContext, clock: _ClockScan) -> years.YearChoice | None
         years.record(ctx.conn, ctx.source_id, "option", ctx.options.year)
         return None
     shift = len(clock.wraps) + (1 if clock.last_month and clock.last_month > ctx.mtime.month else 0)
-    return years.place(ctx.conn, ctx.source_id, -shift, ctx.mtime)
+    return years.place(ctx.conn, ctx.source_id, -shift, ctx.mtime, ctx.evidence)
 
 
 def _clock_order(conn: duckdb.DuckDBPyConnection, clock: _ClockScan) -> bool:

@@ -57,9 +57,9 @@ HEADER_RE = re.compile(
 # on a store of 10^8 samples. Sources dated by their mtime are no evidence.
 STORE_SQL = """
 WITH h AS (SELECT list(DISTINCT host) AS hosts FROM events WHERE source_id = $sid AND host IS NOT NULL)
-SELECT s.path, s.first_ts, s.last_ts FROM sources s, h
+SELECT s.path, s.first_ts, s.last_ts FROM {evidence}sources s, h
 WHERE s.source_id <> $sid AND s.first_ts IS NOT NULL AND s.last_ts IS NOT NULL AND list_has_any(s.hosts, h.hosts)
-  AND s.source_id NOT IN (SELECT source_id FROM source_years WHERE basis = 'mtime')
+  AND s.source_id NOT IN (SELECT source_id FROM {evidence}source_years WHERE basis = 'mtime')
 ORDER BY s.source_id
 """
 
@@ -76,7 +76,9 @@ def record(conn: duckdb.DuckDBPyConnection, source_id: int, basis: str, year: in
     conn.execute(RECORD_SQL, {"sid": source_id, "basis": basis, "year": year})
 
 
-def place(conn: duckdb.DuckDBPyConnection, source_id: int, mtime_offset: int, mtime: datetime) -> YearChoice | None:
+def place(
+    conn: duckdb.DuckDBPyConnection, source_id: int, mtime_offset: int, mtime: datetime, evidence: str = ""
+) -> YearChoice | None:
     """Choose the year of the source's events as placed (dated evidence in the file, in the store, else the
     mtime's offset), shift them, record the basis. None when the source has no timed events."""
     first, last = conn.execute(SPAN_SQL, [source_id]).fetchone() or (None, None)
@@ -85,7 +87,7 @@ def place(conn: duckdb.DuckDBPyConnection, source_id: int, mtime_offset: int, mt
     choice = (
         _from_dated_lines(conn, source_id)
         or _from_header(conn, source_id, last)
-        or _from_store(conn, source_id, first, last, mtime_offset)
+        or _from_store(conn, source_id, first, last, mtime_offset, evidence)
         or YearChoice(mtime_offset, "mtime", f"the file's modification time ({mtime:%Y-%m-%d})")
     )
     if choice.offset:
@@ -122,10 +124,17 @@ def _from_header(conn: duckdb.DuckDBPyConnection, source_id: int, last: datetime
 
 
 def _from_store(
-    conn: duckdb.DuckDBPyConnection, source_id: int, first: datetime, last: datetime, mtime_offset: int
+    conn: duckdb.DuckDBPyConnection,
+    source_id: int,
+    first: datetime,
+    last: datetime,
+    mtime_offset: int,
+    evidence: str = "",
 ) -> YearChoice | None:
-    """The placement nearest the dated rows of the same hosts in other sources (overlap: distance 0)."""
-    spans = conn.execute(STORE_SQL, {"sid": source_id}).fetchall()
+    """The placement nearest the dated rows of the same hosts in other sources (overlap: distance 0).
+    `evidence`: the schema (as `catalog.schema.`) holding the store's `sources` and `source_years`, when
+    the file is parsed apart from the store (ingest's stage); "": the current database."""
+    spans = conn.execute(STORE_SQL.format(evidence=evidence), {"sid": source_id}).fetchall()
     if not spans:
         return None
     ks = {y - first.year + d for _, lo, hi in spans for y in range(lo.year, hi.year + 1) for d in (-1, 0, 1)}

@@ -142,6 +142,7 @@ class _Run:
             sql = RESERVE_IDS_SQL.format(store=quote_ident(self.stores.store))
             ids = sorted(r[0] for r in self.conn.execute(sql, [n]).fetchall())
             self.known = Known.load(self.conn, self.stores.store)
+            self.stores.refresh_evidence()
         return ids
 
     @contextmanager
@@ -230,6 +231,7 @@ class _Run:
                     self._final(s.index, s.report)
                 again += changed
             self.known = Known.load(self.conn, store)
+            self.stores.refresh_evidence()
         for s in again:
             self._restage(s)
 
@@ -331,6 +333,7 @@ def _stage(
                 first_line=plan.first_line,
                 # the bytes hashed, not what a writer appended since: the next load starts where this one ended
                 end=plan.digest.size if codec is None and not is_gzip(path) else None,
+                evidence=stores.evidence,
             )
             result: LoadResult = fmt.load(ctx)
             # with --cluster its hosts become CLUSTER:host here; the commit qualifies its jobs

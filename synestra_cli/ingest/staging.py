@@ -43,6 +43,8 @@ STORE_PATH_SQL = "SELECT path FROM duckdb_databases() WHERE database_name = $nam
 # A commit waits this long at least for readers to let go of the store (a cold `tax-report` reads
 # for tens of seconds): a reader's wait is SYNESTRA_LOCK_WAIT, a staged batch's is longer.
 COMMIT_WAIT_MIN_S = 300.0
+# What of the store a parser may read while the store is detached (Stores.refresh_evidence).
+EVIDENCE_TABLES = (("sources", "source_id, path, first_ts, last_ts, hosts"), ("source_years", "source_id, basis"))
 
 
 class Stores:
@@ -103,6 +105,26 @@ class Stores:
         if self.owned and self.attached:
             self.attached = False
             self.conn.execute(f"DETACH {STORE_ALIAS}")
+
+    # --- what a file parsed in a stage may read of the store ----------------------------------------------
+
+    @property
+    def evidence(self) -> str:
+        """Where a staged file's parser sees the store's sources (formats/years.py: dated evidence for a
+        yearless log): a snapshot beside the stages, the store itself when it stays attached."""
+        return f"{quote_ident(self.home)}.evidence." if self.owned else f"{quote_ident(self.store)}.main."
+
+    def refresh_evidence(self) -> None:
+        """Snapshot the store's sources (spans, hosts, year bases) while it is attached: the stages are
+        parsed while it is not."""
+        if not self.owned:
+            return
+        home, store = quote_ident(self.home), quote_ident(self.store)
+        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {home}.evidence")
+        for table, columns in EVIDENCE_TABLES:
+            self.conn.execute(
+                f"CREATE OR REPLACE TABLE {home}.evidence.{table} AS SELECT {columns} FROM {store}.main.{table}"
+            )
 
     # --- stages ------------------------------------------------------------------------------------------
 

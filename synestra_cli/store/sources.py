@@ -15,6 +15,11 @@ from synestra_cli.errors import NotFoundError
 from synestra_cli.store.sql import quote_ident, transaction
 from synestra_cli.store.summaries import DERIVED_TABLES
 
+# Sourced tables that keep what ingest knows of a source, not rows read from its file: not counted as
+# its rows, and not compared when two stores of the same files are (a file followed as it grew is
+# several sources, read once is one).
+BOOKKEEPING_TABLES = ("sources", "rejects", "source_years", *DERIVED_TABLES)
+
 # Base tables (not views, not temp) with a source_id column, and their TIMESTAMP columns.
 SOURCED_TABLES_SQL = """
 SELECT c.table_name,
@@ -83,7 +88,7 @@ def delete_sources(
     for table in tables if tables is not None else sourced_tables(conn, catalog):
         name = qualified(catalog, table.name)
         row = conn.execute(f"DELETE FROM {name} WHERE list_contains(?, source_id)", [ids]).fetchone()
-        deleted += row[0] if row and table.name not in ("rejects", "sources", "source_years", *DERIVED_TABLES) else 0
+        deleted += row[0] if row and table.name not in BOOKKEEPING_TABLES else 0
     return deleted
 
 
