@@ -121,7 +121,8 @@ saves AS (
     FROM undated u LEFT JOIN att a USING (job_id, attempt)
 ),
 save_totals AS (
-    SELECT job_id, attempt, sum(blocking_s) AS save_s, max(end_ts) AS resume, max(iteration) AS saved_iteration
+    SELECT job_id, attempt, sum(blocking_s ORDER BY iteration, end_ts) AS save_s, max(end_ts) AS resume,
+           max(iteration) AS saved_iteration
     FROM saves GROUP BY ALL
 ),
 progress AS (
