@@ -56,3 +56,24 @@ def test_the_fleet_s_rows_are_each_job_s_own_rows(sample_store):
         for j in jobs:
             assert fleet[j] == job_inputs(conn, j)
         assert len({len(fleet[j].checkpoints) for j in jobs}) > 1  # jobs differ: nothing mixed up
+
+
+def test_a_simulated_campaign_with_syslog_and_crashes_is_explained_alike_in_a_batch(tmp_path):
+    # sample_data has no syslog: a campaign's lanes meet GPU, link and storage faults in the kernel log,
+    # crashes and preemptions in the job logs, on hosts whose jobs follow one another
+    from synestra_cli.simulate.scenarios import simulate
+
+    simulate(tmp_path / "c", "campaign", seed=41, nodes=4, hours=12)
+    with open_store(tmp_path / "c.duckdb") as conn:
+        ingest_paths(conn, [tmp_path / "c" / "exports"], IngestOptions())
+    with open_store(tmp_path / "c.duckdb", read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        assert len(jobs) >= 4
+        fleet = inputs_for(conn, jobs)
+        alone = {j: _json(explain_job(conn, j)) for j in jobs}
+        batched = {j: _json(explain_job(conn, j, inputs=fleet[j])) for j in jobs}
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] > 0
+    assert batched == alone
+    assert any(
+        json.loads(d)["failures"] or any(c["cause"] for c in json.loads(d)["checkpoints"]) for d in alone.values()
+    )
