@@ -6,7 +6,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -17,9 +16,18 @@ from synestra_cli.store.connect import as_store_error
 
 db_option = click.option(
     "--db",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=str),  # a str: an s3:// URL or a trailing / (a lake) must survive
     default=None,
-    help="Store file (default: $SYNESTRA_DB, else ./synestra.duckdb).",
+    help="Store file (default: $SYNESTRA_DB, else ./synestra.duckdb); a folder or s3:// URL is a lake (docs/lake.md).",
+)
+
+
+engine_option = click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the work runs: this process, or Ray workers ($RAY_ADDRESS, else a local Ray) over a lake.",
 )
 
 

@@ -65,6 +65,7 @@ def command(
     check_window(since, until)
     from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
     from synestra_cli.store import open_store
+    from synestra_cli.store.lake import narrow_to_job
 
     if fmt == "markdown":
         return _markdown(db, job_id, checkpoint, since, until, all_jobs)
@@ -81,6 +82,8 @@ def command(
             # (a 256-host job: ~950 MB at the store's 1 GB limit, ~480 MB at this one, same speed).
             conn.execute("SET memory_limit = ?", [ONE_JOB_MEMORY_LIMIT])
         ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
+        if not all_jobs:  # on a lake, read only the job's partitions (a store file: nothing changes)
+            narrow_to_job(conn, ids[0])
         docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
     _render(docs, fmt, all_jobs)
 

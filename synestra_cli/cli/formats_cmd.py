@@ -18,5 +18,5 @@ def command(fmt) -> None:
     Example:
       synestra formats
     """
-    rows = [{"name": name, "description": mod.DESCRIPTION} for name, mod in sorted(all_formats().items())]
+    rows = [{"name": name, "description": fmt.description} for name, fmt in sorted(all_formats().items())]
     render_rows(rows, ["name", "description"], fmt, title="formats")

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synestra_cli.cli.common import db_option, format_name_callback, handle_errors
+from synestra_cli.cli.common import db_option, engine_option, format_name_callback, handle_errors
 from synestra_cli.cli.render import dumps, printable
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
-from synestra_cli.store import open_store
+from synestra_cli.store.lake import lake_target
+from synestra_cli.store.lake_writer import ingest_target
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -108,8 +109,11 @@ def _explain_all(conn) -> str:
     is_flag=True,
     help="Then explain every job and keep the explanations, so that tax-report answers at once.",
 )
+@engine_option
 @handle_errors
-def command(paths, db, input_format, timezone, year, host, job_id, cluster, strict, as_json, explain_after) -> None:
+def command(
+    paths, db, input_format, timezone, year, host, job_id, cluster, strict, as_json, explain_after, engine
+) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
 
     The format of each file is detected from its content. Each file loads in one transaction;
@@ -138,9 +142,17 @@ def command(paths, db, input_format, timezone, year, host, job_id, cluster, stri
         timezone=timezone, year=year, host=host, job_id=job_id, strict=strict, format=input_format, cluster=cluster
     )
     reporter = Reporter(tty=sys.stderr.isatty())
-    with open_store(db) as conn:
-        reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
-        explained = _explain_all(conn) if explain_after else None
+    if explain_after and lake_target(db):
+        raise click.UsageError("--explain keeps explanations in a store file; a lake (--db FOLDER/URL) keeps none")
+    explained = None
+    if engine != "local":  # Ray workers, into a lake (synestra_cli/engine/)
+        from synestra_cli.engine import ingest_on
+
+        reports = ingest_on(engine, db, paths, options, on_report=reporter.on_report)
+    else:
+        with ingest_target(db, reporter.on_report) as (conn, on_report):  # a store file, or a lake (docs/lake.md)
+            reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=on_report)
+            explained = _explain_all(conn) if explain_after else None
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(

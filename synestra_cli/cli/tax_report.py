@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from synestra_cli.cli.common import FiniteFloat, check_window, db_option, handle_errors
+from synestra_cli.cli.common import FiniteFloat, check_window, db_option, engine_option, handle_errors
 from synestra_cli.cli.render import console, dumps, printable, render_rows
 from synestra_cli.errors import ExitCode
 
@@ -119,8 +119,9 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
 @click.option("--hidden", is_flag=True, help="With --fail-over: test the hidden (degraded-throughput) tax instead.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @db_option
+@engine_option
 @handle_errors
-def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over, hidden, fmt, db) -> None:
+def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over, hidden, fmt, db, engine) -> None:
     """Account the checkpoint tax: each job's wall time in buckets that sum to it, the causes that cost
     most, and Young/Daly checkpoint-interval advice. Formulas: docs/accounting.md.
 
@@ -139,6 +140,11 @@ def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over,
 
     with open_store(db, read_only=True) as conn:
         job_id = resolve_job(conn, job_id) if job_id and not all_jobs else job_id
+        if engine != "local":  # explained by Ray workers, then reused as kept explanations (engine/)
+            from synestra_cli.engine import explain_on
+            from synestra_cli.explain.api import jobs_in_window
+
+            explain_on(engine, conn, db, [job_id] if job_id and not all_jobs else jobs_in_window(conn, since, until))
         full = build_report(conn, None if all_jobs else job_id, since, until, price, capacity_gpus, by)
     memo.save_to(db, full.key, full.computed)  # the next report reuses them (explain/memo.py)
     report, fleet, causes = full.report, full.fleet, full.causes
