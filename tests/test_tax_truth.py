@@ -26,15 +26,7 @@ def _close(ours: float, truth: float) -> bool:
     return abs(ours - truth) <= max(TOLERANCE_S, TOLERANCE_REL * abs(truth))
 
 
-# Known gap (closing note of this session): with Megatron's exit-signal handler the preempted attempt's
-# hang comes out as ~80 s where the truth has ~3 s (seed 303). strict: once fixed, this mark must go.
-EXIT_SIGNAL_HANG_GAP = pytest.mark.xfail(strict=True, reason="exit-signal preemption: hang bucket ~80 s vs truth ~3 s")
-
-
-@pytest.mark.parametrize(
-    "scenario",
-    [pytest.param(s, marks=EXIT_SIGNAL_HANG_GAP) if s == "preemption-exit-signal" else s for s in sorted(SCENARIOS)],
-)
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_buckets_match_the_truth(scenario, tmp_path):
     misses = []
     for seed, nodes in SEEDS_AND_SIZES:

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import duckdb
-import pyarrow as pa
 
 from synestra_cli.signals.thresholds import MAD_K
 
@@ -63,6 +62,34 @@ lines AS (
     WINDOW w AS (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts)
 )"""
 
+# A save whose lines carry no time of their own (ts_precision 'inferred': the nearest dated line's) ran
+# after the last dated iteration line before it in its log, once the iterations since that line were done
+# at its pace (Megatron saves at the end of its iteration, and prints a line only every --log-interval),
+# for its stated blocking time; and it ended by the next dated line after it in the same log: an
+# iteration line, or an incident such as the exit-signal handler's `[exiting program after receiving
+# SIGTERM.] datetime:`, which is printed only when the save is done. Without this a preempted attempt's
+# last iterations and its save were charged as hang (exit-signal preemptions, issue 11).
+UNDATED_SAVES_CTES = """
+dated AS (
+    SELECT source_id, line, iteration, ts, step_time_s FROM steps_reconciled
+    WHERE job_id IN (SELECT job_id FROM sel) AND ts_precision = 'exact' AND line IS NOT NULL
+    UNION ALL
+    SELECT source_id, line, NULL, ts, NULL FROM job_incidents_reconciled
+    WHERE job_id IN (SELECT job_id FROM sel) AND ts_precision = 'exact' AND ts IS NOT NULL AND line IS NOT NULL
+),
+anchored AS (
+    SELECT s.*, CASE WHEN s.ts_precision = 'inferred' AND d.iteration <= s.iteration
+                     THEN d.ts + to_microseconds(CAST((s.iteration - d.iteration) * coalesce(d.step_time_s, 0) * 1e6
+                                                      AS BIGINT)) END AS est_start0
+    FROM saves0 s ASOF LEFT JOIN (SELECT * FROM dated WHERE iteration IS NOT NULL) d
+         ON d.source_id = s.source_id AND s.line > d.line
+),
+undated AS (
+    SELECT a.* EXCLUDE (est_start0), n.ts AS bound,
+           CASE WHEN a.est_start0 IS NOT NULL THEN least(a.est_start0, n.ts) END AS est_start
+    FROM anchored a ASOF LEFT JOIN dated n ON n.source_id = a.source_id AND n.line > a.line
+)"""
+
 ATTEMPT_BUCKETS_SQL = (
     """
 WITH """
@@ -75,15 +102,27 @@ att AS (
     FROM attempts_reconciled
     WHERE job_id IN (SELECT job_id FROM sel) AND start_ts IS NOT NULL AND end_ts IS NOT NULL
 ),
-saves AS (
-    SELECT job_id, attempt, iteration, end_ts,
+saves0 AS (
+    SELECT job_id, attempt, iteration, end_ts, ts_precision, source_id, line,
            coalesce(blocking_s, epoch(end_ts - start_ts)) AS blocking_s
     FROM checkpoints_reconciled
     WHERE kind = 'save' AND job_id IN (SELECT job_id FROM sel) AND end_ts IS NOT NULL
       AND coalesce(phase, 'blocking') <> 'finalized'
 ),
+"""
+    + UNDATED_SAVES_CTES
+    + """,
+saves AS (
+    SELECT u.job_id, u.attempt, u.iteration, u.blocking_s,
+           CASE WHEN u.ts_precision = 'inferred' AND u.est_start IS NOT NULL
+                THEN least(u.est_start + to_microseconds(CAST(coalesce(u.blocking_s, 0) * 1e6 AS BIGINT)),
+                           coalesce(u.bound, a.end_ts), coalesce(a.end_ts, u.bound))
+                ELSE u.end_ts END AS end_ts
+    FROM undated u LEFT JOIN att a USING (job_id, attempt)
+),
 save_totals AS (
-    SELECT job_id, attempt, sum(blocking_s) AS save_s, max(end_ts) AS resume, max(iteration) AS saved_iteration
+    SELECT job_id, attempt, sum(blocking_s ORDER BY iteration, end_ts) AS save_s, max(end_ts) AS resume,
+           max(iteration) AS saved_iteration
     FROM saves GROUP BY ALL
 ),
 progress AS (
@@ -187,13 +226,21 @@ class JobBuckets:
         return seconds / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _register(conn: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    conn.register(name, table)
+def _table(conn: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tuple[str, list]]) -> None:
+    """A temp table `name` from columns of Python values ({column: (SQL type, values)}), in one statement.
+    Lists bound as parameters, not a registered Arrow table: DuckDB's `register` imports pandas, half a
+    second of a warm tax-report. `name` and the columns are this module's own, never user input."""
+    cols = ", ".join(f"unnest(?::{sql_type}[]) AS {col}" for col, (sql_type, _) in columns.items())
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}", [values for _, values in columns.values()])
+
+
+def _register_jobs(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> None:
+    _table(conn, "sel", {"job_id": ("VARCHAR", list(job_ids))})
 
 
 def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str], ideal: dict[str, float]) -> list[dict]:
     """Per attempt: the cut instants and the time-based buckets, for every job in job_ids."""
-    _register(conn, "sel", pa.table({"job_id": pa.array(job_ids, pa.string())}))
+    _register_jobs(conn, job_ids)
     _register_ideal(conn, ideal)
     cur = conn.execute(ATTEMPT_BUCKETS_SQL.replace("$clean", _sql_list(CLEAN_END_STATES)))
     cols = [d[0] for d in cur.description]
@@ -201,13 +248,7 @@ def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str], ideal: dic
 
 
 def _register_ideal(conn: duckdb.DuckDBPyConnection, ideal: dict[str, float]) -> None:
-    _register(
-        conn,
-        "ideal",
-        pa.table(
-            {"job_id": pa.array(list(ideal), pa.string()), "ideal_s": pa.array(list(ideal.values()), pa.float64())}
-        ),
-    )
+    _table(conn, "ideal", {"job_id": ("VARCHAR", list(ideal)), "ideal_s": ("DOUBLE", list(ideal.values()))})
 
 
 def _sql_list(values: tuple[str, ...]) -> str:
@@ -216,17 +257,15 @@ def _sql_list(values: tuple[str, ...]) -> str:
 
 
 def register_windows(conn: duckdb.DuckDBPyConnection, windows: list[tuple[str, datetime, datetime]]) -> None:
-    _register(
+    _table(
         conn,
         "windows",
-        pa.table(
-            {
-                "job_id": pa.array([w[0] for w in windows], pa.string()),
-                "window_id": pa.array(range(len(windows)), pa.int64()),
-                "start_ts": pa.array([w[1] for w in windows], pa.timestamp("us")),
-                "end_ts": pa.array([w[2] for w in windows], pa.timestamp("us")),
-            }
-        ),
+        {
+            "job_id": ("VARCHAR", [w[0] for w in windows]),
+            "window_id": ("BIGINT", list(range(len(windows)))),
+            "start_ts": ("TIMESTAMP", [w[1] for w in windows]),
+            "end_ts": ("TIMESTAMP", [w[2] for w in windows]),
+        },
     )
 
 
@@ -234,7 +273,7 @@ def ideal_step_times(
     conn: duckdb.DuckDBPyConnection, job_ids: list[str], windows: list[tuple[str, datetime, datetime]]
 ) -> dict[str, float]:
     """Ideal step time per job (seconds), from the iteration lines outside its degradation windows."""
-    _register(conn, "sel", pa.table({"job_id": pa.array(job_ids, pa.string())}))
+    _register_jobs(conn, job_ids)
     register_windows(conn, windows)
     return {job: x for job, x in conn.execute(IDEAL_SQL, {"k": MAD_K}).fetchall() if x is not None}
 
@@ -250,15 +289,15 @@ def degraded_windows(
         return {}
     _register_ideal(conn, ideal)
     register_windows(conn, windows)
-    _register(
+    _table(
         conn,
         "cuts",
-        pa.Table.from_pylist(
-            [
-                {"job_id": c["job_id"], "attempt": c["attempt"], "failed": c["failed"], "resume_ts": c["resume_ts"]}
-                for c in cuts
-            ]
-        ),
+        {
+            "job_id": ("VARCHAR", [c["job_id"] for c in cuts]),
+            "attempt": ("INTEGER", [c["attempt"] for c in cuts]),
+            "failed": ("BOOLEAN", [c["failed"] for c in cuts]),
+            "resume_ts": ("TIMESTAMP", [c["resume_ts"] for c in cuts]),
+        },
     )
     out: dict[str, list[DegradedWindow]] = {}
     for job, wid, secs in conn.execute(DEGRADED_SQL).fetchall():

@@ -19,6 +19,7 @@ from synestra_cli.accounting.interval import cadence_action
 from synestra_cli.accounting.report import tax_report
 from synestra_cli.errors import NotFoundError
 from synestra_cli.explain.api import JobExplanation, explain_job
+from synestra_cli.explain.inputs import JobInputs
 
 TOP_CAUSES = 5
 
@@ -70,9 +71,10 @@ def explain_with_tax(
     checkpoint: int | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    inputs: JobInputs | None = None,
 ) -> JobExplanation:
     """explain_job, with the tax attached when the whole job is explained (see attach_tax)."""
-    job = explain_job(conn, job_id, checkpoint, since, until)
+    job = explain_job(conn, job_id, checkpoint, since, until, inputs)
     if checkpoint is None and since is None and until is None:
         attach_tax(conn, job)
     return job

@@ -16,6 +16,7 @@ from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_doc
+from synestra_cli.explain.inputs import JobInputs, job_inputs
 from synestra_cli.explain.reason import (
     Cause,
     Evidence,
@@ -36,12 +37,12 @@ from synestra_cli.explain.rules import (
     SCHEMA,
 )
 from synestra_cli.explain.runbook import enrich
-from synestra_cli.explain.triggers import Classified, classify, learn_cadence, load_checkpoints
+from synestra_cli.explain.triggers import Classified, classify, learn_cadence
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
-from synestra_cli.signals.events import Event, incidents, typed_events
-from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, load_scope, scalar
-from synestra_cli.signals.steps import degradation_windows
+from synestra_cli.signals.events import Event, typed_events
+from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, scalar
+from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.parallel import default_workers, map_in_threads
 
 JOBS_IN_WINDOW_SQL = """
@@ -208,13 +209,18 @@ def _signal_order(s: Anomaly | Event) -> tuple:
 
 
 def _evidence(
-    conn: duckdb.DuckDBPyConnection, scope: JobScope, items: list[Classified], inc: list, failed: list[Attempt]
+    conn: duckdb.DuckDBPyConnection,
+    scope: JobScope,
+    items: list[Classified],
+    inc: list,
+    failed: list[Attempt],
+    windows: list[DegradationWindow],
 ) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
     ev = Evidence(
         scope,
         [],
-        degradation_windows(conn, scope.job_id),
+        windows,
         inc,
         stragglers=lambda *window: straggler_host(conn, *window),
     )
@@ -242,12 +248,13 @@ def explain_job(
     checkpoint: int | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    inputs: JobInputs | None = None,
 ) -> JobExplanation:
-    """Explain the job's checkpoints (optionally one iteration, or those in [since, until])."""
-    scope = load_scope(conn, job_id)
-    cps = load_checkpoints(conn, job_id)
-    inc = incidents(conn, job_id)
-    classified = classify(conn, job_id, scope.attempts, inc, cps)
+    """Explain the job's checkpoints (optionally one iteration, or those in [since, until]); `inputs`:
+    the job's rows already read with a fleet's (explain/inputs.py), else read here."""
+    inputs = job_inputs(conn, job_id) if inputs is None else inputs
+    scope, cps, inc = inputs.scope, inputs.checkpoints, inputs.incidents
+    classified = classify(conn, job_id, scope.attempts, inc, cps, inputs.last_iterations)
     chosen = _selected(classified, checkpoint, since, until)
     if checkpoint is not None and not chosen:
         raise NotFoundError(
@@ -257,7 +264,7 @@ def explain_job(
     # attempt failures are whole-job facts: a view of one checkpoint or a time window leaves them out
     whole = checkpoint is None and since is None and until is None
     failed = unexplained_failures(scope, classified, inc) if whole else []
-    ev = _evidence(conn, scope, chosen, inc, failed)
+    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows)
     failures = []
     book = None
     for a in failed:

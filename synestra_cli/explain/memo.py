@@ -29,10 +29,12 @@ from synestra_cli.explain.api import (
     FailureExplanation,
     JobExplanation,
     explain_each,
+    explain_job,
     jobs_in_window,
 )
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_of, stamp
+from synestra_cli.explain.inputs import inputs_for
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.store.sql import fetch_one, transaction
@@ -95,7 +97,9 @@ def explain_jobs(
     time: $SYNESTRA_WORKERS), and the key to keep them under (see `save`)."""
     key = store_key(conn)
     out = load(conn, job_ids, key)
-    computed = explain_each(conn, [job for job in job_ids if job not in out])
+    todo = [job for job in job_ids if job not in out]
+    inputs = inputs_for(conn, todo) if todo else {}  # the fleet's job rows in a few queries, not ~10 per job
+    computed = explain_each(conn, todo, lambda cur, job: explain_job(cur, job, inputs=inputs[job]))
     out.update((e.job, e) for e in computed)
     return out, computed, key
 

@@ -26,14 +26,16 @@ from synestra_cli.signals.scope import Attempt
 
 # Async saves log a scheduled and a finalized line: one checkpoint per (attempt, kind, iteration).
 CHECKPOINTS_SQL = """
-SELECT c.attempt, c.kind, c.iteration, min(c.start_ts) AS start_ts,
+SELECT c.job_id, c.attempt, c.kind, c.iteration, min(c.start_ts) AS start_ts,
        max(coalesce(c.end_ts, c.start_ts)) AS end_ts, max(c.blocking_s), bool_or(coalesce(c.is_async, false)),
        arg_min(s.path, c.line), min(c.line)
 FROM checkpoints_reconciled c LEFT JOIN sources s ON s.source_id = c.source_id
-WHERE c.job_id = ? GROUP BY c.attempt, c.kind, c.iteration
-ORDER BY coalesce(min(c.start_ts), max(c.end_ts)), c.kind DESC
+WHERE c.job_id IN (SELECT unnest($jobs)) GROUP BY c.job_id, c.attempt, c.kind, c.iteration
+ORDER BY c.job_id, coalesce(min(c.start_ts), max(c.end_ts)), c.kind DESC, c.attempt, c.iteration
 """
-LAST_ITERATION_SQL = "SELECT attempt, max(iteration) FROM steps_reconciled WHERE job_id = ? GROUP BY attempt"
+LAST_ITERATION_SQL = """
+SELECT job_id, attempt, max(iteration) FROM steps_reconciled WHERE job_id IN (SELECT unnest($jobs)) GROUP BY ALL
+"""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,23 @@ class Classified:
 
 
 def load_checkpoints(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Checkpoint]:
-    return [Checkpoint(*r) for r in conn.execute(CHECKPOINTS_SQL, [job_id]).fetchall()]
+    return load_checkpoints_for(conn, [job_id])[job_id]
+
+
+def load_checkpoints_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, list[Checkpoint]]:
+    """load_checkpoints for many jobs in one query (a fleet's tax-report)."""
+    out: dict[str, list[Checkpoint]] = {j: [] for j in job_ids}
+    for job, *row in conn.execute(CHECKPOINTS_SQL, {"jobs": list(job_ids)}).fetchall():
+        out[job].append(Checkpoint(*row))
+    return out
+
+
+def last_iterations_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, dict[int | None, int]]:
+    """Per job, the last iteration printed in each attempt."""
+    out: dict[str, dict[int | None, int]] = {j: {} for j in job_ids}
+    for job, attempt, it in conn.execute(LAST_ITERATION_SQL, {"jobs": list(job_ids)}).fetchall():
+        out[job][attempt] = it
+    return out
 
 
 def learn_cadence(iterations: list[int]) -> int | None:
@@ -164,10 +182,12 @@ def classify(
     attempts: list[Attempt],
     incidents: list[Incident],
     checkpoints: list[Checkpoint],
+    last_iterations: dict[int | None, int] | None = None,
 ) -> list[Classified]:
-    """Trigger of every checkpoint, and whether each save took abnormally long."""
+    """Trigger of every checkpoint, and whether each save took abnormally long (`last_iterations`:
+    per attempt, read here unless given)."""
     saves = [c for c in checkpoints if c.kind == "save"]
-    last_its = dict(conn.execute(LAST_ITERATION_SQL, [job_id]).fetchall())
+    last_its = last_iterations_for(conn, [job_id])[job_id] if last_iterations is None else last_iterations
     max_it = max([*last_its.values(), *[c.iteration or 0 for c in saves]], default=0)
     last_att = max(attempts, key=lambda a: a.attempt, default=None)
     crashed_last = any(i.kind != "sigterm" and i.attempt == (last_att.attempt if last_att else None) for i in incidents)

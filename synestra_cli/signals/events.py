@@ -69,13 +69,14 @@ WHERE t.category IS NOT NULL
 ORDER BY t.ts
 """
 
+# ordered to the line: the same list whether one job's incidents are read or many jobs' at once
 INCIDENTS_SQL = """
-SELECT i.attempt, coalesce(i.ts, i.logged_ts) AS ts, i.logged_ts, i.kind, i.rank, i.collective,
+SELECT i.job_id, i.attempt, coalesce(i.ts, i.logged_ts) AS ts, i.logged_ts, i.kind, i.rank, i.collective,
        i.ran_for_ms, i.message, i.fields->>'host' AS host, s.path, i.line,
        TRY_CAST(i.fields->>'exitcode' AS INTEGER) AS exit_code, i.fields->>'signal' AS signal,
        TRY_CAST(i.fields->>'root_cause' AS BOOLEAN) AS root_cause
 FROM job_incidents_reconciled i LEFT JOIN sources s ON s.source_id = i.source_id
-WHERE i.job_id = ? ORDER BY ts NULLS LAST
+WHERE i.job_id IN (SELECT unnest($jobs)) ORDER BY i.job_id, ts NULLS LAST, i.source_id, i.line, i.kind
 """
 
 
@@ -139,4 +140,12 @@ def typed_events(conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datet
 
 def incidents(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Incident]:
     """The job's incidents (NCCL timeouts, CUDA errors, exceptions, SIGTERM, OOM), in time order."""
-    return [Incident(*r) for r in conn.execute(INCIDENTS_SQL, [job_id]).fetchall()]
+    return incidents_for(conn, [job_id])[job_id]
+
+
+def incidents_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, list[Incident]]:
+    """incidents for many jobs in one query (a fleet's tax-report)."""
+    out: dict[str, list[Incident]] = {j: [] for j in job_ids}
+    for job, *row in conn.execute(INCIDENTS_SQL, {"jobs": list(job_ids)}).fetchall():
+        out[job].append(Incident(*row))
+    return out

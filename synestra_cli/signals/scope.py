@@ -17,18 +17,20 @@ from synestra_cli.errors import EmptyStoreError, NotFoundError
 # Reconciled attempts (sacct authoritative, else the log's own: migration 004); when neither
 # recorded any, the attempts implied by the job's steps, checkpoints and incidents.
 ATTEMPTS_SQL = """
-SELECT attempt, min(start_ts), max(end_ts), any_value(state), any_value(exit_code),
+SELECT job_id, attempt, min(start_ts), max(end_ts), any_value(state), any_value(exit_code),
        coalesce(first(nodes), []::VARCHAR[])
-FROM attempts_reconciled WHERE job_id = ? GROUP BY attempt ORDER BY attempt
+FROM attempts_reconciled WHERE job_id IN (SELECT unnest($jobs)) GROUP BY job_id, attempt ORDER BY job_id, attempt
 """
 LOG_ATTEMPTS_SQL = """
-SELECT coalesce(attempt, 1), min(ts), max(ts), NULL, NULL, []::VARCHAR[] FROM (
-    SELECT attempt, ts FROM steps_reconciled WHERE job_id = $job
-    UNION ALL SELECT attempt, coalesce(start_ts, end_ts) FROM checkpoints_reconciled WHERE job_id = $job
-    UNION ALL SELECT attempt, coalesce(ts, logged_ts) FROM job_incidents_reconciled WHERE job_id = $job
-) WHERE ts IS NOT NULL GROUP BY 1 ORDER BY 1
+SELECT job_id, coalesce(attempt, 1), min(ts), max(ts), NULL, NULL, []::VARCHAR[] FROM (
+    SELECT job_id, attempt, ts FROM steps_reconciled WHERE job_id IN (SELECT unnest($jobs))
+    UNION ALL SELECT job_id, attempt, coalesce(start_ts, end_ts) FROM checkpoints_reconciled
+              WHERE job_id IN (SELECT unnest($jobs))
+    UNION ALL SELECT job_id, attempt, coalesce(ts, logged_ts) FROM job_incidents_reconciled
+              WHERE job_id IN (SELECT unnest($jobs))
+) WHERE ts IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2
 """
-JOB_NODES_SQL = "SELECT DISTINCT host FROM job_nodes WHERE job_id = ?"
+JOB_NODES_SQL = "SELECT DISTINCT job_id, host FROM job_nodes WHERE job_id IN (SELECT unnest($jobs))"
 JOB_EXISTS_SQL = """
 SELECT (SELECT count(*) FROM jobs WHERE job_id = $job)
      + (SELECT count(*) FROM attempts WHERE job_id = $job)
@@ -36,9 +38,11 @@ SELECT (SELECT count(*) FROM jobs WHERE job_id = $job)
      + (SELECT count(*) FROM checkpoints WHERE job_id = $job)
 """
 ANY_JOB_SQL = "SELECT (SELECT count(*) FROM jobs) + (SELECT count(*) FROM checkpoints) + (SELECT count(*) FROM steps)"
-GPUS_SQL = "SELECT max(gpus) FROM jobs WHERE job_id = ?"
+GPUS_SQL = "SELECT job_id, max(gpus) FROM jobs WHERE job_id IN (SELECT unnest($jobs)) GROUP BY job_id"
+# ordered: the same links in the same order whether one job's scope is loaded or many at once
 LINKS_SQL = """
-SELECT DISTINCT host, nic, switch, switch_port, rack FROM topology WHERE host IN ({hosts})
+SELECT DISTINCT host, nic, switch, switch_port, rack FROM topology WHERE host IN (SELECT unnest($hosts))
+ORDER BY ALL
 """
 
 
@@ -86,26 +90,42 @@ def placeholders(n: int) -> str:
     return ", ".join("?" * n) if n else "NULL"
 
 
-def _attempts(conn: duckdb.DuckDBPyConnection, job_id: str) -> list[Attempt]:
-    rows = conn.execute(ATTEMPTS_SQL, [job_id]).fetchall()
-    if not rows:
-        rows = conn.execute(LOG_ATTEMPTS_SQL, {"job": job_id}).fetchall()
-    return [Attempt(a, s, e, st, ec, tuple(n or ())) for a, s, e, st, ec, n in rows]
-
-
 def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
     """The job's attempts, hosts and links; NotFoundError / EmptyStoreError with how to fix it."""
     if scalar(conn, JOB_EXISTS_SQL, {"job": job_id}) == 0:
         if scalar(conn, ANY_JOB_SQL) == 0:
             raise EmptyStoreError("the store holds no jobs: ingest job logs or sacct first")
         raise NotFoundError(f"job {job_id!r} is not in the store: `synestra jobs` lists the known jobs")
-    attempts = _attempts(conn, job_id)
-    hosts = {h for a in attempts for h in a.nodes}
-    hosts |= {r[0] for r in conn.execute(JOB_NODES_SQL, [job_id]).fetchall()}
-    ordered = sorted(hosts)
-    links = [Link(*r) for r in conn.execute(LINKS_SQL.format(hosts=placeholders(len(ordered))), ordered).fetchall()]
-    gpus = scalar(conn, GPUS_SQL, [job_id])
-    return JobScope(job_id, attempts, ordered, links, gpus if isinstance(gpus, int) else None)
+    return load_scopes(conn, [job_id])[job_id]
+
+
+def load_scopes(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, JobScope]:
+    """load_scope for many jobs known to be in the store, in five queries whatever their number (a
+    fleet's tax-report): the same rows, per job, as one job at a time."""
+    jobs = {"jobs": list(job_ids)}
+    attempts: dict[str, list[Attempt]] = {j: [] for j in job_ids}
+    for j, a, s, e, st, ec, n in conn.execute(ATTEMPTS_SQL, jobs).fetchall():
+        attempts[j].append(Attempt(a, s, e, st, ec, tuple(n or ())))
+    untimed = [j for j in job_ids if not attempts[j]]  # no attempt rows: the log's own, from its lines
+    if untimed:
+        for j, a, s, e, st, ec, n in conn.execute(LOG_ATTEMPTS_SQL, {"jobs": untimed}).fetchall():
+            attempts[j].append(Attempt(a, s, e, st, ec, tuple(n or ())))
+    hosts = {j: {h for a in attempts[j] for h in a.nodes} for j in job_ids}
+    for j, h in conn.execute(JOB_NODES_SQL, jobs).fetchall():
+        hosts[j].add(h)
+    every = sorted({h for hs in hosts.values() for h in hs})
+    links: dict[str, list[Link]] = {}
+    for r in conn.execute(LINKS_SQL, {"hosts": every}).fetchall():
+        links.setdefault(r[0], []).append(Link(*r))
+    gpus = dict(conn.execute(GPUS_SQL, jobs).fetchall())
+    out = {}
+    for j in job_ids:
+        ordered = sorted(hosts[j])
+        g = gpus.get(j)
+        out[j] = JobScope(
+            j, attempts[j], ordered, [lk for h in ordered for lk in links.get(h, [])], g if isinstance(g, int) else None
+        )
+    return out
 
 
 def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> Any:
