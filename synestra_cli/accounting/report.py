@@ -149,6 +149,12 @@ def tax_report(
     if job_id is not None and one is None:
         wanted = set(job_id)
         rows = [r for r in rows if r[0] in wanted]
+        missing = sorted(wanted - {r[0] for r in rows})
+        if missing and rows:
+            raise NotFoundError(
+                f"job {', '.join(missing)} has no attempts with start and end times in the window "
+                "(`synestra jobs` lists the jobs)"
+            )
         job_id = ", ".join(job_id)
     if not rows:
         if job_id is not None:

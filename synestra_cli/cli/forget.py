@@ -21,7 +21,7 @@ def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
     """Remove sources, by id or by path as `synestra sources` lists them, and every row they wrote,
     in one transaction (all of them or none). A path names every source read from it.
 
-    Use it to correct a load: forget a file read with the wrong --timezone, --host, --job or --format,
+    Use it to correct a load: forget a file read with the wrong --timezone, --host, --job or --input-format,
     then ingest it again with the right one. Exit 5 if a SOURCE is not in the store.
     The report goes to stderr; with --format json or csv, what was removed also goes to stdout
     (JSON schema synestra.forget/1, docs/formats.md).
@@ -36,8 +36,8 @@ def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
         raise EmptyStoreError(f"no store at {path}: nothing to forget (pass --db?)")
     with open_store(path) as conn:
         removed, rows = forget(conn, list(sources))
-    for source_id, source_path, fmt, n in removed:
-        click.echo(f"forgot source {source_id}: {source_path} ({fmt}, {n} rows)", err=True)
+    for source_id, source_path, source_format, n in removed:
+        click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {n} rows)", err=True)
     click.echo(f"total: {len(removed)} source(s) forgotten, {rows} rows removed", err=True)
     records = [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed]
     if fmt == "json":
