@@ -14,6 +14,14 @@ REAL_SAMPLES = DATA / "real_samples"
 REAL_DATA = DATA / "real_data"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="Rewrite tests/golden/* from the current renderings instead of comparing (tests/golden/README.md).",
+    )
+
+
 @pytest.fixture(autouse=True)
 def hermetic_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TZ", "UTC")

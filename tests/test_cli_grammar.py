@@ -320,3 +320,26 @@ def test_explain_csv_is_one_row_per_checkpoint(store):
     assert [r["iteration"] for r in rows] == [str(c["iteration"]) for c in doc["checkpoints"]]
     caused = [(r["cause"], r["host"]) for r in rows if r["cause"]]
     assert caused == [(c["cause"]["category"], c["cause"]["host"] or "") for c in doc["checkpoints"] if c["cause"]]
+
+
+# --- progress ----------------------------------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_drawn_on_a_terminal_only(store):
+    from synestra_cli.cli.progress import progress_on_tty
+    from synestra_cli.explain.api import explain_each
+    from synestra_cli.store import open_store
+
+    terminal, pipe = _Terminal(), io.StringIO()
+    with open_store(store, read_only=True) as conn:
+        with progress_on_tty(terminal):
+            explain_each(conn, list(JOBS))
+        with progress_on_tty(pipe):
+            explain_each(conn, list(JOBS))
+    assert "explaining jobs" in terminal.getvalue() and "2/2" in terminal.getvalue()
+    assert pipe.getvalue() == ""
