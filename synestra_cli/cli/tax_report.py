@@ -41,9 +41,10 @@ def _print_job(doc: dict, console, price: float | None = None) -> None:
     from rich.table import Table
 
     usd = doc.get("usd") or {}
+    wall_usd = f", ${usd['wall']:,.2f}" if usd else ""
     console.print(
         f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {human_duration(doc['wall_s'])} "
-        f"({doc['gpu_hours']:.1f} GPU-h{f', ${usd['wall']:,.2f}' if usd else ''})   "
+        f"({doc['gpu_hours']:.1f} GPU-h{wall_usd})   "
         f"checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]{_dollars(usd, 'checkpoint_tax')}  "
         f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]{_dollars(usd, 'hidden_tax')}  "
         f"goodput [bold green]{doc['goodput']:.1%}[/]"
