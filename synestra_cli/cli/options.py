@@ -95,8 +95,8 @@ def window_options(what: str) -> Decorator:
             check_window(kwargs.get("since"), kwargs.get("until"))
             return fn(*args, **kwargs)
 
-        checked = click.option("--until", type=UTC_TIME, help=f"Only {what} up to this time ({TIME_HELP}).")(checked)
-        return click.option("--since", type=UTC_TIME, help=f"Only {what} from this time.")(checked)
+        checked = click.option("--until", type=UTC_TIME, help=f"Only {what} up to this time.")(checked)
+        return click.option("--since", type=UTC_TIME, help=f"Only {what} from this time ({TIME_HELP}).")(checked)
 
     return decorate
 
