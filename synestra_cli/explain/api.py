@@ -12,8 +12,8 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli import progress
+from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.reason import (
