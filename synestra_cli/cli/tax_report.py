@@ -212,6 +212,6 @@ def _fail_over(docs: list[dict], key: str, limit: float) -> None:
         return
     what = key.replace("_", " ")
     for d in over:
-        click.echo(f"tax-report: job {printable(d['job'])} {what} {d[key]:.1%} exceeds {limit:g}%", err=True)
-    click.echo(f"tax-report: {len(over)} of {len(docs)} job(s) over {limit:g}%", err=True)
+        click.echo(f"tax-report: job {printable(d['job'])} {what} {d[key]:.1%} exceeds {limit}%", err=True)
+    click.echo(f"tax-report: {len(over)} of {len(docs)} job(s) over {limit}%", err=True)
     sys.exit(int(ExitCode.THRESHOLD))
