@@ -199,7 +199,7 @@ def files_per_format(exports: Path) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = {}
     for path in sorted(p for p in exports.rglob("*") if p.is_file()):
         try:
-            name = formats.detect(decode(read_head(path))).NAME
+            name = formats.detect(decode(read_head(path))).name
         except Exception:  # noqa: BLE001 - an unknown file is simply not benchmarked
             continue
         groups.setdefault(name, []).append(path)

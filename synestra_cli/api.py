@@ -30,6 +30,7 @@ from synestra_cli.accounting.report import SCHEMA as TAX_SCHEMA
 from synestra_cli.accounting.report import job_doc
 from synestra_cli.explain import memo
 from synestra_cli.explain.api import JobExplanation, explain_job
+from synestra_cli.explain.document import ExplainDoc
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
 from synestra_cli.store import open_store
@@ -119,7 +120,7 @@ CHECKPOINT_COLUMNS = [
 class ExplainResult:
     explanation: JobExplanation  # the whole typed explanation (synestra_cli.explain.api)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ExplainDoc:
         """The `synestra.explain/2` document `synestra explain --format json` prints."""
         return self.explanation.to_json()
 

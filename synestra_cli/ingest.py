@@ -3,7 +3,7 @@
 A source is keyed on its content (sha256 of the file's bytes), its format and the ingest options its
 parser read (--timezone, --year, --host, --job): the same bytes read another way are another source.
 The same path seen again with the same reading is the same file, later:
-- its old content is a prefix and it ends a line: it grew. A line-oriented format (APPENDABLE) loads
+- its old content is a prefix and it ends a line: it grew. A line-oriented format (Format.appendable) loads
   only the new lines; any other is read again whole and replaces the old source(s);
 - else it changed: the new content replaces the old source(s) and every row they wrote.
 Either way, in the file's one transaction. Every exception inside one file's load is that file's
@@ -29,6 +29,7 @@ from synestra_cli.clusters import qualify_source
 from synestra_cli.errors import InputError, StoreWriteError, SynestraError, is_interrupt
 from synestra_cli.formats.base import (
     UTF8_BOM,
+    Format,
     IngestOptions,
     LoadContext,
     LoadResult,
@@ -226,7 +227,7 @@ def _check_readable(path: Path) -> tuple[str, str | None]:
     return text, codec
 
 
-def _pick_format(head: str, options: IngestOptions, path: Path):
+def _pick_format(head: str, options: IngestOptions, path: Path) -> Format:
     try:
         return formats.by_name(options.format) if options.format else formats.detect(head)
     except InputError as exc:
@@ -260,11 +261,11 @@ def _plan(conn, path: Path, fmt, options: IngestOptions, codec: str | None, repo
     """The plan, or None when the store already holds this file read this way (then report says so)."""
     earlier = [
         r
-        for r in conn.execute(SAME_PATH_SQL, [str(path.resolve()), fmt.NAME]).fetchall()
+        for r in conn.execute(SAME_PATH_SQL, [str(path.resolve()), fmt.name]).fetchall()
         if _reads_the_same(r[3], options)
     ]
     digest = file_digest(path, earlier[-1][2] if earlier else None)
-    same = conn.execute(SAME_CONTENT_SQL, [digest.sha, fmt.NAME]).fetchall()
+    same = conn.execute(SAME_CONTENT_SQL, [digest.sha, fmt.name]).fetchall()
     if any(_reads_the_same(stored, options) for _, stored in same):
         report.status = "skipped"
         report.error = "already in the store (same content)"
@@ -279,7 +280,7 @@ def _plan(conn, path: Path, fmt, options: IngestOptions, codec: str | None, repo
         return plan
     last_id, last_sha, last_bytes, _ = earlier[-1]
     grew = digest.size > last_bytes and digest.prefix_sha == last_sha and digest.prefix_ends_line
-    line_oriented = getattr(fmt, "APPENDABLE", False) and codec is None and not _is_gzip(path)
+    line_oriented = fmt.appendable and codec is None and not _is_gzip(path)
     if grew and line_oriented:
         plan.offset, plan.first_line = last_bytes, digest.prefix_lines + 1
         plan.notes.append(
@@ -385,7 +386,7 @@ def _store_write_message(conn, exc: duckdb.Error) -> str:
 def _ingest(conn, path: Path, options: IngestOptions, source_id: int | None, report: FileReport) -> None:
     head, codec = _check_readable(path)
     fmt = _pick_format(head, options, path)
-    report.format = fmt.NAME
+    report.format = fmt.name
     plan = _plan(conn, path, fmt, options, codec, report)
     if plan is None:
         return
@@ -420,20 +421,20 @@ def _load_in_transaction(
                 first_line=plan.first_line,
             )
             result: LoadResult = fmt.load(ctx)
-        qualify_source(conn, source_id, fmt.NAME, tracked.cluster)  # clusters do not merge
+        qualify_source(conn, source_id, fmt.name, tracked.cluster)  # clusters do not merge
         _apply_checks(conn, source_id, result)
         if options.strict and result.rejected:
             line, reason, _ = result.reject_samples[0]
             raise InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)")
         if result.rejected and not result.rows:
             line, reason, _ = result.reject_samples[0] if result.reject_samples else (None, "rejected", "")
-            hint = "" if not options.format else f"; is it really {fmt.NAME}? (--format forced it)"
+            hint = "" if not options.format else f"; is it really {fmt.name}? (--format forced it)"
             raise InputError(
-                f"{path}: nothing could be read as {fmt.NAME}: all {result.rejected} line(s) "
+                f"{path}: nothing could be read as {fmt.name}: all {result.rejected} line(s) "
                 f"rejected, the first at line {line}: {reason}{hint}"
             )
         result.notes[:0] = plan.notes
-        _record_source(conn, source_id, path, fmt.NAME, plan, tracked, result, report)
+        _record_source(conn, source_id, path, fmt.name, plan, tracked, result, report)
 
 
 def _apply_checks(conn, source_id: int, result: LoadResult) -> None:

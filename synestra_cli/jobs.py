@@ -14,6 +14,7 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.inspect import fetch_dicts
+from synestra_cli.store.sql import one_row, scalar
 
 JOB_IDS_SQL = """
 SELECT job_id FROM jobs UNION SELECT job_id FROM attempts UNION SELECT job_id FROM steps
@@ -105,7 +106,7 @@ def job_ids(conn: duckdb.DuckDBPyConnection) -> list[str]:
 
 def require_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
     """NotFoundError (exit 5) naming a few known jobs when job_id is not in the store."""
-    (n,) = conn.execute(JOB_EXISTS_SQL, [job_id]).fetchall()[0]
+    n = scalar(conn, JOB_EXISTS_SQL, [job_id])
     if n:
         return
     known = job_ids(conn)
@@ -144,7 +145,7 @@ SPAN_SQL = "SELECT count(DISTINCT job_id), min(start_ts), max(end_ts) FROM attem
 
 def empty_window_message(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None) -> str:
     """An empty --since/--until window is not an empty store: say which, and where the jobs are."""
-    n, lo, hi = conn.execute(SPAN_SQL).fetchall()[0]
+    n, lo, hi = one_row(conn, SPAN_SQL)
 
     def iso(t: datetime) -> str:
         return f"{t:%Y-%m-%dT%H:%M:%SZ}"

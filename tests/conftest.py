@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
+from synestra_cli import formats
 from synestra_cli.store.connect import memory_store
 
 # Real public samples, copied byte for byte with their PROVENANCE.md files: the tests carry their own data.
 DATA = Path(__file__).resolve().parent / "data"
 REAL_SAMPLES = DATA / "real_samples"
 REAL_DATA = DATA / "real_data"
+
+# The names of the training-job log formats (the ones whose facts every job log is read with).
+JOB_LOG_FORMATS = tuple(fmt.name for fmt in formats.job_log_formats())
+
+
+def only_formats(monkeypatch: pytest.MonkeyPatch, names: Iterable[str]) -> None:
+    """Detection among these formats alone: other parsers' bugs must not fail a test."""
+    chosen = {name: fmt for name, fmt in formats.registry().items() if name in set(names)}
+    monkeypatch.setattr(formats, "all_formats", lambda: chosen)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -438,7 +438,7 @@ def score() -> tuple[list[str], list[str], int, int]:
     for p in files:
         rel = str(p.relative_to(DATA))
         try:
-            got = formats.detect(decode(read_head(p))).NAME
+            got = formats.detect(decode(read_head(p))).name
         except UnknownFormatError:
             got = "unknown format"
         if got != expected_format(rel):

@@ -231,7 +231,7 @@ def test_ibstat_is_recognised_without_format_and_odd_values_are_rejected_with_th
     from synestra_cli import formats
 
     text = (FABRIC / "gh-rdma-core-pr847_ibstat_mlx4-2port_verbose.txt").read_text()
-    assert formats.detect(text).NAME == "ib_counters"
+    assert formats.detect(text).name == "ib_counters"
     odd = text.replace("State: Active", "State: Confused").replace("Rate: 10\n", "Rate: fast\n")
     path = tmp_path / "ibstat.txt"
     path.write_text(odd)

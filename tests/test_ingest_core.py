@@ -6,9 +6,9 @@ guarantees independently of any real parser.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from synestra_cli import formats
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import ExitCode
-from synestra_cli.formats.base import IngestOptions, LoadResult
+from synestra_cli.formats.base import Format, IngestOptions, LoadResult
 from synestra_cli.ingest import ingest_file, ingest_paths
 from synestra_cli.store import open_store
 
@@ -43,11 +43,12 @@ def _load_lines(ctx) -> LoadResult:
     return result
 
 
-LINES = types.SimpleNamespace(
-    NAME="lines",
-    DESCRIPTION="test: one event per line",
-    load=_load_lines,
+LINES = Format(
+    "lines",
+    "test: one event per line",
     sniff=lambda head: 1.0 if head.startswith("line") else 0.0,
+    load=_load_lines,
+    writes=frozenset({"events"}),
 )
 
 
@@ -272,7 +273,7 @@ def test_files_load_in_parallel_as_they_would_one_at_a_time(tmp_path):
 
 
 def test_concurrent_files_that_write_the_same_row_are_retried_not_failed(tmp_path, db_path, monkeypatch):
-    slow = types.SimpleNamespace(**{**vars(LINES), "load": _lines_and_a_shared_catalog_row})
+    slow = dataclasses.replace(LINES, load=_lines_and_a_shared_catalog_row)
     monkeypatch.setattr(formats, "all_formats", lambda: {"lines": slow})
     _files(tmp_path, 6)
     with open_store(db_path) as c:

@@ -7,11 +7,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import REAL_DATA, REAL_SAMPLES
+from conftest import JOB_LOG_FORMATS, REAL_DATA, REAL_SAMPLES, only_formats
 
-from synestra_cli import formats
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.formats.joblog import FACT_MODULES
 from synestra_cli.ingest import ingest_file
 
 TRAINING = REAL_SAMPLES / "training"
@@ -22,7 +20,7 @@ JOB_LOGS = sorted(p for p in TRAINING.iterdir() if p.name.startswith("gh-")) + s
 @pytest.fixture(autouse=True)
 def only_job_logs(monkeypatch):
     """Detection among the job-log formats alone: other parsers' bugs must not fail these tests."""
-    monkeypatch.setattr(formats, "FORMAT_MODULES", FACT_MODULES)
+    only_formats(monkeypatch, JOB_LOG_FORMATS)
 
 
 def ingest(conn, path: Path, **options):

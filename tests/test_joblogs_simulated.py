@@ -6,9 +6,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from conftest import JOB_LOG_FORMATS, only_formats
 
-from synestra_cli import formats
-from synestra_cli.formats import joblog
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 from synestra_cli.simulate.joblog import write_megatron_log
@@ -20,7 +19,7 @@ T0 = datetime(2026, 11, 2)
 
 @pytest.fixture(autouse=True)
 def only_job_logs(monkeypatch):
-    monkeypatch.setattr(formats, "FORMAT_MODULES", joblog.FACT_MODULES)
+    only_formats(monkeypatch, JOB_LOG_FORMATS)
 
 
 def utc(us: int) -> datetime:

@@ -7,16 +7,16 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import JOB_LOG_FORMATS, only_formats
 
-from synestra_cli import formats
-from synestra_cli.formats import joblog, torch_failures
+from synestra_cli.formats import torch_failures
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 
 
 @pytest.fixture(autouse=True)
 def only_job_logs(monkeypatch):
-    monkeypatch.setattr(formats, "FORMAT_MODULES", joblog.FACT_MODULES)
+    only_formats(monkeypatch, JOB_LOG_FORMATS)
 
 
 def it_line(ts: str | None, it: int, ms: float, tflops: float = 400.0) -> str:
@@ -244,7 +244,7 @@ def test_undated_restore_is_bounded_by_the_dated_lines_around_it(conn, tmp_path)
 def test_undated_restore_without_a_dated_line_before_it_is_bounded_by_the_sacct_start(conn, tmp_path, monkeypatch):
     ingest(conn, write(tmp_path, [RAW_RESTORE[0], *RAW_RESTORE[2:]]))
     assert rows(conn, "SELECT ts_precision FROM checkpoints") == [("inferred",)]
-    monkeypatch.setattr(formats, "FORMAT_MODULES", [*joblog.FACT_MODULES, "sacct"])
+    only_formats(monkeypatch, [*JOB_LOG_FORMATS, "sacct"])
     ingest(conn, write(tmp_path, SACCT.splitlines(), "sacct.txt"), format="sacct")
     assert rows(conn, "SELECT attempt, start_ts, end_ts, ts_precision FROM checkpoints_reconciled") == [
         (1, datetime(2025, 3, 1, 10, 30), datetime(2025, 3, 1, 10, 32, 5), "bounded")

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import REAL_SAMPLES
+from conftest import REAL_SAMPLES, only_formats
 
-from synestra_cli import formats
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.formats.base import IngestOptions
@@ -31,7 +30,7 @@ A2_START, A2_END = datetime(2026, 11, 28, 12, 10), datetime(2026, 11, 29, 14, 10
 @pytest.fixture(autouse=True)
 def only_sacct(monkeypatch):
     """Detection among sacct alone: other parsers' bugs must not fail these tests."""
-    monkeypatch.setattr(formats, "FORMAT_MODULES", ["sacct"])
+    only_formats(monkeypatch, ["sacct"])
 
 
 def _ingest_sacct(conn, tmp_path: Path, text: str = SACCT, name: str = "sacct.txt") -> None:
@@ -258,7 +257,7 @@ def test_cli_job_attempts_csv_and_unknown_job_exit_code(db_path, tmp_path):
 
 def test_real_untimed_megatron_log_gets_step_times_from_sacct(conn, tmp_path, monkeypatch):
     """End to end with the Megatron parser: a real log without timestamps, a sacct row for its job."""
-    monkeypatch.setattr(formats, "FORMAT_MODULES", ["sacct", "megatron"])
+    only_formats(monkeypatch, ["sacct", "megatron"])
     log = REAL_SAMPLES / "training" / "gh-epfllm-megatron-llm-11_iteration-lines_no-timestamp.log"
     report = ingest_file(conn, log, IngestOptions(job_id="4242"))
     assert report.status == "loaded" and report.format == "megatron", report.error

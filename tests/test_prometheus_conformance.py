@@ -50,7 +50,7 @@ def ours(path: Path) -> tuple[list[Sample], list[int]]:
             SELECT s.name, map_entries(s.labels), r.value, epoch_ms(r.ts)
             FROM prom_rows r JOIN prom_series s USING (sid) WHERE r.reason IS NULL ORDER BY r.lineno""").fetchall()
     finally:
-        conn.execute(prom_text.CLEANUP_SQL)
+        prom_text.drop_staged(conn)
     got = [(n, tuple(sorted((e["key"], e["value"]) for e in labels)), _value(v), ms) for n, labels, v, ms in rows]
     return got, [line for line, _, _ in result.reject_samples]
 
@@ -87,7 +87,7 @@ def test_every_sample_reads_as_prometheus_client_reads_it(path):
 
 @pytest.mark.parametrize("path", EXPFMT_CASES, ids=lambda p: p.name)
 def test_prometheus_parser_cases_are_recognised_and_have_no_rejects(path):
-    assert detect(path.read_text()).NAME == "prometheus"
+    assert detect(path.read_text()).name == "prometheus"
     got, rejects = ours(path)
     assert rejects == [] and got
 

@@ -6,9 +6,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import REAL_SAMPLES
+from conftest import REAL_SAMPLES, only_formats
 
-from synestra_cli import formats
 from synestra_cli.formats import detect, sacct
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
@@ -36,7 +35,7 @@ JobID|JobName|User|State|ExitCode|Start|End|Elapsed|NodeList|AllocTRES
 @pytest.fixture(autouse=True)
 def only_sacct(monkeypatch):
     """Detection among this format alone: other parsers' bugs must not fail these tests."""
-    monkeypatch.setattr(formats, "FORMAT_MODULES", ["sacct"])
+    only_formats(monkeypatch, ["sacct"])
 
 
 ATTEMPTS_SQL = "SELECT job_id, attempt, start_ts, end_ts, state, exit_code, nodes FROM attempts ORDER BY ALL"
@@ -221,8 +220,8 @@ def test_an_unreadable_nodelist_rejects_only_its_row(conn, tmp_path):
 
 
 def test_sniff_recognises_sacct_headers_only():
-    assert detect(TAB_OOM.read_text()) is sacct
-    assert detect(PIPE_ARRAY.read_text()) is sacct
+    assert detect(TAB_OOM.read_text()) is sacct.FORMAT
+    assert detect(PIPE_ARRAY.read_text()) is sacct.FORMAT
     assert sacct.sniff("JobID,State\n1,COMPLETED\n") == 0.0  # comma CSV is not sacct output
     assert sacct.sniff("[2026-11-29 10:00:00] iteration 10/ 100 | consumed samples: 10\n") == 0.0
     # sacct -n (no header): recognised, so that it is refused with a hint rather than called "unknown format"
@@ -267,7 +266,7 @@ def test_fixed_width_with_right_aligned_header_names(conn):
 
 
 def test_headerless_real_output_is_refused_with_how_to_rerun(conn):
-    assert detect(HEADERLESS.read_text()) is sacct
+    assert detect(HEADERLESS.read_text()) is sacct.FORMAT
     report = ingest_file(conn, HEADERLESS, IngestOptions())
     assert report.status == "failed"
     assert "sacct -n" in report.error and "-P" in report.error and "without -n" in report.error

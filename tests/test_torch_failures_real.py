@@ -40,7 +40,7 @@ FAILURE_LOGS = sorted(
 
 @pytest.mark.parametrize("name", FAILURE_LOGS)
 def test_every_failure_log_is_recognised_without_format(name):
-    assert detect(decode(read_head(TRAINING / name))).NAME in ("torch_log", "megatron")
+    assert detect(decode(read_head(TRAINING / name))).name in ("torch_log", "megatron")
 
 
 @pytest.mark.parametrize(

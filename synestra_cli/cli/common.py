@@ -16,6 +16,15 @@ from synestra_cli.cli.options import check_window, db_option, format_option  # n
 from synestra_cli.errors import ExitCode, SynestraError, exit_code_for, is_interrupt
 from synestra_cli.store.connect import as_store_error
 
+engine_option = click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the work runs: this process, or Ray workers ($RAY_ADDRESS, else a local Ray) over a lake.",
+)
+
+
 INTERRUPTED = "interrupted: nothing half-written is kept (each file loads in one transaction)"
 
 

@@ -112,6 +112,10 @@ def command(
             # (a 256-host job: ~950 MB at the store's 1 GB limit, ~480 MB at this one, same speed).
             conn.execute("SET memory_limit = ?", [ONE_JOB_MEMORY_LIMIT])
         ids = selected_jobs(conn, jobs, all_jobs, hosts, since, until)
+        if len(ids) == 1 and not all_jobs:  # on a lake, read only the job's partitions (a store file: nothing changes)
+            from synestra_cli.store.lake import narrow_to_job
+
+            narrow_to_job(conn, ids[0])
         with progress_on_tty():
             docs = explain_each(conn, ids, lambda c, j: explain(c, j, *window))
     if fmt == "markdown":

@@ -20,7 +20,7 @@ def command(fmt) -> None:
     Example:
       synestra formats
     """
-    rows = [{"name": name, "description": mod.DESCRIPTION} for name, mod in sorted(all_formats().items())]
+    rows = [{"name": name, "description": f.description} for name, f in sorted(all_formats().items())]
     if fmt == "json":
         click.echo(dumps({"schema": "synestra.formats/1", "formats": rows}))
     else:

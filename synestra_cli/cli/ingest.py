@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synestra_cli.cli.common import format_name_callback, handle_errors
+from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors
 from synestra_cli.cli.options import db_option, refuse_together
 from synestra_cli.cli.render import dumps, printable, render_rows, show_time
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
-from synestra_cli.store import open_store
+from synestra_cli.store.lake import lake_target
+from synestra_cli.store.lake_writer import ingest_target
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -130,9 +131,10 @@ def _explain_all(conn) -> str:
     is_flag=True,
     help="Then explain every job and keep the explanations, so that tax-report answers at once.",
 )
+@engine_option
 @handle_errors
 def command(
-    paths, db, input_format, timezone, year, host, job_id, cluster, strict, fmt, as_json, explain_after
+    paths, db, input_format, timezone, year, host, job_id, cluster, strict, fmt, as_json, explain_after, engine
 ) -> None:
     """Load files or folders (recursively; .gz read transparently) into the store.
 
@@ -171,15 +173,21 @@ def command(
         timezone=timezone, year=year, host=host, job_id=job_id, strict=strict, format=input_format, cluster=cluster
     )
     reporter = Reporter(tty=sys.stderr.isatty())
-    with open_store(db) as conn:
-        reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
-        if explain_after:
-            from synestra_cli.cli.progress import progress_on_tty
+    if explain_after and lake_target(db):
+        raise click.UsageError("--explain keeps explanations in a store file; a lake (--db FOLDER/URL) keeps none")
+    explained = None
+    if engine != "local":  # Ray workers, into a lake (synestra_cli/engine/)
+        from synestra_cli.engine import ingest_on
 
-            with progress_on_tty():
-                explained = _explain_all(conn)
-        else:
-            explained = None
+        reports = ingest_on(engine, db, paths, options, on_report=reporter.on_report)
+    else:
+        with ingest_target(db, reporter.on_report) as (conn, on_report):  # a store file, or a lake (docs/lake.md)
+            reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=on_report)
+            if explain_after:
+                from synestra_cli.cli.progress import progress_on_tty
+
+                with progress_on_tty():
+                    explained = _explain_all(conn)
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(

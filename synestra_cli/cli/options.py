@@ -9,7 +9,6 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, TypeAlias
 
 import click
@@ -18,9 +17,9 @@ Decorator: TypeAlias = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 db_option = click.option(
     "--db",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=str),  # a str: an s3:// URL or a trailing / (a lake) must survive
     default=None,
-    help="Store file (default: $SYNESTRA_DB, else ./synestra.duckdb).",
+    help="Store file (default: $SYNESTRA_DB, else ./synestra.duckdb); a folder or s3:// URL is a lake (docs/lake.md).",
 )
 
 # `-24h`, `now-2d`, `now`, `now+30m`: relative to the wall clock, in seconds to weeks.

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from synestra_cli.cli.common import FiniteFloat, handle_errors
+from synestra_cli.cli.common import FiniteFloat, engine_option, handle_errors
 from synestra_cli.cli.options import db_option, format_option, host_option, job_option, refuse_together, window_options
 from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows
 from synestra_cli.errors import ExitCode
@@ -146,8 +146,9 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console, price: float
 @click.option("--hidden", is_flag=True, help="With --fail-over: test the hidden (degraded-throughput) tax instead.")
 @format_option("table", "json", "csv")
 @db_option
+@engine_option
 @handle_errors
-def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_over, hidden, fmt, db) -> None:
+def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_over, hidden, fmt, db, engine) -> None:
     """Account the checkpoint tax: each job's wall time in buckets that sum to it, the causes that cost
     most, and Young/Daly checkpoint-interval advice. Formulas: docs/accounting.md.
 
@@ -176,6 +177,11 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
         chosen: list[str] | None = None
         if jobs or hosts:
             chosen = selected_jobs(conn, jobs, not jobs, hosts, since, until)
+        if engine != "local":  # explained by Ray workers, then reused as kept explanations (engine/)
+            from synestra_cli.engine import explain_on
+            from synestra_cli.explain.api import jobs_in_window
+
+            explain_on(engine, conn, db, chosen or jobs_in_window(conn, since, until))
         with progress_on_tty():
             full = build_report(
                 conn, chosen[0] if chosen and len(chosen) == 1 else chosen, since, until, price, capacity_gpus, by

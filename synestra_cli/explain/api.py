@@ -6,7 +6,7 @@ The JSON document (`to_json`) is the versioned schema `synestra.explain/2` (docs
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from synestra_cli import progress
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
+from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_doc
 from synestra_cli.explain.reason import (
     Cause,
     Evidence,
@@ -99,7 +100,7 @@ class JobExplanation:
     tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
     failures: list[FailureExplanation] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ExplainDoc:
         """The `synestra.explain/2` document (datetimes still as datetime: render serialises them)."""
         return {
             "schema": SCHEMA,
@@ -113,7 +114,7 @@ class JobExplanation:
         }
 
 
-def _cause_json(c: Cause) -> dict[str, Any]:
+def _cause_json(c: Cause) -> CauseDoc:
     return {
         "category": c.category,
         "host": c.host,
@@ -123,11 +124,11 @@ def _cause_json(c: Cause) -> dict[str, Any]:
         "reported_healthy": c.reported_healthy,
         "assets": list(c.assets),
         "action": c.action,
-        "evidence": [asdict(lk) for lk in c.evidence],
+        "evidence": [link_doc(lk) for lk in c.evidence],
     }
 
 
-def _checkpoint_json(c: CheckpointExplanation) -> dict[str, Any]:
+def _checkpoint_json(c: CheckpointExplanation) -> CheckpointDoc:
     return {
         "kind": c.kind,
         "attempt": c.attempt,
@@ -138,13 +139,13 @@ def _checkpoint_json(c: CheckpointExplanation) -> dict[str, Any]:
         "trigger": c.trigger,
         "slow": c.slow,
         "cause": _cause_json(c.cause) if c.cause else None,
-        "chain": [asdict(lk) for lk in c.chain],
+        "chain": [link_doc(lk) for lk in c.chain],
         "alternatives": [_cause_json(a) for a in c.alternatives],
         "tax": c.tax,
     }
 
 
-def _failure_json(f: FailureExplanation) -> dict[str, Any]:
+def _failure_json(f: FailureExplanation) -> FailureDoc:
     return {
         "attempt": f.attempt,
         "at": f.at,
@@ -152,7 +153,7 @@ def _failure_json(f: FailureExplanation) -> dict[str, Any]:
         "state": f.state,
         "exit_code": f.exit_code,
         "cause": _cause_json(f.cause) if f.cause else None,
-        "chain": [asdict(lk) for lk in f.chain],
+        "chain": [link_doc(lk) for lk in f.chain],
         "alternatives": [_cause_json(a) for a in f.alternatives],
     }
 

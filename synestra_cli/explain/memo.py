@@ -32,6 +32,7 @@ from synestra_cli.explain.api import (
     jobs_in_window,
 )
 from synestra_cli.explain.chain import ChainLink
+from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_of, stamp
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.store.sql import fetch_one, transaction
@@ -138,39 +139,31 @@ def _iso(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def _ts(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
-
-
-def _cause(doc: dict[str, Any] | None) -> Cause | None:
+def _cause(doc: CauseDoc | None) -> Cause | None:
     if doc is None:
         return None
     return Cause(
         doc["category"],
         doc["host"],
         doc["component"],
-        _ts(doc["first_signal"]),
+        stamp(doc["first_signal"]),
         doc["confidence"],
         doc["reported_healthy"],
         tuple(doc.get("assets") or ()),
         doc.get("action"),
-        tuple(_link(lk) for lk in doc.get("evidence") or ()),
+        tuple(link_of(lk) for lk in doc.get("evidence") or ()),
     )
 
 
-def _link(lk: dict[str, Any]) -> ChainLink:
-    return ChainLink(_ts(lk["time"]), lk["layer"], lk["host"], lk["entity"], lk["signal"], lk["evidence"])
+def _chain(doc: CheckpointDoc | FailureDoc) -> list[ChainLink]:
+    return [link_of(lk) for lk in doc["chain"]]
 
 
-def _chain(doc: dict[str, Any]) -> list[ChainLink]:
-    return [_link(lk) for lk in doc["chain"]]
-
-
-def _failure(doc: dict[str, Any]) -> FailureExplanation:
+def _failure(doc: FailureDoc) -> FailureExplanation:
     return FailureExplanation(
         doc["attempt"],
-        _ts(doc["at"]),
-        _ts(doc["end"]),
+        stamp(doc["at"]),
+        stamp(doc["end"]),
         doc["state"],
         doc["exit_code"],
         _cause(doc["cause"]),
@@ -179,14 +172,14 @@ def _failure(doc: dict[str, Any]) -> FailureExplanation:
     )
 
 
-def _checkpoint(doc: dict[str, Any]) -> CheckpointExplanation:
+def _checkpoint(doc: CheckpointDoc) -> CheckpointExplanation:
     chain = _chain(doc)
     return CheckpointExplanation(
         doc["kind"],
         doc["attempt"],
         doc["iteration"],
-        _ts(doc["start"]),
-        _ts(doc["end"]),
+        stamp(doc["start"]),
+        stamp(doc["end"]),
         doc["duration_s"],
         doc["trigger"],
         doc["slow"],
@@ -197,7 +190,7 @@ def _checkpoint(doc: dict[str, Any]) -> CheckpointExplanation:
     )
 
 
-def from_json(doc: dict[str, Any]) -> JobExplanation:
+def from_json(doc: ExplainDoc) -> JobExplanation:
     """The inverse of `JobExplanation.to_json` (datetimes inside chain evidence stay ISO strings)."""
     return JobExplanation(
         doc["job"],

@@ -23,8 +23,10 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.chain import ChainLink, from_signal
+from synestra_cli.explain.document import link_doc
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.scan import Episode, episodes, fleet_signals
+from synestra_cli.store.sql import one_row
 
 SCHEMA = "synestra.fleet/1"
 
@@ -149,18 +151,7 @@ def _hit_json(h: Hit) -> dict[str, Any]:
         "at": h.at,
         "category": h.category,
         "confidence": h.confidence,
-        "chain": [_link_json(lk) for lk in h.chain],
-    }
-
-
-def _link_json(lk: ChainLink) -> dict[str, Any]:
-    return {
-        "time": lk.time,
-        "layer": lk.layer,
-        "host": lk.host,
-        "entity": lk.entity,
-        "signal": lk.signal,
-        "evidence": lk.evidence,
+        "chain": [link_doc(lk) for lk in h.chain],
     }
 
 
@@ -170,7 +161,7 @@ def episode_json(e: Episode) -> dict[str, Any]:
         "end": e.end,
         "categories": e.categories,
         "signals": len(e.signals),
-        "evidence": [_link_json(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]],
+        "evidence": [link_doc(from_signal(s)) for s in e.signals[:EPISODE_SIGNALS_SHOWN]],
     }
 
 
@@ -286,8 +277,8 @@ def hits_of(ex, inv: Inventory) -> list[tuple[Asset, Hit]]:
 
 
 def data_span(conn: duckdb.DuckDBPyConnection) -> tuple[datetime | None, datetime | None]:
-    row = conn.execute(SPAN_SQL).fetchone()
-    return (row[0], row[1]) if row else (None, None)
+    lo, hi = one_row(conn, SPAN_SQL)  # an aggregate: one row, NULLs when the store is empty
+    return lo, hi
 
 
 def _job_costs(conn: duckdb.DuckDBPyConnection, since: datetime | None, until: datetime | None):

@@ -21,6 +21,7 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError
 from synestra_cli.explain.chain import ChainLink, from_signal, ordered
+from synestra_cli.explain.document import link_doc
 from synestra_cli.fleet.actions import action_for
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.lemons import asset_json, data_span, fleet_report
@@ -98,17 +99,7 @@ def risk_json(r: Risk) -> dict[str, Any]:
         "gpu_hours_per_hour": r.gpu_hours_per_hour,
         "action": r.action,
         "lemon_reasons": r.lemon_reasons,
-        "evidence": [
-            {
-                "time": lk.time,
-                "layer": lk.layer,
-                "host": lk.host,
-                "entity": lk.entity,
-                "signal": lk.signal,
-                "evidence": lk.evidence,
-            }
-            for lk in r.chain
-        ],
+        "evidence": [link_doc(lk) for lk in r.chain],
     }
 
 

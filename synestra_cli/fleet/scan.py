@@ -43,7 +43,7 @@ SERIES_HOSTS_SQL = """
 SELECT DISTINCT host FROM metrics WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) ORDER BY host
 """
 FLEET_SCOPE_SQL = """
-INSERT INTO _scope SELECT ts, host, entity, metric, value FROM metrics
+INSERT INTO _scope (ts, host, entity, metric, value) SELECT ts, host, entity, metric, value FROM metrics
 WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) AND host IN ({hosts})
 """
 EVENT_HOSTS_SQL = "SELECT DISTINCT host FROM events WHERE ts BETWEEN ? AND ? AND host IS NOT NULL ORDER BY host"

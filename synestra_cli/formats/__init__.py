@@ -1,61 +1,81 @@
 """The format registry: every parser Synestra has, and content-based detection.
 
-Order matters only to break ties between equal sniff scores (more specific formats first).
+Every module of this package that defines ``FORMAT`` (a formats.base.Format) is a format: adding one
+is adding its module. The highest sniff score wins; equal scores go to the format listed first in
+TIE_ORDER (more specific formats first), then to the others by name.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+import pkgutil
+from functools import cache
 
 from synestra_cli.errors import UnknownFormatError
+from synestra_cli.formats.base import Format
 
-# Module names under synestra_cli.formats, one per input format family.
-FORMAT_MODULES: list[str] = [
+# Which format wins a tie of equal sniff scores: job logs before the generic failure log, logs before
+# counter dumps, the exposition text before the metric tables. Formats not listed come after, by name.
+TIE_ORDER = (
     "mlperf",
     "megatron",
     "nemo",
     "torchtitan",
     "deepspeed",
-    "orbax",
-    "torch_failures",
+    "orbax_log",
+    "torch_log",
     "syslog",
     "sacct",
     "ib_counters",
-    "ethtool",
+    "ethtool_stats",
     "mlxlink",
-    "sonic_fec",
-    "gnmi",
+    "sonic_fec_stats",
+    "gnmic_event",
     "topology_csv",
     "ibnetdiscover",
     "prometheus",
-    "prom_json",
+    "prom_api_json",
     "metrics_long",
-]
+)
 
 
-def all_formats() -> dict[str, ModuleType]:
-    """NAME -> parser module. A module may declare several names via NAMES."""
-    found: dict[str, ModuleType] = {}
-    for mod_name in FORMAT_MODULES:
-        mod = importlib.import_module(f"synestra_cli.formats.{mod_name}")
-        found[mod.NAME] = mod
-    return found
+@cache
+def registry() -> dict[str, Format]:
+    """name -> Format of every format module, in tie order."""
+    found: dict[str, Format] = {}
+    for info in pkgutil.iter_modules(__path__):
+        fmt = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FORMAT", None)
+        if isinstance(fmt, Format):
+            if fmt.name in found:
+                raise RuntimeError(f"two formats named {fmt.name!r}")
+            found[fmt.name] = fmt
+    rank = {name: i for i, name in enumerate(TIE_ORDER)}
+    return dict(sorted(found.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
 
 
-def detect(head: str) -> ModuleType:
-    """The parser that recognises this content best, or UnknownFormatError."""
-    best: tuple[float, ModuleType | None] = (0.0, None)
-    for mod in all_formats().values():
-        score = float(mod.sniff(head))
+def all_formats() -> dict[str, Format]:
+    """The formats ingest chooses from (tests narrow this one; job logs read facts of every format)."""
+    return registry()
+
+
+def job_log_formats() -> list[Format]:
+    """The formats whose facts every job log is read with (joblog.py)."""
+    return [fmt for fmt in registry().values() if fmt.facts]
+
+
+def detect(head: str) -> Format:
+    """The format that recognises this content best, or UnknownFormatError."""
+    best: tuple[float, Format | None] = (0.0, None)
+    for fmt in all_formats().values():
+        score = float(fmt.sniff(head))
         if score > best[0]:
-            best = (score, mod)
+            best = (score, fmt)
     if best[1] is None:
         raise UnknownFormatError("unknown format (use --format NAME to force one; `synestra formats` lists them)")
     return best[1]
 
 
-def by_name(name: str) -> ModuleType:
+def by_name(name: str) -> Format:
     formats = all_formats()
     if name not in formats:
         raise UnknownFormatError(f"no format named {name!r}; known: {', '.join(sorted(formats))}")

@@ -1,9 +1,10 @@
-"""What every format parser gets and returns.
+"""What every format parser is, gets and returns.
 
-A format is a module with NAME, DESCRIPTION, ``sniff(head) -> float`` (confidence 0..1 from the first
-64 KiB of decoded text) and ``load(ctx) -> LoadResult``. ``load`` runs inside the file's transaction
-and writes with SQL through ``ctx.conn``; it must not loop over lines in Python on a hot path:
-register the Arrow batch of lines (``ctx.line_batches()``) and parse it in DuckDB.
+A format is a module of this package defining ``FORMAT = Format(...)``: its name, a description,
+``sniff(head) -> float`` (confidence 0..1 from the first 64 KiB of decoded text), ``load(ctx) ->
+LoadResult`` and the store tables it writes (formats/__init__.py finds every such module). ``load`` runs
+inside the file's transaction and writes with SQL through ``ctx.conn``; it must not loop over lines in
+Python on a hot path: hand DuckDB the Arrow batch of lines (``ctx.line_batches()``) and parse it there.
 """
 
 from __future__ import annotations
@@ -11,20 +12,23 @@ from __future__ import annotations
 import codecs
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
+from synestra_cli.store.sql import scalar
 
 HEAD_BYTES = 64 * 1024
 BATCH_BYTES = 32 * 1024 * 1024  # lines are parsed in batches of about this size: bounded memory
 UTF8_BOM = codecs.BOM_UTF8
+MAX_REJECT_SAMPLES = 20  # the rejects of a file kept with their line and text (the rest are counted)
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,16 @@ class LoadResult:
 
     def reject(self, line: int | None, reason: str, text: str = "") -> None:
         self.rejected += 1
-        if len(self.reject_samples) < 20:
+        if len(self.reject_samples) < MAX_REJECT_SAMPLES:
             self.reject_samples.append((line, reason, text[:200]))
+
+    def rejects_from(self, conn: duckdb.DuckDBPyConnection, samples_sql: str, count_sql: str) -> None:
+        """The rejects a parser marked in SQL: samples_sql gives (line, reason, text) of the first ones in
+        file order (LIMIT MAX_REJECT_SAMPLES), count_sql how many there are in all."""
+        samples = conn.execute(samples_sql).fetchall()
+        for line, reason, text in samples:
+            self.reject(line, reason, text)
+        self.rejected += scalar(conn, count_sql) - len(samples)
 
 
 @dataclass
@@ -100,6 +112,41 @@ class LoadContext:
     @property
     def default_year(self) -> int:
         return self.options.year or self.mtime.year
+
+
+# The store tables a format may write rows to: each row carries its source_id (forget removes them), but
+# metric_catalog's, which the formats share.
+StoreTable = Literal[
+    "events",
+    "metrics",
+    "metric_catalog",
+    "gpus",
+    "topology",
+    "host_names",
+    "jobs",
+    "attempts",
+    "job_nodes",
+    "steps",
+    "checkpoints",
+    "job_incidents",
+    "sacct_rows",
+]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One input format: how `ingest` recognises a file of it, reads it, and where its rows go."""
+
+    name: str  # `ingest --format NAME`, sources.format
+    description: str  # one line in `synestra formats`
+    sniff: Callable[[str], float]  # confidence 0..1 that a head (decoded text) is of this format
+    load: Callable[[LoadContext], LoadResult]  # runs in the file's transaction
+    writes: frozenset[StoreTable]  # the tables load may add rows to (tests/test_formats_registry.py checks)
+    appendable: bool = False  # no file-level context: a grown file's new lines load on their own (ingest.py)
+    # Job logs (joblog.py): SELECTs over jl_lines inserted into jl_facts, and statements run before them.
+    # Every job log is read with the facts of every job-log format, whichever format was sniffed.
+    facts: tuple[str, ...] = ()
+    prepare: tuple[str, ...] = ()
 
 
 def open_binary(path: Path):

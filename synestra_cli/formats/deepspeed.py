@@ -12,10 +12,6 @@ Older releases say "Checkpoint {tag} is begin to save!". The iteration is taken 
 from __future__ import annotations
 
 from synestra_cli.formats import joblog
-from synestra_cli.formats.base import LoadContext, LoadResult
-
-NAME = "deepspeed"
-DESCRIPTION = "DeepSpeed training log ([ts] [LEVEL] [file:line:func] lines, step= and checkpoint lines)"
 
 STEP_SQL = r"""
 SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
@@ -36,17 +32,20 @@ BANNER_SQL = r"""
 SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines WHERE contains(body, '] DeepSpeed info: version=')
 """
 
-FACT_SQL = [STEP_SQL, CKPT_SQL, BANNER_SQL]
 
 DIST_LINE = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[(?:INFO|WARNING|ERROR|DEBUG)\] \[[\w.]+:\d+:\w+\] "
 
 
 def sniff(head: str) -> float:
-    if joblog.looks_like_syslog(head) or not joblog.count_matches(head, DIST_LINE):
+    if not joblog.count_matches(head, DIST_LINE):
         return 0.0
     # DLRover and others reuse DeepSpeed's logger format: claim it firmly only when DeepSpeed speaks.
     return 0.8 if "DeepSpeed" in head or "log_dist" in head else 0.5
 
 
-def load(ctx: LoadContext) -> LoadResult:
-    return joblog.load_job_log(ctx)
+FORMAT = joblog.job_log_format(
+    "deepspeed",
+    "DeepSpeed training log ([ts] [LEVEL] [file:line:func] lines, step= and checkpoint lines)",
+    sniff,
+    [STEP_SQL, CKPT_SQL, BANNER_SQL],
+)

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import re
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.snapshot import MetricRows, fallback_host, snapshot_time, to_float
-
-NAME = "ethtool_stats"
-DESCRIPTION = "ethtool -S NIC statistics (mlx5 and others)"
 
 # kernel Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst
 CANONICAL: dict[str, str] = {
@@ -61,3 +58,12 @@ def load(ctx: LoadContext) -> LoadResult:
         result.notes.append(f"{ctx.display}: ethtool -S does not name the interface; entity stored as NULL")
     result.rows = rows.write(ctx)
     return result
+
+
+FORMAT = Format(
+    "ethtool_stats",
+    "ethtool -S NIC statistics (mlx5 and others)",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog"}),
+)

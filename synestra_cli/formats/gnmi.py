@@ -19,11 +19,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.snapshot import MetricRows, to_float
-
-NAME = "gnmic_event"
-DESCRIPTION = "gnmic event-format JSON (OpenConfig interface counters, transceiver power)"
 
 COUNTERS = "/interfaces/interface/state/counters/"
 ETH_COUNTERS = "/interfaces/interface/ethernet/state/counters/"
@@ -144,3 +141,12 @@ def load(ctx: LoadContext) -> LoadResult:
         result.notes.append(f"{ctx.display}: {skipped} non-numeric values (text leaves) not stored as metrics")
     result.rows = rows.write(ctx)
     return result
+
+
+FORMAT = Format(
+    "gnmic_event",
+    "gnmic event-format JSON (OpenConfig interface counters, transceiver power)",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog"}),
+)

@@ -19,6 +19,7 @@ def short_host_sql(expr: str) -> str:
 def record_full_names_sql(source: str, column: str) -> str:
     """INSERT of the (short host, full name) pairs of `column` in relation `source` for source $sid."""
     return (
-        f"INSERT INTO host_names SELECT DISTINCT {short_host_sql(column)}, {column}, $sid FROM {source} "
+        f"INSERT INTO host_names (host, name, source_id) "
+        f"SELECT DISTINCT {short_host_sql(column)}, {column}, $sid FROM {source} "
         f"WHERE {column} IS NOT NULL AND {short_host_sql(column)} <> {column} ORDER BY 1, 2"
     )

@@ -22,12 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.ibnetdiscover import guid, node_names
 from synestra_cli.formats.snapshot import MetricRows, fallback_host, snake, snapshot_time, to_float
-
-NAME = "ib_counters"
-DESCRIPTION = "InfiniBand port counters: perfquery [-x], ibqueryerrors, /sys/class/infiniband dump; ibstat port states"
 
 # (perfquery / ibqueryerrors name, sysfs counters/ name, canonical); data counters are in 4-byte words.
 PMA: list[tuple[str, str, str]] = [
@@ -302,3 +299,12 @@ def _ibstat_port_field(sink: Sink, host: str | None, entity: str, name: str, val
             sink.result.reject(at[0], f"ibstat rate {value!r} is not a number of Gb/s", at[1])
         else:
             sink.rows.add(sink.ts, host, entity, "ib_port_rate_bytes_per_second", gbps * 1e9 / 8)
+
+
+FORMAT = Format(
+    "ib_counters",
+    "InfiniBand port counters: perfquery [-x], ibqueryerrors, /sys/class/infiniband dump; ibstat port states",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog"}),
+)

@@ -12,11 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.snapshot import write_topology
-
-NAME = "ibnetdiscover"
-DESCRIPTION = "InfiniBand ibnetdiscover topology (CA port -> switch port)"
 
 NODE_LINE = re.compile(r'^(Switch|Ca|Rt)\s+\d+\s+"([SHR])-([0-9a-fA-F]+)"\s*(?:#\s*"([^"]*)")?')
 PORT_LINE = re.compile(
@@ -132,3 +129,12 @@ def load(ctx: LoadContext) -> LoadResult:
     if not result.rows:
         result.notes.append(f"{ctx.display}: no CA port connected to a switch port")
     return result
+
+
+FORMAT = Format(
+    "ibnetdiscover",
+    "InfiniBand ibnetdiscover topology (CA port -> switch port)",
+    sniff,
+    load,
+    writes=frozenset({"topology"}),
+)

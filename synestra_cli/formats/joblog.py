@@ -6,24 +6,27 @@ A job log is small (MBs), so it is read whole into an Arrow lines table and pars
    ``[rankN]:`` prefix removed, and the line's own time (``ts_exact``) when it has one;
 2. times for lines without one are taken from the nearest timed line (by line distance) and
    marked ``inferred``; a log without any time keeps ts NULL, precision ``none``;
-3. every job-log module contributes FACT_SQL: SELECTs over ``jl_lines`` inserted BY NAME into
-   ``jl_facts`` (steps, checkpoint phases, incidents, banners, rejects). All rules run on every
-   job log, so a NeMo log with Megatron checkpoint lines or an MLPerf log with NeMo lines is read
+3. every job-log format (``job_log_format``) contributes facts: SELECTs over ``jl_lines`` inserted
+   BY NAME into ``jl_facts`` (steps, checkpoint phases, incidents, banners, rejects). All rules run on
+   every job log, so a NeMo log with Megatron checkpoint lines or an MLPerf log with NeMo lines is read
    whole whatever format was sniffed;
 4. ``joblog_rows`` cuts the log into attempts and writes the store's rows.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from synestra_cli.formats.base import LoadContext, LoadResult, lines_to_table
-from synestra_cli.store.sql import scalar
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, lines_to_table
+from synestra_cli.store.sql import drop_temp, one_row, registered, scalar
 
-# Modules whose FACT_SQL is applied to every job log (order does not matter).
-FACT_MODULES = ["megatron", "torchtitan", "nemo", "deepspeed", "mlperf", "orbax", "torch_failures"]
+# What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, and
+# the full host names its failure reports give.
+JOB_LOG_TABLES: frozenset[StoreTable] = frozenset(
+    {"jobs", "attempts", "steps", "checkpoints", "job_incidents", "host_names"}
+)
 
 LINES_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_seg AS
@@ -138,8 +141,7 @@ WHERE ts_exact IS NOT NULL AND EXISTS (SELECT 1 FROM jl_clock c WHERE jl_g.pos B
 def drop_clock_outliers(ctx: LoadContext, result: LoadResult | None) -> None:
     """Stamps far outside the rest of the file lose their time (CLOCK_SQL), with a note."""
     ctx.conn.execute(CLOCK_SQL, {"jump": CLOCK_JUMP_S, "edge": CLOCK_EDGE_S, "max_lines": CLOCK_MAX_LINES})
-    found = ctx.conn.execute("SELECT sum(n), min(first_line), arg_min(first_ts, first_line) FROM jl_clock").fetchall()
-    n, line, ts = found[0]
+    n, line, ts = one_row(ctx.conn, "SELECT sum(n), min(first_line), arg_min(first_ts, first_line) FROM jl_clock")
     if n:
         ctx.conn.execute(CLOCK_DROP_SQL)
         if result is not None:
@@ -147,7 +149,7 @@ def drop_clock_outliers(ctx: LoadContext, result: LoadResult | None) -> None:
                 f"{ctx.display}: {n} line(s) stamped far from the lines around them (line {line}: "
                 f"{ts:%Y-%m-%d %H:%M:%S}), a wrong clock: their times are taken from their neighbours"
             )
-    ctx.conn.execute("DROP TABLE jl_clock")
+    drop_temp(ctx.conn, ["jl_clock"])
 
 
 # A line without its own time takes the nearest timed line's (by line distance; the one before on a
@@ -206,11 +208,8 @@ FILE_JOB_RE = re.compile(r"^(?:slurm-)?(\d+(?:_\d+)?)(?:\.log|\.out|\.txt)?$")
 
 def prepare_lines(ctx: LoadContext, result: LoadResult | None = None) -> None:
     """Build jl_lines (pos, lineno, rank, body, ts_exact, ts, ts_precision) from the file."""
-    ctx.conn.register("jl_raw", lines_to_table(ctx.read_text(), 1))
-    try:
+    with registered(ctx.conn, "jl_raw", lines_to_table(ctx.read_text(), 1)):
         ctx.conn.execute(LINES_SQL, {"rank_prefix": RANK_PREFIX})
-    finally:
-        ctx.conn.unregister("jl_raw")
     params = {"tz": ctx.options.timezone, "year": ctx.default_year}
     ctx.conn.execute(TIMES_SQL)
     ctx.conn.execute(LOCAL_SQL, {"tz": params["tz"]})
@@ -238,13 +237,14 @@ def resolve_job_id(ctx: LoadContext, result: LoadResult) -> str:
 
 
 def collect_facts(ctx: LoadContext) -> None:
+    from synestra_cli.formats import job_log_formats  # the registry imports every format, this one too
+
     ctx.conn.execute(FACTS_DDL)
     ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {SLURM_ENV_SQL}")
-    for name in FACT_MODULES:
-        mod = importlib.import_module(f"synestra_cli.formats.{name}")
-        for sql in getattr(mod, "PREPARE_SQL", []):
+    for fmt in job_log_formats():
+        for sql in fmt.prepare:
             ctx.conn.execute(sql)
-        for sql in mod.FACT_SQL:
+        for sql in fmt.facts:
             params = {"tz": ctx.options.timezone} if "$tz" in sql else None  # zone-less dates in the text
             ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {sql}", params)
 
@@ -253,10 +253,11 @@ def year_note(ctx: LoadContext) -> list[str]:
     """Say when glog stamps took the year of the file's mtime (no dated line in the log, no --year)."""
     if ctx.options.year:
         return []
-    n, year = ctx.conn.execute(
+    n, year = one_row(
+        ctx.conn,
         "SELECT count(*), min(year(g_local)) FROM jl_g WHERE glog.mo <> '' AND full_ts IS NULL "
-        "AND NOT EXISTS (SELECT 1 FROM jl_g WHERE full_ts IS NOT NULL)"
-    ).fetchall()[0]
+        "AND NOT EXISTS (SELECT 1 FROM jl_g WHERE full_ts IS NOT NULL)",
+    )
     if not n:
         return []
     return [
@@ -276,6 +277,24 @@ def load_job_log(ctx: LoadContext) -> LoadResult:
     job_id = resolve_job_id(ctx, result)
     joblog_rows.write_rows(ctx, job_id, result)
     return result
+
+
+def job_log_format(
+    name: str,
+    description: str,
+    sniff: Callable[[str], float],
+    facts: Sequence[str],
+    prepare: Sequence[str] = (),
+    inside_syslog: bool = False,
+) -> Format:
+    """A training-job log format: loaded by load_job_log with the facts of every job-log format. A file
+    the syslog parser reads (a syslog envelope on most lines) is not one, unless inside_syslog (MLPerf:
+    its `:::MLLOG` marker is sniffed behind any prefix, as it always was)."""
+
+    def guarded(head: str) -> float:
+        return 0.0 if not inside_syslog and looks_like_syslog(head) else sniff(head)
+
+    return Format(name, description, guarded, load_job_log, JOB_LOG_TABLES, facts=tuple(facts), prepare=tuple(prepare))
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

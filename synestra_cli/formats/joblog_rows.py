@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from synestra_cli.formats.base import LoadContext, LoadResult
 from synestra_cli.formats.hosts import record_full_names_sql
-from synestra_cli.store.sql import scalar
+from synestra_cli.store.sql import drop_temp, scalar
 
 # torchrun --tee without --local-ranks-filter prints every rank's step lines: the steps of the
 # lowest rank that prints them are the job's (Megatron prints from the last rank only).
@@ -142,11 +142,11 @@ FROM jl_fa WHERE fact = 'incident' ORDER BY pos
 REJECT_COUNT_SQL = "SELECT count(*) FROM jl_facts WHERE fact = 'reject'"
 REJECT_SAMPLES_SQL = """
 SELECT f.lineno, f.message, l.body FROM jl_facts f JOIN jl_lines l USING (pos)
-WHERE f.fact = 'reject' ORDER BY f.pos LIMIT ?
+WHERE f.fact = 'reject' ORDER BY f.pos LIMIT 20
 """
 
-MAX_REJECT_SAMPLES = 20  # as LoadResult.reject keeps
 
+TEMP_TABLES = ("jl_seg", "jl_t", "jl_full", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa")
 INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
 # The FQDN a ChildFailedError names: the incident's host is the short name, the full one kept in host_names.
 FULL_NAMES_SQL = record_full_names_sql(
@@ -164,9 +164,5 @@ def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
     for sql in INSERTS:
         result.rows += scalar(conn, sql, params)
     conn.execute(FULL_NAMES_SQL, {"sid": ctx.source_id})
-    result.rejected = scalar(conn, REJECT_COUNT_SQL)
-    samples = conn.execute(REJECT_SAMPLES_SQL, [MAX_REJECT_SAMPLES]).fetchall()
-    result.reject_samples = [(line, reason, text[:200]) for line, reason, text in samples]
-    conn.execute("DROP VIEW IF EXISTS jl_mllog")
-    for table in ("jl_seg", "jl_t", "jl_full", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa"):
-        conn.execute(f"DROP TABLE IF EXISTS {table}")  # fixed internal names, never user input
+    result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
+    drop_temp(conn, TEMP_TABLES, views=["jl_mllog"])

@@ -18,10 +18,6 @@ the interval (step_time_s as printed), and the first one after a (re)start inclu
 from __future__ import annotations
 
 from synestra_cli.formats import joblog
-from synestra_cli.formats.base import LoadContext, LoadResult
-
-NAME = "megatron"
-DESCRIPTION = "Megatron-LM training log (iteration lines, checkpoint save/load, timers) or progress.txt"
 
 ITER_RE = r" iteration\s+(\d+)/\s*\d+ \|"
 
@@ -113,12 +109,8 @@ SELECT pos, lineno, 'step' AS fact, ts, ts_precision, it AS iteration, tflops AS
 FROM p WHERE tflops IS NOT NULL AND it IS NOT NULL
 """
 
-FACT_SQL = [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, PROGRESS_SQL]
-
 
 def sniff(head: str) -> float:
-    if joblog.looks_like_syslog(head):
-        return 0.0
     if joblog.count_matches(
         head,
         r"^(?:\[rank\d+\]:)?\s*(?:\[[\d\- :.]+\]\s*)?iteration\s+\d+/\s*\d+ "
@@ -143,5 +135,9 @@ def sniff(head: str) -> float:
     return 0.0
 
 
-def load(ctx: LoadContext) -> LoadResult:
-    return joblog.load_job_log(ctx)
+FORMAT = joblog.job_log_format(
+    "megatron",
+    "Megatron-LM training log (iteration lines, checkpoint save/load, timers) or progress.txt",
+    sniff,
+    [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, PROGRESS_SQL],
+)

@@ -14,10 +14,8 @@ import re
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels
-from synestra_cli.formats.base import LoadContext, LoadResult, read_head
-
-NAME = "metrics_long"
-DESCRIPTION = "long-form metrics CSV or Parquet: timestamp,host,entity,metric,value"
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, read_head
+from synestra_cli.store.sql import drop_temp, scalar
 
 COLUMNS = ("timestamp", "host", "entity", "metric", "value")
 
@@ -28,7 +26,7 @@ CREATE OR REPLACE TEMP TABLE mlong_raw
 
 # One CSV line -> fields (RFC 4180 quoting: "a,b" and "" inside quotes), picked by header position.
 CSV_BATCH_SQL = """
-INSERT INTO mlong_raw
+INSERT INTO mlong_raw (lineno, nfields, ts_txt, host, entity, metric, value_txt)
 SELECT lineno, len(f), f[$ts], f[$host], f[$entity], f[$metric], f[$value]
 FROM (
     SELECT lineno,
@@ -42,7 +40,7 @@ FROM (
 """
 
 PARQUET_SQL = """
-INSERT INTO mlong_raw
+INSERT INTO mlong_raw (lineno, nfields, ts_txt, host, entity, metric, value_txt)
 SELECT file_row_number + 1, 5, CAST("timestamp" AS VARCHAR), CAST(host AS VARCHAR), CAST(entity AS VARCHAR),
        CAST(metric AS VARCHAR), CAST("value" AS VARCHAR)
 FROM read_parquet($path, file_row_number = true)
@@ -89,7 +87,6 @@ ON CONFLICT DO NOTHING
 """
 REJECT_COUNT_SQL = "SELECT count(*) FROM mlong_rows WHERE reason IS NOT NULL"
 REJECT_SAMPLES_SQL = "SELECT lineno, reason, text FROM mlong_rows WHERE reason IS NOT NULL ORDER BY lineno LIMIT 20"
-CLEANUP_SQL = "DROP TABLE IF EXISTS mlong_rows; DROP TABLE IF EXISTS mlong_raw"
 
 _SPLIT = re.compile(r"\s*,\s*")
 
@@ -117,12 +114,10 @@ def load(ctx: LoadContext) -> LoadResult:
     prom_labels.create_lookups(conn)
     conn.execute(ROWS_SQL, {"tz": ctx.options.timezone, "host": ctx.options.host, "nfields": nfields})
     result = LoadResult()
-    for line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
-        result.reject(line, reason, text)
-    result.rejected = conn.execute(REJECT_COUNT_SQL).fetchall()[0][0]
-    result.rows = conn.execute(INSERT_SQL, {"sid": ctx.source_id}).fetchall()[0][0]
+    result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
+    result.rows = scalar(conn, INSERT_SQL, {"sid": ctx.source_id})
     conn.execute(CATALOG_SQL)
-    conn.execute(CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
+    drop_temp(conn, ("mlong_rows", "mlong_raw"))
     conn.execute(prom_labels.DROP_LOOKUPS_SQL)
     return result
 
@@ -140,3 +135,12 @@ def _load_csv(ctx: LoadContext) -> int:
         mlong_batch = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
         ctx.conn.execute(CSV_BATCH_SQL, {"ts": positions["timestamp"], **{c: positions[c] for c in COLUMNS[1:]}})
     return len(header or COLUMNS)
+
+
+FORMAT = Format(
+    "metrics_long",
+    "long-form metrics CSV or Parquet: timestamp,host,entity,metric,value",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog"}),
+)

@@ -15,10 +15,6 @@ by the other job-log rules.
 from __future__ import annotations
 
 from synestra_cli.formats import joblog
-from synestra_cli.formats.base import LoadContext, LoadResult
-
-NAME = "mlperf"
-DESCRIPTION = "MLPerf Training :::MLLOG result log (init/restore, blocks, tracked_stats)"
 
 EVENTS_SQL = r"""
 CREATE OR REPLACE TEMP VIEW jl_mllog AS
@@ -54,13 +50,16 @@ UNION ALL BY NAME
 SELECT pos, lineno, 'job' AS fact, value->>'$' AS job_name FROM jl_mllog WHERE key = 'submission_benchmark'
 """
 
-FACT_SQL = [REJECT_SQL, RESTORE_SQL, OTHER_SQL]
-PREPARE_SQL = [EVENTS_SQL]
-
 
 def sniff(head: str) -> float:
     return 0.95 if joblog.count_matches(head, r"^(?:\S+: )?:::MLLOG \{") else 0.0
 
 
-def load(ctx: LoadContext) -> LoadResult:
-    return joblog.load_job_log(ctx)
+FORMAT = joblog.job_log_format(
+    "mlperf",
+    "MLPerf Training :::MLLOG result log (init/restore, blocks, tracked_stats)",
+    sniff,
+    [REJECT_SQL, RESTORE_SQL, OTHER_SQL],
+    prepare=[EVENTS_SQL],
+    inside_syslog=True,
+)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.ib_counters import port_entity
 from synestra_cli.formats.snapshot import (
     InfoEvent,
@@ -33,9 +33,6 @@ from synestra_cli.formats.snapshot import (
     to_float,
     write_info_events,
 )
-
-NAME = "mlxlink"
-DESCRIPTION = "mlxlink port report (text or --json): FEC, BER, module optics per lane"
 
 SECTIONS = (
     "Operational Info",
@@ -253,3 +250,12 @@ def _info_event(ts: datetime, host: str | None, report: Report) -> InfoEvent:
     said = ", ".join(f"{k} {flat[k]}" for k in MESSAGE_KEYS if k in flat)
     message = f"mlxlink {report.entity or 'port'}: {said or 'report'}"
     return ts, host, report.entity, message, {"tool": "mlxlink", **info}, report.line
+
+
+FORMAT = Format(
+    "mlxlink",
+    "mlxlink port report (text or --json): FEC, BER, module optics per lane",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog", "events"}),
+)

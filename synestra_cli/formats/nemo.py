@@ -16,10 +16,6 @@ The "Successfully saved checkpoint from iteration" line is Megatron-core's (mega
 from __future__ import annotations
 
 from synestra_cli.formats import joblog
-from synestra_cli.formats.base import LoadContext, LoadResult
-
-NAME = "nemo"
-DESCRIPTION = "NeMo / PyTorch Lightning training log ([NeMo I ...] checkpoint lines, async finalisation)"
 
 CKPT_SQL = r"""
 WITH n AS (
@@ -65,16 +61,16 @@ SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
 FROM jl_lines WHERE regexp_matches(body, 'Training epoch \d+, iteration \d+/\d+ \|')
 """
 
-FACT_SQL = [CKPT_SQL, STEP_SQL]
-
 
 def sniff(head: str) -> float:
-    if joblog.looks_like_syslog(head):
-        return 0.0
     if joblog.count_matches(head, r"^(?:\[rank\d+\]:)?\[NeMo [IWE] \d{4}-\d\d-\d\d [\d:]{8} "):
         return 0.85
     return 0.8 if joblog.count_matches(head, r"^(?:\S+ )?Training epoch \d+, iteration \d+/\d+ \| ") else 0.0
 
 
-def load(ctx: LoadContext) -> LoadResult:
-    return joblog.load_job_log(ctx)
+FORMAT = joblog.job_log_format(
+    "nemo",
+    "NeMo / PyTorch Lightning training log ([NeMo I ...] checkpoint lines, async finalisation)",
+    sniff,
+    [CKPT_SQL, STEP_SQL],
+)

@@ -10,10 +10,6 @@ Only the lines seen in a real capture are read (log-formats.md E).
 from __future__ import annotations
 
 from synestra_cli.formats import joblog
-from synestra_cli.formats.base import LoadContext, LoadResult
-
-NAME = "orbax_log"
-DESCRIPTION = "JAX/Orbax absl log (checkpoint_manager 'Saving checkpoint at step N', async save start)"
 
 CKPT_SQL = r"""
 SELECT pos, lineno, ts, ts_precision,
@@ -27,14 +23,14 @@ WHERE regexp_matches(body, '\] \[process=\d+\] Saving checkpoint at step \d+|'
                            '\] \[process=\d+\] \[async\] Started save checkpoint @ ')
 """
 
-FACT_SQL = [CKPT_SQL]
-
 
 def sniff(head: str) -> float:
-    if joblog.looks_like_syslog(head):
-        return 0.0
     return 0.6 if joblog.count_matches(head, r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ checkpoint_manager\.py:\d+\]") else 0.0
 
 
-def load(ctx: LoadContext) -> LoadResult:
-    return joblog.load_job_log(ctx)
+FORMAT = joblog.job_log_format(
+    "orbax_log",
+    "JAX/Orbax absl log (checkpoint_manager 'Saving checkpoint at step N', async save start)",
+    sniff,
+    [CKPT_SQL],
+)

@@ -12,10 +12,8 @@ import re
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels
-from synestra_cli.formats.base import LoadContext, LoadResult
-
-NAME = "prom_api_json"
-DESCRIPTION = "Prometheus HTTP API query / query_range JSON answers (matrix, vector)"
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.store.sql import drop_temp, one_row
 
 HEADER_SQL = """
 SELECT j->>'status', j->'data'->>'resultType', j->>'error'
@@ -58,11 +56,8 @@ SELECT sid, list(CAST(round(epoch_s * 1000) AS BIGINT) ORDER BY epoch_s) AS ms, 
 FROM prom_json_rows WHERE reason IS NULL GROUP BY sid
 """
 REJECT_COUNT_SQL = "SELECT count(*) FROM prom_json_rows WHERE reason IS NOT NULL"
-REJECT_SAMPLES_SQL = "SELECT reason, text FROM prom_json_rows WHERE reason IS NOT NULL ORDER BY sid LIMIT 20"
-CLEANUP_SQL = """
-DROP VIEW IF EXISTS prom_samples; DROP TABLE IF EXISTS prom_json_rows; DROP TABLE IF EXISTS prom_series;
-DROP TABLE IF EXISTS prom_json_pairs;
-"""
+REJECT_SAMPLES_SQL = "SELECT NULL, reason, text FROM prom_json_rows WHERE reason IS NOT NULL ORDER BY sid LIMIT 20"
+TEMP_TABLES = ("prom_json_rows", "prom_series", "prom_json_pairs")
 
 _RESULT_TYPE = re.compile(r'"(resultType|errorType)"\s*:\s*"')
 _STATUS = re.compile(r'"status"\s*:\s*"')
@@ -78,7 +73,7 @@ def sniff(head: str) -> float:
 
 def load(ctx: LoadContext) -> LoadResult:
     conn, text = ctx.conn, ctx.read_text()
-    status, result_type, error = conn.execute(HEADER_SQL, {"text": text}).fetchall()[0]
+    status, result_type, error = one_row(conn, HEADER_SQL, {"text": text})
     if status != "success":
         raise InputError(
             f"{ctx.display}: not a successful Prometheus API answer "
@@ -90,9 +85,16 @@ def load(ctx: LoadContext) -> LoadResult:
     for sql in (SERIES_SQL, ROWS_SQL, SAMPLES_SQL):
         conn.execute(sql)
     result = LoadResult()
-    for reason, sample in conn.execute(REJECT_SAMPLES_SQL).fetchall():
-        result.reject(None, reason, sample)
-    result.rejected = conn.execute(REJECT_COUNT_SQL).fetchall()[0][0]
+    result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
     result.rows = prom_labels.write_series(conn, ctx.source_id, ctx.options.host, ctx.mtime, result.notes)
-    conn.execute(CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
+    drop_temp(conn, TEMP_TABLES, views=["prom_samples"])
     return result
+
+
+FORMAT = Format(
+    "prom_api_json",
+    "Prometheus HTTP API query / query_range JSON answers (matrix, vector)",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog", "gpus", "host_names"}),
+)

@@ -8,7 +8,10 @@ Two ways in, one way out (prom_series + prom_samples for prom_labels.write_serie
 
 from __future__ import annotations
 
+import duckdb
+
 from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.store.sql import drop_temp, scalar
 
 # Cut position: the first "}" after labels, else the first blank (space or TAB: both separate tokens in the
 # text format) after a bare metric name. If the series text so cut does not close its quotes, the "}" was inside
@@ -83,7 +86,7 @@ SELECT d.sid, g.tss AS ms, g.vals FROM prom_groups g JOIN prom_dict d USING (ser
 # Numbered path: per batch, tails and line numbers grouped by series text.
 CREATE_GROUPS_SQL = "CREATE OR REPLACE TEMP TABLE prom_groups (series VARCHAR, tails VARCHAR[], linenos BIGINT[])"
 BATCH_GROUP_SQL = f"""
-INSERT INTO prom_groups
+INSERT INTO prom_groups (series, tails, linenos)
 SELECT series, list(tail), list(lineno) FROM (
     SELECT lineno, CASE WHEN line = '# EOF' THEN line ELSE {SERIES} END AS series, {TAIL} AS tail
     FROM (SELECT lineno, line, {SPLIT} AS p
@@ -95,7 +98,7 @@ CREATE OR REPLACE TEMP TABLE prom_repair AS
 SELECT series || tail AS line, lineno
 FROM (SELECT series, unnest(tails) AS tail, unnest(linenos) AS lineno FROM prom_groups WHERE {ODD_QUOTES});
 DELETE FROM prom_groups WHERE {ODD_QUOTES};
-INSERT INTO prom_groups
+INSERT INTO prom_groups (series, tails, linenos)
 SELECT series, list(tail), list(lineno) FROM (
     SELECT lineno, {SERIES} AS series, {TAIL} AS tail
     FROM (SELECT lineno, line, length(regexp_extract(line, '{LABELS_END_RE}')) AS p FROM prom_repair))
@@ -183,16 +186,17 @@ UNTIMED_SQL = "SELECT coalesce(sum(len(ms) - list_count(ms)), 0) FROM prom_sampl
 IS_OPENMETRICS_SQL = "SELECT count(*) > 0 FROM prom_groups WHERE series = '# EOF'"
 REJECT_COUNT_SQL = "SELECT count(*) FROM prom_rows WHERE reason IS NOT NULL"
 REJECT_SAMPLES_SQL = "SELECT lineno, reason, text FROM prom_rows WHERE reason IS NOT NULL ORDER BY lineno LIMIT 20"
-CLEANUP_SQL = """
-DROP VIEW IF EXISTS prom_samples; DROP TABLE IF EXISTS prom_rows; DROP TABLE IF EXISTS prom_series;
-DROP TABLE IF EXISTS prom_dict; DROP TABLE IF EXISTS prom_groups;
-DROP TABLE IF EXISTS prom_csv_rejects; DROP TABLE IF EXISTS prom_csv_scans;
-"""
+TEMP_TABLES = ("prom_rows", "prom_series", "prom_dict", "prom_groups", "prom_csv_rejects", "prom_csv_scans")
+
+
+def drop_staged(conn: duckdb.DuckDBPyConnection) -> None:
+    """The staging of either path (on failure the file's rollback drops it)."""
+    drop_temp(conn, TEMP_TABLES, views=["prom_samples"])
 
 
 def untimed_note(ctx: LoadContext) -> list[str]:
     """A note for the ingest report when samples had no timestamp and took the file's mtime."""
-    n = ctx.conn.execute(UNTIMED_SQL).fetchall()[0][0]
+    n = scalar(ctx.conn, UNTIMED_SQL)
     if not n:
         return []
     return [f"{n} samples carry no timestamp: stamped with the file's mtime {ctx.mtime:%Y-%m-%d %H:%M:%S} UTC"]
@@ -209,9 +213,9 @@ def fast_path(ctx: LoadContext, compression: str, openmetrics: bool) -> bool:
     conn = ctx.conn
     conn.execute(FAST_GROUP_SQL, {"path": str(ctx.path), "compression": compression, "seconds": openmetrics})
     parse_series(ctx)
-    ok = conn.execute(FAST_OK_SQL).fetchall()[0][0]
+    ok = scalar(conn, FAST_OK_SQL)
     if not ok:
-        conn.execute(CLEANUP_SQL)
+        drop_staged(conn)
         return False
     conn.execute(FAST_SAMPLES_SQL)
     return True
@@ -226,12 +230,10 @@ def numbered_path(ctx: LoadContext) -> LoadResult:
         conn.execute(BATCH_GROUP_SQL)
     conn.execute(REPAIR_SQL)
     parse_series(ctx)
-    seconds = conn.execute(IS_OPENMETRICS_SQL).fetchall()[0][0]
+    seconds = scalar(conn, IS_OPENMETRICS_SQL)
     conn.execute(ROWS_SQL, {"seconds": bool(seconds)})
     conn.execute(TS_REJECT_SQL)
     conn.execute(ROWS_SAMPLES_SQL)
     result = LoadResult()
-    for line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
-        result.reject(line, reason, text)
-    result.rejected = conn.execute(REJECT_COUNT_SQL).fetchall()[0][0]
+    result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
     return result

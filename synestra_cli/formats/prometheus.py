@@ -13,11 +13,9 @@ import zlib
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels, prom_text
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 
-NAME = "prometheus"
 GZIP_MAGIC = b"\x1f\x8b"
-DESCRIPTION = "Prometheus exposition text (dcgm-exporter, node_exporter, snmp_exporter), promtool tsdb dumps"
 
 # `name value`, `name{labels} value`, `{__name__=...} value` (dumps); blanks (spaces or TABs) before `{` and after
 # `}` are optional; an optional integer or decimal timestamp.
@@ -60,7 +58,7 @@ def load(ctx: LoadContext) -> LoadResult:
         result = prom_text.numbered_path(ctx)
     result.notes += prom_text.untimed_note(ctx)
     result.rows = prom_labels.write_series(ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime, result.notes)
-    ctx.conn.execute(prom_text.CLEANUP_SQL)  # on failure the file's rollback drops the temp tables
+    prom_text.drop_staged(ctx.conn)
     return result
 
 
@@ -84,3 +82,12 @@ def _inspect(ctx: LoadContext) -> tuple[str | None, bytes]:
     if not inflater.eof:
         raise InputError(f"{ctx.display}: truncated or corrupt gzip (stream ends early)")
     return (None if inflater.unused_data else "gzip"), tail
+
+
+FORMAT = Format(
+    "prometheus",
+    "Prometheus exposition text (dcgm-exporter, node_exporter, snmp_exporter), promtool tsdb dumps",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog", "gpus", "host_names"}),
+)

@@ -21,12 +21,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.hostlist import HostlistError, expand
+from synestra_cli.store.sql import drop_temp, registered, scalar, sql_file
 
-NAME = "sacct"
 MAX_ELAPSED_S = 2**31
-DESCRIPTION = "Slurm sacct --parsable2 / -p / TAB-delimited output with a header (jobs, attempts, nodes)"
 
 # Header names (lower case) -> the parameter that carries their 1-based column index (0 = absent).
 FIELDS = {
@@ -88,63 +87,7 @@ CREATE OR REPLACE TEMP TABLE _sacct_parsed (
 """
 
 # One batch of lines -> typed rows; a row that cannot be read gets a reason instead of being dropped.
-PARSE_SQL = r"""
-INSERT INTO _sacct_parsed
-WITH f AS (
-    SELECT lineno, line, {split} AS p, {cut} AS cut
-    FROM sacct_lines WHERE lineno > $header_line AND trim(line) <> '' AND line <> $header
-), v AS (
-    SELECT lineno, line, cut, len(p) AS nf, trim(coalesce(p[$c_jobid], p[$c_jobidraw])) AS jobid,
-           regexp_extract(trim(coalesce(p[$c_jobid], p[$c_jobidraw])),
-                          '^(\d+)(?:_(\d+|\[[0-9,%\-]+\]))?(?:\+(\d+))?(?:\.(\w+))?$',
-                          ['base', 'task', 'het', 'step']) AS id,
-           nullif(p[$c_name], '') AS job_name, nullif(p[$c_user], '') AS user_name,
-           nullif(trim(p[$c_state]), '') AS state_text, nullif(p[$c_exit], '') AS exit_code,
-           CASE WHEN p[$c_start] NOT IN ('', 'Unknown', 'None') THEN p[$c_start] END AS start_text,
-           CASE WHEN p[$c_end] NOT IN ('', 'Unknown', 'None') THEN p[$c_end] END AS end_text,
-           CASE WHEN p[$c_elapsed] NOT IN ('', 'INVALID', 'Unknown') THEN p[$c_elapsed] END AS elapsed_text,
-           nullif(trim(p[$c_nodelist]), '') AS nodelist, p[$c_alloctres] AS alloctres,
-           p[$c_allocgres] AS allocgres, p[$c_reqtres] AS reqtres,
-           nullif(trim(p[$c_cluster]), '') AS cluster
-    FROM f
-), t0 AS (
-    SELECT *, rtrim(split_part(state_text, ' ', 1), '+') AS state,  -- fixed width: `CANCELLED+` (by <uid>, cut)
-           to_utc(try_strptime(start_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS start_utc,
-           to_utc(try_strptime(end_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS end_utc,
-           _sacct_seconds(elapsed_text) AS elapsed_s,
-           coalesce(_sacct_tres_gpus(alloctres),
-                    try_cast(regexp_extract(allocgres, '(?:^|,)gpu(?::[^:,()]+)?:(\d+)', 1) AS INTEGER),
-                    _sacct_tres_gpus(reqtres), CASE WHEN alloctres <> '' THEN 0 END) AS gpus
-    FROM v
-), t AS (
-    SELECT * REPLACE (CASE WHEN elapsed_s < $max_elapsed THEN elapsed_s END AS elapsed_s),
-           elapsed_s >= $max_elapsed AS elapsed_absurd
-    FROM t0
-)
-SELECT lineno, line,
-       CASE WHEN nf <> $ncols THEN printf('expected %d fields, found %d', $ncols, nf)
-            WHEN list_contains(cut, true) THEN 'value cut at its column width (`+`): ' || list_filter(
-                $names, lambda n, i: cut[i])[1] || '; re-run sacct with -P, or widen it: --format=<Field>%40'
-            WHEN id.base = '' THEN 'unreadable JobID ' || coalesce(jobid, '')
-            WHEN start_text IS NOT NULL AND start_utc IS NULL THEN 'unreadable Start time ' || start_text
-            WHEN end_text IS NOT NULL AND end_utc IS NULL THEN 'unreadable End time ' || end_text
-            WHEN elapsed_absurd THEN 'Elapsed out of range (68 years or more) ' || elapsed_text
-            WHEN elapsed_text IS NOT NULL AND elapsed_s IS NULL THEN 'unreadable Elapsed ' || elapsed_text
-       END,
-       -- jobs are keyed by cluster (synestra_cli/clusters.py): CLUSTER:ID when sacct names it
-       coalesce(cluster || ':', '') || id.base || CASE WHEN id.task <> '' THEN '_' || id.task ELSE '' END,
-       try_cast(nullif(id.het, '') AS INTEGER),
-       nullif(id.step, ''), job_name, user_name, state,
-       nullif(trim(substr(state_text, length(state) + 1)), ''), exit_code,
-       coalesce(start_utc, end_utc - to_microseconds(CAST(elapsed_s * 1e6 AS BIGINT))),
-       coalesce(end_utc, CASE WHEN state NOT IN ('RUNNING', 'PENDING', 'SUSPENDED', 'REQUEUED')
-                              THEN start_utc + to_microseconds(CAST(elapsed_s * 1e6 AS BIGINT)) END),
-       elapsed_s, nodelist, gpus,
-       -- ran: not pending, Start not explicitly missing, nodes not "None assigned"
-       coalesce(state <> 'PENDING', TRUE) AND NOT ($c_start > 0 AND start_utc IS NULL AND end_utc IS NULL)
-           AND coalesce(lower(nodelist) <> 'none assigned', TRUE)
-FROM t
-"""
+PARSE_SQL = sql_file(__package__, "sacct_parse.sql")  # {split} / {cut}: _cut_sql, from the layout
 
 DISTINCT_NODELISTS_SQL = """
 SELECT DISTINCT nodelist FROM _sacct_parsed WHERE reason IS NULL AND nodelist IS NOT NULL
@@ -204,11 +147,8 @@ INSERT INTO job_nodes (job_id, attempt, host, source_id)
 SELECT job_id, attempt, unnest(nodes), $sid FROM attempts WHERE source_id = $sid ORDER BY job_id, attempt
 """
 
-REJECTS_SQL = """
-SELECT count(*) FILTER (WHERE reason IS NOT NULL),
-       list([lineno::VARCHAR, reason, line] ORDER BY lineno) FILTER (WHERE reason IS NOT NULL)[1:20]
-FROM _sacct_parsed
-"""
+REJECT_COUNT_SQL = "SELECT count(*) FROM _sacct_parsed WHERE reason IS NOT NULL"
+REJECT_SAMPLES_SQL = "SELECT lineno, reason, line FROM _sacct_parsed WHERE reason IS NOT NULL ORDER BY lineno LIMIT 20"
 
 COUNT_SQL = """
 SELECT (SELECT count(*) FROM sacct_rows WHERE source_id = $sid)
@@ -217,9 +157,7 @@ SELECT (SELECT count(*) FROM sacct_rows WHERE source_id = $sid)
      + (SELECT count(*) FROM job_nodes WHERE source_id = $sid)
 """
 
-DROP_TMP_SQL = """
-DROP TABLE IF EXISTS _sacct_parsed; DROP TABLE IF EXISTS _sacct_nodes; DROP TABLE IF EXISTS _sacct_numbered
-"""
+TEMP_TABLES = ("_sacct_parsed", "_sacct_nodes", "_sacct_numbered")
 
 
 # Columns that cannot be read once sacct has cut them (`+`): an identity, a host list, a time.
@@ -331,9 +269,8 @@ def _expand_nodelists(ctx: LoadContext) -> None:
     table = pa.table(
         {"nodelist": pa.array(list(good), pa.string()), "nodes": pa.array(list(good.values()), pa.list_(pa.string()))}
     )
-    ctx.conn.register("sacct_nodes_arrow", table)
-    ctx.conn.execute("INSERT INTO _sacct_nodes SELECT * FROM sacct_nodes_arrow")
-    ctx.conn.unregister("sacct_nodes_arrow")
+    with registered(ctx.conn, "sacct_nodes_arrow", table):
+        ctx.conn.execute("INSERT INTO _sacct_nodes (nodelist, nodes) SELECT nodelist, nodes FROM sacct_nodes_arrow")
     ctx.conn.execute(
         "UPDATE _sacct_parsed SET reason = 'unreadable NodeList ' || nodelist "
         "WHERE reason IS NULL AND list_contains(?, nodelist)",
@@ -367,10 +304,16 @@ def load(ctx: LoadContext) -> LoadResult:
     sid = {"sid": ctx.source_id}
     for sql in (INSERT_ROWS_SQL, INSERT_ATTEMPTS_SQL, INSERT_JOBS_SQL, INSERT_JOB_NODES_SQL):
         ctx.conn.execute(sql, sid)
-    n_rejected, samples = ctx.conn.execute(REJECTS_SQL).fetchall()[0]
-    for line, reason, text in samples or []:
-        result.reject(int(line), reason, text)
-    result.rejected = n_rejected
-    (result.rows,) = ctx.conn.execute(COUNT_SQL, sid).fetchall()[0]
-    ctx.conn.execute(DROP_TMP_SQL)
+    result.rejects_from(ctx.conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
+    result.rows = scalar(ctx.conn, COUNT_SQL, sid)
+    drop_temp(ctx.conn, TEMP_TABLES)
     return result
+
+
+FORMAT = Format(
+    "sacct",
+    "Slurm sacct --parsable2 / -p / TAB-delimited output with a header (jobs, attempts, nodes)",
+    sniff,
+    load,
+    writes=frozenset({"sacct_rows", "jobs", "attempts", "job_nodes"}),
+)

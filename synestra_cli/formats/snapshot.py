@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from synestra_cli.catalog import CANONICAL
 from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.store.sql import registered
 
 # A capture script's timestamp line before the tool's output: `date -Is`, `date -u +%FT%TZ`, or
 # plain `date` in UTC (`Sun Nov 29 23:17:28 UTC 2026`), optionally behind a `#` or a `$ ` prompt echo.
@@ -135,14 +136,10 @@ class MetricRows:
         """Insert the rows (sorted for zonemaps) and the catalog rows of the canonical metrics among them."""
         if not len(self):
             return 0
-        ctx.conn.register("snapshot_rows", pa.table(self.cols, schema=METRIC_SCHEMA))
-        ctx.conn.register("snapshot_catalog", _CATALOG)
-        try:
+        rows = pa.table(self.cols, schema=METRIC_SCHEMA)
+        with registered(ctx.conn, "snapshot_rows", rows), registered(ctx.conn, "snapshot_catalog", _CATALOG):
             ctx.conn.execute(INSERT_METRICS_SQL, {"sid": ctx.source_id})
             ctx.conn.execute(INSERT_CATALOG_SQL)
-        finally:
-            ctx.conn.unregister("snapshot_rows")
-            ctx.conn.unregister("snapshot_catalog")
         return len(self)
 
 
@@ -169,9 +166,6 @@ def write_topology(ctx: LoadContext, cols: dict[str, list[Any]]) -> int:
     table = pa.table({k: pa.array(cols[k], pa.string()) for k in ("host", "nic", "switch", "switch_port", "rack")})
     if not table.num_rows:
         return 0
-    ctx.conn.register("topology_rows", table)
-    try:
+    with registered(ctx.conn, "topology_rows", table):
         ctx.conn.execute(INSERT_TOPOLOGY_SQL, {"sid": ctx.source_id})
-    finally:
-        ctx.conn.unregister("topology_rows")
     return int(table.num_rows)

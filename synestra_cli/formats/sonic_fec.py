@@ -12,11 +12,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.snapshot import MetricRows, fallback_host, snake, snapshot_time, to_float
-
-NAME = "sonic_fec_stats"
-DESCRIPTION = "SONiC show interfaces counters fec-stats table"
 
 COLUMNS: dict[str, str] = {
     "FEC_CORR": "port_fec_corrected_codewords_total",
@@ -63,3 +60,12 @@ def _add_row(rows: MetricRows, ts: datetime, host: str | None, row: dict[str, st
         if column in ("IFACE", "STATE"):
             continue
         rows.add(ts, host, iface, COLUMNS.get(column, f"sonic_{snake(column)}"), to_float(text))
+
+
+FORMAT = Format(
+    "sonic_fec_stats",
+    "SONiC show interfaces counters fec-stats table",
+    sniff,
+    load,
+    writes=frozenset({"metrics", "metric_catalog"}),
+)

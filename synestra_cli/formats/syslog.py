@@ -21,24 +21,16 @@ import pyarrow as pa
 from synestra_cli.errors import InputError
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
-from synestra_cli.formats.base import LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.hosts import record_full_names_sql
-
-NAME = "syslog"
-DESCRIPTION = (
-    "syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
-    "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager"
-)
+from synestra_cli.store.sql import drop_temp, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
 CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a time: memory flat in file size
-APPENDABLE = True  # no file-level context: a grown file's new lines load on their own (ingest.py)
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
-DROP_STAGE_SQL = (
-    "DROP TABLE IF EXISTS _syslog_stage; DROP TABLE IF EXISTS _syslog_carry; DROP TABLE IF EXISTS _syslog_hosts"
-)
+TEMP_TABLES = ("_syslog_stage", "_syslog_carry", "_syslog_hosts", "_syslog_loose")
 # The host names every chunk saw (their full names are recorded once, for the whole file).
 HOSTS_SEEN_SQL = """
 CREATE TEMP TABLE IF NOT EXISTS _syslog_hosts (host VARCHAR);
@@ -93,7 +85,6 @@ REJECT_SAMPLE_SQL = """
 SELECT lineno, what, msg FROM _syslog_loose WHERE what IN ('reject', 'orphan') ORDER BY lineno LIMIT 20
 """
 DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
-DROP_LOOSE_SQL = "DROP TABLE IF EXISTS _syslog_loose"
 
 # The UTC time of each staged message, per envelope time kind (see syslog_envelope).
 # zoned: to_utc, skipped for UTC (the default), where it is the identity but costs a zone lookup per line.
@@ -165,6 +156,7 @@ def load(ctx: LoadContext) -> LoadResult:
     _check_timezone(ctx)
     result = LoadResult()
     conn = ctx.conn
+    conn.execute(env.MACROS_SQL)
     # The staging tables live in the file's transaction: a failure rolls them back with everything else.
     # A file is staged CHUNK_BYTES at a time (memory flat in its size), the message still open at the end
     # of a chunk carried into the next; clocks anchored on the file's last line (uptime) take it whole.
@@ -191,8 +183,7 @@ def load(ctx: LoadContext) -> LoadResult:
     conn.execute(
         record_full_names_sql("(SELECT DISTINCT host FROM _syslog_hosts) AS h", "host"), {"sid": ctx.source_id}
     )
-    conn.execute(DROP_STAGE_SQL)
-    conn.execute(DROP_LOOSE_SQL)
+    drop_temp(conn, TEMP_TABLES)
     if envelope.time_kind in ("uptime", "relative", "none"):
         result.notes.append(_uptime_note(envelope))
     if envelope.time_kind == "noyear" and not ctx.options.year:
@@ -226,7 +217,7 @@ YEARS_SQL = "SELECT min(year(ts)), max(year(ts)) FROM events WHERE source_id = ?
 
 def _year_note(ctx: LoadContext) -> list[str]:
     """Say that the year came from the file's mtime: a log copied later is re-dated without it."""
-    first, last = _one(ctx.conn, YEARS_SQL, [ctx.source_id])
+    first, last = one_row(ctx.conn, YEARS_SQL, [ctx.source_id])
     if first is None:
         return []
     years = str(first) if first == last else f"{first}-{last}"
@@ -234,13 +225,6 @@ def _year_note(ctx: LoadContext) -> list[str]:
         f"no year in the time stamps: year taken from the file's modification time "
         f"({ctx.mtime:%Y-%m-%d}): {years}; pass --year YEAR (the year the log starts in) if it was copied later"
     ]
-
-
-def _one(conn: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> tuple:
-    """The single row of an aggregate query."""
-    row = conn.execute(sql, params or []).fetchone()
-    assert row is not None  # an aggregate without GROUP BY always returns one row
-    return row
 
 
 def _check_timezone(ctx: LoadContext) -> None:
@@ -261,12 +245,12 @@ def _stage(ctx: LoadContext, envelope: env.Envelope, fast: bool, batches: list[p
         # registered view keeps its Arrow batch alive until COMMIT: every batch of the file in memory.
         _syslog_batch = batch  # noqa: F841
         ctx.conn.execute(sql, params)
-    if fast and _one(ctx.conn, SLOW_COUNT_SQL)[0]:
+    if fast and one_row(ctx.conn, SLOW_COUNT_SQL)[0]:
         ctx.conn.execute(env.slow_sql(envelope), regex_params)
 
 
 def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, result: LoadResult) -> None:
-    (n,) = _one(conn, LOOSE_SQL)
+    (n,) = one_row(conn, LOOSE_SQL)
     if not n:
         return
     conn.execute(MARK_LOOSE_SQL, {"loose": envelope.loose})
@@ -323,7 +307,7 @@ def _clock_order(conn: duckdb.DuckDBPyConnection, clock: _ClockScan) -> bool:
     if not stored_in_order:  # rare: rescan in line order (DuckDB sorts, spilling beyond its memory limit)
         clock.restore(before)
         clock.feed_all(conn.sql(CLOCK_SQL + " ORDER BY lineno").to_arrow_reader(CLOCK_BATCH_ROWS))
-    (hosts,) = _one(conn, HOSTS_SQL)
+    (hosts,) = one_row(conn, HOSTS_SQL)
     return stored_in_order and not clock.back and hosts <= 1
 
 
@@ -369,7 +353,7 @@ class _ClockScan:
 
 
 def _note_reboots(conn: duckdb.DuckDBPyConnection, result: LoadResult) -> None:
-    (first_line, n) = _one(conn, REBOOTS_SQL)
+    (first_line, n) = one_row(conn, REBOOTS_SQL)
     if n:
         result.notes.append(
             f"uptime goes back {n} time(s) (a reboot; first at line {first_line}): lines before the "
@@ -384,3 +368,16 @@ def _uptime_note(envelope: env.Envelope) -> str:
         "only seconds since boot in the file: times placed so that the last line falls at the file's "
         "modification time (assumes one boot, written just before the file was saved)"
     )
+
+
+FORMAT = Format(
+    "syslog",
+    (
+        "syslog/journal/kernel logs: RFC3164, RFC3339 (rsyslog), RFC5424, journalctl short/short-iso/json, "
+        "dmesg (raw, -T, --time-format iso, relative, -t), /dev/kmsg, nv-fabricmanager"
+    ),
+    sniff,
+    load,
+    writes=frozenset({"events", "host_names"}),
+    appendable=True,  # no file-level context: a grown file's new lines load on their own (ingest.py)
+)

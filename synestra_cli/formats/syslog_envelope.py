@@ -28,19 +28,17 @@ MONTHS_SQL = """MAP {
  'mrt':3,'mei':5,'okt':10,'mär':3,'mai':5,'dez':12,'janv':1,'févr':2,'mars':3,'avr':4,'juin':6,'juil':7,
  'août':8,'sept':9,'déc':12,'ene':1,'abr':4,'ago':8,'dic':12}[rtrim(lower(m.mon), '.')]"""
 
-# Severity words (rsyslog/SONiC, dmesg --decode levels, fabric manager) -> syslog keywords.
-SEV_WORD_SQL = """MAP {'emerg':'emerg','panic':'emerg','alert':'alert','crit':'crit','critical':'crit',
+# Severity words (rsyslog/SONiC, dmesg --decode levels, fabric manager) and numbers (a PRI, kmsg's
+# prio, journald's PRIORITY) -> syslog keywords. Macros, installed before staging (syslog.load): the
+# envelopes' columns call them by name.
+MACROS_SQL = """
+CREATE OR REPLACE TEMP MACRO syslog_sev_word(x) AS MAP {
+ 'emerg':'emerg','panic':'emerg','alert':'alert','crit':'crit','critical':'crit',
  'fatal':'crit','err':'err','error':'err','warning':'warning','warn':'warning','notice':'notice',
- 'info':'info','debug':'debug'}[lower({x})]"""
-SEV_NUM_SQL = "['emerg','alert','crit','err','warning','notice','info','debug'][(TRY_CAST({x} AS INTEGER) % 8) + 1]"
-
-
-def sev_word(x: str) -> str:
-    return SEV_WORD_SQL.replace("{x}", x)
-
-
-def sev_num(x: str) -> str:
-    return SEV_NUM_SQL.replace("{x}", x)
+ 'info':'info','debug':'debug'}[lower(x)];
+CREATE OR REPLACE TEMP MACRO syslog_sev_num(x) AS
+ ['emerg','alert','crit','err','warning','notice','info','debug'][(TRY_CAST(x AS INTEGER) % 8) + 1]
+"""
 
 
 # After the time: optional host, optional severity word (SONiC), optional ``tag[pid]:``, optional
@@ -53,9 +51,10 @@ TAIL = (
     r"(?:([^\s:\[\]]+) )?(?:(" + _SEV + r") )?(?:([^\s\[:]+)(?:\[(\d+)\])?: )?"
     r"(?:\[ *(\d+\.\d+)\]" + CALLER + r" )?(.*)$"
 )
-TAIL_NAMES = "'host','sev','tag','pid','up','msg'"
+TAIL_NAMES_NO_HOST = "'sev','tag','pid','up','msg'"
+TAIL_NAMES = "'host'," + TAIL_NAMES_NO_HOST
 TAIL_NO_HOST = TAIL.removeprefix(r"(?:([^\s:\[\]]+) )?")
-TAIL_COLS = """nullif(m.host, '') AS host, {sev} AS sev, nullif(m.tag, '') AS tag, nullif(m.pid, '') AS pid,
+TAIL_COLS_NO_HOST = """{sev} AS sev, nullif(m.tag, '') AS tag, nullif(m.pid, '') AS pid,
  TRY_CAST(nullif(m.up, '') AS DOUBLE) AS up, m.msg AS msg"""
 
 
@@ -86,8 +85,8 @@ def _ts_sql(year_sql: str, time_sql: str) -> str:
     return f"try(make_date({year_sql}, {MONTHS_SQL}, TRY_CAST(m.day AS INTEGER))) + TRY_CAST({time_sql} AS TIME)"
 
 
-def _tail_cols(sev_sql: str) -> str:
-    return TAIL_COLS.format(sev=sev_sql)
+def _tail_cols(sev_sql: str, host: bool = True) -> str:
+    return ("nullif(m.host, '') AS host, " if host else "") + TAIL_COLS_NO_HOST.format(sev=sev_sql)
 
 
 RFC3164 = Envelope(
@@ -96,7 +95,7 @@ RFC3164 = Envelope(
     "['pri','mon','day','hms','frac'," + TAIL_NAMES + "]",
     _ts_sql("2000", "m.hms || m.frac")
     + " AS ts, "
-    + _tail_cols("coalesce(" + sev_num("nullif(m.pri, '')") + ", " + sev_word("m.sev") + ")"),
+    + _tail_cols("coalesce(syslog_sev_num(nullif(m.pri, '')), syslog_sev_word(m.sev))"),
     "m.mon <> ''",
     "noyear",
     # Where strptime fails (a month not in English, Feb 30, 24:00:00) the line is left to the pattern.
@@ -109,7 +108,7 @@ RFC3339 = Envelope(
     "rfc3339",
     r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)) " + TAIL,
     "['iso'," + TAIL_NAMES + "]",
-    "timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, " + _tail_cols(sev_word("m.sev")),
+    "timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, " + _tail_cols("syslog_sev_word(m.sev)"),
     "m.iso <> ''",
     "utc",
     # The stamp is not captured (that alone triples the cost): it is the line up to the first space.
@@ -126,8 +125,7 @@ RFC5424 = Envelope(
     "['pri','iso','host','tag','pid','msgid','sd','msg']",
     """timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up,
  nullif(m.host, '-') AS host, """
-    + sev_num("m.pri")
-    + """ AS sev,
+    + """syslog_sev_num(m.pri) AS sev,
  nullif(m.tag, '-') AS tag, nullif(m.pid, '-') AS pid, m.msg AS msg""",
     "m.pri <> ''",
     "utc",
@@ -139,7 +137,7 @@ SONIC_YEAR = Envelope(
     "sonic_year",
     r"^(\d{4}) ([^\s\d\[<]{3,6}) {1,2}(\d{1,2}) (\d\d:\d\d:\d\d)(\.\d{1,9})? " + TAIL,
     "['year','mon','day','hms','frac'," + TAIL_NAMES + "]",
-    _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms || m.frac") + " AS ts, " + _tail_cols(sev_word("m.sev")),
+    _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms || m.frac") + " AS ts, " + _tail_cols("syslog_sev_word(m.sev)"),
     "m.mon <> ''",
     "local",
 )
@@ -159,8 +157,7 @@ DMESG_ISO = Envelope(
     r"^(?:(\w+) *:(\w+) *: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:Z|[+-]\d\d:?\d\d)) ?(.*)$",
     "['fac','lvl','iso','msg']",
     "timezone('UTC', TRY_CAST(replace(m.iso, ',', '.') AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up, NULL AS host, "
-    + sev_word("m.lvl")
-    + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    + "syslog_sev_word(m.lvl) AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
     "m.iso <> ''",
     "utc",
 )
@@ -189,8 +186,7 @@ KMSG = Envelope(
     r"^(\d{1,4}),(\d+),(\d+),[^;]*;(.*)$",
     "['prio','seq','usec','msg']",
     "NULL::TIMESTAMP AS ts, TRY_CAST(m.usec AS DOUBLE) / 1e6 AS up, NULL AS host, "
-    + sev_num("m.prio")
-    + " AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
+    + "syslog_sev_num(m.prio) AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
     "m.usec <> ''",
     "uptime",
 )
@@ -201,8 +197,7 @@ FABRICMANAGER = Envelope(
     "['mon','day','year','hms','lvl','msg']",
     _ts_sql("TRY_CAST(m.year AS INTEGER)", "m.hms")
     + " AS ts, NULL::DOUBLE AS up, NULL AS host, "
-    + sev_word("m.lvl")
-    + " AS sev, 'nv-fabricmanager' AS tag, NULL AS pid, m.msg AS msg",
+    + "syslog_sev_word(m.lvl) AS sev, 'nv-fabricmanager' AS tag, NULL AS pid, m.msg AS msg",
     "m.mon <> ''",
     "local",
     loose=True,  # its inband-message dumps continue on unindented "Message payload details:" lines
@@ -213,9 +208,9 @@ FABRICMANAGER = Envelope(
 THUNDERBIRD = Envelope(
     "loghub_thunderbird",
     r"^\S+ (\d{9,10}) \d{4}\.\d\d\.\d\d (\S+) [^\s\d]{3} +\d{1,2} \d\d:\d\d:\d\d \S+ " + TAIL_NO_HOST,
-    "['epoch','node'," + TAIL_NAMES.replace("'host',", "") + "]",
+    "['epoch','node'," + TAIL_NAMES_NO_HOST + "]",
     "make_timestamp(TRY_CAST(m.epoch AS BIGINT) * 1000000) AS ts, m.node AS host, "
-    + _tail_cols(sev_word("m.sev")).replace("nullif(m.host, '') AS host, ", ""),
+    + _tail_cols("syslog_sev_word(m.sev)", host=False),
     "m.epoch <> ''",
     "utc",
 )
@@ -242,8 +237,7 @@ JOURNAL_JSON = Envelope(
     "",
     """make_timestamp(TRY_CAST(j[1] AS BIGINT)) AS ts, TRY_CAST(j[7] AS DOUBLE) / 1e6 AS up, j[2] AS host,
  """
-    + sev_num("j[5]")
-    + """ AS sev, j[3] AS tag, j[6] AS pid, j[4] AS msg""",
+    + """syslog_sev_num(j[5]) AS sev, j[3] AS tag, j[6] AS pid, j[4] AS msg""",
     "j[1] IS NOT NULL",
     "utc",
 )

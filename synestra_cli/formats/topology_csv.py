@@ -12,11 +12,8 @@ import csv
 import io
 import re
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.snapshot import write_topology
-
-NAME = "topology_csv"
-DESCRIPTION = "topology CSV with header host,nic,switch,switch_port[,rack]"
 
 COLUMNS = ["host", "nic", "switch", "switch_port", "rack"]
 HEADER = re.compile(r"^\s*host\s*,\s*nic\s*,\s*switch\s*,\s*switch_port\s*(,\s*rack\s*)?$", re.IGNORECASE)
@@ -54,3 +51,12 @@ def load(ctx: LoadContext) -> LoadResult:
             cols[name].append(value or None)
     result.rows = write_topology(ctx, cols)
     return result
+
+
+FORMAT = Format(
+    "topology_csv",
+    "topology CSV with header host,nic,switch,switch_port[,rack]",
+    sniff,
+    load,
+    writes=frozenset({"topology"}),
+)

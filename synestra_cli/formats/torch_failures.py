@@ -25,11 +25,7 @@ from __future__ import annotations
 import re
 
 from synestra_cli.formats import joblog
-from synestra_cli.formats.base import LoadContext, LoadResult
 from synestra_cli.formats.hosts import short_host_sql
-
-NAME = "torch_log"
-DESCRIPTION = "PyTorch / NCCL / torchrun failure log without framework lines (watchdog, NCCL WARN, elastic)"
 
 WATCHDOG_SQL = r"""
 WITH w AS (
@@ -293,7 +289,6 @@ FROM (SELECT *, regexp_extract(body, '^srun: error: (\S+): tasks? (\d+)(?:[-,\d]
 WHERE m.task <> ''
 """
 
-FACT_SQL = [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL, WORKER_SQL]
 
 # Log-shaped lines only (at a line start, after an optional `[rankN]:`), so that a README quoting
 # these messages is not taken for a log.
@@ -317,10 +312,12 @@ SNIFF_RE = re.compile(
 
 
 def sniff(head: str) -> float:
-    if joblog.looks_like_syslog(head):
-        return 0.0
     return 0.3 if SNIFF_RE.search(head) else 0.0
 
 
-def load(ctx: LoadContext) -> LoadResult:
-    return joblog.load_job_log(ctx)
+FORMAT = joblog.job_log_format(
+    "torch_log",
+    "PyTorch / NCCL / torchrun failure log without framework lines (watchdog, NCCL WARN, elastic)",
+    sniff,
+    [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL, WORKER_SQL],
+)

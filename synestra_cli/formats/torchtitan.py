@@ -18,10 +18,6 @@ process then receives the request; "Submitted checkpoint save request" is that p
 from __future__ import annotations
 
 from synestra_cli.formats import joblog
-from synestra_cli.formats.base import LoadContext, LoadResult
-
-NAME = "torchtitan"
-DESCRIPTION = "torchtitan training log (step lines, checkpoint save/stage/load)"
 
 STEP_SQL = r"""
 SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
@@ -66,15 +62,15 @@ SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
 WHERE regexp_matches(body, '\] .* - INFO - Starting job: ')
 """
 
-FACT_SQL = [STEP_SQL, CKPT_SQL, BANNER_SQL]
-
 
 def sniff(head: str) -> float:
-    if joblog.looks_like_syslog(head):
-        return 0.0
     step_line = r"^(?:\[rank\d+\]:)?(?:\[titan\] )?\d{4}-.* - step:\s*\d+\s+loss:"
     return 0.9 if joblog.count_matches(head, step_line) else 0.0
 
 
-def load(ctx: LoadContext) -> LoadResult:
-    return joblog.load_job_log(ctx)
+FORMAT = joblog.job_log_format(
+    "torchtitan",
+    "torchtitan training log (step lines, checkpoint save/stage/load)",
+    sniff,
+    [STEP_SQL, CKPT_SQL, BANNER_SQL],
+)

@@ -165,7 +165,14 @@ def connect(
     db: str | Path | None = None, *, read_only: bool = False, locked: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the store. Read-only opens require an existing store.
-    `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG."""
+    `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG. A folder or URL is a lake
+    (store/lake.py): read through views; only ingest writes one (store/lake_writer.py)."""
+    from synestra_cli.store import lake
+
+    if target := lake.lake_target(db):
+        if not (read_only or locked):
+            raise lake.refuse_write(target)
+        return lake.open_reader(target, locked=locked)
     path = resolve_db_path(db)
     # DuckDB takes 80% of RAM by default; bounded, it spills big sorts to disk instead, so that
     # ingesting a file of any size stays within a laptop's memory (docs/performance.md).

@@ -1,13 +1,29 @@
-"""Small query helpers. DuckDB 2 refuses new work on a connection while a result is unfinished,
-so single-row reads go through fetch_one, which drains the result."""
+"""The store toolkit: what every module reading or writing the store does the same way.
+
+- one row, one value: ``fetch_one`` (a row or None), ``one_row`` (the row an aggregate always returns),
+  ``scalar`` (its first column). DuckDB 2 refuses new work on a connection while a result is unfinished:
+  each drains its result;
+- an Arrow table readable by name for a few statements: ``registered`` (unregistered after, even on
+  error). Inside a file's transaction prefer DuckDB's replacement scan of a local variable: a
+  registered table stays in memory until COMMIT;
+- temp tables a step staged: ``drop_temp``;
+- identifiers that cannot be parameters: ``quote_ident``;
+- all of it or nothing: ``transaction``;
+- long statements live in ``.sql`` files beside their module: ``sql_file``.
+A list is bound as one parameter (``list_contains(?, col)`` for a filter, ``unnest(?::T[])`` for rows),
+except where a scan of a big table should prune on it: ``col IN (?, ?, ...)`` of constants
+(signals/scope.py ``placeholders``), as fleet/scan.py and signals/ do.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
+from importlib import resources
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 
 def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...] | None:
@@ -15,12 +31,42 @@ def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> 
     return rows[0] if rows else None
 
 
-def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> Any:
-    """The first column of the one row a query returns (aggregates, sequences); drains the result."""
+def one_row(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...]:
+    """The one row a query returns (an aggregate without GROUP BY always returns one); drains the result."""
     row = fetch_one(conn, sql, params)
     if row is None:
         raise LookupError(f"query returned no row: {sql.strip()[:60]}")
-    return row[0]
+    return row
+
+
+def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> Any:
+    """The first column of the one row a query returns (aggregates, sequences); drains the result."""
+    return one_row(conn, sql, params)[0]
+
+
+@contextmanager
+def registered(conn: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> Iterator[None]:
+    """`table` readable as the view `name` inside the block; unregistered after, whatever happens."""
+    conn.register(name, table)
+    try:
+        yield
+    finally:
+        conn.unregister(name)
+
+
+def drop_temp(conn: duckdb.DuckDBPyConnection, tables: Iterable[str], views: Iterable[str] = ()) -> None:
+    """Drop these temp views and tables if they exist (fixed internal names, never user input). On a
+    failure the file's rollback drops them anyway: this is for the path that commits."""
+    statements = [f"DROP VIEW IF EXISTS {quote_ident(v)}" for v in views]
+    statements += [f"DROP TABLE IF EXISTS {quote_ident(t)}" for t in tables]
+    conn.execute("; ".join(statements))
+
+
+def sql_file(package: str | None, name: str) -> str:
+    """The text of a .sql file shipped in `package` (pyproject's package-data includes every *.sql)."""
+    if package is None:
+        raise ValueError(f"{name}: no package to read it from")
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 def quote_ident(name: str) -> str:

@@ -1,0 +1,135 @@
+"""Ingest and explain on Ray: the same parsers and the same explain, in Ray actors, over a lake.
+
+Ingest: the driver holds the lake's writer lock, reserves the source ids in file order and hands each
+file to one of N actors (round robin). Each actor keeps a staging store (store/lake_writer.py, task
+mode), loads its file there exactly as a local ingest would, writes the file's parts into the lake and
+returns its report and manifest entry. The driver writes the entries in file order as they come back:
+the one serial step (a small JSON file per source), so N workers scale the parsing and the Parquet
+writing, not the commit. Each actor sees the lake as it was when the run began, plus its own files: a
+job log whose cluster comes from an sacct export of the same run is qualified only when the sacct
+export was ingested before (two runs), and two copies of one file in the same run both load.
+
+Explain (tax-report --all): each actor opens its own lake reader and explains one job at a time,
+narrowed to that job's partitions; the driver keeps the explanations in its reader's (in-memory)
+explanations table, so that the tax report reuses them as it reuses kept explanations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from synestra_cli.errors import InputError
+from synestra_cli.explain import memo
+from synestra_cli.explain.api import JobExplanation, explain_job
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import FileReport, WalkIssue, ingest_file, iter_inputs
+from synestra_cli.store.lake import narrow_to_job, open_reader
+from synestra_cli.store.lake_manifest import Entry, LocalFS
+from synestra_cli.store.lake_writer import LakeWriter
+
+ReportFn = Callable[[FileReport], None]
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError("--engine ray needs Ray: pip install 'synestra[distributed]'") from exc
+    return ray
+
+
+def _start(ray: Any, workers: int) -> None:
+    """A Ray cluster: $RAY_ADDRESS's when set, else a local one with `workers` CPUs."""
+    if ray.is_initialized():
+        return
+    local = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": workers}
+    ray.init(**local, include_dashboard=False, log_to_driver=False, configure_logging=False)
+
+
+class _Loader:
+    """One ingest worker: a staging store over the lake, one file at a time."""
+
+    def __init__(self, target: str, options: IngestOptions) -> None:
+        self.writer = LakeWriter(target, task=True)
+        self.options = options
+
+    def load(self, path: str, source_id: int) -> tuple[FileReport, Entry | None]:
+        report = ingest_file(self.writer.conn, Path(path), self.options, source_id)
+        return report, self.writer.stage(report)
+
+
+class _Explainer:
+    """One explain worker: a lake reader, narrowed to each job in turn."""
+
+    def __init__(self, target: str) -> None:
+        self.conn = open_reader(target)
+
+    def explain(self, job: str) -> JobExplanation:
+        narrow_to_job(self.conn, job)
+        return explain_job(self.conn, job)
+
+
+def ingest(
+    target: str, paths: Iterable[Path], options: IngestOptions, workers: int, on_report: ReportFn | None = None
+) -> list[FileReport]:
+    """ingest_paths on Ray: one report per file (and per folder that could not be read), in order."""
+    ray = _ray()
+    writer = LakeWriter(target)
+    try:
+        skip = frozenset({Path(writer.fs.root)}) if isinstance(writer.fs, LocalFS) else frozenset()
+        items = list(iter_inputs(paths, skip))
+        ids = writer.reserve_ids(len(items))
+        _start(ray, workers)
+        actor = ray.remote(num_cpus=1)(_Loader)
+        pool = [actor.remote(target, options) for _ in range(max(1, workers))]
+        pending = {
+            i: pool[i % len(pool)].load.remote(str(item), ids[i])
+            for i, item in enumerate(items)
+            if not isinstance(item, WalkIssue)
+        }
+        reports = []
+        for i, item in enumerate(items):
+            if isinstance(item, WalkIssue):
+                report = FileReport(path=str(item.path), status=item.status, error=item.error)
+            else:
+                report, entry = _get(ray, pending.pop(i))
+                if entry is not None:
+                    writer.write_entry(entry)  # in file order: the commit
+            if on_report:
+                on_report(report)
+            reports.append(report)
+        for a in pool:
+            ray.kill(a)
+        return reports
+    finally:
+        writer.close()
+
+
+def explain_into(conn: duckdb.DuckDBPyConnection, target: str, job_ids: list[str], workers: int) -> int:
+    """Explain these jobs on Ray and keep them in `conn` (a lake reader) under its key: the tax report
+    that follows on `conn` reuses them. How many were explained."""
+    ray = _ray()
+    _start(ray, workers)
+    actor = ray.remote(num_cpus=1)(_Explainer)
+    pool = [actor.remote(target) for _ in range(max(1, min(workers, len(job_ids))))]
+    futures = [pool[i % len(pool)].explain.remote(job) for i, job in enumerate(job_ids)]
+    docs = [_get(ray, f) for f in futures]
+    for a in pool:
+        ray.kill(a)
+    return memo.save(conn, memo.store_key(conn), docs)
+
+
+def _get(ray: Any, future: Any) -> Any:
+    """A task's result; its own exception (a store that cannot be written, Ctrl-C) as itself."""
+    try:
+        return ray.get(future)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, BaseException):
+            raise cause from None
+        raise

@@ -1,0 +1,98 @@
+"""The `synestra.explain/2` document as types: what `JobExplanation.to_json` writes (explain/api.py),
+what the kept explanations are read back from (explain/memo.py), what the renderers read, and what
+docs/explain.md describes. mypy checks both directions against these; a key added on one side only
+is an error.
+
+Times are datetimes as built, ISO 8601 strings once stored or printed (`Stamp`). A link's `evidence`
+is the signal's own record (its fields differ by signal type: docs/explain.md), hence a plain dict.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any, TypedDict
+
+from synestra_cli.explain.chain import ChainLink
+
+Stamp = datetime | str | None
+
+
+class LinkDoc(TypedDict):
+    time: Stamp
+    layer: str  # gpu | nic | fabric | storage | node | job | log ...
+    host: str | None
+    entity: str | None
+    signal: str
+    evidence: dict[str, Any]
+
+
+class CauseDoc(TypedDict):
+    category: str  # the taxonomy of docs/explain.md: gpu.fell_off_bus, fabric.link_flap, ...
+    host: str | None
+    component: str | None
+    first_signal: Stamp
+    confidence: float
+    reported_healthy: bool
+    assets: list[dict[str, Any]]  # explain/assets.py: a GPU, a cable's two ends, a rack
+    action: dict[str, str] | None  # explain/actions.py: kind, text, why, source
+    evidence: list[LinkDoc]  # an alternative's own signals
+
+
+class CheckpointDoc(TypedDict):
+    kind: str  # save | restore
+    attempt: int | None
+    iteration: int | None
+    start: Stamp
+    end: Stamp
+    duration_s: float | None
+    trigger: str
+    slow: bool
+    cause: CauseDoc | None
+    chain: list[LinkDoc]
+    alternatives: list[CauseDoc]
+    tax: dict[str, Any] | None  # accounting/checkpoint_tax.py
+
+
+class FailureDoc(TypedDict):
+    attempt: int
+    at: Stamp
+    end: Stamp
+    state: str | None
+    exit_code: str | None
+    cause: CauseDoc | None
+    chain: list[LinkDoc]
+    alternatives: list[CauseDoc]
+
+
+class ExplainDoc(TypedDict):
+    schema: str  # synestra.explain/2
+    job: str
+    hosts: list[str]
+    attempts: int
+    save_cadence_iterations: int | None
+    checkpoints: list[CheckpointDoc]
+    failures: list[FailureDoc]
+    tax: dict[str, Any] | None  # tax-report's headlines, buckets, top causes
+
+
+def link_doc(lk: ChainLink) -> LinkDoc:
+    return {
+        "time": lk.time,
+        "layer": lk.layer,
+        "host": lk.host,
+        "entity": lk.entity,
+        "signal": lk.signal,
+        "evidence": copy.deepcopy(lk.evidence),  # the document is the caller's to change
+    }
+
+
+def link_of(doc: LinkDoc) -> ChainLink:
+    return ChainLink(stamp(doc["time"]), doc["layer"], doc["host"], doc["entity"], doc["signal"], doc["evidence"])
+
+
+def stamp(value: Stamp) -> datetime | None:
+    """A document's time as a datetime (a kept document holds ISO strings, a fresh one datetimes)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value) if value else None

@@ -1,0 +1,80 @@
+"""The format registry: every format module is found, each names the tables it writes truthfully, and
+detection on the real corpus never rests on the tie order."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import real_corpus
+
+from synestra_cli import formats
+from synestra_cli.formats.base import Format, IngestOptions, decode, read_head
+from synestra_cli.ingest import ingest_file
+from synestra_cli.store.sources import sourced_tables
+
+NAMES = [
+    "deepspeed",
+    "ethtool_stats",
+    "gnmic_event",
+    "ib_counters",
+    "ibnetdiscover",
+    "megatron",
+    "metrics_long",
+    "mlperf",
+    "mlxlink",
+    "nemo",
+    "orbax_log",
+    "prom_api_json",
+    "prometheus",
+    "sacct",
+    "sonic_fec_stats",
+    "syslog",
+    "topology_csv",
+    "torch_log",
+    "torchtitan",
+]
+
+
+def test_every_module_defining_a_format_is_registered_under_its_name():
+    modules = [
+        importlib.import_module(f"synestra_cli.formats.{m.name}") for m in pkgutil.iter_modules(formats.__path__)
+    ]
+    defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
+    assert defined == sorted(formats.registry()) == NAMES
+    job_logs = {f.name for f in formats.job_log_formats()}
+    assert job_logs == {"deepspeed", "megatron", "mlperf", "nemo", "orbax_log", "torch_log", "torchtitan"}
+    assert all(f.facts for f in formats.job_log_formats())
+
+
+def test_a_format_writes_only_the_tables_it_names(conn):
+    """Three real files of each format loaded in one store: the tables holding a source's rows are among
+    its format's `writes` (metric_catalog is shared, without a source_id, so not checked here)."""
+    by_format: dict[str, list[Path]] = {}
+    for path in real_corpus.claimed_files():
+        by_format.setdefault(real_corpus.expected_format(str(path.relative_to(real_corpus.DATA))), []).append(path)
+    by_format.pop("unknown format", None)
+    for paths in by_format.values():
+        for path in paths[:3]:
+            ingest_file(conn, path, IngestOptions(year=2025))
+    seen: dict[str, set[str]] = {}
+    for table in sourced_tables(conn):
+        if table.name in ("sources", "rejects"):
+            continue
+        rows = conn.execute(
+            f"SELECT DISTINCT s.format FROM {table.name} t JOIN sources s USING (source_id)"  # noqa: S608 - catalog name
+        ).fetchall()
+        for (fmt,) in rows:
+            seen.setdefault(fmt, set()).add(table.name)
+    assert set(seen) >= {"syslog", "sacct", "megatron", "mlperf", "prometheus", "ib_counters", "ibnetdiscover"}
+    for name, tables in seen.items():
+        assert tables <= formats.registry()[name].writes, name
+
+
+def test_no_file_of_the_real_corpus_is_a_tie_between_two_formats():
+    """The tie order is a safety net, never what picks a real file's format."""
+    for path in real_corpus.claimed_files():
+        head = decode(read_head(path))
+        scores = sorted((fmt.sniff(head) for fmt in formats.registry().values()), reverse=True)
+        assert scores[0] == 0.0 or scores[0] > scores[1], path
