@@ -24,8 +24,8 @@ UNION SELECT job_id FROM checkpoints UNION SELECT job_id FROM job_incidents
 JOB_EXISTS_SQL = "SELECT count(*) FROM (" + JOB_IDS_SQL + ") WHERE job_id = ?"
 
 ATTEMPTS_SQL = """
-SELECT job_id, attempt, start_ts, end_ts, duration_s, state, exit_code, n_nodes, nodes, gpus, origin,
-       log_start_ts, log_end_ts, matched_by
+SELECT job_id AS job, attempt, start_ts, end_ts, duration_s, state, exit_code, n_nodes AS n_hosts,
+       nodes AS hosts, gpus, origin, log_start_ts, log_end_ts, matched_by
 FROM attempts_reconciled WHERE job_id = ? ORDER BY attempt
 """
 
@@ -52,8 +52,8 @@ c AS (SELECT job_id,
              min(start_ts) AS first_ts, max(coalesce(end_ts, start_ts)) AS last_ts
       FROM checkpoints_reconciled GROUP BY job_id),
 i AS (SELECT job_id, count(*) AS incidents FROM job_incidents GROUP BY job_id)
-SELECT ids.job_id, j.name, j.user_name AS "user", j.state, coalesce(a.attempts, 0) AS attempts, j.gpus,
-       len(j.nodes) AS n_nodes, j.nodes,
+SELECT ids.job_id AS job, j.name, j.user_name AS "user", j.state, coalesce(a.attempts, 0) AS attempts, j.gpus,
+       len(j.nodes) AS n_hosts, j.nodes AS hosts,
        least(a.first_ts, s.first_ts, c.first_ts) AS first_ts,
        greatest(a.last_ts, s.last_ts, c.last_ts) AS last_ts,
        coalesce(s.steps, 0) AS steps, coalesce(c.saves, 0) AS saves, coalesce(c.restores, 0) AS restores,
@@ -64,15 +64,16 @@ ORDER BY first_ts NULLS LAST, ids.job_id
 """
 )
 
+# One name per concept across every JSON output: `job`, `hosts`, `user` (as explain and tax-report say).
 JOB_COLUMNS = [
-    "job_id",
+    "job",
     "name",
     "user",
     "state",
     "attempts",
     "gpus",
-    "n_nodes",
-    "nodes",
+    "n_hosts",
+    "hosts",
     "first_ts",
     "last_ts",
     "steps",
@@ -81,15 +82,15 @@ JOB_COLUMNS = [
     "incidents",
 ]
 ATTEMPT_COLUMNS = [
-    "job_id",
+    "job",
     "attempt",
     "start_ts",
     "end_ts",
     "duration_s",
     "state",
     "exit_code",
-    "n_nodes",
-    "nodes",
+    "n_hosts",
+    "hosts",
     "gpus",
     "origin",
     "log_start_ts",
@@ -162,3 +163,16 @@ def empty_window_message(conn: duckdb.DuckDBPyConnection, since: datetime | None
         return "no jobs in the store (ingest job logs and sacct output first)"
     span = f"{iso(lo)} .. {iso(hi)}" if lo and hi else "with no times"
     return f"no job ran {window}; the store's {n} job(s) ran {span}"
+
+
+JOBS_ON_HOSTS_SQL = """
+SELECT DISTINCT job_id FROM (
+    SELECT job_id, unnest(nodes) AS host FROM attempts_reconciled
+    UNION ALL SELECT job_id, unnest(nodes) AS host FROM jobs_reconciled
+) WHERE host IN (SELECT unnest(?::VARCHAR[]))
+"""
+
+
+def jobs_on_hosts(conn: duckdb.DuckDBPyConnection, hosts: list[str]) -> set[str]:
+    """The jobs whose allocation (sacct's node list, per attempt or per job) held any of these hosts."""
+    return {r[0] for r in conn.execute(JOBS_ON_HOSTS_SQL, [hosts]).fetchall()}

@@ -25,6 +25,14 @@ def only_formats(monkeypatch: pytest.MonkeyPatch, names: Iterable[str]) -> None:
     monkeypatch.setattr(formats, "all_formats", lambda: chosen)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="Rewrite tests/golden/* from the current renderings instead of comparing (tests/golden/README.md).",
+    )
+
+
 @pytest.fixture(autouse=True)
 def hermetic_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TZ", "UTC")

@@ -54,7 +54,7 @@ def test_ingest_cluster_option_names_sacct_and_logs_alike(tmp_path):
     assert res.exit_code == 0, res.output
     res = run.invoke(cli, ["jobs", "--job", "1001", "--db", str(db), "--format", "json"])
     assert res.exit_code == 0, res.output
-    attempts = json.loads(res.stdout)
+    attempts = json.loads(res.stdout)["attempts"]
     assert attempts and all(a["origin"] == "sacct" and a["log_start_ts"] for a in attempts)
     res = run.invoke(cli, ["explain", "--job", "1001", "--db", str(db), "--format", "json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["job"] == "a100:1001"
@@ -72,7 +72,9 @@ def test_a_bare_id_two_clusters_hold_is_an_error_that_lists_them(tmp_path):
     res = run.invoke(cli, ["tax-report", "--job", "1001", "--db", str(db)])
     assert res.exit_code == 5 and "2 clusters" in res.output
     res = run.invoke(cli, ["jobs", "--job", "b:1001", "--db", str(db), "--format", "json"])
-    assert res.exit_code == 0 and all(h.startswith("b:node-") for a in json.loads(res.stdout) for h in a["nodes"])
+    assert res.exit_code == 0 and all(
+        h.startswith("b:node-") for a in json.loads(res.stdout)["attempts"] for h in a["hosts"]
+    )
 
 
 def test_a_bad_cluster_name_is_a_usage_error(tmp_path):

@@ -123,7 +123,7 @@ def test_bad_inputs_exit_with_documented_codes(tmp_path, campaign):
     _, _, _, db = campaign
     run = CliRunner()
     res = run.invoke(cli, ["fleet", "--db", str(db), "--since", "2026-11-03", "--until", "2026-11-02"])
-    assert res.exit_code == 2 and "--since is after --until" in res.output
+    assert res.exit_code == 2 and "--since 2026-11-03T00:00:00Z is after --until 2026-11-02T00:00:00Z" in res.output
     assert run.invoke(cli, ["fleet", "--db", str(db), "--since", "yesterday"]).exit_code == 2
     assert run.invoke(cli, ["fleet", "--db", str(tmp_path / "none.duckdb")]).exit_code == 6
     connect(tmp_path / "empty.duckdb").close()

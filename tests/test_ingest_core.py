@@ -192,7 +192,7 @@ def test_cli_sources_and_sql_read_the_store(tmp_path):
     f.write_text("line a\nline b\n")
     runner = CliRunner()
     runner.invoke(cli, ["ingest", str(f)])
-    sources = json.loads(runner.invoke(cli, ["sources", "--format", "json"]).stdout)
+    sources = json.loads(runner.invoke(cli, ["sources", "--format", "json"]).stdout)["sources"]
     assert sources[0]["rows"] == 2 and sources[0]["format"] == "lines"
     out = runner.invoke(cli, ["sql", "SELECT count(*) AS n FROM events", "--format", "csv"])
     assert out.stdout == "n\n2\n"

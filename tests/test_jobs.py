@@ -83,7 +83,7 @@ def test_log_segments_match_sacct_attempts_by_time_overlap(conn, tmp_path):
     ]
     assert attempts[1]["log_start_ts"] == datetime(2026, 11, 28, 12, 12)
     assert attempts[1]["log_end_ts"] == datetime(2026, 11, 29, 14, 9)
-    assert attempts[0]["nodes"] == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"] and attempts[0]["gpus"] == 32
+    assert attempts[0]["hosts"] == ["gpu-001", "gpu-002", "gpu-003", "gpu-004"] and attempts[0]["gpus"] == 32
 
 
 def test_a_segment_outside_every_attempt_goes_to_the_nearest_start(conn, tmp_path):
@@ -191,14 +191,14 @@ def test_job_summary_counts_distinct_events_per_reconciled_attempt(conn, tmp_pat
     _fill_log(conn, _log_source(conn))
     (row,) = job_summary(conn)
     assert row == {
-        "job_id": "4242",
+        "job": "4242",
         "name": "pretrain-7b",
         "user": "alice",
         "state": "COMPLETED",
         "attempts": 2,
         "gpus": 32,
-        "n_nodes": 5,
-        "nodes": ["gpu-001", "gpu-002", "gpu-003", "gpu-004", "gpu-009"],
+        "n_hosts": 5,
+        "hosts": ["gpu-001", "gpu-002", "gpu-003", "gpu-004", "gpu-009"],
         "first_ts": datetime(2026, 11, 28, 10),
         "last_ts": A2_END,
         "steps": 4,
@@ -229,8 +229,11 @@ def test_cli_jobs_json_lists_the_reconciled_job(db_path, tmp_path):
     _file_store(db_path, tmp_path)
     result = CliRunner().invoke(cli, ["jobs", "--db", str(db_path), "--format", "json"])
     assert result.exit_code == 0, result.output
-    (job,) = json.loads(result.stdout)
-    assert (job["job_id"], job["attempts"], job["gpus"], job["steps"], job["saves"], job["restores"]) == (
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "synestra.jobs/2"
+    (job,) = doc["jobs"]
+    assert not {"job_id", "nodes", "n_nodes"} & job.keys()  # one name per concept, as explain says
+    assert (job["job"], job["attempts"], job["gpus"], job["steps"], job["saves"], job["restores"]) == (
         "4242",
         2,
         32,
@@ -238,7 +241,7 @@ def test_cli_jobs_json_lists_the_reconciled_job(db_path, tmp_path):
         1,
         1,
     )
-    assert job["first_ts"] == "2026-11-28T10:00:00.000Z" and job["nodes"][-1] == "gpu-009"
+    assert job["first_ts"] == "2026-11-28T10:00:00.000Z" and job["hosts"][-1] == "gpu-009"
 
 
 def test_cli_job_attempts_csv_and_unknown_job_exit_code(db_path, tmp_path):
@@ -246,7 +249,7 @@ def test_cli_job_attempts_csv_and_unknown_job_exit_code(db_path, tmp_path):
     ok = CliRunner().invoke(cli, ["jobs", "--db", str(db_path), "--job", "4242", "--format", "csv"])
     assert ok.exit_code == 0
     lines = ok.stdout.splitlines()
-    assert lines[0].startswith("job_id,attempt,start_ts,end_ts,duration_s,state,exit_code")
+    assert lines[0].startswith("job,attempt,start_ts,end_ts,duration_s,state,exit_code")
     assert lines[1].startswith("4242,1,2026-11-28T10:00:00.000Z,2026-11-28T12:00:00.000Z,7200.0,NODE_FAIL,0:0")
     missing = CliRunner().invoke(cli, ["jobs", "--db", str(db_path), "--job", "999"])
     assert missing.exit_code == 5 and missing.stdout == "" and "999" in missing.stderr

@@ -13,7 +13,7 @@ Whatever explain cannot attribute is charged to `unknown`, never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -159,7 +159,7 @@ class FullReport:
 
 def build_report(
     conn: duckdb.DuckDBPyConnection,
-    job_id: str | None,
+    job_id: str | Sequence[str] | None,
     since: datetime | None,
     until: datetime | None,
     price: float | None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -136,13 +137,25 @@ def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[Jo
 
 def tax_report(
     conn: duckdb.DuckDBPyConnection,
-    job_id: str | None = None,
+    job_id: str | Sequence[str] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     price: float | None = None,
     capacity_gpus: int | None = None,
 ) -> TaxReport:
-    rows = conn.execute(JOBS_SQL, {"job": job_id, "since": since, "until": until}).fetchall()
+    """job_id: one job, several (a list), or None for every job in the window."""
+    one = job_id if isinstance(job_id, str) else None
+    rows = conn.execute(JOBS_SQL, {"job": one, "since": since, "until": until}).fetchall()
+    if job_id is not None and one is None:
+        wanted = set(job_id)
+        rows = [r for r in rows if r[0] in wanted]
+        missing = sorted(wanted - {r[0] for r in rows})
+        if missing and rows:
+            raise NotFoundError(
+                f"job {', '.join(missing)} has no attempts with start and end times in the window "
+                "(`synestra jobs` lists the jobs)"
+            )
+        job_id = ", ".join(job_id)
     if not rows:
         if job_id is not None:
             raise NotFoundError(

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import click
 
-from synestra_cli.cli.common import db_option, format_option, handle_errors
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import db_option, format_option, job_option, require_one
 
 
 @click.command("annotations")
-@click.option("--job", "job_id", help="Job id (as `synestra jobs` lists it).")
+@job_option()
 @click.option("--all", "all_jobs", is_flag=True, help="Every job in the store.")
 @db_option
 @format_option("json", "jsonl", default="json")
 @handle_errors
-def command(job_id: str | None, all_jobs: bool, db: str | None, fmt: str) -> None:
+def command(jobs: tuple[str, ...], all_jobs: bool, db: str | None, fmt: str) -> None:
     """Grafana annotations (time and timeEnd in epoch ms, tags, text) for every checkpoint of a job and
     each of its causes once, ready for Grafana's annotations HTTP API.
 
@@ -29,8 +30,7 @@ def command(job_id: str | None, all_jobs: bool, db: str | None, fmt: str) -> Non
         curl -sS -X POST -H "Authorization: Bearer $GRAFANA_TOKEN" -H 'Content-Type: application/json' \\
              -d "$a" "$GRAFANA_URL/api/annotations"; done
     """
-    if bool(job_id) == all_jobs:
-        raise click.UsageError("give either --job ID or --all")
+    require_one({"--job": jobs, "--all": all_jobs})
     from synestra_cli.cli.render import dumps
     from synestra_cli.clusters import resolve_job
     from synestra_cli.explain.annotations import document, job_annotations
@@ -38,7 +38,7 @@ def command(job_id: str | None, all_jobs: bool, db: str | None, fmt: str) -> Non
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn) if all_jobs else [resolve_job(conn, str(job_id))]
+        ids = jobs_in_window(conn) if all_jobs else [resolve_job(conn, j) for j in jobs]
         docs = explain_each(conn, ids, explain_job)
     if fmt == "jsonl":
         for d in docs:

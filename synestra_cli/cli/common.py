@@ -11,16 +11,10 @@ from typing import Any, NoReturn
 import click
 import duckdb
 
+# The shared option grammar lives in cli/options.py; these names stay importable from here.
+from synestra_cli.cli.options import check_window, db_option, format_option  # noqa: E402,F401
 from synestra_cli.errors import ExitCode, SynestraError, Terminated, exit_code_for, is_interrupt
 from synestra_cli.store.connect import as_store_error
-
-db_option = click.option(
-    "--db",
-    type=click.Path(path_type=str),  # a str: an s3:// URL or a trailing / (a lake) must survive
-    default=None,
-    help="Store file (default: $SYNESTRA_DB, else ./synestra.duckdb); a folder or s3:// URL is a lake (docs/lake.md).",
-)
-
 
 engine_option = click.option(
     "--engine",
@@ -29,12 +23,6 @@ engine_option = click.option(
     show_default=True,
     help="Where the work runs: this process, or Ray workers ($RAY_ADDRESS, else a local Ray) over a lake.",
 )
-
-
-def format_option(*choices: str, default: str = "table") -> Callable:
-    return click.option(
-        "--format", "fmt", type=click.Choice(choices), default=default, show_default=True, help="Output format."
-    )
 
 
 INTERRUPTED = "interrupted: nothing half-written is kept (each file loads in one transaction)"
@@ -107,14 +95,6 @@ class FiniteFloat(click.ParamType):
             bounds = f"from {self.lo:g}" + (f" to {self.hi:g}" if self.hi is not None else " up")
             self.fail(f"{value!r} is out of range: expected {bounds}", param, ctx)
         return x
-
-
-def check_window(since: Any, until: Any) -> None:
-    """--since after --until is a window that holds nothing: a usage error, not an empty answer."""
-    if since is not None and until is not None and since > until:
-        raise click.BadParameter(
-            f"--since {since:%Y-%m-%dT%H:%M:%S} is after --until {until:%Y-%m-%dT%H:%M:%S}", param_hint="'--since'"
-        )
 
 
 def format_name_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

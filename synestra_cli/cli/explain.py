@@ -7,22 +7,47 @@ from datetime import datetime
 
 import click
 
-from synestra_cli.cli.common import check_window, db_option, format_option, handle_errors
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import (
+    UTC_TIME,  # noqa: F401  (fleet and risks imported it from here)
+    db_option,
+    format_option,
+    host_option,
+    job_option,
+    refuse_together,
+    require_one,
+    window_options,
+)
 
 # DuckDB's buffer pool for one job's explanation (SYNESTRA_MEMORY_LIMIT overrides it, as everywhere).
 ONE_JOB_MEMORY_LIMIT = "384MB"
-# ISO-8601 as explain prints it (with Z) or without; always read as UTC.
-UTC_TIME = click.DateTime(
-    ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"]
-)
+CSV_COLUMNS = [
+    "job",
+    "attempt",
+    "iteration",
+    "kind",
+    "trigger",
+    "slow",
+    "start",
+    "end",
+    "duration_s",
+    "cause",
+    "host",
+    "component",
+    "confidence",
+    "reported_healthy",
+    "action",
+    "alternatives",
+]
+TAX_CSV_COLUMNS = ["tax_s", "tax_gpu_hours"]
 
 
 @click.command("explain")
-@click.option("--job", "job_id", help="Job id (sacct JobID, as `synestra jobs` lists it).")
-@click.option("--checkpoint", type=int, help="Only the checkpoint(s) at this iteration.")
-@click.option("--since", type=UTC_TIME, help="Only checkpoints from this UTC time.")
-@click.option("--until", type=UTC_TIME, help="Only checkpoints up to this UTC time.")
+@job_option()
+@click.option("--checkpoint", type=int, help="Only the checkpoint(s) at this iteration (of one job).")
+@window_options("checkpoints")
 @click.option("--all", "all_jobs", is_flag=True, help="Every job with checkpoints in the window.")
+@host_option("jobs")
 @click.option(
     "--tax",
     "with_tax",
@@ -30,14 +55,15 @@ UTC_TIME = click.DateTime(
     help="Add each checkpoint's cost and the job's checkpoint tax (as tax-report computes it).",
 )
 @db_option
-@format_option("table", "json", "jsonl", "markdown")
+@format_option("table", "json", "jsonl", "csv", "markdown")
 @handle_errors
 def command(
-    job_id: str | None,
+    jobs: tuple[str, ...],
     checkpoint: int | None,
     since: datetime | None,
     until: datetime | None,
     all_jobs: bool,
+    hosts: tuple[str, ...],
     with_tax: bool,
     db,
     fmt: str,
@@ -50,62 +76,118 @@ def command(
     the job ends with its checkpoint-tax summary (whole-job views only).
     --format markdown writes a ticket to paste into an issue tracker: verdict, action, assets,
     the chain with file:line, the alternatives with their evidence, and the cost (tax included).
+    --format csv writes one row per checkpoint (cause, confidence, action, alternatives).
     Exit codes: 0 explained, 5 unknown job or checkpoint, 6 store without jobs.
-    JSON schema: synestra.explain/2 (docs/explain.md).
+    JSON schema: synestra.explain/2 (docs/explain.md); one document, or a list of them for several jobs.
 
     \b
     Examples:
       synestra explain --job 1001
       synestra explain --job 1001 --checkpoint 4350 --format json | jq '.checkpoints[0].cause'
-      synestra explain --all --since 2026-03-01T00:00:00 --format jsonl
+      synestra explain --all --since -24h --format jsonl
+      synestra explain --all --host gpu-002 --format csv
       synestra explain --job 1003 --checkpoint 1950 --format markdown > ticket.md
     """
-    if bool(job_id) == all_jobs:
-        raise click.UsageError("give either --job ID or --all")
-    check_window(since, until)
-    from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
-    from synestra_cli.store import open_store
-    from synestra_cli.store.lake import narrow_to_job
+    require_one({"--job": jobs, "--all": all_jobs})
+    if checkpoint is not None and (all_jobs or len(jobs) > 1):
+        refuse_together({"--checkpoint": checkpoint, "--all" if all_jobs else "several --job": True})
+    from synestra_cli.explain.api import explain_job
 
-    if fmt == "markdown":
-        return _markdown(db, job_id, checkpoint, since, until, all_jobs)
     explain = explain_job
-    if with_tax:  # lazily: tax-report's buckets cost ~0.4 s more (pyarrow, bucket queries)
+    if with_tax or fmt == "markdown":
+        # markdown: whole jobs explained with their tax, so that a ticket for one checkpoint still
+        # carries its cost (then only the checkpoints asked for are written). Lazily: tax-report's
+        # buckets cost ~0.4 s more (pyarrow, bucket queries).
         from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 
         explain = explain_with_tax
-    with open_store(db, read_only=True) as conn:
-        from synestra_cli.clusters import resolve_job
-
-        if not all_jobs and "SYNESTRA_MEMORY_LIMIT" not in os.environ:
-            # One explanation reads each block of its hosts once: cached, they would only swell the RSS
-            # (a 256-host job: ~950 MB at the store's 1 GB limit, ~480 MB at this one, same speed).
-            conn.execute("SET memory_limit = ?", [ONE_JOB_MEMORY_LIMIT])
-        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
-        if not all_jobs:  # on a lake, read only the job's partitions (a store file: nothing changes)
-            narrow_to_job(conn, ids[0])
-        docs = explain_each(conn, ids, lambda c, j: explain(c, j, checkpoint, since, until))
-    _render(docs, fmt, all_jobs)
-
-
-def _markdown(
-    db, job_id: str | None, checkpoint: int | None, since: datetime | None, until: datetime | None, all_jobs: bool
-) -> None:
-    """Whole jobs explained with their tax, so that a ticket for one checkpoint still carries its cost;
-    then only the checkpoints asked for."""
-    from synestra_cli.accounting.checkpoint_tax import explain_with_tax
-    from synestra_cli.clusters import resolve_job
-    from synestra_cli.explain.api import explain_each, jobs_in_window, select
-    from synestra_cli.explain.markdown import job_markdown
+    window = (checkpoint, since, until) if fmt != "markdown" else (None, None, None)
+    from synestra_cli.cli.progress import progress_on_tty
+    from synestra_cli.explain.api import explain_each
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, str(job_id))]
-        docs = explain_each(conn, ids, explain_with_tax)
+        if len(jobs) == 1 and "SYNESTRA_MEMORY_LIMIT" not in os.environ:
+            # One explanation reads each block of its hosts once: cached, they would only swell the RSS
+            # (a 256-host job: ~950 MB at the store's 1 GB limit, ~480 MB at this one, same speed).
+            conn.execute("SET memory_limit = ?", [ONE_JOB_MEMORY_LIMIT])
+        ids = selected_jobs(conn, jobs, all_jobs, hosts, since, until)
+        if len(ids) == 1 and not all_jobs:  # on a lake, read only the job's partitions (a store file: nothing changes)
+            from synestra_cli.store.lake import narrow_to_job
+
+            narrow_to_job(conn, ids[0])
+        with progress_on_tty():
+            docs = explain_each(conn, ids, lambda c, j: explain(c, j, *window))
+    if fmt == "markdown":
+        _markdown(docs, checkpoint, since, until)
+    else:
+        _render(docs, fmt, all_jobs or len(ids) > 1)
+
+
+def selected_jobs(
+    conn,
+    jobs: tuple[str, ...],
+    all_jobs: bool,
+    hosts: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+) -> list[str]:
+    """The jobs named (each resolved, exit 5 if unknown) or those in the window, then those that ran on
+    one of the hosts; none left is exit 5 with what was asked."""
+    from synestra_cli.clusters import resolve_job
+    from synestra_cli.errors import NotFoundError
+    from synestra_cli.explain.api import jobs_in_window
+
+    ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, j) for j in jobs]
+    if hosts:
+        from synestra_cli.jobs import jobs_on_hosts
+
+        on = jobs_on_hosts(conn, list(hosts))
+        ids = [j for j in ids if j in on]
+        if not ids:
+            raise NotFoundError(f"no {'such ' if jobs else ''}job ran on {', '.join(hosts)}")
+    return ids
+
+
+def _markdown(docs: list, checkpoint: int | None, since: datetime | None, until: datetime | None) -> None:
+    from synestra_cli.explain.api import select
+    from synestra_cli.explain.markdown import job_markdown
+
     filtered = checkpoint is not None or since is not None or until is not None
     for d in docs:
         cps = select(d, checkpoint, since, until) if filtered else None
         click.echo(job_markdown(d, cps))
+
+
+def csv_rows(docs: list) -> list[dict]:
+    """One row per checkpoint, every cell a scalar (alternatives joined with spaces)."""
+    rows = []
+    for d in docs:
+        for cp in d.checkpoints:
+            c = cp.cause
+            rows.append(
+                {
+                    "job": d.job,
+                    "attempt": cp.attempt,
+                    "iteration": cp.iteration,
+                    "kind": cp.kind,
+                    "trigger": cp.trigger,
+                    "slow": cp.slow,
+                    "start": cp.start,
+                    "end": cp.end,
+                    "duration_s": cp.duration_s,
+                    "cause": c.category if c else None,
+                    "host": c.host if c else None,
+                    "component": c.component if c else None,
+                    "confidence": round(c.confidence, 3) if c else None,
+                    "reported_healthy": c.reported_healthy if c else None,
+                    "action": c.action["text"] if c and c.action else None,
+                    "alternatives": [a.category for a in cp.alternatives],
+                    "tax_s": cp.tax["seconds"] if cp.tax else None,
+                    "tax_gpu_hours": round(cp.tax["gpu_hours"], 4) if cp.tax else None,
+                }
+            )
+    return rows
 
 
 def _render(docs: list, fmt: str, many: bool) -> None:
@@ -116,6 +198,11 @@ def _render(docs: list, fmt: str, many: bool) -> None:
             click.echo(dumps(d.to_json()))
     elif fmt == "json":
         click.echo(dumps([d.to_json() for d in docs] if many else docs[0].to_json()))
+    elif fmt == "csv":
+        from synestra_cli.cli.render import render_rows
+
+        taxed = any(d.tax for d in docs)
+        render_rows(csv_rows(docs), CSV_COLUMNS + (TAX_CSV_COLUMNS if taxed else []), "csv")
     else:
         from synestra_cli.cli.explain_view import render_job
         from synestra_cli.cli.render import console

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from synestra_cli.cli.common import db_option, format_option, handle_errors
-from synestra_cli.cli.explain import UTC_TIME
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import db_option, format_option, window_options
 
 CSV_COLUMNS = [
     "rank",
@@ -131,8 +131,7 @@ def _print_evidence(out, c: dict) -> None:
 
 
 @click.command("fleet")
-@click.option("--since", type=UTC_TIME, help="From this UTC time (default: the store's first data).")
-@click.option("--until", type=UTC_TIME, help="Up to this UTC time (default: the store's last data).")
+@window_options("what happened (default: all the store holds)")
 @click.option(
     "--by",
     type=click.Choice(["component", "host", "rack"]),
@@ -162,8 +161,6 @@ def command(since, until, by, only_lemons, top, db, fmt) -> None:
       synestra fleet --by host --top 10          # which nodes to drain
       synestra fleet --format json | jq '.components[] | select(.lemon) | .asset'
     """
-    if since and until and since > until:
-        raise click.BadParameter("--since is after --until", param_hint="--since")
     from synestra_cli.cli.render import console, dumps, render_rows
     from synestra_cli.explain import memo
     from synestra_cli.fleet.lemons import fleet_report

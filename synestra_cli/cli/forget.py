@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from synestra_cli.cli.common import db_option, handle_errors
-from synestra_cli.cli.render import dumps
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import db_option, format_option
+from synestra_cli.cli.render import dumps, render_rows
 from synestra_cli.errors import EmptyStoreError
 from synestra_cli.store import open_store, resolve_db_path
 from synestra_cli.store.sources import forget
@@ -14,14 +15,16 @@ from synestra_cli.store.sources import forget
 @click.command("forget")
 @click.argument("sources", nargs=-1, required=True)
 @db_option
-@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON on stdout.")
+@format_option("table", "json", "csv", json_alias=True)
 @handle_errors
-def command(sources: tuple[str, ...], db: str | None, as_json: bool) -> None:
+def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
     """Remove sources, by id or by path as `synestra sources` lists them, and every row they wrote,
     in one transaction (all of them or none). A path names every source read from it.
 
-    Use it to correct a load: forget a file read with the wrong --timezone, --host, --job or --format,
+    Use it to correct a load: forget a file read with the wrong --timezone, --host, --job or --input-format,
     then ingest it again with the right one. Exit 5 if a SOURCE is not in the store.
+    The report goes to stderr; with --format json or csv, what was removed also goes to stdout
+    (JSON schema synestra.forget/1, docs/formats.md).
 
     \b
     Example:
@@ -33,16 +36,11 @@ def command(sources: tuple[str, ...], db: str | None, as_json: bool) -> None:
         raise EmptyStoreError(f"no store at {path}: nothing to forget (pass --db?)")
     with open_store(path) as conn:
         removed, rows = forget(conn, list(sources))
-    for source_id, source_path, fmt, n in removed:
-        click.echo(f"forgot source {source_id}: {source_path} ({fmt}, {n} rows)", err=True)
+    for source_id, source_path, source_format, n in removed:
+        click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {n} rows)", err=True)
     click.echo(f"total: {len(removed)} source(s) forgotten, {rows} rows removed", err=True)
-    if as_json:
-        click.echo(
-            dumps(
-                {
-                    "schema": "synestra.forget/1",
-                    "rows": rows,
-                    "sources": [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed],
-                }
-            )
-        )
+    records = [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed]
+    if fmt == "json":
+        click.echo(dumps({"schema": "synestra.forget/1", "rows": rows, "sources": records}))
+    elif fmt == "csv":
+        render_rows(records, ["source_id", "path", "format", "rows"], "csv")

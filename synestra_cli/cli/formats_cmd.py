@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import click
 
-from synestra_cli.cli.common import format_option
-from synestra_cli.cli.render import render_rows
+from synestra_cli.cli.options import format_option
+from synestra_cli.cli.render import dumps, render_rows
 from synestra_cli.formats import all_formats
 
 
 @click.command("formats")
 @format_option("table", "csv", "json")
 def command(fmt) -> None:
-    """List the input formats (names usable with `ingest --format NAME`).
+    """List the input formats (names usable with `ingest --input-format NAME`).
+
+    JSON schema: synestra.formats/1 (docs/formats.md).
 
     \b
     Example:
       synestra formats
     """
-    rows = [{"name": name, "description": fmt.description} for name, fmt in sorted(all_formats().items())]
-    render_rows(rows, ["name", "description"], fmt, title="formats")
+    rows = [{"name": name, "description": f.description} for name, f in sorted(all_formats().items())]
+    if fmt == "json":
+        click.echo(dumps({"schema": "synestra.formats/1", "formats": rows}))
+    else:
+        render_rows(rows, ["name", "description"], fmt, title="formats")

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synestra_cli.cli.common import db_option, engine_option, format_name_callback, handle_errors
-from synestra_cli.cli.render import dumps, printable
+from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors
+from synestra_cli.cli.options import db_option, refuse_together
+from synestra_cli.cli.render import dumps, printable, render_rows, show_time
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
@@ -21,6 +22,20 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 REJECTS_SHOWN = 3
+SCHEMA = "synestra.ingest/1"
+CSV_COLUMNS = ["path", "status", "format", "rows", "rejected", "first_ts", "last_ts", "hosts", "source_id", "error"]
+OUTPUT_FORMATS = ("table", "json", "csv")
+
+
+def _output_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--format is the output format, as in every command. An input format name there is what
+    `--format NAME` meant before 0.3 (now --input-format NAME): still read so, with a warning."""
+    if value is None or value in OUTPUT_FORMATS:
+        return value
+    name = format_name_callback(ctx, param, value)
+    click.echo(f"warning: ingest --format {value} is now --input-format {value}", err=True)
+    ctx.meta["legacy_input_format"] = name
+    return None
 
 
 class Reporter:
@@ -63,7 +78,7 @@ class Reporter:
         if r.status == "skipped":
             self.say(f"{r.path}: skipped, {r.error}")
             return
-        span = f"{r.first_ts:%Y-%m-%d %H:%M:%S} .. {r.last_ts:%Y-%m-%d %H:%M:%S}" if r.first_ts else "no timestamps"
+        span = f"{show_time(r.first_ts)} .. {show_time(r.last_ts)}" if r.first_ts and r.last_ts else "no timestamps"
         self.say(f"{r.path}: {r.format}, {r.rows} rows, {r.rejected} rejected, {span}")
         for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
             self.say(f"  reject {r.path}:{line}: {reason}: {text[:80]!r}")
@@ -87,7 +102,7 @@ def _explain_all(conn) -> str:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, readable=False))
 @db_option
 @click.option(
-    "--format",
+    "--input-format",
     "input_format",
     metavar="NAME",
     callback=format_name_callback,
@@ -103,7 +118,14 @@ def _explain_all(conn) -> str:
     help="Cluster of these files: job ids become NAME:ID (sacct's Cluster column wins), hosts NAME:HOST.",
 )
 @click.option("--strict", is_flag=True, help="Fail a file on any rejected line.")
-@click.option("--json", "as_json", is_flag=True, help="Print the per-file report as JSON on stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    metavar="[table|json|csv]",
+    callback=_output_format,
+    help="The per-file report: table (lines on stderr, the default), or json or csv on stdout.",
+)
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="Same as --format json.")
 @click.option(
     "--explain",
     "explain_after",
@@ -136,6 +158,7 @@ def command(
     job_id,
     cluster,
     strict,
+    fmt,
     as_json,
     explain_after,
     follow,
@@ -148,7 +171,8 @@ def command(
     The format of each file is detected from its content. Each file loads in one transaction;
     a file already in the store (same content, read with the same options) is skipped, a file that
     grew since loads only its new lines, and one that changed replaces what it loaded before
-    (`synestra forget` removes a source). The report goes to stderr (stdout with --json).
+    (`synestra forget` removes a source). The report goes to stderr; with --format json or csv, one
+    record per file also goes to stdout (JSON schema synestra.ingest/1, docs/formats.md).
     Exit 3 if any file (or folder) could not be loaded; 8 if the store cannot be written.
 
     With --explain, every job is then explained and the explanations kept in the store: the first
@@ -169,6 +193,14 @@ def command(
     from synestra_cli.clusters import check_name
     from synestra_cli.errors import InputError
 
+    legacy = click.get_current_context().meta.get("legacy_input_format")
+    if legacy:
+        refuse_together({"--input-format": input_format, "--format NAME": legacy})
+        input_format = legacy
+    if as_json:
+        refuse_together({"--json": True, f"--format {fmt}": fmt not in (None, "json")})
+    fmt = "json" if as_json else fmt or "table"
+
     try:
         check_name(cluster)
     except InputError as exc:
@@ -186,9 +218,11 @@ def command(
             raise click.UsageError(
                 "--follow loads into a store file (--db FILE) on this machine, not a lake or --engine"
             )
+        if fmt == "csv":
+            raise click.UsageError("--follow reports each poll as a table or as JSON Lines (--format json)")
         from synestra_cli.cli.ingest_follow import run_follow
 
-        failed_any = run_follow(db, paths, options, interval, max_polls, reporter, as_json)
+        failed_any = run_follow(db, paths, options, interval, max_polls, reporter, fmt == "json")
         sys.exit(int(ExitCode.INPUT) if failed_any else 0)
     if explain_after and lake_target(db):
         raise click.UsageError("--explain keeps explanations in a store file; a lake (--db FOLDER/URL) keeps none")
@@ -204,7 +238,9 @@ def command(
         # A store file, attached only for each batch's commit: readers get in between (docs/runbook.md).
         reports = ingest_paths(db, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
         if explain_after:
-            with open_store(db) as conn:
+            from synestra_cli.cli.progress import progress_on_tty
+
+            with open_store(db) as conn, progress_on_tty():
                 explained = _explain_all(conn)
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
@@ -215,7 +251,9 @@ def command(
     )
     if explained:
         click.echo(explained, err=True)
-    if as_json:
-        click.echo(dumps({"schema": "synestra.ingest/1", "files": [r.__dict__ for r in reports]}))
+    if fmt == "json":
+        click.echo(dumps({"schema": SCHEMA, "files": [r.__dict__ for r in reports]}))
+    elif fmt == "csv":
+        render_rows([r.__dict__ for r in reports], CSV_COLUMNS, "csv")
     if failed:
         sys.exit(int(ExitCode.INPUT))

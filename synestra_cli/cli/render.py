@@ -67,11 +67,40 @@ def dumps(doc: Any) -> str:
     return json.dumps(to_jsonable(doc), ensure_ascii=False, default=str)
 
 
-def _cell(value: Any) -> str:
+def human_duration(seconds: float | None) -> str:
+    """4h17m, 12m05s, 38.7s, 2d03h: what a reader takes in at a glance (csv and json keep the seconds)."""
+    if seconds is None or (isinstance(seconds, float) and not math.isfinite(seconds)):
+        return ""
+    sign, s = ("-" if seconds < 0 else ""), abs(seconds)
+    if s < 10:
+        return f"{sign}{s:.1f}s"
+    s = round(s)
+    m, sec = divmod(s, 60)
+    h, m = divmod(m, 60)
+    d, h = divmod(h, 24)
+    if d:
+        return f"{sign}{d}d{h:02d}h"
+    if h:
+        return f"{sign}{h}h{m:02d}m"
+    return f"{sign}{m}m{sec:02d}s" if m else f"{sign}{sec}s"
+
+
+def show_time(value: datetime) -> str:
+    """A time for a human: UTC, and saying so (the store's naive times are UTC)."""
+    if value.tzinfo is not None:
+        from datetime import UTC
+
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _cell(value: Any, column: str = "") -> str:
     if value is None:
         return ""
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+        return show_time(value)
+    if column.endswith("_s") and isinstance(value, int | float) and not isinstance(value, bool):
+        return human_duration(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
@@ -80,19 +109,71 @@ def _cell(value: Any) -> str:
     return printable(value)
 
 
-def console(stderr: bool = False):
-    """A rich console; when the output is not a terminal, wide enough that reports do not wrap."""
+FLEX_WIDTH = 40  # a wider cell (a file path) is wrapped by rich: fit_columns counts it at this width
+DEFAULT_WIDTH = 120  # a pipe without $COLUMNS: wide enough that reports do not wrap
+
+
+def width() -> int | None:
+    """The width to lay out for: the terminal's, else $COLUMNS, else DEFAULT_WIDTH."""
+    import os
     import sys
 
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if sys.stdout.isatty() else DEFAULT_WIDTH
+
+
+def console(stderr: bool = False):
+    """A rich console laid out for width(): the terminal, or $COLUMNS when piped."""
     from rich.console import Console
 
-    stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, width=None if stream.isatty() else 120, soft_wrap=False)
+    return Console(stderr=stderr, width=width(), soft_wrap=False)
 
 
-def render_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, title: str | None = None) -> None:
-    """Write rows to stdout in fmt. Columns fix the order (and the CSV header even when rows is empty)."""
+def render_rows(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str],
+    fmt: str,
+    title: str | None = None,
+    drop_first: Sequence[str] = (),
+) -> None:
+    """Write rows to stdout in fmt. Columns fix the order (and the CSV header even when rows is empty).
+    A table too wide for the screen leaves out the columns of drop_first, in that order, until it fits
+    (and says which), rather than cutting every cell."""
+    if fmt == "table" and drop_first:
+        columns = fit_columns(rows, columns, drop_first, width() or _terminal_width())
+        hidden = [c for c in drop_first if c not in columns]
+        if hidden:
+            title = f"{title or ''} (not shown at this width: {', '.join(hidden)}; see --format csv)".strip()
     write_batches([rows], columns, fmt, title)
+
+
+def _terminal_width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
+def fit_columns(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str], drop_first: Sequence[str], max_width: int
+) -> list[str]:
+    """The columns that fit in max_width, leaving out those of drop_first in order. A cell takes its
+    widest value, up to FLEX_WIDTH (rich wraps a longer one, a path), and rich's box adds 3 characters
+    per column and 1 at the end."""
+
+    def need(c: str) -> int:
+        return min(FLEX_WIDTH, max([len(c), *(len(_cell(r.get(c), c)) for r in rows[:TABLE_MAX_ROWS])])) + 3
+
+    widths = {c: need(c) for c in columns}
+    kept = {c for c in columns if c not in drop_first}
+    room = max_width - 1 - sum(widths[c] for c in kept)
+    for c in reversed(drop_first):  # the most wanted of the droppable columns first, while they fit
+        if c in widths and widths[c] <= room:
+            kept.add(c)
+            room -= widths[c]
+    kept_in_order = [c for c in columns if c in kept]
+    return kept_in_order
 
 
 def write_batches(
@@ -124,8 +205,16 @@ def write_batches(
 
 
 def _csv_value(value: Any) -> Any:
+    """A CSV cell is a scalar: a list is its items joined with spaces (`column -s, -t` keeps its columns),
+    a dict its text (an action) or its JSON."""
     v = to_jsonable(value)
-    return "" if v is None else json.dumps(v, default=str) if isinstance(v, list) else v
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        return " ".join(str(_csv_value(x)) for x in v)
+    if isinstance(v, dict):
+        return v["text"] if isinstance(v.get("text"), str) else json.dumps(v, default=str)
+    return v
 
 
 def _csv_row(r: dict[str, Any], columns: Sequence[str]) -> list:
@@ -151,7 +240,7 @@ def _table(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], 
             if shown == TABLE_MAX_ROWS:  # stop reading: the rest of a huge result is not for a terminal
                 more = True
                 break
-            table.add_row(*(Text(_cell(r.get(c))) for c in columns))  # Text: a cell is never markup
+            table.add_row(*(Text(_cell(r.get(c), c)) for c in columns))  # Text: a cell is never markup
             shown += 1
         if more:
             break

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import click
 
-from synestra_cli.cli.common import db_option, format_option, handle_errors
-from synestra_cli.cli.explain import UTC_TIME
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import TIME_HELP, UTC_TIME, db_option, format_option
 from synestra_cli.errors import ExitCode
 
 CSV_COLUMNS = [
@@ -86,7 +86,10 @@ def _print(doc: dict) -> None:
 
 @click.command("risks")
 @click.option(
-    "--at", "at", type=UTC_TIME, help="Judge the fleet as of this UTC time (default: the store's latest data)."
+    "--at",
+    "at",
+    type=UTC_TIME,
+    help=f"Judge the fleet as of this time (default: the store's latest data; {TIME_HELP}).",
 )
 @click.option(
     "--history-hours",

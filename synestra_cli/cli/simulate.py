@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import format_option
 from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
 
 
@@ -28,14 +29,24 @@ from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
 @click.option("--gpus-per-node", type=click.IntRange(1, 8), default=8, show_default=True)
 @click.option("--gzip", "gz", is_flag=True, help="Compress the telemetry and syslog files (.gz; ingest reads them).")
 @click.option("--force", is_flag=True, help="Replace a simulation already in OUTDIR.")
+@format_option("json", default="json")
 @handle_errors
 def command(
-    outdir: Path, scenario: str, seed: int, nodes: int, hours: float, gpus_per_node: int, gz: bool, force: bool
+    outdir: Path,
+    scenario: str,
+    seed: int,
+    nodes: int,
+    hours: float,
+    gpus_per_node: int,
+    gz: bool,
+    force: bool,
+    fmt: str,
 ) -> None:
     """Simulate a GPU cluster that fails in a known way: OUTDIR/exports/ holds syslog, DCGM, fabric
     counters, optics, topology, Megatron-LM logs and sacct; OUTDIR/truth.json says what happened.
 
-    Prints the run's summary (JSON) on stdout. Schema and physics: docs/simulator.md.
+    Prints the run's summary on stdout (JSON schema synestra.simulate/1). Schema and physics:
+    docs/simulator.md.
 
     \b
     Example:
@@ -45,4 +56,4 @@ def command(
     meta = simulate(
         outdir, scenario, seed=seed, nodes=nodes, hours=hours, gpus_per_node=gpus_per_node, overwrite=force, gz=gz
     )
-    click.echo(json.dumps(meta))
+    click.echo(json.dumps({"schema": "synestra.simulate/1", **meta}))

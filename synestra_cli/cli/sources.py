@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import click
 
-from synestra_cli.cli.common import db_option, format_option, handle_errors
-from synestra_cli.cli.render import render_rows
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import db_option, format_option
+from synestra_cli.cli.render import dumps, render_rows
 from synestra_cli.inspect import SOURCE_COLUMNS, list_sources
 from synestra_cli.store import open_store
+
+SCHEMA = "synestra.sources/1"
+DROP_FIRST = ["hosts", "n_hosts", "source_id", "last_ts", "first_ts", "rejected"]
 
 
 @click.command("sources")
@@ -17,9 +21,16 @@ from synestra_cli.store import open_store
 def command(db, fmt) -> None:
     """List ingested files: format, rows, rejected lines, time span, hosts.
 
+    JSON schema: synestra.sources/1 (docs/formats.md).
+
     \b
     Example:
-      synestra sources --format json | jq '.[] | select(.rejected > 0)'
+      synestra sources --format json | jq '.sources[] | select(.rejected > 0)'
+      synestra sources --format csv | column -s, -t | less -S
     """
     with open_store(db, read_only=True) as conn:
-        render_rows(list_sources(conn), SOURCE_COLUMNS, fmt, title="sources")
+        rows = list_sources(conn)
+    if fmt == "json":
+        click.echo(dumps({"schema": SCHEMA, "sources": [{c: r.get(c) for c in SOURCE_COLUMNS} for r in rows]}))
+    else:
+        render_rows(rows, SOURCE_COLUMNS, fmt, title="sources", drop_first=DROP_FIRST)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from synestra_cli.cli.common import db_option, format_option, handle_errors
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import write_batches
 from synestra_cli.inspect import stream_sql
 from synestra_cli.store import open_store
@@ -20,7 +21,8 @@ def command(query, db, fmt) -> None:
 
     The query reads the store and nothing else: no other file (ATTACH, COPY, read_csv), no network,
     no extension, no setting. Results stream: csv and jsonl exports of any size run in bounded
-    memory. Exit 9 if the query fails.
+    memory. --format json is the query's rows as a list of objects, named by its columns (the one
+    JSON output without a schema id: its shape is the query's). Exit 9 if the query fails.
 
     \b
     Example:

@@ -6,12 +6,23 @@ import sys
 
 import click
 
-from synestra_cli.cli.common import FiniteFloat, check_window, db_option, engine_option, handle_errors
-from synestra_cli.cli.render import console, dumps, printable, render_rows
+from synestra_cli.cli.common import FiniteFloat, engine_option, handle_errors
+from synestra_cli.cli.options import db_option, format_option, host_option, job_option, refuse_together, window_options
+from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows
 from synestra_cli.errors import ExitCode
 
 BAR_WIDTH = 40
 JOB_CSV_COLUMNS = ["job", "gpus", "wall_s", "gpu_hours", "checkpoint_tax", "hidden_tax", "goodput", "failures"]
+USD_CSV_COLUMNS = ["wall_usd", "checkpoint_tax_usd", "hidden_tax_usd"]
+
+
+def _dollars(usd: dict, key: str) -> str:
+    return f" (${usd[key]:,.2f})" if usd else ""
+
+
+def _usd(gpu_hours: float, price: float | None) -> str:
+    """`  $12.34` beside a GPU-hour figure when --gpu-hour-price is given, else nothing."""
+    return "" if price is None else f" (${gpu_hours * price:,.2f})"
 
 
 def _pct(x: float | None) -> str:
@@ -26,30 +37,40 @@ def _safe(value) -> str:
     return escape(printable(value))
 
 
-def _print_job(doc: dict, console) -> None:
+def _print_job(doc: dict, console, price: float | None = None) -> None:
     from rich.table import Table
 
+    usd = doc.get("usd") or {}
+    wall_usd = f", ${usd['wall']:,.2f}" if usd else ""
     console.print(
-        f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {doc['wall_s'] / 3600:.2f} h "
-        f"({doc['gpu_hours']:.1f} GPU-h)   checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]  "
-        f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]  goodput [bold green]{doc['goodput']:.1%}[/]"
+        f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {human_duration(doc['wall_s'])} "
+        f"({doc['gpu_hours']:.1f} GPU-h{wall_usd})   "
+        f"checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]{_dollars(usd, 'checkpoint_tax')}  "
+        f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]{_dollars(usd, 'hidden_tax')}  "
+        f"goodput [bold green]{doc['goodput']:.1%}[/]"
     )
     table = Table(show_header=True, header_style="bold", box=None)
-    for col in ("bucket", "seconds", "GPU-h", "share", ""):
+    columns = ("bucket", "time", "GPU-h", *(("USD",) if price is not None else ()), "share", "")
+    for col in columns:
         table.add_column(col, justify="left" if col in ("bucket", "") else "right")
     for name, secs in doc["buckets_s"].items():
         share = secs / doc["wall_s"] if doc["wall_s"] else 0.0
+        gh = doc["buckets_gpu_hours"][name]
         table.add_row(
             name,
-            f"{secs:,.0f}",
-            f"{doc['buckets_gpu_hours'][name]:,.2f}",
+            human_duration(secs),
+            f"{gh:,.2f}",
+            *((f"${gh * price:,.2f}",) if price is not None else ()),
             f"{share:.1%}",
             "█" * round(share * BAR_WIDTH),
         )
     console.print(table)
     for cause in doc["by_cause"][:5]:
         where = " ".join(x for x in (cause.get("host"), cause.get("component")) if x)
-        console.print(f"  cause {_safe(cause['category'])} {_safe(where)}: {cause['gpu_hours']:.2f} GPU-h")
+        console.print(
+            f"  cause {_safe(cause['category'])} {_safe(where)}: {cause['gpu_hours']:.2f} GPU-h"
+            + _usd(cause["gpu_hours"], price)
+        )
     for note in doc["notes"]:
         console.print(f"  [yellow]note[/]: {_safe(note)}")
     iv = doc["interval"]
@@ -66,10 +87,13 @@ def _print_job(doc: dict, console) -> None:
     console.print()
 
 
-def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
+def _print_fleet(fleet: dict, causes: list[dict], by: str, console, price: float | None = None) -> None:
+    usd = fleet.get("usd") or {}
     console.print(
-        f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated, "
-        f"checkpoint tax {_pct(fleet['checkpoint_tax'])}, hidden tax {_pct(fleet['hidden_tax'])}, "
+        f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated"
+        f"{_dollars(usd, 'allocated')}, "
+        f"checkpoint tax {_pct(fleet['checkpoint_tax'])}{_dollars(usd, 'checkpoint_tax')}, "
+        f"hidden tax {_pct(fleet['hidden_tax'])}{_dollars(usd, 'hidden_tax')}, "
         f"ETTR {_pct(fleet['ettr'])}, {fleet['failures']} failures"
         + ("" if fleet["allocated_gpu_hours"] else " (no GPUs allocated: ratios are not defined)")
     )
@@ -88,14 +112,17 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
     if causes:
         console.print(f"[bold]costliest by {by}[/]")
         for row in causes[:10]:
-            console.print(f"  {_safe(row['key']):<40} {row['gpu_hours']:>10,.2f} GPU-h  {row['jobs']} job(s)")
+            console.print(
+                f"  {_safe(row['key']):<40} {row['gpu_hours']:>10,.2f} GPU-h{_usd(row['gpu_hours'], price)}  "
+                f"{row['jobs']} job(s)"
+            )
 
 
 @click.command("tax-report")
-@click.option("--job", "job_id", help="One job (default: every job, as with --all).")
+@job_option("Only these jobs (default: every job in the window, as with --all); repeat it or use commas.")
 @click.option("--all", "all_jobs", is_flag=True, help="Every job in the window, with the fleet view.")
-@click.option("--since", type=click.DateTime(), help="Jobs that ran after this UTC time.")
-@click.option("--until", type=click.DateTime(), help="Jobs that ran before this UTC time.")
+@window_options("jobs that ran")
+@host_option("jobs")
 @click.option(
     "--gpu-hour-price", "price", type=FiniteFloat(0.0), help="USD per GPU-hour: adds dollars to every figure."
 )
@@ -114,55 +141,83 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console) -> None:
     "fail_over",
     type=FiniteFloat(0.0, 100.0),
     metavar="PCT",
-    help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent.",
+    help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent (every such job is named).",
 )
 @click.option("--hidden", is_flag=True, help="With --fail-over: test the hidden (degraded-throughput) tax instead.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@format_option("table", "json", "csv")
 @db_option
 @engine_option
 @handle_errors
-def command(job_id, all_jobs, since, until, price, capacity_gpus, by, fail_over, hidden, fmt, db, engine) -> None:
+def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_over, hidden, fmt, db, engine) -> None:
     """Account the checkpoint tax: each job's wall time in buckets that sum to it, the causes that cost
     most, and Young/Daly checkpoint-interval advice. Formulas: docs/accounting.md.
 
     \b
+    Exit codes: 0 done, 5 unknown job, 6 store without jobs, 7 over --fail-over.
+    JSON schema: synestra.tax/1 (docs/accounting.md); csv: one row per job.
+
+    \b
     Example:
       synestra tax-report --all --gpu-hour-price 2.5 --by host
-      synestra tax-report --job 1001 --fail-over 15 || page-oncall
+      synestra tax-report --since -7d --host gpu-[001-004] --format csv
+      synestra tax-report --job 1001,1003 --fail-over 15 || page-oncall
     """
-    check_window(since, until)
+    refuse_together({"--job": jobs, "--all": all_jobs})
+    if hidden and fail_over is None:
+        raise click.UsageError("--hidden needs --fail-over PCT")
     from synestra_cli.accounting.attribution import build_report
     from synestra_cli.accounting.buckets import BUCKETS
     from synestra_cli.accounting.report import SCHEMA, job_doc
-    from synestra_cli.clusters import resolve_job
+    from synestra_cli.cli.explain import selected_jobs
+    from synestra_cli.cli.progress import progress_on_tty
     from synestra_cli.explain import memo
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
-        job_id = resolve_job(conn, job_id) if job_id and not all_jobs else job_id
+        chosen: list[str] | None = None
+        if jobs or hosts:
+            chosen = selected_jobs(conn, jobs, not jobs, hosts, since, until)
         if engine != "local":  # explained by Ray workers, then reused as kept explanations (engine/)
             from synestra_cli.engine import explain_on
             from synestra_cli.explain.api import jobs_in_window
 
-            explain_on(engine, conn, db, [job_id] if job_id and not all_jobs else jobs_in_window(conn, since, until))
-        full = build_report(conn, None if all_jobs else job_id, since, until, price, capacity_gpus, by)
+            explain_on(engine, conn, db, chosen or jobs_in_window(conn, since, until))
+        with progress_on_tty():
+            full = build_report(
+                conn, chosen[0] if chosen and len(chosen) == 1 else chosen, since, until, price, capacity_gpus, by
+            )
     memo.save_to(db, full.key, full.computed)  # the next report reuses them (explain/memo.py)
     report, fleet, causes = full.report, full.fleet, full.causes
     docs = [job_doc(t, price) for t in report.jobs]
     if fmt == "json":
         click.echo(dumps({"schema": SCHEMA, "jobs": docs, "fleet": fleet, "by": by, "causes": causes}))
     elif fmt == "csv":
-        rows = [{**d, **{f"{k}_s": v for k, v in d["buckets_s"].items()}} for d in docs]
-        render_rows(rows, JOB_CSV_COLUMNS + [f"{b}_s" for b in BUCKETS], "csv")
+        rows = [
+            {
+                **d,
+                **{f"{k}_s": v for k, v in d["buckets_s"].items()},
+                **{f"{k}_usd": v for k, v in (d.get("usd") or {}).items()},
+            }
+            for d in docs
+        ]
+        columns = JOB_CSV_COLUMNS + [f"{b}_s" for b in BUCKETS] + (USD_CSV_COLUMNS if price is not None else [])
+        render_rows(rows, columns, "csv")
     else:
         out = console()
         for d in docs:
-            _print_job(d, out)
-        _print_fleet(fleet, causes, by, out)
-    key = "hidden_tax" if hidden else "checkpoint_tax"
-    if fail_over is not None and any(d[key] * 100 > fail_over for d in docs):
-        worst = max(docs, key=lambda d: d[key])
-        click.echo(
-            f"tax-report: job {worst['job']} {key.replace('_', ' ')} {worst[key]:.1%} exceeds {fail_over}%", err=True
-        )
-        sys.exit(int(ExitCode.THRESHOLD))
+            _print_job(d, out, price)
+        _print_fleet(fleet, causes, by, out, price)
+    if fail_over is not None:
+        _fail_over(docs, "hidden_tax" if hidden else "checkpoint_tax", fail_over)
+
+
+def _fail_over(docs: list[dict], key: str, limit: float) -> None:
+    """Every job over the line on stderr, worst first, then exit 7."""
+    over = sorted((d for d in docs if d[key] is not None and d[key] * 100 > limit), key=lambda d: -d[key])
+    if not over:
+        return
+    what = key.replace("_", " ")
+    for d in over:
+        click.echo(f"tax-report: job {printable(d['job'])} {what} {d[key]:.1%} exceeds {limit}%", err=True)
+    click.echo(f"tax-report: {len(over)} of {len(docs)} job(s) over {limit}%", err=True)
+    sys.exit(int(ExitCode.THRESHOLD))

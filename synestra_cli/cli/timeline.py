@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from synestra_cli.cli.common import db_option, handle_errors
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import db_option
 
 
 @click.command("timeline")
@@ -19,9 +20,15 @@ from synestra_cli.cli.common import db_option, handle_errors
     type=click.Path(dir_okay=False, path_type=Path),
     help="File to write: .html (self-contained, the default for other names), .svg or .png.",
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "svg", "png"]),
+    help="What to write (default: by the suffix of --output, html for any other).",
+)
 @db_option
 @handle_errors
-def command(job_id: str, output: Path, db: str | None) -> None:
+def command(job_id: str, output: Path, fmt: str | None, db: str | None) -> None:
     """Draw a job's timeline: one lane per attempt with its state, checkpoints as ticks (non-routine ones
     coloured by trigger), degradation windows shaded, each cause's first signal marked and labelled, the
     step time, and each cause's key signals, on one time axis (UTC).
@@ -42,7 +49,7 @@ def command(job_id: str, output: Path, db: str | None) -> None:
 
     with open_store(db, read_only=True) as conn:
         tl = build(conn, resolve_job(conn, job_id))
-    fmt = write(tl, output)
+    fmt = write(tl, output, fmt)
     click.echo(
         f"{output}: {fmt} timeline of job {job_id}, {len(tl.job.checkpoints)} checkpoint(s), {len(tl.causes)} cause(s)",
         err=True,

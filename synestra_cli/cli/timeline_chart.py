@@ -202,10 +202,10 @@ def chart(tl: Timeline) -> Any:
     return out.configure_view(stroke="#eeeeee").configure_axis(grid=True, gridColor="#f3f3f3")
 
 
-def write(tl: Timeline, path: Path) -> str:
-    """HTML (self-contained), SVG or PNG by the file's suffix; returns the format written."""
+def write(tl: Timeline, path: Path, fmt: str | None = None) -> str:
+    """HTML (self-contained), SVG or PNG: fmt, else by the file's suffix; returns the format written."""
     suffix = path.suffix.lower()
-    fmt = {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html"}.get(suffix, "html")
+    fmt = fmt or {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html"}.get(suffix, "html")
     c = chart(tl)
     if fmt == "html":
         c.save(str(path), format="html", inline=True)

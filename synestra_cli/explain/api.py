@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 
+from synestra_cli import progress
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
@@ -327,7 +328,8 @@ def explain_each(
     explain: Callable[[duckdb.DuckDBPyConnection, str], JobExplanation] = explain_job,
 ) -> list[JobExplanation]:
     """explain(conn, job) for every job, a few jobs at a time ($SYNESTRA_WORKERS), in the given order."""
-    return list(map_in_threads(conn, explain, job_ids, default_workers("SYNESTRA_WORKERS")))
+    done = map_in_threads(conn, explain, job_ids, default_workers("SYNESTRA_WORKERS"))
+    return list(progress.track("explaining jobs", done, len(job_ids)))
 
 
 def jobs_in_window(
