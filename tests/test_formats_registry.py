@@ -12,7 +12,7 @@ import real_corpus
 from synestra_cli import formats
 from synestra_cli.formats.base import Format, IngestOptions, decode, read_head
 from synestra_cli.ingest import ingest_file
-from synestra_cli.store.sources import sourced_tables
+from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 
 NAMES = [
     "deepspeed",
@@ -60,7 +60,7 @@ def test_a_format_writes_only_the_tables_it_names(conn):
             ingest_file(conn, path, IngestOptions(year=2025))
     seen: dict[str, set[str]] = {}
     for table in sourced_tables(conn):
-        if table.name in ("sources", "rejects"):
+        if table.name in BOOKKEEPING_TABLES:
             continue
         rows = conn.execute(
             f"SELECT DISTINCT s.format FROM {table.name} t JOIN sources s USING (source_id)"  # noqa: S608 - catalog name

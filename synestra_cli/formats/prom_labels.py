@@ -155,7 +155,7 @@ ORDER BY host, gpu
 # host-labelled sources first, or pass --host.
 UUID_HOSTS_SQL = """
 CREATE OR REPLACE TEMP TABLE prom_uuid_hosts AS
-SELECT uuid, min(host) AS host, min(source_id) AS source_id FROM gpus
+SELECT uuid, min(host) AS host, min(source_id) AS source_id FROM {evidence}gpus
 WHERE uuid IS NOT NULL AND host IS NOT NULL AND source_id <> $sid
 GROUP BY uuid HAVING count(DISTINCT host) = 1
 """
@@ -226,17 +226,17 @@ FROM prom_resolved WHERE host IS NULL
 """
 BY_UUID_SQL = """
 SELECT r.host, count(DISTINCT r.labels['gpu']), coalesce(min(s.path), '#' || min(r.host_from_source))
-FROM prom_resolved r LEFT JOIN sources s ON s.source_id = r.host_from_source
+FROM prom_resolved r LEFT JOIN {evidence}sources s ON s.source_id = r.host_from_source
 WHERE r.host_from_source IS NOT NULL GROUP BY r.host ORDER BY r.host
 """
 
 
-def host_notes(conn: duckdb.DuckDBPyConnection) -> list[str]:
+def host_notes(conn: duckdb.DuckDBPyConnection, evidence: str = "") -> list[str]:
     """What the report says of series that named no host: taken from the same GPU's UUID elsewhere in the
     store, or left without one (metric rows without a host; the GPUs kept by UUID, model and PCI id)."""
     notes = [
         f"no host label: host {host} taken from the UUID of its {n} GPU(s), which {path} names on that host"
-        for host, n, path in conn.execute(BY_UUID_SQL).fetchall()
+        for host, n, path in conn.execute(BY_UUID_SQL.format(evidence=evidence)).fetchall()
     ]
     gpus, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
     if hostless:
@@ -254,18 +254,20 @@ def write_series(
     host: str | None,
     default_ts: datetime,
     notes: list[str] | None = None,
+    evidence: str = "",
 ) -> int:
     """Map prom_series/prom_samples into metrics, gpus and metric_catalog; returns the metric rows written.
 
     host: for series without a host label (--host); default_ts: for samples without a timestamp; notes: where
-    to say that series named no host.
+    to say that series named no host; evidence: where the store's gpus and sources are seen from the file
+    (LoadContext.evidence).
     """
     install_macros(conn)
     create_lookups(conn)
-    conn.execute(UUID_HOSTS_SQL, {"sid": source_id})
+    conn.execute(UUID_HOSTS_SQL.format(evidence=evidence), {"sid": source_id})
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
     if notes is not None:
-        notes += host_notes(conn)
+        notes += host_notes(conn, evidence)
     rows = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchall()[0][0]
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
     conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})

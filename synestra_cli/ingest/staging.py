@@ -44,7 +44,11 @@ STORE_PATH_SQL = "SELECT path FROM duckdb_databases() WHERE database_name = $nam
 # for tens of seconds): a reader's wait is SYNESTRA_LOCK_WAIT, a staged batch's is longer.
 COMMIT_WAIT_MIN_S = 300.0
 # What of the store a parser may read while the store is detached (Stores.refresh_evidence).
-EVIDENCE_TABLES = (("sources", "source_id, path, first_ts, last_ts, hosts"), ("source_years", "source_id, basis"))
+EVIDENCE_TABLES = (
+    ("sources", "source_id, path, first_ts, last_ts, hosts"),  # dated evidence for a yearless log
+    ("source_years", "source_id, basis"),
+    ("gpus", "source_id, host, uuid"),  # a hostless scrape's host, by its GPUs' UUIDs
+)
 
 
 class Stores:
@@ -115,7 +119,7 @@ class Stores:
         return f"{quote_ident(self.home)}.evidence." if self.owned else f"{quote_ident(self.store)}.main."
 
     def refresh_evidence(self) -> None:
-        """Snapshot the store's sources (spans, hosts, year bases) while it is attached: the stages are
+        """Snapshot what parsers read of the store (EVIDENCE_TABLES) while it is attached: the stages are
         parsed while it is not."""
         if not self.owned:
             return
