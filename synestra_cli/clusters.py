@@ -25,7 +25,7 @@ import duckdb
 
 from synestra_cli.errors import InputError, NotFoundError
 from synestra_cli.store.sources import qualified
-from synestra_cli.store.sql import fetch_one, scalar
+from synestra_cli.store.sql import scalar
 
 SEP = ":"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -72,14 +72,17 @@ SWITCH_PREFIX_SQL = (
     "UPDATE topology SET switch = $cluster || ':' || switch "
     "WHERE source_id = $sid AND switch IS NOT NULL AND NOT starts_with(switch, $cluster || ':')"
 )
-# This file's hosts that other sources hold in the other form: bare when this one is qualified, or
-# qualified (by any cluster) when this one is bare.
+# Hosts of the sources `ids` that other sources hold in the other form: bare when theirs are qualified, or
+# qualified (by any cluster) when theirs are bare. From the host lists `sources` keeps (ingest's spans).
 OTHER_FORM_SQL = """
-WITH mine AS (SELECT DISTINCT h FROM sources_hosts_tmp),
-other AS (SELECT DISTINCT unnest(hosts) AS h FROM {sources} WHERE source_id <> $sid)
-SELECT list(m.h ORDER BY m.h)[:3], count(*) FROM mine m JOIN other o
-  ON CASE WHEN $cluster IS NULL THEN o.h[strpos(o.h, ':') + 1:] = m.h AND contains(o.h, ':')
-          ELSE o.h = m.h[length($cluster) + 2:] END
+WITH mine AS (SELECT source_id, unnest(hosts) AS h FROM {sources} WHERE list_contains($ids, source_id)),
+other AS (SELECT source_id, unnest(hosts) AS h FROM {sources}),
+pairs AS (
+    SELECT DISTINCT m.source_id, m.h FROM mine m JOIN other o ON o.source_id <> m.source_id
+     AND CASE WHEN $cluster IS NULL THEN contains(o.h, ':') AND o.h[strpos(o.h, ':') + 1:] = m.h
+              ELSE o.h = m.h[length($cluster) + 2:] END
+)
+SELECT source_id, list(h ORDER BY h)[:3], count(*) FROM pairs GROUP BY source_id
 """
 
 
@@ -100,22 +103,20 @@ def prefix_hosts(conn: duckdb.DuckDBPyConnection, source_id: int, cluster: str |
         conn.execute(NODES_PREFIX_SQL.format(table=table), params)
 
 
-def other_form_notes(conn: duckdb.DuckDBPyConnection, catalog: str, source_id: int, cluster: str | None) -> list[str]:
-    """Notes when `catalog` (the store, this file committed to it) holds this file's hosts in the other
-    form: the two would not join, and explain would miss the telemetry of a job's nodes."""
-    tables = [qualified(catalog, t) for t in host_tables(conn, catalog)]
-    mine = " UNION ".join(f"SELECT host AS h FROM {t} WHERE source_id = $sid AND host IS NOT NULL" for t in tables)
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE sources_hosts_tmp AS {mine}", {"sid": source_id})
+def other_form_notes(
+    conn: duckdb.DuckDBPyConnection, catalog: str, source_ids: list[int], cluster: str | None
+) -> dict[int, list[str]]:
+    """Per source of `source_ids` (committed to the store `catalog`), a note when the store holds its
+    hosts in the other form: the two would not join, and explain would miss the telemetry of a job's nodes."""
     sql = OTHER_FORM_SQL.format(sources=qualified(catalog, "sources"))
-    shown, n = fetch_one(conn, sql, {"sid": source_id, "cluster": cluster}) or ([], 0)
-    conn.execute("DROP TABLE sources_hosts_tmp")
-    if not n:
-        return []
     given = f"--cluster {cluster}" if cluster else "no --cluster"
-    return [
-        f"{n} host(s) of this file ({', '.join(shown)}{', ...' if n > 3 else ''}), read with {given}, are in the "
-        "store in the other form: they do not join; give every file of a cluster the same --cluster"
-    ]
+    return {
+        sid: [
+            f"{n} host(s) of this file ({', '.join(shown)}{', ...' if n > 3 else ''}), read with {given}, are in "
+            "the store in the other form: they do not join; give every file of a cluster the same --cluster"
+        ]
+        for sid, shown, n in conn.execute(sql, {"ids": source_ids, "cluster": cluster}).fetchall()
+    }
 
 
 # The batch form (ingest's commit): the rows of `ids`, in the stage, before they are copied to the store.

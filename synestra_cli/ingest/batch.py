@@ -23,7 +23,7 @@ from synestra_cli.ingest.report import FileReport
 from synestra_cli.store.checks import CheckResult, check_sources
 from synestra_cli.store.sources import SourcedTable, delete_sources, qualified
 from synestra_cli.store.sql import quote_ident, scalar, transaction
-from synestra_cli.store.summaries import summarise_source
+from synestra_cli.store.summaries import summarise_sources
 
 MAX_HOSTS_LISTED = 1000
 SHARED_TABLES = ("metric_catalog",)  # rows every source may add once (ON CONFLICT DO NOTHING)
@@ -213,10 +213,11 @@ def commit(
     if batch.files:
         _copy(conn, store, batch, options)
         _summarise(conn, store, [s.source_id for s in batch.files])
+    mixed = other_form_notes(conn, store, [s.source_id for s in batch.files], options.cluster)
     for s in batch.files:
         rep = s.report
         rep.status, rep.source_id, rep.replaced = "loaded", s.source_id, s.plan.replaces
-        rep.notes = s.plan.notes + s.result.notes + other_form_notes(conn, store, s.source_id, options.cluster)
+        rep.notes = s.plan.notes + s.result.notes + mixed.get(s.source_id, [])
     return batch.files + done, again
 
 
@@ -238,12 +239,11 @@ def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: In
 
 
 def _summarise(conn: duckdb.DuckDBPyConnection, store: str, source_ids: list[int]) -> None:
-    """The committed files' hourly summaries (store/summaries.py), each in its own transaction after the
-    batch's: a source left without one (a crash in between) is read raw, with the same answers."""
+    """The committed files' hourly summaries (store/summaries.py), in a transaction after the batch's: a
+    source left without one (a crash in between) is read raw, with the same answers."""
     home = scalar(conn, "SELECT current_database()")
     conn.execute(f"USE {quote_ident(store)}")
     try:
-        for sid in source_ids:
-            summarise_source(conn, sid)
+        summarise_sources(conn, source_ids)
     finally:
         conn.execute(f"USE {quote_ident(home)}")

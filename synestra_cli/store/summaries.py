@@ -30,7 +30,7 @@ from __future__ import annotations
 import duckdb
 
 from synestra_cli.errors import is_interrupt
-from synestra_cli.store.sql import scalar, transaction
+from synestra_cli.store.sql import transaction
 
 BUCKET = "INTERVAL 1 HOUR"
 # Tables derived from a source's rows, not rows it wrote: not counted as the source's rows.
@@ -87,7 +87,11 @@ SELECT source_id, host, entity, metric, time_bucket({BUCKET}, ts) AS bucket, cou
 FROM s GROUP BY ALL
 """
 SOURCE_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(where="AND m.source_id = $sid")
-MARK_SQL = "INSERT OR IGNORE INTO summarised_sources VALUES ($sid)"
+# Ingest's form: the sources of one committed batch not summarised yet, in one statement.
+BATCH_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(
+    where="AND list_contains($ids, m.source_id) AND m.source_id NOT IN (SELECT source_id FROM summarised_sources)"
+)
+MARK_SQL = "INSERT OR IGNORE INTO summarised_sources SELECT unnest($ids::INTEGER[])"
 
 # Migration 012: the tables (SUMMARY_DDL), then `backfill` summarises every source already in the store.
 
@@ -102,18 +106,19 @@ def backfill(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def summarise_source(conn: duckdb.DuckDBPyConnection, source_id: int | None) -> bool:
-    """Write the summary of one committed source, in its own transaction (ingest calls this once per
-    file it loaded). The file is in either way: a source left without its summary (this failed, or a
-    crash came in between) is read raw, slower but with the same answers. A replaced or forgotten
+    """summarise_sources for one source (None: nothing to summarise)."""
+    return source_id is not None and summarise_sources(conn, [source_id])
+
+
+def summarise_sources(conn: duckdb.DuckDBPyConnection, source_ids: list[int]) -> bool:
+    """Write the summaries of committed sources, in one transaction of their own (ingest calls this once
+    per batch it committed). The files are in either way: a source left without its summary (this failed,
+    or a crash came in between) is read raw, slower but with the same answers. A replaced or forgotten
     source's summary goes with its rows (both tables carry source_id). True when written."""
-    if source_id is None:
-        return False
     try:
         with transaction(conn):
-            if scalar(conn, "SELECT count(*) FROM summarised_sources WHERE source_id = $sid", {"sid": source_id}):
-                return True
-            conn.execute(SOURCE_SUMMARY_SQL, {"sid": source_id})
-            conn.execute(MARK_SQL, {"sid": source_id})
+            conn.execute(BATCH_SUMMARY_SQL, {"ids": source_ids})
+            conn.execute(MARK_SQL, {"ids": source_ids})
     except duckdb.Error as exc:
         if is_interrupt(exc):
             raise
