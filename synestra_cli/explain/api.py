@@ -42,9 +42,10 @@ from synestra_cli.explain.triggers import Classified, classify, learn_cadence
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
-from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, scalar
+from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.parallel import default_workers, map_in_threads
+from synestra_cli.store.sql import scalar
 
 JOBS_IN_WINDOW_SQL = """
 SELECT job_id FROM (
