@@ -69,7 +69,7 @@ def placeholders(n: int) -> str:
     return ", ".join("?" * n) if n else "NULL"
 
 
-def temp_table(conn: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tuple[str, list]]) -> None:
+def temp_table(conn: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tuple[str, list[Any]]]) -> None:
     """A temp table `name` from columns of Python values ({column: (SQL type, values)}), in one statement.
     Lists bound as parameters, not a registered Arrow table: DuckDB's `register` imports pandas, half a
     second of a warm tax-report. `name` and the columns are the caller's own, never user input."""
@@ -79,7 +79,7 @@ def temp_table(conn: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tu
     )
 
 
-def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
+def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[Any, ...]]) -> None:
     """Insert rows into a temp table in one statement (executemany pays a round trip per row).
     `table` is the caller's own temp table, never user input; values are parameters."""
     if rows:
