@@ -128,7 +128,7 @@ class ExplainResult:
         """One row per checkpoint: its trigger, the cause named (if not routine), and its tax."""
         rows = []
         for cp in self.explanation.checkpoints:
-            cause, tax = cp.cause, cp.tax or {}
+            cause, tax = cp.cause, cp.tax
             rows.append(
                 {
                     "job": self.explanation.job,
@@ -147,8 +147,8 @@ class ExplainResult:
                     "confidence": cause.confidence if cause else None,
                     "first_signal": cause.first_signal if cause else None,
                     "chain_links": len(cp.chain),
-                    "tax_s": tax.get("seconds"),
-                    "tax_gpu_hours": tax.get("gpu_hours"),
+                    "tax_s": tax["seconds"] if tax else None,
+                    "tax_gpu_hours": tax["gpu_hours"] if tax else None,
                 }
             )
         return _frame(rows, CHECKPOINT_COLUMNS)

@@ -20,10 +20,11 @@ from datetime import datetime, timedelta
 import duckdb
 
 from synestra_cli.accounting.buckets import BUCKETS
-from synestra_cli.accounting.document import SCHEMA, CauseChargeDoc, FleetDoc, RankedCauseDoc, TaxDoc
+from synestra_cli.accounting.document import SCHEMA, FleetDoc, RankedCauseDoc, TaxDoc
 from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
 from synestra_cli.accounting.report import JobTax, TaxReport, job_doc, tax_report
 from synestra_cli.explain import memo
+from synestra_cli.explain.document import CauseChargeDoc
 
 ROUTINE = "checkpoint.routine"
 UNKNOWN = "unknown"

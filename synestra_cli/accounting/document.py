@@ -3,12 +3,15 @@ returns (`tax_document`), what the table and csv renderers read (cli/tax_report.
 docs/accounting.md describes. mypy checks the builders (report.job_doc, fleet.fleet_summary,
 fleet.ranked_causes, attribution.by_cause) and the readers against these: a key added or renamed on one
 side only is an error. Keys marked NotRequired appear only with `--gpu-hour-price` (`usd`) or
-`--capacity-gpus`; the builders insert them where the document has always had them.
+`--capacity-gpus`; the builders insert them where the document has always had them. A job's charges
+(`CauseChargeDoc`) are explain/document.py's: `explain --tax` prints them too.
 """
 
 from __future__ import annotations
 
 from typing import NotRequired, TypedDict
+
+from synestra_cli.explain.document import CauseChargeDoc  # explain --tax prints the same charges
 
 SCHEMA = "synestra.tax/1"
 
@@ -34,18 +37,6 @@ class HeadlinesDoc(TypedDict):
     hidden_tax: float
     goodput: float
     usd: NotRequired[JobUsdDoc]
-
-
-class CauseChargeDoc(TypedDict):
-    """One job's badput charged to one (category, host, component) (attribution.by_cause)."""
-
-    category: str
-    host: str | None
-    component: str | None
-    seconds: float
-    buckets_s: Buckets  # only the buckets charged
-    gpu_hours: float
-    usd: NotRequired[float]
 
 
 class IntervalDoc(TypedDict):

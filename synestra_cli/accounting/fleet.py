@@ -7,9 +7,10 @@ from collections import defaultdict
 from typing import TypedDict
 
 from synestra_cli.accounting.buckets import BUCKETS
-from synestra_cli.accounting.document import CauseChargeDoc, FleetDoc, FleetUsdDoc, IntervalDoc, RankedCauseDoc
+from synestra_cli.accounting.document import FleetDoc, FleetUsdDoc, IntervalDoc, RankedCauseDoc
 from synestra_cli.accounting.interval import advise, cadence_action
 from synestra_cli.accounting.report import TaxReport
+from synestra_cli.explain.document import CauseChargeDoc
 
 GROUP_KEYS = ("category", "host", "component", "job")
 

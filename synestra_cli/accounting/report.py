@@ -16,9 +16,10 @@ from synestra_cli.accounting.buckets import (
     degraded_windows,
     ideal_step_times,
 )
-from synestra_cli.accounting.document import CauseChargeDoc, HeadlinesDoc, JobTaxDoc
+from synestra_cli.accounting.document import HeadlinesDoc, JobTaxDoc
 from synestra_cli.accounting.interval import IntervalAdvice, advise, cadence_action
 from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.explain.document import CauseChargeDoc
 from synestra_cli.jobs import empty_window_message
 from synestra_cli.signals.steps import degradation_windows_for
 

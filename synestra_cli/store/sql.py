@@ -12,9 +12,10 @@
 - identifiers that cannot be parameters: ``quote_ident``;
 - all of it or nothing: ``transaction``;
 - long statements live in ``.sql`` files beside their module: ``sql_file``.
-A list is bound as one parameter (``list_contains(?, col)`` for a filter, ``unnest(?::T[])`` for rows),
-except where a scan of a big table should prune on it: ``col IN (?, ?, ...)`` of constants
-(``placeholders``), as fleet/scan.py and signals/ do.
+A list is bound as one parameter: ``list_contains(?, col)`` to filter by a few values, ``col IN (SELECT
+unnest(?))`` to filter a view by many (a hash semi-join: the jobs of a fleet's tax-report), and
+``unnest(?::T[])`` for rows (``temp_table``); only where a scan of a big table should prune row groups on
+it, ``col IN (?, ?, ...)`` of constants (``placeholders``), as fleet/scan.py and signals/ do.
 """
 
 from __future__ import annotations
