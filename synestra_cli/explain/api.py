@@ -42,6 +42,7 @@ from synestra_cli.explain.triggers import Classified, classify, learn_cadence
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
+from synestra_cli.signals.fleet_telemetry import JobTelemetry
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, scalar
 from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.parallel import default_workers, map_in_threads
@@ -216,8 +217,10 @@ def _evidence(
     inc: list,
     failed: list[Attempt],
     windows: list[DegradationWindow],
+    telemetry: JobTelemetry | None = None,
 ) -> Evidence:
-    """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
+    """Telemetry and events of the job's hosts, read only around the effects that need a cause;
+    `telemetry`: the job's, read already with a fleet's for these same windows, else read here."""
     ev = Evidence(
         scope,
         [],
@@ -228,7 +231,11 @@ def _evidence(
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
         return ev
-    ev.observed = build_scope(conn, scope, spans) > 0
+    if telemetry is not None and telemetry.windows == spans:
+        ev.observed, found = telemetry.observed, telemetry.anomalies
+    else:
+        ev.observed = build_scope(conn, scope, spans) > 0
+        found = anomalies(conn, windows=spans)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     # Events are few: read them from the job's start, so an outage logged long ago still counts.
@@ -239,8 +246,18 @@ def _evidence(
         for e in typed_events(conn, scope.hosts + switches, t0, t1)
         if e.host in scope.hosts or (e.host, e.component) in ports
     ]
-    ev.signals = sorted([*anomalies(conn, windows=spans), *events], key=_signal_order)  # row order varies with threads
+    ev.signals = sorted([*found, *events], key=_signal_order)  # row order varies with threads
     return ev
+
+
+def telemetry_windows(conn: duckdb.DuckDBPyConnection, inputs: JobInputs) -> list[tuple[datetime, datetime]]:
+    """The read windows of the job's whole explanation (explain_job with no selection), found before
+    reading them, so that a fleet's telemetry is read for all its jobs at once (explain/batch.py)."""
+    scope, inc = inputs.scope, inputs.incidents
+    classified = classify(conn, scope.job_id, scope.attempts, inc, inputs.checkpoints, inputs.last_iterations)
+    ev = Evidence(scope, [], inputs.windows, inc)
+    failed = unexplained_failures(scope, classified, inc)
+    return _telemetry_windows([plan(cl, ev) for cl in classified] + [plan_attempt_failure(a, ev) for a in failed])
 
 
 def explain_job(
@@ -250,9 +267,11 @@ def explain_job(
     since: datetime | None = None,
     until: datetime | None = None,
     inputs: JobInputs | None = None,
+    telemetry: JobTelemetry | None = None,
 ) -> JobExplanation:
-    """Explain the job's checkpoints (optionally one iteration, or those in [since, until]); `inputs`:
-    the job's rows already read with a fleet's (explain/inputs.py), else read here."""
+    """Explain the job's checkpoints (optionally one iteration, or those in [since, until]); `inputs`
+    and `telemetry`: the job's rows and telemetry already read with a fleet's (explain/fleet.py), else
+    read here."""
     inputs = job_inputs(conn, job_id) if inputs is None else inputs
     scope, cps, inc = inputs.scope, inputs.checkpoints, inputs.incidents
     classified = classify(conn, job_id, scope.attempts, inc, cps, inputs.last_iterations)
@@ -265,7 +284,7 @@ def explain_job(
     # attempt failures are whole-job facts: a view of one checkpoint or a time window leaves them out
     whole = checkpoint is None and since is None and until is None
     failed = unexplained_failures(scope, classified, inc) if whole else []
-    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows)
+    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows, telemetry)
     failures = []
     book = None
     for a in failed:

@@ -24,17 +24,10 @@ import duckdb
 import synestra_cli
 from synestra_cli import __version__
 from synestra_cli.errors import SynestraError
-from synestra_cli.explain.api import (
-    CheckpointExplanation,
-    FailureExplanation,
-    JobExplanation,
-    explain_each,
-    explain_job,
-    jobs_in_window,
-)
+from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation, jobs_in_window
+from synestra_cli.explain.batch import explain_batch
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_of, stamp
-from synestra_cli.explain.inputs import inputs_for
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.store.sql import fetch_one, transaction
@@ -98,8 +91,7 @@ def explain_jobs(
     key = store_key(conn)
     out = load(conn, job_ids, key)
     todo = [job for job in job_ids if job not in out]
-    inputs = inputs_for(conn, todo) if todo else {}  # the fleet's job rows in a few queries, not ~10 per job
-    computed = explain_each(conn, todo, lambda cur, job: explain_job(cur, job, inputs=inputs[job]))
+    computed = explain_batch(conn, todo)  # the fleet's rows and telemetry read once for all of them
     out.update((e.job, e) for e in computed)
     return out, computed, key
 

@@ -1,0 +1,28 @@
+"""Many jobs explained at once (a fleet's cold tax-report, `ingest --explain`), each exactly as alone.
+
+Three reads serve every job: the job rows (explain/inputs.py), then, once each job's read windows are
+known (`telemetry_windows`: its classified checkpoints and failures, no query), the telemetry of all
+the jobs in one pass over their hosts (signals/fleet_telemetry.py). Each job is then explained from
+its share, a few at a time in threads; a job whose telemetry the batch left out is read alone.
+tests/test_explain_batch.py holds the two paths to the same JSON, byte for byte.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from synestra_cli.explain.api import JobExplanation, explain_each, explain_job, telemetry_windows
+from synestra_cli.explain.inputs import inputs_for
+from synestra_cli.signals.fleet_telemetry import fleet_telemetry
+
+
+def explain_batch(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> list[JobExplanation]:
+    """Every job's whole explanation (jobs known to be in the store: jobs_in_window), in their order."""
+    if not job_ids:
+        return []
+    inputs = inputs_for(conn, job_ids)
+    reads = {j: (inputs[j].scope, telemetry_windows(conn, inputs[j])) for j in job_ids}
+    telemetry = fleet_telemetry(conn, reads)
+    return explain_each(
+        conn, job_ids, lambda cur, job: explain_job(cur, job, inputs=inputs[job], telemetry=telemetry.get(job))
+    )
