@@ -42,7 +42,7 @@ from synestra_cli.explain.triggers import Classified, classify, learn_cadence
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
-from synestra_cli.signals.fleet_telemetry import JobTelemetry
+from synestra_cli.signals.fleet_telemetry import EventRead, JobTelemetry
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, scalar
 from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.parallel import default_workers, map_in_threads
@@ -210,6 +210,14 @@ def _signal_order(s: Anomaly | Event) -> tuple:
     return (s.ts, s.host, s.entity or "", f"{s.kind} {s.code}", s.path or "", s.line or 0)
 
 
+def event_read(scope: JobScope, spans: list[tuple[datetime, datetime]]) -> EventRead:
+    """Where a job's events are read: its hosts and the switches cabled to them, from its start (events
+    are few: an outage logged long ago still counts) to past its last read window."""
+    switches = sorted({lk.switch for lk in scope.links if lk.switch} - set(scope.hosts))
+    t0 = min(spans[0][0], (scope.start or spans[0][0]) - timedelta(seconds=LOOKBACK_S))
+    return scope.hosts + switches, t0, spans[-1][1] + timedelta(seconds=POST_WINDOW_S)
+
+
 def _evidence(
     conn: duckdb.DuckDBPyConnection,
     scope: JobScope,
@@ -236,16 +244,10 @@ def _evidence(
     else:
         ev.observed = build_scope(conn, scope, spans) > 0
         found = anomalies(conn, windows=spans)
+    read = event_read(scope, spans)
+    logged = telemetry.events if telemetry is not None and telemetry.event_read == read else typed_events(conn, *read)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
-    switches = sorted({p[0] for p in ports} - set(scope.hosts))
-    # Events are few: read them from the job's start, so an outage logged long ago still counts.
-    t0 = min(spans[0][0], (scope.start or spans[0][0]) - timedelta(seconds=LOOKBACK_S))
-    t1 = spans[-1][1] + timedelta(seconds=POST_WINDOW_S)
-    events = [
-        e
-        for e in typed_events(conn, scope.hosts + switches, t0, t1)
-        if e.host in scope.hosts or (e.host, e.component) in ports
-    ]
+    events = [e for e in logged if e.host in scope.hosts or (e.host, e.component) in ports]
     ev.signals = sorted([*found, *events], key=_signal_order)  # row order varies with threads
     return ev
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import duckdb
 
-from synestra_cli.explain.api import JobExplanation, explain_each, explain_job, telemetry_windows
+from synestra_cli.explain.api import JobExplanation, event_read, explain_each, explain_job, telemetry_windows
 from synestra_cli.explain.inputs import inputs_for
-from synestra_cli.signals.fleet_telemetry import fleet_telemetry
+from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
 
 
 def explain_batch(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> list[JobExplanation]:
@@ -21,7 +21,8 @@ def explain_batch(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> list[J
     if not job_ids:
         return []
     inputs = inputs_for(conn, job_ids)
-    reads = {j: (inputs[j].scope, telemetry_windows(conn, inputs[j])) for j in job_ids}
+    windows = {j: telemetry_windows(conn, inputs[j]) for j in job_ids}
+    reads = {j: JobRead(inputs[j].scope, w, event_read(inputs[j].scope, w)) for j, w in windows.items() if w}
     telemetry = fleet_telemetry(conn, reads)
     return explain_each(
         conn, job_ids, lambda cur, job: explain_job(cur, job, inputs=inputs[job], telemetry=telemetry.get(job))

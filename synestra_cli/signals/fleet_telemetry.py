@@ -31,16 +31,26 @@ import duckdb
 from synestra_cli import settings
 from synestra_cli.signals.anomalies import MIN_BASELINE_SAMPLES, Anomaly
 from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
+from synestra_cli.signals.events import Event
 from synestra_cli.signals.scope import JobScope, insert_rows, scalar
 from synestra_cli.signals.thresholds import (
+    AER_CORRECTED_MIN,
     CLOCK_EVENT_METRIC,
     CLOCK_EVENT_SIGNALS,
     DISCRETE_METRICS,
+    EVENT_RULES,
     METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
+    RECOVERY,
+    XID_APP,
+    XID_CONSEQUENCE,
+    XID_FELL_OFF,
+    XID_MEMORY,
+    XID_NVLINK,
 )
 
 Window = tuple[datetime, datetime]
+EventRead = tuple[list[str], datetime, datetime]
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _frules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
@@ -246,16 +256,88 @@ FROM windows
 WHERE n >= ? OR discrete
 ORDER BY job, onset
 """
-TEMP_TABLES = ("_fjobs", "_fwin", "_fhosts", "_fports", "_fsumm", "_fcand_series", "_fcand", "_fscope", "_fsig")
+# signals/events.py EVENTS_SQL, per job: each job's events on its hosts in its own time range, the
+# repeats counted and the recoveries found within it.
+EVENT_RULES_DDL = """
+CREATE OR REPLACE TEMP TABLE _fevent_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE,
+    recovery VARCHAR)
+"""
+EVENT_READS_DDL = """
+CREATE OR REPLACE TEMP TABLE _fev AS
+SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host, unnest($lo::TIMESTAMP[]) AS lo,
+       unnest($hi::TIMESTAMP[]) AS hi
+"""
+EVENTS_SQL = """
+WITH e AS (
+    SELECT j.job AS _job, j.hi AS _end, e.*, upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
+           coalesce(e.fields->>'severity', e.message, '') ILIKE '%corrected%'
+             AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected
+    FROM events e JOIN _fev j ON j.host = e.host AND e.ts BETWEEN j.lo AND j.hi
+    WHERE e.host IN (SELECT host FROM _fev)
+), typed AS (
+    SELECT e.*,
+        CASE WHEN e.kind <> 'xid' THEN r.category
+             WHEN list_contains($fell, e.code) THEN 'gpu.fell_off_bus'
+             WHEN list_contains($mem, e.code) THEN 'gpu.memory'
+             WHEN list_contains($nvl, e.code) THEN 'gpu.nvlink'
+             WHEN list_contains($conseq, e.code) THEN NULL
+             ELSE 'gpu.other_xid' END AS category,
+        CASE WHEN e.kind <> 'xid' THEN r.layer ELSE 'gpu' END AS layer,
+        CASE WHEN e.kind <> 'xid' THEN r.weight
+             WHEN list_contains($app, e.code) THEN 0.3 ELSE 1.0 END AS weight,
+        count(*) OVER (PARTITION BY e._job, e.host, e.component, e.kind, e.corrected) AS repeats, r.recovery
+    FROM e LEFT JOIN _fevent_rules r ON r.kind = e.kind
+)
+SELECT t._job, t.ts, t.host, t.component, coalesce(g.entity, t.component) AS entity, t.kind, t.code,
+       t.message, s.path, t.line, t.layer, t.category, t.weight,
+       CASE WHEN t.recovery IS NULL THEN t.ts ELSE coalesce(r.ts, t._end) END AS end_ts
+FROM typed t
+ASOF LEFT JOIN (SELECT j.job, e.host, e.component, e.kind, e.ts
+                FROM events e JOIN _fev j ON j.host = e.host AND e.ts BETWEEN j.lo AND j.hi
+                WHERE e.host IN (SELECT host FROM _fev) AND e.kind IN (SELECT recovery FROM _fevent_rules)) r
+       ON r.job = t._job AND r.host = t.host AND r.component IS NOT DISTINCT FROM t.component
+          AND r.kind = t.recovery AND r.ts >= t.ts
+LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g
+       ON g.host = t.host AND upper(g.pci_bus_id) = upper(t.component)
+LEFT JOIN sources s ON s.source_id = t.source_id
+WHERE t.category IS NOT NULL
+  AND NOT (t.kind = 'ib_port_state' AND t.state_text LIKE '%ACTIVE%' AND t.state_text NOT LIKE '%DOWN%')
+  AND NOT (t.kind = 'aer' AND t.corrected AND t.repeats < $aer_min)
+ORDER BY t._job, t.ts
+"""
+TEMP_TABLES = [
+    "_fjobs",
+    "_fwin",
+    "_fhosts",
+    "_fports",
+    "_fsumm",
+    "_fcand_series",
+    "_fcand",
+    "_fscope",
+    "_fsig",
+    "_fev",
+    "_fevent_rules",
+]
+
+
+@dataclass(frozen=True)
+class JobRead:
+    """What explain reads of one job's telemetry: its scope in its read windows, its events."""
+
+    scope: JobScope
+    windows: list[Window]  # sorted, disjoint
+    event_read: EventRead  # hosts (and switches), from, to
 
 
 @dataclass(frozen=True)
 class JobTelemetry:
-    """What explain reads of one job's telemetry in these read windows (signals/anomalies.py)."""
+    """One job's share of the fleet's telemetry (signals/anomalies.py, signals/events.py)."""
 
-    windows: list[Window]  # the read windows it was read for: explain uses it only for the same ones
+    windows: list[Window] | None  # the read windows it was read for (None: not read, read it alone)
     observed: bool  # some series of the job's hosts has samples inside the windows
     anomalies: list[Anomaly]  # in onset order
+    event_read: EventRead  # explain uses the events only for this same read
+    events: list[Event]
 
 
 def _metrics() -> list[str]:
@@ -263,7 +345,7 @@ def _metrics() -> list[str]:
     return [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC]
 
 
-def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, tuple[JobScope, list[Window]]]) -> list[str]:
+def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> list[str]:
     """The jobs every source of whose hours has its summary (signals/candidates.py summaries_cover)."""
     if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
         return []
@@ -273,28 +355,28 @@ def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, tuple[JobScope
         lo, hi = windows[0][0], windows[-1][1]
         return not any(f is None or (last >= lo and f <= hi) for f, last in missing)
 
-    return [j for j, (_, windows) in reads.items() if windows and covered(windows)]
+    return [j for j, r in reads.items() if covered(r.windows)]
 
 
-def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, tuple[JobScope, list[Window]]]) -> None:
+def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> None:
     """The jobs, their windows, hosts and switch ports into the temp tables the statements read."""
     conn.execute(RULES_DDL)
     insert_rows(conn, "_frules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
     jobs = list(reads)
-    wins = [(j, i, lo, hi) for j in jobs for i, (lo, hi) in enumerate(reads[j][1])]
-    hosts = [(j, h) for j in jobs for h in reads[j][0].hosts]
+    wins = [(j, i, lo, hi) for j in jobs for i, (lo, hi) in enumerate(reads[j].windows)]
+    hosts = [(j, h) for j in jobs for h in reads[j].scope.hosts]
     ports = []
     for j in jobs:
-        scope = reads[j][0]
+        scope = reads[j].scope
         cabled = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port}
         ports += [(j, sw, port) for sw, port in sorted(cabled) if sw not in set(scope.hosts)]
     conn.execute(
         JOBS_DDL,
         {
             "jobs": jobs,
-            "lo": [reads[j][1][0][0] for j in jobs],
-            "hi": [reads[j][1][-1][1] for j in jobs],
-            "pairs": [len(reads[j][1]) == 1 and MIN_ANOMALY_SAMPLES >= 2 for j in jobs],
+            "lo": [reads[j].windows[0][0] for j in jobs],
+            "hi": [reads[j].windows[-1][1] for j in jobs],
+            "pairs": [len(reads[j].windows) == 1 and MIN_ANOMALY_SAMPLES >= 2 for j in jobs],
         },
     )
     conn.execute(WINDOWS_DDL, {k: [w[i] for w in wins] for i, k in enumerate(("jobs", "w", "lo", "hi"))})
@@ -304,41 +386,75 @@ def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, tuple[JobScope, list
     )
 
 
-def fleet_telemetry(
-    conn: duckdb.DuckDBPyConnection, reads: dict[str, tuple[JobScope, list[Window]]]
-) -> dict[str, JobTelemetry]:
-    """Each job's telemetry in its (sorted, disjoint) read windows, as `build_scope` then `anomalies`
-    find it for that job alone, for all the jobs in a dozen statements. Jobs without windows, and jobs
-    the summaries cannot settle, are left out: the caller reads those alone."""
+def _anomalies(
+    conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]
+) -> dict[str, tuple[list[Window], bool, list[Anomaly]]]:
+    """Each job's anomalies as `build_scope` then `anomalies` find them for that job alone; the jobs
+    the summaries cannot settle are left out."""
     reads = {j: reads[j] for j in _summarised(conn, reads)}
     if not reads:
         return {}
+    _load(conn, reads)
+    metrics = {"metrics": _metrics()}
+    conn.execute(SUMM_DDL)
+    conn.execute(SUMM_HOSTS_SQL, metrics)
+    conn.execute(SUMM_PORTS_SQL, metrics)
+    conn.execute(SERIES_SQL)
+    counts = {j: (seen, touched) for j, seen, touched in conn.execute(OBSERVED_SQL).fetchall()}
+    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC})
+    hull = {"lo": min(r.windows[0][0] for r in reads.values()), "hi": max(r.windows[-1][1] for r in reads.values())}
+    conn.execute(SCOPE_SQL, hull)
+    values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
+    bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
+    conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
+    conn.execute(SIGNAL_SQL)
+    found: dict[str, list[Anomaly]] = {j: [] for j in reads}
+    for j, *row in conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, MIN_ANOMALY_SAMPLES]).fetchall():
+        h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first = row
+        found[j].append(Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first))
+    out = {}
+    for j, r in reads.items():
+        seen, touched = counts.get(j, (0, 0))
+        if not touched or seen:  # else every touching hour straddles a window edge: read alone, raw
+            out[j] = (r.windows, seen > 0, found[j])
+    return out
+
+
+def _events(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[str, list[Event]]:
+    """Each job's typed events, as `typed_events` reads them for its hosts and time range alone."""
+    conn.execute(EVENT_RULES_DDL)
+    insert_rows(conn, "_fevent_rules", [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
+    rows = [(j, h, r.event_read[1], r.event_read[2]) for j, r in reads.items() for h in r.event_read[0]]
+    conn.execute(EVENT_READS_DDL, {k: [w[i] for w in rows] for i, k in enumerate(("jobs", "hosts", "lo", "hi"))})
+    params = {
+        "fell": list(XID_FELL_OFF),
+        "mem": list(XID_MEMORY),
+        "nvl": list(XID_NVLINK),
+        "conseq": list(XID_CONSEQUENCE),
+        "app": list(XID_APP),
+        "aer_min": AER_CORRECTED_MIN,
+    }
+    out: dict[str, list[Event]] = {j: [] for j in reads}
+    for j, *row in conn.execute(EVENTS_SQL, params).fetchall():
+        out[j].append(Event(*row))
+    return out
+
+
+def fleet_telemetry(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[str, JobTelemetry]:
+    """Each job's telemetry in its read windows and its events, as explain reads them for that job
+    alone, for all the jobs in a dozen statements. Jobs without read windows are left out; a job whose
+    anomalies the summaries cannot settle gets its events only (explain reads its telemetry alone)."""
+    reads = {j: r for j, r in reads.items() if r.windows}
+    if not reads:
+        return {}
     try:
-        _load(conn, reads)
-        metrics = {"metrics": _metrics()}
-        conn.execute(SUMM_DDL)
-        conn.execute(SUMM_HOSTS_SQL, metrics)
-        conn.execute(SUMM_PORTS_SQL, metrics)
-        conn.execute(SERIES_SQL)
-        counts = {j: (seen, touched) for j, seen, touched in conn.execute(OBSERVED_SQL).fetchall()}
-        conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC})
-        hull = {"lo": min(w[0][0] for _, w in reads.values()), "hi": max(w[-1][1] for _, w in reads.values())}
-        conn.execute(SCOPE_SQL, hull)
-        values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
-        bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
-        conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
-        conn.execute(SIGNAL_SQL)
-        found: dict[str, list[Anomaly]] = {j: [] for j in reads}
-        for j, *row in conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, MIN_ANOMALY_SAMPLES]).fetchall():
-            h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first = row
-            found[j].append(Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first))
+        found = _anomalies(conn, reads)
+        events = _events(conn, reads)
     finally:
         for t in TEMP_TABLES:
             conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
     out = {}
-    for j, (_, windows) in reads.items():
-        seen, touched = counts.get(j, (0, 0))
-        if touched and not seen:
-            continue  # every touching hour straddles a window edge: read alone, raw
-        out[j] = JobTelemetry(windows, seen > 0, found[j])
+    for j, r in reads.items():
+        windows, observed, anomalies = found.get(j, (None, False, []))
+        out[j] = JobTelemetry(windows, observed, anomalies, r.event_read, events[j])
     return out
