@@ -305,19 +305,9 @@ WHERE t.category IS NOT NULL
   AND NOT (t.kind = 'aer' AND t.corrected AND t.repeats < $aer_min)
 ORDER BY t._job, t.ts
 """
-TEMP_TABLES = [
-    "_fjobs",
-    "_fwin",
-    "_fhosts",
-    "_fports",
-    "_fsumm",
-    "_fcand_series",
-    "_fcand",
-    "_fscope",
-    "_fsig",
-    "_fev",
-    "_fevent_rules",
-]
+# Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
+TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fsumm", "_fcand_series")
+TEMP_TABLES += ("_fcand", "_fscope", "_fsig", "_fev", "_fevent_rules")
 
 
 @dataclass(frozen=True)
