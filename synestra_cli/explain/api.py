@@ -14,7 +14,7 @@ import duckdb
 
 from synestra_cli import progress
 from synestra_cli.errors import EmptyStoreError, NotFoundError
-from synestra_cli.explain.assets import load_book
+from synestra_cli.explain.assets import AssetBook, load_book
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_doc
 from synestra_cli.explain.inputs import JobInputs, job_inputs
@@ -270,10 +270,11 @@ def explain_job(
     until: datetime | None = None,
     inputs: JobInputs | None = None,
     telemetry: JobTelemetry | None = None,
+    book: AssetBook | None = None,
 ) -> JobExplanation:
     """Explain the job's checkpoints (optionally one iteration, or those in [since, until]); `inputs`
-    and `telemetry`: the job's rows and telemetry already read with a fleet's (explain/fleet.py), else
-    read here."""
+    `telemetry` and `book`: the job's rows, telemetry and asset book already read with a fleet's
+    (explain/batch.py), else read here."""
     inputs = job_inputs(conn, job_id) if inputs is None else inputs
     scope, cps, inc = inputs.scope, inputs.checkpoints, inputs.incidents
     classified = classify(conn, job_id, scope.attempts, inc, cps, inputs.last_iterations)
@@ -288,7 +289,6 @@ def explain_job(
     failed = unexplained_failures(scope, classified, inc) if whole else []
     ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows, telemetry)
     failures = []
-    book = None
     for a in failed:
         r = reason_failure(a, ev)
         if r.cause is not None:
