@@ -147,10 +147,13 @@ _BIT_VARIES = " OR ".join(
     f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
     for _, bit, unless in CLOCK_EVENT_SIGNALS
 )
-# signals/candidates.py CANDIDATES_SQL, per job ($pairs is the job's own).
+# signals/candidates.py CANDIDATES_SQL, per job ($pairs is the job's own). Each candidate gets a series
+# id (`sid`, with room after it for the bits decoded from a clocks-event bitmask): every later step
+# partitions and joins by one integer, not by job, host, entity and metric.
 CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _fcand AS
-SELECT s.job, s.host, s.entity, s.metric
+SELECT row_number() OVER (ORDER BY s.job, s.host, s.entity, s.metric) * $stride AS sid, s.job, s.host, s.entity,
+       s.metric
 FROM _fcand_series s JOIN _fjobs j USING (job) LEFT JOIN _frules r USING (metric)
 WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
            WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
@@ -162,11 +165,19 @@ WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi 
                 AND (NOT j.pairs OR r.discrete OR s.unordered > 0
                      OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
 """
+# Every series of the scope: the candidates, and each bit decoded from a bitmask candidate (sid + k).
+SERIES_IDS_SQL = """
+CREATE OR REPLACE TEMP TABLE _fseries AS
+SELECT sid, job, host, entity, metric FROM _fcand
+UNION ALL
+SELECT c.sid + d.k, c.job, c.host, c.entity, d.metric
+FROM _fcand c CROSS JOIN (VALUES {values}) d(k, metric, bit, unless) WHERE c.metric = ?
+"""
 # The candidates' samples inside their own job's windows (disjoint: a sample joins one window at most),
 # in one scan of the candidates' hosts for all the jobs.
 SCOPE_SQL = """
 CREATE OR REPLACE TEMP TABLE _fscope AS
-SELECT c.job, m.ts, m.host, m.entity, m.metric, m.value
+SELECT c.sid, m.ts, m.value
 FROM metrics m
 JOIN _fcand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
@@ -176,49 +187,45 @@ WHERE m.host IN (SELECT DISTINCT host FROM _fcand) AND m.metric IN (SELECT DISTI
 # signals/anomalies.py CLOCK_BITS_SQL, per job.
 CLOCK_BITS_SQL = """
 INSERT INTO _fscope
-SELECT s.job, s.ts, s.host, s.entity, d.metric,
-       CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END
-FROM (SELECT job, ts, host, entity, TRY_CAST(round(value) AS BIGINT) AS b FROM _fscope WHERE metric = ?) s
-CROSS JOIN (VALUES {values}) d(metric, bit, unless)
+SELECT s.sid + d.k, s.ts, CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END
+FROM (SELECT sid, ts, TRY_CAST(round(value) AS BIGINT) AS b FROM _fscope
+      WHERE sid IN (SELECT sid FROM _fcand WHERE metric = ?)) s
+CROSS JOIN (VALUES {values}) d(k, metric, bit, unless)
 WHERE s.b IS NOT NULL AND s.b >= 0
 """
-# signals/counters.py _RATES and signals/anomalies.py SIGNAL_SQL, per job.
+# signals/counters.py _RATES and signals/anomalies.py SIGNAL_SQL, per series.
 SIGNAL_SQL = """
 CREATE OR REPLACE TEMP TABLE _fsig AS
-SELECT s.job, s.ts, s.prev_ts, s.host, s.entity, s.metric,
-       CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
 FROM (
-    SELECT job, ts, host, entity, metric, value, prev_ts,
+    SELECT sid, ts, value, prev_ts,
            CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
                 WHEN value < prev THEN value ELSE value - prev END / (epoch(ts) - epoch(prev_ts)) AS rate
     FROM (
-        SELECT job, ts, host, entity, metric, value, lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
+        SELECT sid, ts, value, lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
         FROM _fscope WHERE isfinite(value)
-        WINDOW w AS (PARTITION BY job, host, entity, metric ORDER BY ts)
+        WINDOW w AS (PARTITION BY sid ORDER BY ts)
     )
-) s JOIN _frules r USING (metric)
+) s JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
 """
-# signals/anomalies.py ANOMALIES_SQL, per job: each series' baseline from the healthiest of its own
-# job's read windows.
+# signals/anomalies.py ANOMALIES_SQL, per series: its baseline from the healthiest of its own job's
+# read windows.
 ANOMALIES_SQL = """
 WITH pooled AS (
-    SELECT job, host, entity, metric, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
-    FROM _fsig WHERE x IS NOT NULL GROUP BY job, host, entity, metric
+    SELECT sid, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
+    FROM _fsig WHERE x IS NOT NULL GROUP BY sid
 ), per_window AS (
-    SELECT s.job, s.host, s.entity, s.metric, quantile_cont(s.x, [0.25, 0.75]) AS q
-    FROM _fsig s JOIN _fwin w ON w.job = s.job AND s.ts BETWEEN w.lo AND w.hi
-    WHERE s.x IS NOT NULL GROUP BY s.job, s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
+    SELECT s.sid, quantile_cont(s.x, [0.25, 0.75]) AS q
+    FROM _fsig s JOIN _fseries f USING (sid) JOIN _fwin w ON w.job = f.job AND s.ts BETWEEN w.lo AND w.hi
+    WHERE s.x IS NOT NULL GROUP BY s.sid, w.w HAVING count(*) >= ?
 ), healthiest AS (
-    SELECT job, host, entity, metric, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window
-    GROUP BY job, host, entity, metric
+    SELECT sid, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window GROUP BY sid
 ), base AS (
-    SELECT p.job, p.host, p.entity, p.metric, p.hi, p.lo, [coalesce(h.q1, p.q[1]), coalesce(h.q2, p.q[2])] AS q
-    FROM pooled p LEFT JOIN healthiest h
-         ON h.job = p.job AND h.host = p.host AND h.entity IS NOT DISTINCT FROM p.entity AND h.metric = p.metric
+    SELECT p.sid, p.hi, p.lo, [coalesce(h.q1, p.q[1]), coalesce(h.q2, p.q[2])] AS q
+    FROM pooled p LEFT JOIN healthiest h USING (sid)
 ), cand AS (
-    SELECT job, host, entity, metric, hi, lo, r.* EXCLUDE (metric),
-           CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
-    FROM base JOIN _frules r USING (metric)
+    SELECT sid, f.job, f.host, f.entity, hi, lo, r.*, CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
+    FROM base JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
 ), limits AS (
     SELECT *, CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
                    ELSE least(floor, b * ratio - delta) END AS threshold
@@ -229,20 +236,20 @@ WITH pooled AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
            coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
                          ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad,
-           row_number() OVER (PARTITION BY s.job, s.host, s.entity, s.metric ORDER BY s.ts) AS rn
-    FROM _fsig s JOIN limits l
-         ON l.job = s.job AND l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
+           row_number() OVER (PARTITION BY s.sid ORDER BY s.ts) AS rn
+    FROM _fsig s JOIN limits l USING (sid)
 ), islands AS (
-    SELECT *, rn - row_number() OVER (PARTITION BY job, host, entity, metric ORDER BY ts) AS island
+    SELECT *, rn - row_number() OVER (PARTITION BY sid ORDER BY ts) AS island
     FROM flagged WHERE bad
 ), windows AS (
-    SELECT job, host, entity, metric, any_value(layer) AS layer, any_value(category) AS category,
+    SELECT sid, any_value(job) AS job, any_value(host) AS host, any_value(entity) AS entity,
+           any_value(metric) AS metric, any_value(layer) AS layer, any_value(category) AS category,
            any_value(weight) AS weight, min(ts) AS first_bad, max(ts) AS last, any_value(b) AS b,
            median(x) AS after, CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak,
            count(*) AS n, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0,
            any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
            list(x ORDER BY ts)[2:] AS rest
-    FROM islands GROUP BY job, host, entity, metric, island
+    FROM islands GROUP BY sid, island
 )
 SELECT job, host, entity, metric, layer, category, weight,
        CASE WHEN prev0 IS NULL THEN first_bad
@@ -307,7 +314,7 @@ ORDER BY t._job, t.ts
 """
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
 TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fsumm", "_fcand_series")
-TEMP_TABLES += ("_fcand", "_fscope", "_fsig", "_fev", "_fevent_rules")
+TEMP_TABLES += ("_fcand", "_fseries", "_fscope", "_fsig", "_fev", "_fevent_rules")
 
 
 @dataclass(frozen=True)
@@ -391,11 +398,12 @@ def _anomalies(
     conn.execute(SUMM_PORTS_SQL, metrics)
     conn.execute(SERIES_SQL)
     counts = {j: (seen, touched) for j, seen, touched in conn.execute(OBSERVED_SQL).fetchall()}
-    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC})
+    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
+    values = ", ".join(["(?, ?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
+    bits = [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
+    conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
     hull = {"lo": min(r.windows[0][0] for r in reads.values()), "hi": max(r.windows[-1][1] for r in reads.values())}
     conn.execute(SCOPE_SQL, hull)
-    values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
-    bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
     conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
     conn.execute(SIGNAL_SQL)
     found: dict[str, list[Anomaly]] = {j: [] for j in reads}
