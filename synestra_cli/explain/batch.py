@@ -16,15 +16,19 @@ from synestra_cli.explain.api import JobExplanation, event_read, explain_each, e
 from synestra_cli.explain.assets import load_books
 from synestra_cli.explain.inputs import inputs_for
 from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
+from synestra_cli.signals.steps import DegradationWindow
 
 
-def explain_batch(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> list[JobExplanation]:
-    """Every job's whole explanation (jobs known to be in the store: jobs_in_window), in their order."""
+def explain_batch(
+    conn: duckdb.DuckDBPyConnection, job_ids: list[str], windows: dict[str, list[DegradationWindow]] | None = None
+) -> list[JobExplanation]:
+    """Every job's whole explanation (jobs known to be in the store: jobs_in_window), in their order;
+    `windows`: their step-time degradation windows, if read already."""
     if not job_ids:
         return []
-    inputs = inputs_for(conn, job_ids)
-    windows = {j: telemetry_windows(conn, inputs[j]) for j in job_ids}
-    reads = {j: JobRead(inputs[j].scope, w, event_read(inputs[j].scope, w)) for j, w in windows.items() if w}
+    inputs = inputs_for(conn, job_ids, windows)
+    spans = {j: telemetry_windows(conn, inputs[j]) for j in job_ids}
+    reads = {j: JobRead(inputs[j].scope, w, event_read(inputs[j].scope, w)) for j, w in spans.items() if w}
     telemetry = fleet_telemetry(conn, reads)
     books = load_books(conn, [inputs[j].scope for j in job_ids])
 
