@@ -32,7 +32,7 @@ from synestra_cli import settings
 from synestra_cli.signals.anomalies import MIN_BASELINE_SAMPLES, Anomaly
 from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
 from synestra_cli.signals.events import Event
-from synestra_cli.signals.scope import JobScope, insert_rows, scalar
+from synestra_cli.signals.scope import JobScope, insert_rows, placeholders, scalar
 from synestra_cli.signals.thresholds import (
     AER_CORRECTED_MIN,
     CLOCK_EVENT_METRIC,
@@ -174,16 +174,17 @@ SELECT c.sid + d.k, c.job, c.host, c.entity, d.metric
 FROM _fcand c CROSS JOIN (VALUES {values}) d(k, metric, bit, unless) WHERE c.metric = ?
 """
 # The candidates' samples inside their own job's windows (disjoint: a sample joins one window at most),
-# in one scan of the candidates' hosts for all the jobs.
+# in one scan of the candidates' hosts for all the jobs. The hosts and metrics as bound lists, not
+# subqueries: a list lets DuckDB skip the row groups of other hosts by their min/max.
 SCOPE_SQL = """
 CREATE OR REPLACE TEMP TABLE _fscope AS
 SELECT c.sid, m.ts, m.value
 FROM metrics m
 JOIN _fcand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
-WHERE m.host IN (SELECT DISTINCT host FROM _fcand) AND m.metric IN (SELECT DISTINCT metric FROM _fcand)
-  AND m.ts BETWEEN $lo AND $hi AND m.value IS NOT NULL
+WHERE m.host IN ({hosts}) AND m.metric IN ({metrics}) AND m.ts BETWEEN ? AND ? AND m.value IS NOT NULL
 """
+EMPTY_SCOPE_SQL = "CREATE OR REPLACE TEMP TABLE _fscope (sid BIGINT, ts TIMESTAMP, value DOUBLE)"
 # signals/anomalies.py CLOCK_BITS_SQL, per job.
 CLOCK_BITS_SQL = """
 INSERT INTO _fscope
@@ -402,8 +403,14 @@ def _anomalies(
     values = ", ".join(["(?, ?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
     bits = [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
     conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
-    hull = {"lo": min(r.windows[0][0] for r in reads.values()), "hi": max(r.windows[-1][1] for r in reads.values())}
-    conn.execute(SCOPE_SQL, hull)
+    hosts = [r[0] for r in conn.execute("SELECT DISTINCT host FROM _fcand ORDER BY 1").fetchall()]
+    names = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _fcand ORDER BY 1").fetchall()]
+    hull = [min(r.windows[0][0] for r in reads.values()), max(r.windows[-1][1] for r in reads.values())]
+    if hosts:
+        sql = SCOPE_SQL.format(hosts=placeholders(len(hosts)), metrics=placeholders(len(names)))
+        conn.execute(sql, [*hosts, *names, *hull])
+    else:
+        conn.execute(EMPTY_SCOPE_SQL)
     conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
     conn.execute(SIGNAL_SQL)
     found: dict[str, list[Anomaly]] = {j: [] for j in reads}
