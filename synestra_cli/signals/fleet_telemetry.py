@@ -83,7 +83,7 @@ SELECT s.first_ts, s.last_ts FROM sources s ANTI JOIN summarised_sources u USING
 # `touches` and `seen` against that job's windows (a row is one source, series and hour: its key).
 _SUMM = """
 INSERT INTO _fsumm
-SELECT h.job, s.host, s.entity, s.metric,
+SELECT h.job, s.source_id, s.host, s.entity, s.metric,
        bool_or(s.last_ts >= w.lo AND s.first_ts <= w.hi),
        bool_or((s.first_ts BETWEEN w.lo AND w.hi) OR (s.last_ts BETWEEN w.lo AND w.hi)),
        any_value(s.n), any_value(s.lo), any_value(s.hi), any_value(s.fin_first_ts), any_value(s.fin_last_ts),
@@ -97,10 +97,10 @@ WHERE s.host IN (SELECT host FROM {table}) AND s.metric IN (SELECT unnest($metri
 GROUP BY h.job, s.source_id, s.host, s.entity, s.metric, s.bucket
 """
 SUMM_DDL = """
-CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, host VARCHAR, entity VARCHAR, metric VARCHAR, touches BOOLEAN,
-    seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE,
-    last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE, backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE,
-    bits_or BIGINT, bits_and BIGINT)
+CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR,
+    touches BOOLEAN, seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP,
+    first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE, backwards BIGINT, repeats BIGINT, pair_hi DOUBLE,
+    pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
 """
 SUMM_HOSTS_SQL = _SUMM.format(join="JOIN _fhosts h ON h.host = s.host", table="_fhosts")
 SUMM_PORTS_SQL = _SUMM.format(join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity", table="_fports")
@@ -174,15 +174,23 @@ SELECT c.sid + d.k, c.job, c.host, c.entity, d.metric
 FROM _fcand c CROSS JOIN (VALUES {values}) d(k, metric, bit, unless) WHERE c.metric = ?
 """
 # The candidates' samples inside their own job's windows (disjoint: a sample joins one window at most),
-# in one scan of the candidates' hosts for all the jobs. The hosts and metrics as bound lists, not
-# subqueries: a list lets DuckDB skip the row groups of other hosts by their min/max.
+# in one scan of the candidates' files for all the jobs (signals/candidates.py CAND_SOURCES_SQL: the
+# files whose summaries hold a candidate's hours). Sources, hosts and metrics as bound lists, not
+# subqueries: a list lets DuckDB skip the row groups of other files by their min/max.
+CAND_SOURCES_SQL = """
+SELECT DISTINCT s.source_id, s.host FROM _fsumm s
+SEMI JOIN _fcand c
+     ON c.job = s.job AND c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
+ORDER BY ALL
+"""
 SCOPE_SQL = """
 CREATE OR REPLACE TEMP TABLE _fscope AS
 SELECT c.sid, m.ts, m.value
 FROM metrics m
 JOIN _fcand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
-WHERE m.host IN ({hosts}) AND m.metric IN ({metrics}) AND m.ts BETWEEN ? AND ? AND m.value IS NOT NULL
+WHERE m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics}) AND m.ts BETWEEN ? AND ?
+  AND m.value IS NOT NULL
 """
 EMPTY_SCOPE_SQL = "CREATE OR REPLACE TEMP TABLE _fscope (sid BIGINT, ts TIMESTAMP, value DOUBLE)"
 # signals/anomalies.py CLOCK_BITS_SQL, per job.
@@ -403,12 +411,14 @@ def _anomalies(
     values = ", ".join(["(?, ?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
     bits = [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
     conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
-    hosts = [r[0] for r in conn.execute("SELECT DISTINCT host FROM _fcand ORDER BY 1").fetchall()]
+    held = conn.execute(CAND_SOURCES_SQL).fetchall()
+    sources, hosts = sorted({r[0] for r in held}), sorted({r[1] for r in held})
     names = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _fcand ORDER BY 1").fetchall()]
     hull = [min(r.windows[0][0] for r in reads.values()), max(r.windows[-1][1] for r in reads.values())]
-    if hosts:
-        sql = SCOPE_SQL.format(hosts=placeholders(len(hosts)), metrics=placeholders(len(names)))
-        conn.execute(sql, [*hosts, *names, *hull])
+    if sources:
+        marks = {"sources": placeholders(len(sources)), "hosts": placeholders(len(hosts))}
+        sql = SCOPE_SQL.format(**marks, metrics=placeholders(len(names)))
+        conn.execute(sql, [*sources, *hosts, *names, *hull])
     else:
         conn.execute(EMPTY_SCOPE_SQL)
     conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
