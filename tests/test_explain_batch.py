@@ -124,3 +124,24 @@ def test_without_summaries_the_batch_leaves_the_telemetry_to_each_job_and_answer
         alone = {j: _json(explain_job(conn, j)) for j in jobs}
         whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
     assert whole == alone
+
+
+def test_a_job_whose_hours_hold_an_unsummarised_file_reads_alone_and_the_others_stay_batched(campaign, tmp_path):
+    import shutil
+
+    db = tmp_path / "partly.duckdb"
+    shutil.copy(campaign, db)
+    with open_store(db) as conn:  # a crash between a file's commit and its summary leaves it so
+        # the file of the shortest time range (a job's log): the jobs that ran then overlap it
+        (sid,) = conn.execute(
+            "SELECT source_id FROM sources WHERE first_ts IS NOT NULL ORDER BY last_ts - first_ts, source_id"
+        ).fetchone()
+        conn.execute("DELETE FROM summarised_sources WHERE source_id = ?", [sid])
+    with open_store(db, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        got = fleet_telemetry(conn, _reads(conn, jobs))
+        alone = {j: _json(explain_job(conn, j)) for j in jobs}
+        whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
+    served = [j for j, t in got.items() if t.windows is not None]
+    assert served and len(served) < len(got)  # some jobs overlap the file's hours, some do not
+    assert whole == alone

@@ -359,7 +359,8 @@ def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> l
 
     def covered(windows: list[Window]) -> bool:
         lo, hi = windows[0][0], windows[-1][1]
-        return not any(f is None or (last >= lo and f <= hi) for f, last in missing)
+        # as UNSUMMARISED_SQL counts them: no first time, or a range overlapping the job's (NULL: no overlap)
+        return not any(f is None or (last is not None and last >= lo and f <= hi) for f, last in missing)
 
     return [j for j, r in reads.items() if covered(r.windows)]
 
