@@ -145,3 +145,14 @@ def test_a_job_whose_hours_hold_an_unsummarised_file_reads_alone_and_the_others_
     served = [j for j, t in got.items() if t.windows is not None]
     assert served and len(served) < len(got)  # some jobs overlap the file's hours, some do not
     assert whole == alone
+
+
+def test_the_fleet_s_read_reports_its_progress_to_whoever_listens(campaign):
+    from synestra_cli import progress
+
+    heard = []
+    with open_store(campaign, read_only=True) as conn, progress.listening(lambda *p: heard.append(p)):
+        explain_batch(conn, jobs_in_window(conn))
+    read = [p for p in heard if p[0] == "reading the jobs' telemetry"]
+    assert read[0][1:] == (0, 2) and read[-1][1:] == (2, 2)
+    assert any(p[0] == "explaining jobs" for p in heard)

@@ -23,12 +23,14 @@ is left out, and explain reads it alone, raw.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
-from synestra_cli import settings
+from synestra_cli import progress, settings
 from synestra_cli.signals.anomalies import MIN_BASELINE_SAMPLES, Anomaly
 from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
 from synestra_cli.signals.events import Event
@@ -463,9 +465,9 @@ def fleet_telemetry(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) 
     reads = {j: r for j, r in reads.items() if r.windows}
     if not reads:
         return {}
-    try:
-        found = _anomalies(conn, reads)
-        events = _events(conn, reads)
+    steps: list[Callable[[], Any]] = [lambda: _anomalies(conn, reads), lambda: _events(conn, reads)]
+    try:  # the first step is most of a cold report: a bar with its elapsed time on a terminal (cli/progress.py)
+        found, events = progress.track("reading the jobs' telemetry", (step() for step in steps), len(steps))
     finally:
         for t in TEMP_TABLES:
             conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
