@@ -107,14 +107,25 @@ CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, source_id INTEGER, host VARCHA
 SUMM_HOSTS_SQL = _SUMM.format(join="JOIN _fhosts h ON h.host = s.host", table="_fhosts")
 SUMM_PORTS_SQL = _SUMM.format(join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity", table="_fports")
 
-# signals/candidates.py SERIES_SQL, per job.
+# signals/candidates.py SERIES_SQL, per job (the window over the hours only for series several sources hold).
 SERIES_SQL = """
 CREATE OR REPLACE TEMP TABLE _fcand_series AS
-WITH e AS (
-    SELECT job, host, entity, metric, touches, first_v, fin_first_ts,
-           lag(last_v) OVER w AS p_v, lag(fin_last_ts) OVER w AS p_ts
-    FROM _fsumm WHERE fin_first_ts IS NOT NULL
-    WINDOW w AS (PARTITION BY job, host, entity, metric ORDER BY fin_first_ts, fin_last_ts)
+WITH series AS (
+    SELECT job, host, entity, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n,
+           min(lo) FILTER (touches) AS lo, max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo,
+           max(rate_hi) AS rate_hi, sum(backwards) AS backwards, sum(repeats) AS repeats,
+           max(pair_hi) FILTER (touches) AS pair_hi, min(pair_lo) FILTER (touches) AS pair_lo,
+           bit_or(bits_or) FILTER (touches) AS bits_or, bit_and(bits_and) FILTER (touches) AS bits_and,
+           min(source_id) <> max(source_id) AS several
+    FROM _fsumm GROUP BY job, host, entity, metric
+), e AS (
+    SELECT u.job, u.host, u.entity, u.metric, u.touches, u.first_v, u.fin_first_ts,
+           lag(u.last_v) OVER w AS p_v, lag(u.fin_last_ts) OVER w AS p_ts
+    FROM _fsumm u SEMI JOIN series s
+         ON s.several AND s.job = u.job AND s.host IS NOT DISTINCT FROM u.host
+        AND s.entity IS NOT DISTINCT FROM u.entity AND s.metric = u.metric
+    WHERE u.fin_first_ts IS NOT NULL
+    WINDOW w AS (PARTITION BY u.job, u.host, u.entity, u.metric ORDER BY u.fin_first_ts, u.fin_last_ts)
 ), edges AS (
     SELECT job, host, entity, metric,
            min((first_v - p_v) / (epoch(fin_first_ts) - epoch(p_ts))) FILTER (first_v >= p_v AND fin_first_ts > p_ts)
@@ -126,13 +137,6 @@ WITH e AS (
            max(least(first_v, p_v)) FILTER (touches) AS e_pair_hi,
            min(greatest(first_v, p_v)) FILTER (touches) AS e_pair_lo
     FROM e WHERE p_ts IS NOT NULL GROUP BY ALL
-), series AS (
-    SELECT job, host, entity, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n,
-           min(lo) FILTER (touches) AS lo, max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo,
-           max(rate_hi) AS rate_hi, sum(backwards) AS backwards, sum(repeats) AS repeats,
-           max(pair_hi) FILTER (touches) AS pair_hi, min(pair_lo) FILTER (touches) AS pair_lo,
-           bit_or(bits_or) FILTER (touches) AS bits_or, bit_and(bits_and) FILTER (touches) AS bits_and
-    FROM _fsumm GROUP BY ALL
 )
 SELECT s.job, s.host, s.entity, s.metric, s.seen, s.lo, s.hi, least(s.rate_lo, e.e_lo) AS rate_lo,
        greatest(s.rate_hi, e.e_hi) AS rate_hi, s.backwards + coalesce(e.e_backwards, 0) AS backwards,
