@@ -63,11 +63,11 @@ def test_tax_report_keeps_the_explanations_it_computes_and_reuses_them(db_path, 
     with open_store(db_path, read_only=True) as c:
         assert c.execute("SELECT job_id FROM explanations").fetchall() == [("42",)]
 
-    def must_not_run(_conn, job_ids, _explain=None):
+    def must_not_run(_conn, job_ids, _windows=None):
         assert not job_ids, "the kept explanation should have been reused"
         return []
 
-    monkeypatch.setattr(memo, "explain_each", must_not_run)
+    monkeypatch.setattr(memo, "explain_batch", must_not_run)
     second = CliRunner().invoke(cli, args)
     assert second.exit_code == 0, second.stderr
     assert second.stdout == first.stdout
@@ -111,7 +111,7 @@ def test_ingest_explain_keeps_every_job_for_the_next_tax_report(db_path, tmp_pat
     with open_store(db_path, read_only=True) as c:
         (key,) = c.execute("SELECT store_key FROM explanations WHERE job_id = '42'").fetchone()
         assert key == memo.store_key(c)
-    monkeypatch.setattr(memo, "explain_each", lambda _c, jobs, *_: [] if not jobs else pytest.fail("re-explained"))
+    monkeypatch.setattr(memo, "explain_batch", lambda _c, jobs, *_: [] if not jobs else pytest.fail("re-explained"))
     report = CliRunner().invoke(cli, ["tax-report", "--all", "--format", "json", "--db", str(db_path)])
     assert report.exit_code == 0, report.stderr
     assert json.loads(report.stdout)["jobs"][0]["job"] == "42"

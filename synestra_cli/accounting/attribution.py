@@ -172,7 +172,7 @@ def build_report(
     """The whole tax report: buckets, charges to causes (via explain, reusing kept explanations), fleet
     view, ranked causes."""
     report = tax_report(conn, job_id, since, until, price, capacity_gpus)
-    explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs])
+    explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs], report.windows)
     for job in report.jobs:
         ex = explanations[job.buckets.job_id]
         job.charges = charges_for(job, ex.checkpoints, ex.failures)
