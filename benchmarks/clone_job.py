@@ -21,9 +21,9 @@ IN_JOB = "host IN (SELECT host FROM jh)"
 # One statement per table; {s} is the clone's suffix. Telemetry in the order ingest writes it.
 CLONE_SQL = [
     "INSERT INTO metrics SELECT ts, host || '{s}', entity, metric, value, source_id FROM metrics "
-    f"WHERE {IN_JOB} ORDER BY host, entity, ts",
+    f"WHERE {IN_JOB} ORDER BY host, entity, metric, ts",
     "INSERT INTO metrics SELECT ts, m.host, m.entity || '{s}', metric, value, source_id FROM metrics m "
-    "SEMI JOIN jp ON jp.switch = m.host AND jp.switch_port = m.entity ORDER BY m.host, m.entity, ts",
+    "SEMI JOIN jp ON jp.switch = m.host AND jp.switch_port = m.entity ORDER BY m.host, m.entity, m.metric, ts",
     "INSERT INTO events SELECT ts, host || '{s}', component, kind, code, severity, message, fields, source_id, "
     f"line FROM events WHERE {IN_JOB}",
     "INSERT INTO topology SELECT host || '{s}', nic, switch, switch_port || '{s}', rack, source_id FROM topology "
@@ -44,6 +44,19 @@ SUMMARY_CLONE_SQL = [
     "SEMI JOIN jp ON jp.switch = m.host AND jp.switch_port = m.entity",
 ]
 HAS_SUMMARIES_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'metric_summaries'"
+# The clones' summaries point at their own rows (migration 018's row ranges), not at the originals'.
+HAS_RANGES_SQL = (
+    "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'metric_summaries' AND column_name = 'row_lo'"
+)
+RANGES_SQL = """
+UPDATE metric_summaries s SET row_lo = r.lo, row_hi = r.hi FROM (
+    SELECT source_id, host, entity, metric, time_bucket(INTERVAL 1 HOUR, ts) AS bucket, min(rowid) AS lo,
+           max(rowid) AS hi
+    FROM metrics WHERE (host LIKE '%-c%' OR entity LIKE '%-c%') AND value IS NOT NULL GROUP BY ALL
+) r
+WHERE r.source_id = s.source_id AND r.host IS NOT DISTINCT FROM s.host AND r.entity IS NOT DISTINCT FROM s.entity
+  AND r.metric = s.metric AND r.bucket = s.bucket
+"""
 
 
 def main(db: str, k: int) -> None:
@@ -59,6 +72,8 @@ def main(db: str, k: int) -> None:
             conn.execute(sql.format(s=f"-c{c}", n=len(hosts)))
         conn.execute("COMMIT")
         print(f"clone {c}: {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    if conn.execute(HAS_RANGES_SQL).fetchone()[0]:
+        conn.execute(RANGES_SQL)
     conn.execute("CHECKPOINT")
     print(f"job {JOB}: {len(hosts) * k} hosts; {conn.execute('SELECT count(*) FROM metrics').fetchone()[0]:,} samples")
 

@@ -29,10 +29,17 @@ import duckdb
 from synestra_cli import settings
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
 from synestra_cli.store.sql import one_row, placeholders, scalar
+from synestra_cli.store.summaries import BUCKET
 
 HAS_SUMMARIES_SQL = """
 SELECT count(*) FROM duckdb_tables()
 WHERE database_name = current_database() AND schema_name = 'main' AND table_name = 'summarised_sources'
+"""
+# Row ranges (migration 018): a store opened read-only before it has none, and reads by source.
+HAS_ROW_RANGES_SQL = """
+SELECT count(*) FROM duckdb_columns()
+WHERE database_name = current_database() AND schema_name = 'main' AND table_name = 'metric_summaries'
+  AND column_name = 'row_lo'
 """
 # Sources in the time range (or without one) whose summary was not written.
 UNSUMMARISED_SQL = """
@@ -41,17 +48,18 @@ WHERE s.first_ts IS NULL OR (s.last_ts >= ? AND s.first_ts <= ?)
 """
 
 SUMM_DDL = """
-CREATE OR REPLACE TEMP TABLE _summ (source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR, touches BOOLEAN,
-    seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE,
-    last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE, backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE,
-    bits_or BIGINT, bits_and BIGINT)
+CREATE OR REPLACE TEMP TABLE _summ (source_id INTEGER, bucket TIMESTAMP, row_lo BIGINT, row_hi BIGINT, host VARCHAR,
+    entity VARCHAR, metric VARCHAR, touches BOOLEAN, seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE,
+    fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE,
+    backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
 """
 # The hours from the first window to the last; `touches`: the hour's samples overlap a window, `seen`:
 # one of its samples is surely inside one (its first or last).
 _SUMM = """
 INSERT INTO _summ
-SELECT s.source_id, s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi, s.fin_first_ts, s.fin_last_ts,
-       s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi, s.pair_lo, s.bits_or, s.bits_and
+SELECT s.source_id, s.bucket, {ranges}, s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi,
+       s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi,
+       s.pair_lo, s.bits_or, s.bits_and
 FROM metric_summaries s {join}
 WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host IN ({hosts}) {entities} AND s.metric IN ({metrics})
 """
@@ -135,7 +143,32 @@ SELECT DISTINCT s.source_id, s.host FROM _summ s
 SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 ORDER BY ALL
 """
-# The candidates' own samples in the windows: only the row groups of the files that hold them (a row
+# The candidates' hours that touch a window, with where their samples are (store/summaries.py row_lo, row_hi).
+CAND_HOURS_SQL = """
+CREATE OR REPLACE TEMP TABLE _cand_hours AS
+SELECT s.source_id, s.host, s.entity, s.metric, s.bucket, s.n, s.row_lo, s.row_hi FROM _summ s
+SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
+WHERE s.touches
+"""
+# Those hours' samples read by rowid: a few hundred rows per candidate. Only rows of the hour's own source,
+# series and hour count, so the read holds all of an hour's samples exactly when it finds `n` of them.
+ROWID_READ_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _cand_rows AS
+SELECT m.ts, m.host, m.entity, m.metric, m.value FROM metrics m
+SEMI JOIN _cand_hours h
+     ON h.source_id = m.source_id AND h.host = m.host AND h.entity IS NOT DISTINCT FROM m.entity
+    AND h.metric = m.metric AND h.bucket = time_bucket({BUCKET}, m.ts)
+WHERE m.rowid IN (SELECT unnest(range(row_lo, row_hi + 1)) FROM _cand_hours) AND m.value IS NOT NULL
+"""
+# A file not written in series order (another tool's, a clone) spreads an hour's samples over many
+# rows: past this many rows per sample, its row groups are cheaper read whole.
+ROWID_MAX_SPREAD = 4
+ROWID_SPREAD_SQL = "SELECT coalesce(sum(row_hi - row_lo + 1) <= $spread * sum(n), true) FROM _cand_hours"
+ROWID_CHECK_SQL = """
+SELECT (SELECT count(*) FROM _cand_rows) = (SELECT sum(n) FROM _cand_hours)
+   AND NOT EXISTS (SELECT 1 FROM _cand_hours WHERE row_lo IS NULL)
+"""
+# Else the candidates' own samples in the windows: only the row groups of the files that hold them (a row
 # group holds one or two files: the source list skips the host's other exporters' files as well).
 RAW_SQL = """
 INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
@@ -173,7 +206,8 @@ def scope_from_summaries(
     seen_args = [t for w in windows for t in (*w, *w)]
     hull = [windows[0][0], windows[-1][1]]
     conn.execute(SUMM_DDL)
-    fill = {"touches": touches, "seen": seen, "metrics": placeholders(len(metrics))}
+    ranges = "s.row_lo, s.row_hi" if scalar(conn, HAS_ROW_RANGES_SQL) else "NULL, NULL"
+    fill = {"touches": touches, "seen": seen, "ranges": ranges, "metrics": placeholders(len(metrics))}
     conn.execute(
         SUMM_HOSTS_SQL.format(**fill, hosts=placeholders(len(hosts))),
         [*touch_args, *seen_args, *hull, *hosts, *metrics],
@@ -189,17 +223,35 @@ def scope_from_summaries(
         return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
     pairs = len(windows) == 1 and min_samples >= 2
     conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs})
+    spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
+    if not _read_by_rowid(conn, spans, touch_args):
+        _read_by_source(conn, spans, touch_args)
+    return int(observed)
+
+
+def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> bool:
+    """The candidates' samples in the windows into `_scope` from their hours' row ranges; False (nothing
+    written) when a range is missing, spread too thin, or no longer holds all of its hour's samples."""
+    conn.execute(CAND_HOURS_SQL)
+    if not scalar(conn, ROWID_SPREAD_SQL, {"spread": ROWID_MAX_SPREAD}):
+        return False
+    conn.execute(ROWID_READ_SQL)
+    if not scalar(conn, ROWID_CHECK_SQL):
+        return False
+    conn.execute(f"INSERT INTO _scope SELECT m.* FROM _cand_rows m WHERE {spans}", span_args)
+    return True
+
+
+def _read_by_source(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> None:
     held = conn.execute(CAND_SOURCES_SQL).fetchall()
     sources = sorted({r[0] for r in held})
-    cand_hosts = sorted({r[1] for r in held})
-    cand_metrics = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _cand ORDER BY 1").fetchall()]
+    hosts = sorted({r[1] for r in held})
+    metrics = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _cand ORDER BY 1").fetchall()]
     if sources:
-        spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
         sql = RAW_SQL.format(
             spans=spans,
             sources=placeholders(len(sources)),
-            hosts=placeholders(len(cand_hosts)),
-            metrics=placeholders(len(cand_metrics)),
+            hosts=placeholders(len(hosts)),
+            metrics=placeholders(len(metrics)),
         )
-        conn.execute(sql, [*touch_args, *sources, *cand_hosts, *cand_metrics])
-    return int(observed)
+        conn.execute(sql, [*span_args, *sources, *hosts, *metrics])

@@ -59,11 +59,11 @@ CREATE TABLE {name} (
     pair_hi      DOUBLE,               -- max over consecutive finite pairs of the lower of the two
     pair_lo      DOUBLE,               -- min over them of the higher of the two
     bits_or      BIGINT,               -- bitmask metrics: bits set in any / every sample
-    bits_and     BIGINT
+    bits_and     BIGINT{extra}
 );
 """
 SUMMARY_DDL = (
-    _SUMMARY_TABLE.format(name="metric_summaries")
+    _SUMMARY_TABLE.format(name="metric_summaries", extra="")
     + "CREATE TABLE summarised_sources (source_id INTEGER PRIMARY KEY);\n"
 )
 # The order rows are kept in: by hour first, so that a job's read windows (an hour or two of a day)
@@ -71,12 +71,26 @@ SUMMARY_DDL = (
 # written in source order holds every hour of its sources in each row group: a one-hour read then
 # scanned the whole table, a cost that grew with the store, not with the job.
 SUMMARY_ORDER = "bucket, host, entity, metric, source_id"
-# Migration 018: the summaries already written, rewritten in that order (one sort of ~1/40 of the
-# samples: 4x10^6 rows on a 512-node x 24 h store).
+# Each row's samples lie in metrics rows row_lo..row_hi (rowid): a file's rows are written sorted by host,
+# entity, metric and time, so a series' hour is one short run, and explain reads a candidate's samples by
+# rowid (a few hundred rows, not its file's row groups). A hint, checked where used: DuckDB may renumber
+# rows after a delete (forget), and a reader that does not find all `n` samples there reads by file.
+ROW_RANGE_COLUMNS = """,
+    row_lo       BIGINT,               -- the samples' rowids in metrics, first and last
+    row_hi       BIGINT"""
+# Migration 018: the summaries already written, rewritten in that order with their row ranges (one
+# sort of ~1/40 of the samples, 4x10^6 rows on a 512-node x 24 h store, and one aggregate of the samples).
 SORT_SUMMARIES_SQL = (
-    _SUMMARY_TABLE.format(name="metric_summaries_by_hour")
+    _SUMMARY_TABLE.format(name="metric_summaries_by_hour", extra=ROW_RANGE_COLUMNS)
     + f"""
-INSERT INTO metric_summaries_by_hour SELECT * FROM metric_summaries ORDER BY {SUMMARY_ORDER};
+INSERT INTO metric_summaries_by_hour
+SELECT s.*, r.row_lo, r.row_hi FROM metric_summaries s LEFT JOIN (
+    SELECT source_id, host, entity, metric, time_bucket({BUCKET}, ts) AS bucket, min(rowid) AS row_lo,
+           max(rowid) AS row_hi
+    FROM metrics WHERE value IS NOT NULL GROUP BY ALL
+) r ON r.source_id = s.source_id AND r.host IS NOT DISTINCT FROM s.host AND r.entity IS NOT DISTINCT FROM s.entity
+   AND r.metric = s.metric AND r.bucket = s.bucket
+ORDER BY {SUMMARY_ORDER};
 DROP TABLE metric_summaries;
 ALTER TABLE metric_summaries_by_hour RENAME TO metric_summaries;
 """
@@ -86,7 +100,7 @@ ALTER TABLE metric_summaries_by_hour RENAME TO metric_summaries;
 # between does not break a pair, as counters.py skips it too).
 _SUMMARY_SELECT = f"""
 WITH s AS (
-    SELECT m.source_id, m.host, m.entity, m.metric, m.ts, m.value, isfinite(m.value) AS fin,
+    SELECT m.source_id, m.host, m.entity, m.metric, m.ts, m.value, isfinite(m.value) AS fin, m.rowid AS rid,
            CASE WHEN c.kind = 'bitmask' AND isfinite(m.value) THEN TRY_CAST(round(m.value) AS BIGINT) END AS bits,
            lag(CASE WHEN isfinite(m.value) THEN m.value END IGNORE NULLS) OVER w AS pv,
            lag(CASE WHEN isfinite(m.value) THEN m.ts END IGNORE NULLS) OVER w AS pts
@@ -101,15 +115,18 @@ SELECT source_id, host, entity, metric, time_bucket({BUCKET}, ts) AS bucket, cou
        max((value - pv) / (epoch(ts) - epoch(pts))) FILTER (fin AND value >= pv AND ts > pts),
        count(*) FILTER (fin AND value < pv), count(*) FILTER (fin AND ts = pts),
        max(least(value, pv)) FILTER (fin AND pv IS NOT NULL), min(greatest(value, pv)) FILTER (fin AND pv IS NOT NULL),
-       bit_or(bits) FILTER (bits >= 0), bit_and(bits) FILTER (bits >= 0)
+       bit_or(bits) FILTER (bits >= 0), bit_and(bits) FILTER (bits >= 0){{ranges}}
 FROM s GROUP BY ALL
 {{order}}
 """
-SOURCE_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(where="AND m.source_id = $sid", order="")
+SOURCE_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(
+    where="AND m.source_id = $sid", order="", ranges=""
+)
 # Ingest's form: the sources of one committed batch not summarised yet, in one statement.
 BATCH_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(
     where="AND list_contains($ids, m.source_id) AND m.source_id NOT IN (SELECT source_id FROM summarised_sources)",
     order=f"ORDER BY {SUMMARY_ORDER}",  # a big batch's row groups each hold a few of its hours
+    ranges=", min(rid), max(rid)",
 )
 MARK_SQL = "INSERT OR IGNORE INTO summarised_sources SELECT unnest($ids::INTEGER[])"
 
