@@ -150,6 +150,10 @@ class Format:
     # Every job log is read with the facts of every job-log format, whichever format was sniffed.
     facts: tuple[str, ...] = ()
     prepare: tuple[str, ...] = ()
+    # Several files of this format at once, in one transaction: one result per context, in order; each
+    # statement over all of them, so that a small file costs its lines, not its statements. Raising
+    # fails the group: ingest then loads its files one by one with `load`, so a bad file fails alone.
+    load_group: Callable[[list[LoadContext]], list[LoadResult]] | None = None
 
 
 def open_binary(path: Path):
