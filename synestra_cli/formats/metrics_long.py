@@ -143,4 +143,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
+    top=0.95,
 )

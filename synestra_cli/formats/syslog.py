@@ -511,4 +511,5 @@ FORMAT = Format(
     writes=frozenset({"events", "host_names"}),
     load_group=load_group,
     appendable=True,  # no file-level context: a grown file's new lines load on their own (ingest.py)
+    top=0.9,
 )
