@@ -417,6 +417,11 @@ def main() -> None:
         default="formats,syslog,scales,jobsizes",
         help="which parts to run (e.g. `--steps scales --scales 4` adds one store size)",
     )
+    ap.add_argument(
+        "--formats",
+        default=None,
+        help="step formats: only these formats, comma-separated (e.g. `--formats syslog,megatron`; default all)",
+    )
     ap.add_argument("--job-sizes", default="8,64,256,1024", help="hosts of the main job, one campus per size")
     ap.add_argument(
         "--job-node-hours",
@@ -451,7 +456,8 @@ def main() -> None:
     steps = set(args.steps.split(","))
     base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
     groups = files_per_format(base / "exports") if steps & {"formats", "syslog"} else {}
-    doc["formats"] = bench_formats(groups, work) if "formats" in steps else []
+    chosen = {name: paths for name, paths in groups.items() if not args.formats or name in args.formats.split(",")}
+    doc["formats"] = bench_formats(chosen, work) if "formats" in steps else []
     doc["syslog_big"] = (
         bench_syslog(groups["syslog"], args.cache, work, args.syslog_lines, args.drain3_lines)
         if "syslog" in groups and "syslog" in steps
