@@ -237,6 +237,9 @@ def bench_formats(groups: dict[str, list[Path]], work: Path) -> list[dict]:
                 "failed": ours["failed"],
                 "ingest_s": ours["seconds"],
                 "floor_s": floor["seconds"],
+                # CPU of the whole child (start-up and imports too, for both): survives a loaded machine
+                "ingest_cpu_s": ours["cpu_s"],
+                "floor_cpu_s": floor["cpu_s"],
                 "rows_per_s": ours["rows"] / ours["seconds"],
                 "mb_per_s": size_mb / ours["seconds"],
                 "lines_per_s": floor["rows"] / ours["seconds"],
@@ -344,13 +347,13 @@ def print_table(doc: dict) -> None:
     print(f"\nSynestra benchmarks  ({doc['nodes']} nodes x {doc['hours']:g} h, {os.cpu_count()} cores)\n")
     print(
         f"{'format':<14}{'files':>6}{'MB':>8}{'lines':>11}{'rows':>12}{'rows/s':>11}{'MB/s':>7}{'floor s':>9}"
-        f"{'ours s':>8}{'vs floor':>9}{'RSS MB':>8}"
+        f"{'ours s':>8}{'vs floor':>9}{'RSS MB':>8}{'floor cpu':>10}{'ours cpu':>9}"
     )
     for r in doc["formats"]:
         print(
             f"{r['format']:<14}{r['files']:>6}{r['mb']:>8.1f}{r['lines']:>11,}{r['rows']:>12,}"
             f"{r['rows_per_s']:>11,.0f}{r['mb_per_s']:>7.1f}{r['floor_s']:>9.2f}{r['ingest_s']:>8.2f}"
-            f"{r['vs_floor']:>8.2f}x{r['peak_rss_mb']:>8.0f}"
+            f"{r['vs_floor']:>8.2f}x{r['peak_rss_mb']:>8.0f}{r['floor_cpu_s']:>10.2f}{r['ingest_cpu_s']:>9.2f}"
         )
     big = doc["syslog_big"]
     if "lines" in big:

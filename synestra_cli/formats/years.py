@@ -120,7 +120,7 @@ def place_many(
     headers = dict(conn.execute(HEADER_SQL, params).fetchall())
     store: dict[int, list[tuple[str, datetime, datetime]]] = {}
     for sid, *span in conn.execute(STORE_SQL.format(evidence=evidence), params).fetchall():
-        store.setdefault(sid, []).append(tuple(span))  # type: ignore[arg-type]
+        store.setdefault(sid, []).append(tuple(span))
     choices: dict[int, YearChoice | None] = {}
     shifts, records = [], []
     for it in items:

@@ -10,8 +10,10 @@ the replaced sources deleted and the stage's rows appended, then the stage dropp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -204,7 +206,9 @@ def _bookkeeping(conn: duckdb.DuckDBPyConnection, batch: Batch) -> None:
     _insert_rows(conn, stage, "sources", SOURCE_COLUMNS, sources)
 
 
-def _insert_rows(conn: duckdb.DuckDBPyConnection, stage: str, table: str, schema: pa.Schema, rows: list[tuple]) -> None:
+def _insert_rows(
+    conn: duckdb.DuckDBPyConnection, stage: str, table: str, schema: pa.Schema, rows: Sequence[tuple[Any, ...]]
+) -> None:
     columns = [pa.array(col, f.type) for col, f in zip(zip(*rows, strict=True), schema, strict=True)]
     _bookkeeping_rows = pa.table(columns, schema=schema)  # noqa: F841 - read by DuckDB's replacement scan
     conn.execute(INSERT_ROWS_SQL.format(c=stage, table=table))

@@ -121,9 +121,9 @@ class _Run:
             with self.lock:
                 stage = self.batches[-1].stage
                 self.dispatched[stage] += len(unit)
-            progress = (lambda i: on_file(items[i], i, len(items))) if on_file and n <= 1 else None  # type: ignore[arg-type]
-            files = [(i, items[i], self.ids[i]) for i in unit]
-            return stage, stage_unit(cur, self.stores, stage, files, self.options, self.known, progress)  # type: ignore[arg-type]
+            files = [(i, path, self.ids[i]) for i in unit if isinstance(path := items[i], Path)]
+            progress = on_file if on_file and n <= 1 else None
+            return stage, stage_unit(cur, self.stores, stage, files, self.options, self.known, progress, len(items))
 
         try:
             self._open_batch()
@@ -315,7 +315,8 @@ def stage_unit(
     files: list[tuple[int, Path, int]],
     options: IngestOptions,
     known: Known,
-    progress: Callable[[int], None] | None = None,
+    progress: ProgressFn | None = None,
+    total: int = 0,
 ) -> list[tuple[int, Result]]:
     """Parse files (index, path, source id) into `stage`: those of a format with a load_group together,
     in one transaction of the stage; if that fails, each on its own (a bad file fails alone). The
@@ -324,7 +325,7 @@ def stage_unit(
     groups: dict[str, list[_Planned]] = {}
     for index, path, source_id in files:
         if progress:
-            progress(index)
+            progress(path, index, total)
         report = FileReport(path=str(path), status="failed")
         planned = _guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
         if isinstance(planned, _Planned):
