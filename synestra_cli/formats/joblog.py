@@ -321,7 +321,7 @@ SYSLOG_ENVELOPE = re.compile(
 )
 
 
-@functools.lru_cache(maxsize=8)  # every job-log format asks it of the same head
+@functools.lru_cache(maxsize=16)  # every job-log format asks it of the same head
 def looks_like_syslog(head: str) -> bool:
     """A syslog envelope (`Mon DD HH:MM:SS host tag:`) on most lines: the syslog parser's file."""
     lines = [ln for ln in head.splitlines()[:200] if ln.strip()]

@@ -361,7 +361,7 @@ def _fits(env: Envelope, match: re.Match | None) -> bool:
     return match is not None and (env is not RFC3339 or match.group(4) is not None)
 
 
-@functools.lru_cache(maxsize=8)  # sniffing a file detects its envelope, and so does loading it: once
+@functools.lru_cache(maxsize=128)  # sniffing a unit of files detects their envelopes, then loading: once
 def detect(head: str) -> tuple[Envelope | None, float]:
     """The envelope most lines of the head carry, and the fraction of (non-continuation) lines it fits."""
     lines = head.splitlines()

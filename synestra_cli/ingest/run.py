@@ -267,10 +267,12 @@ class _Run:
 # --- files into a stage ------------------------------------------------------------------------------
 
 Result = FileReport | Staged
-# Consecutive files are handed to a worker together, up to UNIT_FILES or UNIT_BYTES on disk: the small
-# files of a format that loads many at once (Format.load_group) are then parsed by the same statements.
-UNIT_FILES = 64
+# Consecutive small files are handed to a worker together, up to UNIT_FILES or UNIT_BYTES on disk: those
+# of a format that loads many at once (Format.load_group) are then parsed by the same statements. A file
+# over UNIT_ALONE_BYTES is a unit of its own: its lines are its cost, and the workers share the big files.
+UNIT_FILES = 256
 UNIT_BYTES = 16 << 20
+UNIT_ALONE_BYTES = 1 << 20
 
 
 def _units(items: list[Path | WalkIssue]) -> list[list[int]]:
@@ -287,6 +289,9 @@ def _units(items: list[Path | WalkIssue]) -> list[list[int]]:
             bytes_ = item.stat().st_size
         except OSError:
             bytes_ = 0
+        if bytes_ > UNIT_ALONE_BYTES:
+            units.append([i])
+            continue
         if unit and (len(unit) >= UNIT_FILES or size + bytes_ > UNIT_BYTES):
             units.append(unit)
             unit, size = [], 0
