@@ -238,8 +238,8 @@ def commit(
             digest = plan.digest
             known.add(Source(s.source_id, str(s.path.resolve()), digest.sha, s.fmt.name, digest.size, s.options), True)
     _drop(conn, batch, done + again)
-    if batch.files:
-        _copy(conn, store, batch, options)
+    filled = _copy(conn, store, batch, options) if batch.files else set()
+    if "metrics" in filled:  # summaries are of metrics only
         _summarise(conn, store, [s.source_id for s in batch.files])
     mixed = other_form_notes(conn, store, [s.source_id for s in batch.files], options.cluster)
     for s in batch.files:
@@ -249,7 +249,8 @@ def commit(
     return batch.files + done, again
 
 
-def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> None:
+def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> set[str]:
+    """Append the stage's rows to the store, in one transaction; returns the tables that had rows."""
     stage = batch.stage
     qualify_batch(conn, stage, store, [(s.source_id, s.fmt.name) for s in batch.files], options.cluster)
     filled = {name for (name,) in conn.execute(FILLED_SQL, {"stage": stage}).fetchall()}
@@ -264,6 +265,7 @@ def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: In
                 conn.execute(
                     f"INSERT OR IGNORE INTO {qualified(store, name)} BY NAME SELECT * FROM {qualified(stage, name)}"
                 )
+    return filled
 
 
 def _summarise(conn: duckdb.DuckDBPyConnection, store: str, source_ids: list[int]) -> None:
