@@ -131,8 +131,10 @@ def _check_readers_and_kill(tmp_path: Path, n_files: int, run_reader, rounds: in
     assert during >= 1, "the ingest ended before one round of readers: give it more files"
     assert len(_whole_files(db, files)) == n_files
 
-    # kill -9 mid-ingest: only whole files are in; ingesting again loads the rest, once
-    more = _files(tmp_path / "more", n_files, tag="more ")
+    # kill -9 mid-ingest: only whole files are in; ingesting again loads the rest, once (enough files that
+    # it takes several commits: small files are parsed hundreds at a time)
+    n_more = max(n_files, 3000)
+    more = _files(tmp_path / "more", n_more, tag="more ")
     ingest = _start_ingest(tmp_path / "more", db)
     try:
         while _sources(db) <= n_files + 9 and ingest.poll() is None:  # a commit or more of the new files
@@ -142,7 +144,7 @@ def _check_readers_and_kill(tmp_path: Path, n_files: int, run_reader, rounds: in
     finally:
         ingest.wait(timeout=60)
     in_after_kill = _whole_files(db, files + more)
-    assert n_files < len(in_after_kill) < 2 * n_files
+    assert n_files < len(in_after_kill) < n_files + n_more
     again = subprocess.run(
         _synestra("ingest", str(tmp_path / "more"), "--year", "2026", "--db", str(db)),
         capture_output=True,
@@ -152,7 +154,7 @@ def _check_readers_and_kill(tmp_path: Path, n_files: int, run_reader, rounds: in
     )
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"{len(in_after_kill) - n_files} skipped" in again.stderr
-    assert len(_whole_files(db, files + more)) == 2 * n_files
+    assert len(_whole_files(db, files + more)) == n_files + n_more
 
 
 def _in_process(args: list[str]) -> tuple[int, str]:
@@ -166,8 +168,8 @@ def _as_a_user(args: list[str]) -> tuple[int, str]:
 
 
 def test_readers_answer_during_a_long_ingest_and_a_killed_one_leaves_whole_files(tmp_path):
-    """Quick: readers in this process (CliRunner), 400 files."""
-    _check_readers_and_kill(tmp_path, 400, _in_process, rounds=1)
+    """Quick: readers in this process (CliRunner), 1,000 files."""
+    _check_readers_and_kill(tmp_path, 1000, _in_process, rounds=1)
 
 
 @pytest.mark.slow
