@@ -281,16 +281,13 @@ def _units(items: list[Path | WalkIssue]) -> list[list[int]]:
     unit: list[int] = []
     size = 0
     for i, item in enumerate(items):
-        if isinstance(item, WalkIssue):
-            units += [unit, [i]] if unit else [[i]]
-            unit, size = [], 0
-            continue
         try:
-            bytes_ = item.stat().st_size
+            bytes_ = 0 if isinstance(item, WalkIssue) else item.stat().st_size
         except OSError:
             bytes_ = 0
-        if bytes_ > UNIT_ALONE_BYTES:
-            units.append([i])
+        if isinstance(item, WalkIssue) or bytes_ > UNIT_ALONE_BYTES:  # alone, in order
+            units += [unit, [i]] if unit else [[i]]
+            unit, size = [], 0
             continue
         if unit and (len(unit) >= UNIT_FILES or size + bytes_ > UNIT_BYTES):
             units.append(unit)
