@@ -151,8 +151,7 @@ def load_group(ctxs: list[LoadContext]) -> list[LoadResult]:
         results[sid].rejected += rejected - len(results[sid].reject_samples)
     conn.execute(INSERT_SQL)
     conn.execute(CATALOG_SQL)
-    drop_temp(conn, ("mlong_rows", "mlong_raw"))
-    conn.execute(prom_labels.DROP_LOOKUPS_SQL)
+    drop_temp(conn, ("mlong_rows", "mlong_raw", *prom_labels.LOOKUP_TABLES))
     return [results[ctx.source_id] for ctx in ctxs]
 
 

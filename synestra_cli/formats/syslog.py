@@ -26,7 +26,7 @@ from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats import years
 from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.hosts import record_full_names_sql
-from synestra_cli.store.sql import drop_temp, one_row
+from synestra_cli.store.sql import drop_temp, fetch_one, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
@@ -327,7 +327,7 @@ def _year_note(f: _File, span: tuple[int, int] | None) -> list[str]:
 
 def _check_timezone(ctx: LoadContext) -> None:
     try:
-        ctx.conn.execute(CHECK_TZ_SQL, [ctx.options.timezone]).fetchone()
+        fetch_one(ctx.conn, CHECK_TZ_SQL, [ctx.options.timezone])
     except duckdb.Error as exc:
         raise InputError(f"unknown time zone {ctx.options.timezone!r} (use an IANA name such as Europe/Paris)") from exc
 
