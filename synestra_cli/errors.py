@@ -70,6 +70,10 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be (a KeyboardInterrupt: every loop that re-raises Ctrl-C
     re-raises it), so that the file being loaded is rolled back the same way; exit 143."""
 
+    # Set by the SIGTERM handler: raised while a DuckDB query runs on the main thread, the query
+    # surfaces as DuckDB's own interrupt, which may not chain this exception.
+    received = False
+
 
 def exit_code_for(exc: BaseException) -> ExitCode:
     """The one place that decides a process exit code from an exception."""

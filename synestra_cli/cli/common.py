@@ -59,7 +59,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
             if not is_interrupt(exc):
                 raise
-            terminated = isinstance(exc, Terminated) or isinstance(exc.__context__, Terminated)
+            terminated = Terminated.received or isinstance(exc, Terminated) or isinstance(exc.__context__, Terminated)
             _fail(INTERRUPTED, ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
         except duckdb.Error as exc:  # a store damaged or unwritable mid-command: one line, exit 8
             store_error = as_store_error(exc)

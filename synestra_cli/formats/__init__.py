@@ -64,11 +64,19 @@ def job_log_formats() -> list[Format]:
 
 
 def detect(head: str) -> Format:
-    """The format that recognises this content best, or UnknownFormatError."""
+    """The format that recognises this content best, or UnknownFormatError. The highest score wins,
+    a tie goes to the format first in tie order; formats are tried highest `top` first, and one whose
+    top cannot beat the best score so far is not tried (the same answer as trying every one)."""
+    rank = {name: i for i, name in enumerate(all_formats())}
     best: tuple[float, Format | None] = (0.0, None)
-    for fmt in all_formats().values():
+    for fmt in sorted(all_formats().values(), key=lambda f: (-f.top, rank[f.name])):
+        score_so_far, found = best
+        if found is not None and (
+            fmt.top < score_so_far or (fmt.top == score_so_far and rank[fmt.name] > rank[found.name])
+        ):
+            continue
         score = float(fmt.sniff(head))
-        if score > best[0]:
+        if score > score_so_far or (found is not None and score == score_so_far and rank[fmt.name] < rank[found.name]):
             best = (score, fmt)
     if best[1] is None:
         raise UnknownFormatError("unknown format (use --format NAME to force one; `synestra formats` lists them)")

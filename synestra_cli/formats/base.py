@@ -152,6 +152,13 @@ class Format:
     # Every job log is read with the facts of every job-log format, whichever format was sniffed.
     facts: tuple[str, ...] = ()
     prepare: tuple[str, ...] = ()
+    # Several files of this format at once, in one transaction: one result per context, in order; each
+    # statement over all of them, so that a small file costs its lines, not its statements. Raising
+    # fails the group: ingest then loads its files one by one with `load`, so a bad file fails alone.
+    load_group: Callable[[list[LoadContext]], list[LoadResult]] | None = None
+    # The highest score sniff ever returns: detection skips a format that cannot beat the best score found
+    # (a sniff scans the 64 KiB head with regexes, up to ~10 ms each: the cost of a small file).
+    top: float = 1.0
 
 
 def open_binary(path: Path):

@@ -48,4 +48,5 @@ FORMAT = joblog.job_log_format(
     "DeepSpeed training log ([ts] [LEVEL] [file:line:func] lines, step= and checkpoint lines)",
     sniff,
     [STEP_SQL, CKPT_SQL, BANNER_SQL],
+    top=0.8,
 )

@@ -149,4 +149,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
+    top=0.9,
 )

@@ -16,10 +16,11 @@ def short_host_sql(expr: str) -> str:
     )
 
 
-def record_full_names_sql(source: str, column: str) -> str:
-    """INSERT of the (short host, full name) pairs of `column` in relation `source` for source $sid."""
+def record_full_names_sql(source: str, column: str, sid: str = "$sid") -> str:
+    """INSERT of the (short host, full name) pairs of `column` in relation `source` for source `sid`
+    (the parameter $sid, or a column of `source` naming each row's source)."""
     return (
         f"INSERT INTO host_names (host, name, source_id) "
-        f"SELECT DISTINCT {short_host_sql(column)}, {column}, $sid FROM {source} "
+        f"SELECT DISTINCT {short_host_sql(column)}, {column}, {sid} FROM {source} "
         f"WHERE {column} IS NOT NULL AND {short_host_sql(column)} <> {column} ORDER BY 1, 2"
     )

@@ -307,4 +307,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
+    top=0.95,
 )

@@ -137,4 +137,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"topology"}),
+    top=0.9,
 )

@@ -15,6 +15,7 @@ A job log is small (MBs), so it is read whole into an Arrow lines table and pars
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -286,6 +287,7 @@ def job_log_format(
     facts: Sequence[str],
     prepare: Sequence[str] = (),
     inside_syslog: bool = False,
+    top: float = 1.0,
 ) -> Format:
     """A training-job log format: loaded by load_job_log with the facts of every job-log format. A file
     the syslog parser reads (a syslog envelope on most lines) is not one, unless inside_syslog (MLPerf:
@@ -294,7 +296,16 @@ def job_log_format(
     def guarded(head: str) -> float:
         return 0.0 if not inside_syslog and looks_like_syslog(head) else sniff(head)
 
-    return Format(name, description, guarded, load_job_log, JOB_LOG_TABLES, facts=tuple(facts), prepare=tuple(prepare))
+    return Format(
+        name,
+        description,
+        guarded,
+        load_job_log,
+        JOB_LOG_TABLES,
+        facts=tuple(facts),
+        prepare=tuple(prepare),
+        top=top,
+    )
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -310,6 +321,7 @@ SYSLOG_ENVELOPE = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=16)  # every job-log format asks it of the same head
 def looks_like_syslog(head: str) -> bool:
     """A syslog envelope (`Mon DD HH:MM:SS host tag:`) on most lines: the syslog parser's file."""
     lines = [ln for ln in head.splitlines()[:200] if ln.strip()]

@@ -1,6 +1,6 @@
 """Typed events from kernel/syslog message text, as DuckDB SQL over a whole file at once.
 
-CLASSIFY_SQL (kernel_events_classify.sql) reads a relation ``timed`` (lineno, ts, host, sev, tag, pid,
+CLASSIFY_SQL (kernel_events_classify.sql) reads a relation ``timed`` (sid, lineno, ts, host, sev, tag, pid,
 up, msg) and yields the events columns. Each matcher runs its regex only on lines that pass a cheap
 substring test, so a line costs a handful of ``contains`` scans plus at most one or two regexes. The
 few events that need a neighbouring line (AER bit names, Xid 154's subject, OOM line pairs) are
@@ -76,7 +76,7 @@ CLASSIFY_SQL = (
     .replace("{short_host}", short_host_sql("host"))
 )
 
-# Neighbour-line completions, each over the few typed events of one source ($sid).
+# Neighbour-line completions, each over the few typed events of the sources staged ($sids).
 _AER_BIT_RE = r"^\S+ (\S+): (?:AER: )?\s+\[\s*\d+\] (.*?)\s*(?:\(First\))?\s*$"
 _AER_HEAD_RE = r"^\S+ (\S+): AER: .*error (?:message )?received(?: from|:) (?:id=)?(\S+)"
 # (kind, sql, params): each runs only when the file has events of that kind (the AER one joins a
@@ -88,20 +88,21 @@ POST_SQL: list[tuple[str, str, dict[str, str]]] = [
         """
 UPDATE events e SET fields = json_merge_patch(e.fields, json_object('errors', d.errors, 'source', d.src))
 FROM (
-    SELECT a.line,
+    SELECT a.source_id, a.line,
         list(trim(regexp_extract(n.message, $bit_re, 2)) ORDER BY n.line)
             FILTER (WHERE n.line > a.line AND n.line < a.next_line
                     AND regexp_extract(n.message, $bit_re, 1) = a.component) AS errors,
         max(regexp_extract(n.message, $head_re, 2))
             FILTER (WHERE n.line < a.line AND regexp_extract(n.message, $head_re, 1) = a.component) AS src
-    FROM (SELECT line, host, component, coalesce(lead(line) OVER (PARTITION BY host, component ORDER BY line),
-                                                 line + 7) AS next_line
-          FROM events WHERE source_id = $sid AND kind = 'aer') a
-    JOIN events n ON n.source_id = $sid AND n.line BETWEEN a.line - 2 AND a.line + 6
-        AND n.host IS NOT DISTINCT FROM a.host AND n.kind = 'log'
-    GROUP BY a.line
+    FROM (SELECT source_id, line, host, component,
+                 coalesce(lead(line) OVER (PARTITION BY source_id, host, component ORDER BY line), line + 7)
+                     AS next_line
+          FROM events WHERE list_contains($sids, source_id) AND kind = 'aer') a
+    JOIN events n ON list_contains($sids, n.source_id) AND n.source_id = a.source_id
+        AND n.line BETWEEN a.line - 2 AND a.line + 6 AND n.host IS NOT DISTINCT FROM a.host AND n.kind = 'log'
+    GROUP BY a.source_id, a.line
 ) d
-WHERE e.source_id = $sid AND e.kind = 'aer' AND e.line = d.line
+WHERE e.source_id = d.source_id AND e.kind = 'aer' AND e.line = d.line
 """,
         {"bit_re": _AER_BIT_RE, "head_re": _AER_HEAD_RE},
     ),
@@ -111,13 +112,13 @@ WHERE e.source_id = $sid AND e.kind = 'aer' AND e.line = d.line
         """
 UPDATE events e SET fields = json_merge_patch(e.fields, json_object('refers_to_xid', p.code))
 FROM (
-    SELECT a.line, arg_max(b.code, b.line) AS code
+    SELECT a.source_id, a.line, arg_max(b.code, b.line) AS code
     FROM events a JOIN events b ON b.source_id = a.source_id AND b.kind = 'xid' AND b.code <> 154
         AND b.component = a.component AND b.host IS NOT DISTINCT FROM a.host AND b.line < a.line
-    WHERE a.source_id = $sid AND a.kind = 'xid' AND a.code = 154
-    GROUP BY a.line
+    WHERE list_contains($sids, a.source_id) AND a.kind = 'xid' AND a.code = 154
+    GROUP BY a.source_id, a.line
 ) p
-WHERE e.source_id = $sid AND e.line = p.line
+WHERE e.source_id = p.source_id AND e.line = p.line
 """,
         {},
     ),
@@ -128,8 +129,8 @@ WHERE e.source_id = $sid AND e.line = p.line
         """
 UPDATE events e SET kind = 'log', fields = json_object('same_kill_as_line', k.line)
 FROM events k
-WHERE e.source_id = $sid AND e.kind = 'oom_kill' AND NOT starts_with(e.message, 'oom-kill:')
-    AND k.source_id = $sid AND k.kind = 'oom_kill' AND starts_with(k.message, 'oom-kill:')
+WHERE list_contains($sids, e.source_id) AND e.kind = 'oom_kill' AND NOT starts_with(e.message, 'oom-kill:')
+    AND k.source_id = e.source_id AND k.kind = 'oom_kill' AND starts_with(k.message, 'oom-kill:')
     AND k.host IS NOT DISTINCT FROM e.host AND k.line BETWEEN e.line - 5 AND e.line - 1
     AND json_extract(k.fields, '$.pid') = json_extract(e.fields, '$.pid')
 """,

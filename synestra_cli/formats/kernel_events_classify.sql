@@ -4,7 +4,7 @@ WITH s AS NOT MATERIALIZED (
     SELECT *, CASE WHEN starts_with(msg, '[') THEN regexp_extract(msg, $printk_re, ['up', 'rest']) END AS st
     FROM timed
 ), t AS NOT MATERIALIZED (
-    SELECT lineno, ts, sev, coalesce(up, TRY_CAST(nullif(st.up, '') AS DOUBLE)) AS up, tag, pid,
+    SELECT sid, lineno, ts, sev, coalesce(up, TRY_CAST(nullif(st.up, '') AS DOUBLE)) AS up, tag, pid,
         coalesce({short_host}, $host) AS host,
         CASE WHEN st.up <> '' THEN st.rest ELSE msg END AS text
     FROM s
@@ -62,7 +62,7 @@ WITH s AS NOT MATERIALIZED (
         ELSE 'log' END AS kind
     FROM ms
 ), typed AS (
-SELECT lineno,
+SELECT sid, lineno,
     CASE kind
         WHEN 'xid' THEN upper(lpad(xid.dom, 8, '0') || ':' || xid.bus || ':' || xid.dev || '.'
                               || coalesce(nullif(xid.fn, ''), '0'))
@@ -134,5 +134,5 @@ SELECT t.ts, t.host, y.component, coalesce(y.kind, 'log') AS kind, y.code, t.sev
     CASE WHEN y.lineno IS NOT NULL THEN y.fields
          WHEN t.tag IS NOT NULL OR t.up IS NOT NULL THEN json_object('tag', t.tag, 'pid', t.pid, 'uptime_s', t.up)
     END AS fields,
-    t.lineno
-FROM t LEFT JOIN typed y ON y.lineno = t.lineno
+    t.sid, t.lineno
+FROM t LEFT JOIN typed y ON y.sid = t.sid AND y.lineno = t.lineno

@@ -140,4 +140,5 @@ FORMAT = joblog.job_log_format(
     "Megatron-LM training log (iteration lines, checkpoint save/load, timers) or progress.txt",
     sniff,
     [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, PROGRESS_SQL],
+    top=0.9,
 )

@@ -11,25 +11,31 @@ Columns may come in any order; extra columns are ignored. Parquet rows are numbe
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+
+import duckdb
+import numpy as np
+import pyarrow as pa
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, read_head
-from synestra_cli.store.sql import drop_temp, scalar
+from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, read_head
+from synestra_cli.store.sql import drop_temp
 
 COLUMNS = ("timestamp", "host", "entity", "metric", "value")
 
 CREATE_RAW_SQL = """
-CREATE OR REPLACE TEMP TABLE mlong_raw
-    (lineno BIGINT, nfields INTEGER, ts_txt VARCHAR, host VARCHAR, entity VARCHAR, metric VARCHAR, value_txt VARCHAR)
+CREATE OR REPLACE TEMP TABLE mlong_raw (sid BIGINT, lineno BIGINT, nfields INTEGER, need INTEGER, ts_txt VARCHAR,
+                                         host VARCHAR, entity VARCHAR, metric VARCHAR, value_txt VARCHAR)
 """
 
-# One CSV line -> fields (RFC 4180 quoting: "a,b" and "" inside quotes), picked by header position.
+# One CSV line -> fields (RFC 4180 quoting: "a,b" and "" inside quotes), picked by header position
+# (the same header for every file of the batch; `need`: the header's width).
 CSV_BATCH_SQL = """
-INSERT INTO mlong_raw (lineno, nfields, ts_txt, host, entity, metric, value_txt)
-SELECT lineno, len(f), f[$ts], f[$host], f[$entity], f[$metric], f[$value]
+INSERT INTO mlong_raw (sid, lineno, nfields, need, ts_txt, host, entity, metric, value_txt)
+SELECT sid, lineno, len(f), $need, f[$ts], f[$host], f[$entity], f[$metric], f[$value]
 FROM (
-    SELECT lineno,
+    SELECT sid, lineno,
            CASE WHEN contains(line, '"')  -- quoting is rare: only such lines pay for the regex
                 THEN list_transform(regexp_extract_all(line || ',', '("(?:[^"]|"")*"|[^,]*),', 1),
                                     lambda x: CASE WHEN starts_with(x, '"') THEN replace(x[2:-2], '""', '"')
@@ -40,8 +46,8 @@ FROM (
 """
 
 PARQUET_SQL = """
-INSERT INTO mlong_raw (lineno, nfields, ts_txt, host, entity, metric, value_txt)
-SELECT file_row_number + 1, 5, CAST("timestamp" AS VARCHAR), CAST(host AS VARCHAR), CAST(entity AS VARCHAR),
+INSERT INTO mlong_raw (sid, lineno, nfields, need, ts_txt, host, entity, metric, value_txt)
+SELECT $sid, file_row_number + 1, 5, 5, CAST("timestamp" AS VARCHAR), CAST(host AS VARCHAR), CAST(entity AS VARCHAR),
        CAST(metric AS VARCHAR), CAST("value" AS VARCHAR)
 FROM read_parquet($path, file_row_number = true)
 """
@@ -63,9 +69,9 @@ q AS (
            END AS ts
     FROM p
 )
-SELECT lineno, ts, coalesce(nullif(trim(host), ''), $host) AS host, nullif(trim(entity), '') AS entity,
+SELECT sid, lineno, ts, coalesce(nullif(trim(host), ''), $host) AS host, nullif(trim(entity), '') AS entity,
        coalesce(m.metric, trim(q.metric)) AS metric, value * coalesce(m.scale, 1.0) AS value,
-       CASE WHEN nfields < $nfields THEN 'expected ' || $nfields || ' fields, found ' || nfields
+       CASE WHEN nfields < need THEN 'expected ' || need || ' fields, found ' || nfields
             WHEN ts IS NULL THEN 'bad timestamp (ISO-8601 or epoch seconds)'
             WHEN coalesce(trim(q.metric), '') = '' THEN 'no metric name'
             WHEN value IS NULL THEN 'value is not a number'
@@ -76,8 +82,8 @@ FROM q LEFT JOIN prom_source_map m ON m.source = trim(q.metric)
 
 INSERT_SQL = """
 INSERT INTO metrics (ts, host, entity, metric, value, source_id)
-SELECT ts, host, entity, metric, value, $sid FROM mlong_rows WHERE reason IS NULL
-ORDER BY host, entity, metric, ts
+SELECT ts, host, entity, metric, value, sid FROM mlong_rows WHERE reason IS NULL
+ORDER BY sid, host, entity, metric, ts
 """
 CATALOG_SQL = """
 INSERT INTO metric_catalog (metric, unit, kind, description)
@@ -85,8 +91,16 @@ SELECT metric, unit, kind, description FROM prom_catalog
 WHERE metric IN (SELECT metric FROM mlong_rows WHERE reason IS NULL)
 ON CONFLICT DO NOTHING
 """
-REJECT_COUNT_SQL = "SELECT count(*) FROM mlong_rows WHERE reason IS NOT NULL"
-REJECT_SAMPLES_SQL = "SELECT lineno, reason, text FROM mlong_rows WHERE reason IS NOT NULL ORDER BY lineno LIMIT 20"
+COUNTS_SQL = """
+SELECT sid, count(*) FILTER (WHERE reason IS NULL), count(*) FILTER (WHERE reason IS NOT NULL)
+FROM mlong_rows GROUP BY sid
+"""
+REJECT_SAMPLES_SQL = f"""
+SELECT sid, lineno, reason, text FROM mlong_rows WHERE reason IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY sid ORDER BY lineno) <= {MAX_REJECT_SAMPLES}
+ORDER BY sid, lineno
+"""
+GROUP_FILE_BYTES = 4 << 20  # files at most this big (on disk) are staged together: one statement per header
 
 _SPLIT = re.compile(r"\s*,\s*")
 
@@ -104,36 +118,63 @@ def sniff(head: str) -> float:
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    conn = ctx.conn
+    return load_group([ctx])[0]
+
+
+def load_group(ctxs: list[LoadContext]) -> list[LoadResult]:
+    """load() of several files: every step one statement over all of them (rows keyed by source), the
+    CSV lines of the small files with the same header staged at once."""
+    conn = ctxs[0].conn
     conn.execute(CREATE_RAW_SQL)
-    if read_head(ctx.path, 4) == b"PAR1":
-        conn.execute(PARQUET_SQL, {"path": str(ctx.path)})
-        nfields = len(COLUMNS)
-    else:
-        nfields = _load_csv(ctx)
+    together: dict[tuple[int, ...], list[pa.Table]] = {}
+    for ctx in ctxs:
+        if read_head(ctx.path, 4) == b"PAR1":
+            conn.execute(PARQUET_SQL, {"path": str(ctx.path), "sid": ctx.source_id})
+        elif ctx.path.stat().st_size > GROUP_FILE_BYTES:
+            for positions, batch in _csv_batches(ctx):
+                _stage_csv(conn, positions, [batch])
+        else:
+            for positions, batch in _csv_batches(ctx):
+                together.setdefault(positions, []).append(batch)
+    for positions, batches in together.items():
+        _stage_csv(conn, positions, batches)
     prom_labels.create_lookups(conn)
-    conn.execute(ROWS_SQL, {"tz": ctx.options.timezone, "host": ctx.options.host, "nfields": nfields})
-    result = LoadResult()
-    result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
-    result.rows = scalar(conn, INSERT_SQL, {"sid": ctx.source_id})
+    # the options every file's parser reads (ingest keys each source on them): one run's, the same for all
+    tz = [ctx.options.timezone for ctx in ctxs][0]
+    host = [ctx.options.host for ctx in ctxs][0]
+    conn.execute(ROWS_SQL, {"tz": tz, "host": host})
+    results = {ctx.source_id: LoadResult() for ctx in ctxs}
+    for sid, line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
+        results[sid].reject(line, reason, text)
+    for sid, rows, rejected in conn.execute(COUNTS_SQL).fetchall():
+        results[sid].rows = rows
+        results[sid].rejected += rejected - len(results[sid].reject_samples)
+    conn.execute(INSERT_SQL)
     conn.execute(CATALOG_SQL)
     drop_temp(conn, ("mlong_rows", "mlong_raw", *prom_labels.LOOKUP_TABLES))
-    return result
+    return [results[ctx.source_id] for ctx in ctxs]
 
 
-def _load_csv(ctx: LoadContext) -> int:
-    """Stage every data line's fields; returns how many fields a line must have."""
-    header: list[str] | None = None
+def _csv_batches(ctx: LoadContext) -> Iterator[tuple[tuple[int, ...], pa.Table]]:
+    """The file's line batches, each row with its source (sid), with the header's positions of COLUMNS
+    and its width (what a line must have)."""
+    key: tuple[int, ...] | None = None
     for batch in ctx.line_batches():
-        if header is None:
+        if key is None:
             header = _header(batch.column("line")[0].as_py())
             missing = [c for c in COLUMNS if c not in header]
             if missing:
                 raise InputError(f"{ctx.display}:1: long metrics CSV header lacks {', '.join(missing)}")
-        positions = {c: header.index(c) + 1 for c in COLUMNS}
-        mlong_batch = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
-        ctx.conn.execute(CSV_BATCH_SQL, {"ts": positions["timestamp"], **{c: positions[c] for c in COLUMNS[1:]}})
-    return len(header or COLUMNS)
+            key = (*(header.index(c) + 1 for c in COLUMNS), len(header))
+        yield key, batch.append_column("sid", pa.array(np.full(batch.num_rows, ctx.source_id, dtype=np.int64)))
+
+
+def _stage_csv(conn: duckdb.DuckDBPyConnection, key: tuple[int, ...], batches: list[pa.Table]) -> None:
+    """Stage the data lines' fields of line batches read with the same header."""
+    *positions, need = key
+    mlong_batch = pa.concat_tables(batches)  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
+    params = {"ts": positions[0], **dict(zip(COLUMNS[1:], positions[1:], strict=True)), "need": need}
+    conn.execute(CSV_BATCH_SQL, params)
 
 
 FORMAT = Format(
@@ -142,4 +183,6 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
+    load_group=load_group,
+    top=0.95,
 )

@@ -62,4 +62,5 @@ FORMAT = joblog.job_log_format(
     [REJECT_SQL, RESTORE_SQL, OTHER_SQL],
     prepare=[EVENTS_SQL],
     inside_syslog=True,
+    top=0.95,
 )

@@ -258,4 +258,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"metrics", "metric_catalog", "events"}),
+    top=0.95,
 )

@@ -73,4 +73,5 @@ FORMAT = joblog.job_log_format(
     "NeMo / PyTorch Lightning training log ([NeMo I ...] checkpoint lines, async finalisation)",
     sniff,
     [CKPT_SQL, STEP_SQL],
+    top=0.85,
 )

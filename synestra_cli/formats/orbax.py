@@ -33,4 +33,5 @@ FORMAT = joblog.job_log_format(
     "JAX/Orbax absl log (checkpoint_manager 'Saving checkpoint at step N', async save start)",
     sniff,
     [CKPT_SQL],
+    top=0.6,
 )

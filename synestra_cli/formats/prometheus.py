@@ -92,4 +92,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"metrics", "metric_catalog", "gpus", "host_names"}),
+    top=0.9,
 )

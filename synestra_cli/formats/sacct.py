@@ -316,4 +316,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"sacct_rows", "jobs", "attempts", "job_nodes"}),
+    top=0.95,
 )

@@ -12,6 +12,8 @@ the wide sort is skipped.
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from collections.abc import Iterator
 
 import duckdb
@@ -22,30 +24,42 @@ from synestra_cli.errors import InputError
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats import years
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.store.sql import drop_temp, fetch_one, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
 CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a time: memory flat in file size
+# Files at most this big (on disk) are staged together, one statement per step for all of them: a
+# statement costs ~1-60 ms to plan whatever its rows (the classifier ~60 ms), so a small file alone
+# costs its statements, not its lines.
+GROUP_FILE_BYTES = 4 << 20
+GROUP_LINE_BYTES = 32 << 20  # of lines staged at once for a group of small files
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
-TEMP_TABLES = ("_syslog_stage", "_syslog_carry", "_syslog_hosts", "_syslog_loose")
+TEMP_TABLES = ("_syslog_stage", "_syslog_carry", "_syslog_hosts", "_syslog_loose", "_syslog_files")
 # The host names every chunk saw (their full names are recorded once, for the whole file).
 HOSTS_SEEN_SQL = """
-CREATE TEMP TABLE IF NOT EXISTS _syslog_hosts (host VARCHAR);
-INSERT INTO _syslog_hosts SELECT DISTINCT host FROM _syslog_stage WHERE host IS NOT NULL
+CREATE TEMP TABLE IF NOT EXISTS _syslog_hosts (sid BIGINT, host VARCHAR);
+INSERT INTO _syslog_hosts SELECT DISTINCT sid, host FROM _syslog_stage WHERE host IS NOT NULL
 """
 CREATE_CARRY_SQL = "CREATE TEMP TABLE IF NOT EXISTS _syslog_carry AS SELECT * FROM _syslog_stage LIMIT 0"
-# The last message of a chunk may go on in the next one (continuation lines): it waits for it.
+# The last message of a chunk may go on in the next one (continuation lines): it waits for it. (Only a
+# file staged alone is cut in chunks.)
 CARRY_SQL = """
 INSERT INTO _syslog_carry SELECT * FROM _syslog_stage
 WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok);
 DELETE FROM _syslog_stage WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok)
 """
+# Per staged file: the year its stamps are placed from, the lines where its month goes down, its mtime.
+FILES_SQL = """
+CREATE OR REPLACE TEMP TABLE _syslog_files AS
+SELECT unnest($sids) AS sid, unnest($years) AS year, unnest(CAST($wraps AS BIGINT[][])) AS wraps,
+       unnest(CAST($mtimes AS TIMESTAMP[])) AS mtime
+"""
 
-KINDS_SQL = "SELECT kind, count(*) FROM events WHERE source_id = ? GROUP BY kind"
+KINDS_SQL = "SELECT source_id, kind, count(*) FROM events WHERE list_contains($sids, source_id) GROUP BY ALL"
 SLOW_COUNT_SQL = "SELECT count(*) FROM _syslog_stage WHERE ok IS NULL"
 
 # Lines the envelope does not fit: continuation (folded into the message before), marker, or reject.
@@ -54,85 +68,87 @@ SELECT count(*) FROM _syslog_stage WHERE NOT ok
 """
 MARK_LOOSE_SQL = """
 CREATE OR REPLACE TEMP TABLE _syslog_loose AS
-SELECT c.lineno, c.msg, h.lineno AS head,
+SELECT c.sid, c.lineno, c.msg, h.lineno AS head,
     CASE WHEN starts_with(c.msg, '-- ') AND ends_with(rtrim(c.msg), '--') THEN 'marker'
          WHEN h.lineno IS NULL THEN 'orphan'
          WHEN $loose OR regexp_matches(c.msg, '^\\s') THEN 'continuation'
          ELSE 'reject' END AS what
-FROM (SELECT lineno, msg FROM _syslog_stage WHERE NOT ok) c
-ASOF LEFT JOIN (SELECT lineno FROM _syslog_stage WHERE ok) h ON c.lineno > h.lineno
+FROM (SELECT sid, lineno, msg FROM _syslog_stage WHERE NOT ok) c
+ASOF LEFT JOIN (SELECT sid, lineno FROM _syslog_stage WHERE ok) h ON c.sid = h.sid AND c.lineno > h.lineno
 """
 FOLD_SQL = """
 UPDATE _syslog_stage s SET msg = s.msg || chr(10) || f.txt
-FROM (SELECT head, string_agg(msg, chr(10) ORDER BY lineno) AS txt FROM _syslog_loose
-      WHERE what = 'continuation' GROUP BY head) f
-WHERE s.lineno = f.head
+FROM (SELECT sid, head, string_agg(msg, chr(10) ORDER BY lineno) AS txt FROM _syslog_loose
+      WHERE what = 'continuation' GROUP BY sid, head) f
+WHERE s.sid = f.sid AND s.lineno = f.head
 """
 # A journal marker takes the time and host of the message that follows it (at the end: the one before).
 MARKER_SQL = """
 UPDATE _syslog_stage s SET ok = true, ts = n.ts, up = n.up, host = n.host
-FROM (SELECT c.lineno, coalesce(nx.ts, pv.ts) AS ts, coalesce(nx.up, pv.up) AS up,
+FROM (SELECT c.sid, c.lineno, coalesce(nx.ts, pv.ts) AS ts, coalesce(nx.up, pv.up) AS up,
              CASE WHEN nx.nl IS NULL THEN pv.host ELSE nx.host END AS host
-      FROM (SELECT lineno FROM _syslog_loose WHERE what = 'marker') c
-      ASOF LEFT JOIN (SELECT lineno AS nl, ts, up, host FROM _syslog_stage WHERE ok) nx ON c.lineno <= nx.nl
-      ASOF LEFT JOIN (SELECT lineno AS pl, ts, up, host FROM _syslog_stage WHERE ok) pv ON c.lineno >= pv.pl) n
-WHERE s.lineno = n.lineno
+      FROM (SELECT sid, lineno FROM _syslog_loose WHERE what = 'marker') c
+      ASOF LEFT JOIN (SELECT sid, lineno AS nl, ts, up, host FROM _syslog_stage WHERE ok) nx
+          ON c.sid = nx.sid AND c.lineno <= nx.nl
+      ASOF LEFT JOIN (SELECT sid, lineno AS pl, ts, up, host FROM _syslog_stage WHERE ok) pv
+          ON c.sid = pv.sid AND c.lineno >= pv.pl) n
+WHERE s.sid = n.sid AND s.lineno = n.lineno
 """
-REJECT_COUNT_SQL = "SELECT count(*) FROM _syslog_loose WHERE what IN ('reject', 'orphan')"
-REJECT_SAMPLE_SQL = """
-SELECT lineno, CASE what WHEN 'reject' THEN $unmatched ELSE 'continuation line before any message' END, msg
-FROM _syslog_loose WHERE what IN ('reject', 'orphan') ORDER BY lineno LIMIT 20
+REJECT_COUNT_SQL = "SELECT sid, count(*) FROM _syslog_loose WHERE what IN ('reject', 'orphan') GROUP BY sid"
+REJECT_SAMPLE_SQL = f"""
+SELECT sid, lineno, what, msg FROM _syslog_loose WHERE what IN ('reject', 'orphan')
+QUALIFY row_number() OVER (PARTITION BY sid ORDER BY lineno) <= {MAX_REJECT_SAMPLES}
+ORDER BY sid, lineno
 """
 DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
 
-# The UTC time of each staged message, per envelope time kind (see syslog_envelope).
+# The UTC time of each staged message, per envelope time kind (see syslog_envelope); per-file values
+# (year, wraps, mtime) from _syslog_files.
 # zoned: to_utc, skipped for UTC (the default), where it is the identity but costs a zone lookup per line.
 ZONED_MACRO_SQL = "CREATE OR REPLACE TEMP MACRO zoned(ts, tz) AS CASE WHEN tz = 'UTC' THEN ts ELSE to_utc(ts, tz) END"
 TIMED_SQL = {
-    # $wraps: line numbers where the month goes down (a new year); WRAPS_SQL finds them on two narrow columns.
+    # wraps: line numbers where the month goes down (a new year); _ClockScan finds them on two narrow columns.
     "noyear": """
 timed AS NOT MATERIALIZED (
-    SELECT * REPLACE (zoned(ts + to_years(CAST($year - 2000 - $shift + CASE WHEN len($wraps) = 0 THEN 0
-                                               ELSE len(list_filter($wraps, lambda w: w <= lineno)) END
-                                               AS INTEGER)), $tz) AS ts)
-    FROM _syslog_stage)""",
+    SELECT s.* REPLACE (zoned(s.ts + to_years(CAST(f.year - 2000 + CASE WHEN len(f.wraps) = 0 THEN 0
+                                                   ELSE len(list_filter(f.wraps, lambda w: w <= s.lineno)) END
+                                                   AS INTEGER)), $tz) AS ts)
+    FROM _syslog_stage s JOIN _syslog_files f ON f.sid = s.sid)""",
     "local": "timed AS NOT MATERIALIZED (SELECT * REPLACE (zoned(ts, $tz) AS ts) FROM _syslog_stage)",
     "utc": "timed AS NOT MATERIALIZED (SELECT * FROM _syslog_stage)",
     "uptime": """
 timed AS NOT MATERIALIZED (
-    SELECT * REPLACE ($mtime - to_microseconds(CAST(round(
-        ((SELECT arg_max(up, lineno) FROM _syslog_stage) - up) * 1e6) AS BIGINT)) AS ts)
-    FROM _syslog_stage)""",
+    SELECT s.* REPLACE (f.mtime - to_microseconds(CAST(round((l.last_up - s.up) * 1e6) AS BIGINT)) AS ts)
+    FROM _syslog_stage s JOIN _syslog_files f ON f.sid = s.sid
+    JOIN (SELECT sid, arg_max(up, lineno) AS last_up FROM _syslog_stage GROUP BY sid) l ON l.sid = s.sid)""",
     "relative": """
-c AS (SELECT * REPLACE (sum(up) OVER (ORDER BY lineno) AS up) FROM _syslog_stage),
+c AS (SELECT * REPLACE (sum(up) OVER (PARTITION BY sid ORDER BY lineno) AS up) FROM _syslog_stage),
 timed AS NOT MATERIALIZED (
-    SELECT * REPLACE ($mtime - to_microseconds(CAST(round(((SELECT max(up) FROM c) - up) * 1e6) AS BIGINT)) AS ts)
-    FROM c)""",
-    "none": "timed AS NOT MATERIALIZED (SELECT * REPLACE ($mtime AS ts) FROM _syslog_stage)",
+    SELECT c.* REPLACE (f.mtime - to_microseconds(CAST(round((l.top - c.up) * 1e6) AS BIGINT)) AS ts)
+    FROM c JOIN _syslog_files f ON f.sid = c.sid
+    JOIN (SELECT sid, max(up) AS top FROM c GROUP BY sid) l ON l.sid = c.sid)""",
+    "none": """
+timed AS NOT MATERIALIZED (
+    SELECT s.* REPLACE (f.mtime AS ts) FROM _syslog_stage s JOIN _syslog_files f ON f.sid = s.sid)""",
 }
-TIME_PARAMS = {
-    "noyear": ("year", "shift", "wraps", "tz"),
-    "local": ("tz",),
-    "utc": (),
-    "uptime": ("mtime",),
-    "relative": ("mtime",),
-    "none": ("mtime",),
-}
+TIME_PARAMS = {"noyear": ("tz",), "local": ("tz",), "utc": (), "uptime": (), "relative": (), "none": ()}
 INSERT_SQL = """
 INSERT INTO events (ts, host, component, kind, code, severity, message, fields, source_id, line)
 WITH {timed}, classified AS ({classify})
-SELECT ts, host, component, kind, code, severity, message, fields, $sid, lineno
+SELECT ts, host, component, kind, code, severity, message, fields, sid, lineno
 FROM classified {order}
 """
-ORDER_BY = "ORDER BY host, ts, lineno"
-# The stage's clock in storage order, as numpy arrays (see _clock_order), and its number of hosts.
-CLOCK_SQL = "SELECT lineno, coalesce(epoch_us(ts), 0) AS us, coalesce(month(ts), 0) AS mon FROM _syslog_stage"
+ORDER_BY = "ORDER BY sid, host, ts, lineno"
+# The stage's clock in storage order, as numpy arrays (see _clock_order), and each file's number of hosts.
+CLOCK_SQL = "SELECT sid, lineno, coalesce(epoch_us(ts), 0) AS us, coalesce(month(ts), 0) AS mon FROM _syslog_stage"
 HOSTS_SQL = (
-    "SELECT count(DISTINCT host) + coalesce(max(CASE WHEN host IS NULL THEN 1 ELSE 0 END), 0) FROM _syslog_stage"
+    "SELECT sid, count(DISTINCT host) + coalesce(max(CASE WHEN host IS NULL THEN 1 ELSE 0 END), 0) "
+    "FROM _syslog_stage GROUP BY sid"
 )
 REBOOTS_SQL = """
-SELECT min(lineno), count(*) FROM (SELECT lineno, up < lag(up) OVER (ORDER BY lineno) AS back FROM _syslog_stage)
-WHERE back
+SELECT sid, min(lineno), count(*)
+FROM (SELECT sid, lineno, up < lag(up) OVER (PARTITION BY sid ORDER BY lineno) AS back FROM _syslog_stage)
+WHERE back GROUP BY sid
 """
 CHECK_TZ_SQL = "SELECT to_utc(TIMESTAMP '2000-01-01', ?)"
 
@@ -145,49 +161,128 @@ def sniff(head: str) -> float:
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    head = decode(read_head(ctx.path))
-    envelope, fit = env.detect(head)
-    if envelope is None or fit < 0.5:
-        raise InputError(
-            f"{ctx.display}: does not look like syslog or a kernel log (no known envelope fits "
-            "most lines); see `synestra formats`"
-        )
-    _check_timezone(ctx)
-    result = LoadResult()
-    conn = ctx.conn
+    return load_group([ctx])[0]
+
+
+def load_group(ctxs: list[LoadContext]) -> list[LoadResult]:
+    """load() of several files in one transaction: the small files of one envelope are staged together
+    and every step is one statement over all of them, each row keyed by its source (`sid`); a large file
+    is staged alone, CHUNK_BYTES at a time. Raises InputError when a file is not syslog (then ingest
+    loads the files one by one, and that one fails alone)."""
+    files = [_File.open(ctx) for ctx in ctxs]
+    conn = ctxs[0].conn
+    _check_timezone(ctxs[0])
     conn.execute(env.MACROS_SQL)
+    conn.execute(ZONED_MACRO_SQL)
     # The staging tables live in the file's transaction: a failure rolls them back with everything else.
+    runs: dict[tuple[str, bool], list[_File]] = {}
+    for f in files:
+        small = f.ctx.path.stat().st_size <= GROUP_FILE_BYTES
+        key = (f.envelope.name, f.fast) if small else (f"{f.ctx.source_id}", f.fast)
+        runs.setdefault(key, []).append(f)
+    for run in runs.values():
+        for group in _by_size(run):
+            _load_run(conn, group)
+    return [f.result for f in files]
+
+
+class _File:
+    """One file of a group: its context, envelope, clock scan and result."""
+
+    def __init__(self, ctx: LoadContext, envelope: env.Envelope, fast: bool) -> None:
+        self.ctx, self.envelope, self.fast = ctx, envelope, fast
+        self.sid = ctx.source_id
+        self.clock = _ClockScan(envelope.time_kind == "noyear")
+        self.result = LoadResult()
+        self.year_choice: years.YearChoice | None = None
+        # the options this file's parser reads (ingest keys the source on them): the zone, the host,
+        # the year of yearless stamps
+        self.tz, self.host = ctx.options.timezone, ctx.options.host
+        self.year = ctx.default_year if envelope.time_kind == "noyear" else None
+
+    @classmethod
+    def open(cls, ctx: LoadContext) -> _File:
+        head = decode(read_head(ctx.path))
+        envelope, fit = env.detect(head)
+        if envelope is None or fit < 0.5:
+            raise InputError(
+                f"{ctx.display}: does not look like syslog or a kernel log (no known envelope fits "
+                "most lines); see `synestra formats`"
+            )
+        return cls(ctx, envelope, env.fast_fits(envelope, head))
+
+
+def _by_size(run: list[_File]) -> Iterator[list[_File]]:
+    """The files of a run in groups of about GROUP_LINE_BYTES on disk (a gzip file counts 8x)."""
+    group: list[_File] = []
+    size = 0
+    for f in run:
+        st = f.ctx.path.stat().st_size * (8 if f.ctx.path.name.endswith(".gz") else 1)
+        if group and size + st > GROUP_LINE_BYTES:
+            yield group
+            group, size = [], 0
+        group.append(f)
+        size += st
+    if group:
+        yield group
+
+
+def _load_run(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
+    """Stage, parse and write the events of files of one envelope (a large file alone, in chunks)."""
+    first = files[0]
+    envelope, fast = first.envelope, first.fast
     # A file is staged CHUNK_BYTES at a time (memory flat in its size), the message still open at the end
-    # of a chunk carried into the next; clocks anchored on the file's last line (uptime) take it whole.
-    clock = _ClockScan(envelope.time_kind == "noyear")
-    fast = env.fast_fits(envelope, head)
-    whole = envelope.time_kind in ("uptime", "relative", "none")
-    for batches, last in _chunks(ctx.line_batches(), None if whole else CHUNK_BYTES):
+    # of a chunk carried into the next; clocks anchored on the file's last line (uptime) take it whole;
+    # small files are staged whole, together.
+    whole = envelope.time_kind in ("uptime", "relative", "none") or len(files) > 1
+    for batches, last in _chunks(_line_batches(files), None if whole else CHUNK_BYTES):
         _start_chunk(conn)
-        _stage(ctx, envelope, fast, batches)
+        _stage(conn, envelope, fast, batches)
         if not last:
             conn.execute(CARRY_SQL)
-        _resolve_loose(conn, envelope, result)
-        _insert_events(ctx, envelope, clock)
+        _resolve_loose(conn, envelope, files)
+        _insert_events(conn, files)
         conn.execute(HOSTS_SEEN_SQL)
-    year_choice = _place_years(ctx, clock) if envelope.time_kind == "noyear" else None
-    kinds = dict(conn.execute(KINDS_SQL, [ctx.source_id]).fetchall())
-    result.rows = sum(kinds.values())
+    _finish(conn, files)
+
+
+def _line_batches(files: list[_File]) -> Iterator[pa.Table]:
+    """The files' line batches, each row with its source (sid)."""
+    for f in files:
+        for batch in f.ctx.line_batches():
+            yield batch.append_column("sid", pa.array(np.full(batch.num_rows, f.sid, dtype=np.int64)))
+
+
+def _finish(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
+    """What comes once the files' events are written: years, counts, neighbour-line completions, notes."""
+    envelope = files[0].envelope
+    by_sid = {f.sid: f for f in files}
+    sids = list(by_sid)
+    if envelope.time_kind == "noyear":
+        _place_years(conn, files)
+    kinds: dict[int, dict[str, int]] = {sid: {} for sid in sids}
+    for sid, kind, n in conn.execute(KINDS_SQL, {"sids": sids}).fetchall():
+        kinds[sid][kind] = n
+    for f in files:
+        f.result.rows = sum(kinds[f.sid].values())
     for kind, sql, params in kev.POST_SQL:
-        if kind in kinds:
-            conn.execute(sql, {"sid": ctx.source_id, **params})
+        having = [sid for sid in sids if kind in kinds[sid]]
+        if having:
+            conn.execute(sql, {"sids": having, **params})
     if envelope.time_kind == "uptime":
-        _note_reboots(conn, result)
-    conn.execute(
-        record_full_names_sql("(SELECT DISTINCT host FROM _syslog_hosts) AS h", "host"), {"sid": ctx.source_id}
-    )
+        _note_reboots(conn, by_sid)
+    conn.execute(record_full_names_sql("(SELECT DISTINCT sid, host FROM _syslog_hosts) AS h", "host", sid="sid"))
     drop_temp(conn, TEMP_TABLES)
     if envelope.time_kind in ("uptime", "relative", "none"):
-        years.record(conn, ctx.source_id, "mtime", None)  # placed from the mtime: no evidence for another's year
-        result.notes.append(_uptime_note(envelope))
-    if year_choice is not None:
-        result.notes += _year_note(ctx, year_choice)
-    return result
+        # placed from the mtime: no evidence for another's year
+        years.record_many(conn, [(sid, "mtime", None) for sid in sids])
+        for f in files:
+            f.result.notes.append(_uptime_note(envelope))
+    noted = [f for f in files if f.year_choice is not None]
+    if noted:
+        spans = {sid: (lo, hi) for sid, lo, hi in conn.execute(YEARS_SQL, {"sids": [f.sid for f in noted]}).fetchall()}
+        for f in noted:
+            f.result.notes += _year_note(f, spans.get(f.sid))
 
 
 def _chunks(batches: Iterator[pa.Table], chunk_bytes: int | None) -> Iterator[tuple[list[pa.Table], bool]]:
@@ -211,18 +306,21 @@ def _start_chunk(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute("DELETE FROM _syslog_carry")
 
 
-YEARS_SQL = "SELECT min(year(ts)), max(year(ts)) FROM events WHERE source_id = ?"
+YEARS_SQL = (
+    "SELECT source_id, min(year(ts)), max(year(ts)) FROM events WHERE list_contains($sids, source_id) GROUP BY ALL"
+)
 
 
-def _year_note(ctx: LoadContext, choice: years.YearChoice) -> list[str]:
+def _year_note(f: _File, span: tuple[int, int] | None) -> list[str]:
     """Say where the year came from (formats/years.py): a log copied later is re-dated by its mtime."""
-    first, last = one_row(ctx.conn, YEARS_SQL, [ctx.source_id])
-    if first is None:
+    choice = f.year_choice
+    if span is None or span[0] is None or choice is None:
         return []
-    span = str(first) if first == last else f"{first}-{last}"
+    first, last = span
+    years_text = str(first) if first == last else f"{first}-{last}"
     advice = "if it was copied later" if choice.basis == "mtime" else "to override"
     return [
-        f"no year in the time stamps: year taken from {choice.why}: {span}; "
+        f"no year in the time stamps: year taken from {choice.why}: {years_text}; "
         f"pass --year YEAR (the year the log starts in) {advice}"
     ]
 
@@ -234,75 +332,115 @@ def _check_timezone(ctx: LoadContext) -> None:
         raise InputError(f"unknown time zone {ctx.options.timezone!r} (use an IANA name such as Europe/Paris)") from exc
 
 
-def _stage(ctx: LoadContext, envelope: env.Envelope, fast: bool, batches: list[pa.Table]) -> None:
+def _stage(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, fast: bool, batches: list[pa.Table]) -> None:
     sql = env.stage_sql(envelope, fast)
     regex_params = {"pattern": envelope.pattern, "time_kind": envelope.time_kind}
     params = {} if envelope is env.JOURNAL_JSON else {"fast": envelope.fast} if fast else regex_params
+    if len(batches) > 1 and sum(b.num_rows for b in batches) <= STAGE_CHUNK_ROWS * 8:
+        batches = [pa.concat_tables(batches)]  # small files: one statement for all of them
     for batch in batches:
         # Record batches of ~one row group let DuckDB's Arrow scan parse them on several threads.
         batch = pa.Table.from_batches(batch.to_batches(max_chunksize=STAGE_CHUNK_ROWS))
         # Read by DuckDB's replacement scan of this local, not conn.register: inside a transaction a
         # registered view keeps its Arrow batch alive until COMMIT: every batch of the file in memory.
         _syslog_batch = batch  # noqa: F841
-        ctx.conn.execute(sql, params)
-    if fast and one_row(ctx.conn, SLOW_COUNT_SQL)[0]:
-        ctx.conn.execute(env.slow_sql(envelope), regex_params)
+        conn.execute(sql, params)
+    if fast and one_row(conn, SLOW_COUNT_SQL)[0]:
+        conn.execute(env.slow_sql(envelope), regex_params)
 
 
-def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, result: LoadResult) -> None:
+def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, files: list[_File]) -> None:
     (n,) = one_row(conn, LOOSE_SQL)
     if not n:
         return
     conn.execute(MARK_LOOSE_SQL, {"loose": envelope.loose})
     conn.execute(FOLD_SQL)
     conn.execute(MARKER_SQL)
-    unmatched = f"does not match the {envelope.name} envelope of this file"
-    result.rejects_from(conn, REJECT_SAMPLE_SQL, REJECT_COUNT_SQL, {"unmatched": unmatched})
+    reasons = {
+        "reject": f"does not match the {envelope.name} envelope of this file",
+        "orphan": "continuation line before any message",
+    }
+    by_sid = {f.sid: f.result for f in files}
+    sampled: Counter[int] = Counter()
+    for sid, lineno, what, text in conn.execute(REJECT_SAMPLE_SQL).fetchall():
+        by_sid[sid].reject(lineno, reasons[what], text)
+        sampled[sid] += 1
+    for sid, counted in conn.execute(REJECT_COUNT_SQL).fetchall():
+        by_sid[sid].rejected += counted - sampled[sid]
     conn.execute(DELETE_LOOSE_SQL)
 
 
-def _insert_events(ctx: LoadContext, envelope: env.Envelope, clock: _ClockScan) -> None:
-    kind = envelope.time_kind
-    available = {"tz": ctx.options.timezone, "mtime": ctx.mtime}
+def _insert_events(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
+    first = files[0]
+    kind = first.envelope.time_kind
     in_order = False  # uptime-based clocks: always sorted (small dmesg files)
     if kind in ("noyear", "local", "utc"):
-        in_order = _clock_order(ctx.conn, clock)
-        if kind == "noyear":
-            available.update(year=ctx.default_year, shift=0, wraps=clock.wraps)
+        in_order = _clock_order(conn, files)
+    if kind != "local" and kind != "utc":
+        conn.execute(
+            FILES_SQL,
+            {
+                "sids": [f.sid for f in files],
+                "years": [f.year for f in files],
+                "wraps": [f.clock.wraps for f in files],
+                "mtimes": [f.ctx.mtime for f in files],
+            },
+        )
     # Rows keep the stage's (line) order when it is already the (host, ts) order.
     sql = INSERT_SQL.format(timed=TIMED_SQL[kind], classify=kev.CLASSIFY_SQL, order="" if in_order else ORDER_BY)
-    ctx.conn.execute(ZONED_MACRO_SQL)
-    params = {name: available[name] for name in TIME_PARAMS[kind]}
-    ctx.conn.execute(sql, {**params, **kev.PATTERNS, "host": ctx.options.host, "sid": ctx.source_id})
+    params = {name: {"tz": first.tz}[name] for name in TIME_PARAMS[kind]}
+    conn.execute(sql, {**params, **kev.PATTERNS, "host": first.host})
 
 
-def _place_years(ctx: LoadContext, clock: _ClockScan) -> years.YearChoice | None:
+def _place_years(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
     """--year is the year the file starts in (lines were placed from it). Else dated evidence in the file or
     the store decides (formats/years.py), and last the mtime: the last line falls in the mtime's year (or the
     one before, when its month is later than the mtime's). Lines were placed from the mtime's year."""
-    if ctx.options.year:
-        years.record(ctx.conn, ctx.source_id, "option", ctx.options.year)
-        return None
-    shift = len(clock.wraps) + (1 if clock.last_month and clock.last_month > ctx.mtime.month else 0)
-    return years.place(ctx.conn, ctx.source_id, -shift, ctx.mtime, ctx.evidence)
+    given = [f for f in files if f.ctx.options.year]
+    years.record_many(conn, [(f.sid, "option", f.ctx.options.year) for f in given])
+    placing = []
+    for f in files:
+        if f.ctx.options.year:
+            continue
+        clock, mtime = f.clock, f.ctx.mtime
+        shift = len(clock.wraps) + (1 if clock.last_month and clock.last_month > mtime.month else 0)
+        placing.append(years.Placing(f.sid, -shift, mtime))
+    if placing:
+        choices = years.place_many(conn, placing, files[0].ctx.evidence)
+        for f in files:
+            f.year_choice = choices.get(f.sid)
 
 
-def _clock_order(conn: duckdb.DuckDBPyConnection, clock: _ClockScan) -> bool:
-    """Feed this chunk's clock to `clock` (the line numbers where the month goes down: a new year, for
-    noyear files; the last line's month), and say whether the stage is stored in (host, ts) order: one
-    host, lines stored in order, no time going back but at a new year. That is the norm for one node's
-    log, and spares sorting the wide rows. Vectorised numpy over three narrow columns, streamed in
-    batches (a window over lineno would sort them, ~0.1 s per 1M; the whole columns at once cost 24
-    bytes a line: 1.4 GB at 60M lines)."""
+def _clock_order(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> bool:
+    """Feed this chunk's clock to each file's scan (the line numbers where the month goes down: a new
+    year, for noyear files; the last line's month), and say whether the stage is stored in (host, ts)
+    order: one host per file, lines stored in order, no time going back but at a new year. That is the
+    norm for one node's log, and spares sorting the wide rows. Vectorised numpy over three narrow
+    columns, streamed in batches (a window over lineno would sort them, ~0.1 s per 1M; the whole
+    columns at once cost 24 bytes a line: 1.4 GB at 60M lines)."""
     conn.complete()  # a relation streams only once the last execute() result is done
-    before = clock.copy()
-    clock.feed_all(conn.sql(CLOCK_SQL).to_arrow_reader(CLOCK_BATCH_ROWS))
-    stored_in_order = clock.in_line_order
+    clocks = {f.sid: f.clock for f in files}
+    before = {sid: clock.copy() for sid, clock in clocks.items()}
+    _feed_clocks(clocks, conn.sql(CLOCK_SQL).to_arrow_reader(CLOCK_BATCH_ROWS))
+    stored_in_order = all(c.in_line_order for c in clocks.values())
     if not stored_in_order:  # rare: rescan in line order (DuckDB sorts, spilling beyond its memory limit)
-        clock.restore(before)
-        clock.feed_all(conn.sql(CLOCK_SQL + " ORDER BY lineno").to_arrow_reader(CLOCK_BATCH_ROWS))
-    (hosts,) = one_row(conn, HOSTS_SQL)
-    return stored_in_order and not clock.back and hosts <= 1
+        for sid, clock in clocks.items():
+            clock.restore(before[sid])
+        _feed_clocks(clocks, conn.sql(CLOCK_SQL + " ORDER BY sid, lineno").to_arrow_reader(CLOCK_BATCH_ROWS))
+    hosts = max((n for _, n in conn.execute(HOSTS_SQL).fetchall()), default=0)
+    return stored_in_order and not any(c.back for c in clocks.values()) and hosts <= 1
+
+
+def _feed_clocks(clocks: dict[int, _ClockScan], reader: pa.RecordBatchReader) -> None:
+    """Each file's run of rows (in storage order) to its own scan: a Python step per run, not per line."""
+    for clock in clocks.values():
+        clock.begin()
+    for batch in reader:
+        sid, lineno, us, mon = (batch.column(n).to_numpy(zero_copy_only=False) for n in ("sid", "lineno", "us", "mon"))
+        cuts = [0, *(np.flatnonzero(np.diff(sid)) + 1).tolist(), len(sid)]
+        for a, b in itertools.pairwise(cuts):
+            if b > a:
+                clocks[int(sid[a])].feed(lineno[a:b], us[a:b], mon[a:b])
 
 
 class _ClockScan:
@@ -325,10 +463,9 @@ class _ClockScan:
         self.prev, self.wraps, self.last_month = other.prev, list(other.wraps), other.last_month
         self.in_line_order, self.back = True, False
 
-    def feed_all(self, reader: pa.RecordBatchReader) -> None:
+    def begin(self) -> None:
+        """A new scan of the current chunk."""
         self.in_line_order, self.back = True, False
-        for batch in reader:
-            self.feed(*(batch.column(name).to_numpy(zero_copy_only=False) for name in ("lineno", "us", "mon")))
 
     def feed(self, lineno: np.ndarray, us: np.ndarray, mon: np.ndarray) -> None:
         if not len(lineno):
@@ -346,10 +483,9 @@ class _ClockScan:
         self.last_month = int(mon[-1])
 
 
-def _note_reboots(conn: duckdb.DuckDBPyConnection, result: LoadResult) -> None:
-    (first_line, n) = one_row(conn, REBOOTS_SQL)
-    if n:
-        result.notes.append(
+def _note_reboots(conn: duckdb.DuckDBPyConnection, by_sid: dict[int, _File]) -> None:
+    for sid, first_line, n in conn.execute(REBOOTS_SQL).fetchall():
+        by_sid[sid].result.notes.append(
             f"uptime goes back {n} time(s) (a reboot; first at line {first_line}): lines before the "
             "last reboot are placed as if they belonged to the last boot, so their times are wrong"
         )
@@ -373,5 +509,7 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"events", "host_names"}),
+    load_group=load_group,
     appendable=True,  # no file-level context: a grown file's new lines load on their own (ingest.py)
+    top=0.9,
 )

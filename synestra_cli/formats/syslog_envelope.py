@@ -17,6 +17,7 @@ only those it leaves. What ``ts`` means depends on the envelope's time kind:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -259,8 +260,9 @@ ENVELOPES: list[Envelope] = [
 ]
 _COMPILED = [(e, re.compile(e.pattern)) for e in ENVELOPES]
 
+# sid: the source of the line (several small files are staged at once, each its own source).
 STAGE_COLUMNS = (
-    "lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHAR, sev VARCHAR, tag VARCHAR, "
+    "sid BIGINT, lineno BIGINT, ok BOOLEAN, ts TIMESTAMP, up DOUBLE, host VARCHAR, sev VARCHAR, tag VARCHAR, "
     "pid VARCHAR, msg VARCHAR"
 )
 
@@ -271,13 +273,13 @@ TEXT_SQL = (
 
 # {source}/{columns}/{ok}/{names} are this module's constants, never user input; patterns are parameters.
 STAGE_REGEX_SQL = """
-SELECT lineno, ok, CASE WHEN ok THEN ts END AS ts, up, host, sev, tag, pid,
+SELECT sid, lineno, ok, CASE WHEN ok THEN ts END AS ts, up, host, sev, tag, pid,
     CASE WHEN ok THEN {text} ELSE line END AS msg
 FROM (
-    SELECT lineno, line, ({ok}) AND (ts IS NOT NULL OR $time_kind NOT IN ('noyear', 'local', 'utc')) AS ok, *
-        EXCLUDE (lineno, line, m)
-    FROM (SELECT lineno, line, m, {columns}
-          FROM (SELECT lineno, line, regexp_extract(line, $pattern, {names}) AS m FROM {source}))
+    SELECT sid, lineno, line, ({ok}) AND (ts IS NOT NULL OR $time_kind NOT IN ('noyear', 'local', 'utc')) AS ok, *
+        EXCLUDE (sid, lineno, line, m)
+    FROM (SELECT sid, lineno, line, m, {columns}
+          FROM (SELECT sid, lineno, line, regexp_extract(line, $pattern, {names}) AS m FROM {source}))
 )
 """
 BATCH_SOURCE = "_syslog_batch WHERE line <> ''"
@@ -287,7 +289,8 @@ BATCH_SOURCE = "_syslog_batch WHERE line <> ''"
 # The stored message (TEXT_SQL) of a usual line is the line from its tag on: cut, not rebuilt.
 STAGE_FAST_SQL = """
 INSERT INTO _syslog_stage
-SELECT lineno, ok, ts, CASE WHEN f.stamp <> '' THEN TRY_CAST(trim(split_part(f.stamp, ']', 1), '[ ') AS DOUBLE) END,
+SELECT sid, lineno, ok, ts,
+    CASE WHEN f.stamp <> '' THEN TRY_CAST(trim(split_part(f.stamp, ']', 1), '[ ') AS DOUBLE) END,
     nullif(f.host, ''), NULL, nullif(f.tag, ''), nullif(f.pid, ''),
     CASE WHEN ok IS NULL THEN line
          WHEN f.tag = 'kernel' THEN substr(line, colon + 2 + length(f.stamp))
@@ -297,24 +300,25 @@ SELECT lineno, ok, ts, CASE WHEN f.stamp <> '' THEN TRY_CAST(trim(split_part(f.s
               || substr(line, colon + 2 + length(f.stamp)) END
 FROM (SELECT *, CASE WHEN f.host <> '' AND ts IS NOT NULL THEN true END AS ok, position(': ' IN line) AS colon
       FROM (SELECT *, {ts} AS ts
-            FROM (SELECT lineno, line, regexp_extract(line, $fast, {names}) AS f FROM _syslog_batch WHERE line <> '')))
+            FROM (SELECT sid, lineno, line, regexp_extract(line, $fast, {names}) AS f FROM _syslog_batch
+                  WHERE line <> '')))
 """
 # An UPDATE of the few lines the fast path left, so that the stage stays in line order.
 SLOW_SQL = """
 UPDATE _syslog_stage s SET ok = r.ok, ts = r.ts, up = r.up, host = r.host, sev = r.sev, tag = r.tag, pid = r.pid,
     msg = r.msg
 FROM ({select}) r
-WHERE s.lineno = r.lineno
+WHERE s.sid = r.sid AND s.lineno = r.lineno
 """
-SLOW_SOURCE = "(SELECT lineno, msg AS line FROM _syslog_stage WHERE ok IS NULL)"
+SLOW_SOURCE = "(SELECT sid, lineno, msg AS line FROM _syslog_stage WHERE ok IS NULL)"
 
 STAGE_JSON_SQL = """
 INSERT INTO _syslog_stage
-SELECT lineno, ok, CASE WHEN ok THEN ts END, up, host, sev, tag, pid, CASE WHEN ok THEN {text} ELSE line END
+SELECT sid, lineno, ok, CASE WHEN ok THEN ts END, up, host, sev, tag, pid, CASE WHEN ok THEN {text} ELSE line END
 FROM (
-    SELECT lineno, line, ({ok}) AND ts IS NOT NULL AS ok, * EXCLUDE (lineno, line, j)
-    FROM (SELECT lineno, line, j, {columns}
-          FROM (SELECT lineno, line, CASE WHEN json_valid(line) THEN json_extract_string(line,
+    SELECT sid, lineno, line, ({ok}) AND ts IS NOT NULL AS ok, * EXCLUDE (sid, lineno, line, j)
+    FROM (SELECT sid, lineno, line, j, {columns}
+          FROM (SELECT sid, lineno, line, CASE WHEN json_valid(line) THEN json_extract_string(line,
                   ['$.__REALTIME_TIMESTAMP', '$._HOSTNAME', '$.SYSLOG_IDENTIFIER', '$.MESSAGE', '$.PRIORITY',
                    '$._PID', '$._SOURCE_MONOTONIC_TIMESTAMP']) END AS j
                 FROM _syslog_batch WHERE line <> ''))
@@ -357,6 +361,7 @@ def _fits(env: Envelope, match: re.Match | None) -> bool:
     return match is not None and (env is not RFC3339 or match.group(4) is not None)
 
 
+@functools.lru_cache(maxsize=128)  # sniffing a unit of files detects their envelopes, then loading: once
 def detect(head: str) -> tuple[Envelope | None, float]:
     """The envelope most lines of the head carry, and the fraction of (non-continuation) lines it fits."""
     lines = head.splitlines()

@@ -59,4 +59,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"topology"}),
+    top=0.95,
 )

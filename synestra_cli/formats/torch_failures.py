@@ -320,4 +320,5 @@ FORMAT = joblog.job_log_format(
     "PyTorch / NCCL / torchrun failure log without framework lines (watchdog, NCCL WARN, elastic)",
     sniff,
     [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL, WORKER_SQL],
+    top=0.3,
 )

@@ -73,4 +73,5 @@ FORMAT = joblog.job_log_format(
     "torchtitan training log (step lines, checkpoint save/stage/load)",
     sniff,
     [STEP_SQL, CKPT_SQL, BANNER_SQL],
+    top=0.9,
 )

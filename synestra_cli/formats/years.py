@@ -25,44 +25,51 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from synestra_cli.store.sql import fetch_one
-
 STORE_NEAR_DAYS = 31  # store evidence further than this from every placement of the file says nothing
 HEADER_SLACK = timedelta(days=1)  # the header's local times carry a zone name we do not resolve
 
-RECORD_SQL = "INSERT INTO source_years VALUES ($sid, $basis, $year)"
-SPAN_SQL = "SELECT min(ts), max(ts) FROM events WHERE source_id = ?"
-SHIFT_SQL = "UPDATE events SET ts = ts + to_years(CAST($k AS INTEGER)) WHERE source_id = $sid"
-# A message carrying a full date within 36 h of its own line's (placed) time: the year offset it votes for.
+RECORD_SQL = "INSERT INTO source_years SELECT unnest($sids), unnest($bases), unnest($years)"
+SPAN_SQL = "SELECT source_id, min(ts), max(ts) FROM events WHERE list_contains($sids, source_id) GROUP BY source_id"
+SHIFT_SQL = """
+UPDATE events SET ts = ts + to_years(CAST(k.k AS INTEGER))
+FROM (SELECT unnest($sids) AS sid, unnest($ks) AS k) k WHERE events.source_id = k.sid
+"""
+# A message carrying a full date within 36 h of its own line's (placed) time: the year offset it votes for
+# (per source: the offset most lines vote for, the later on a tie).
 DATED_LINES_SQL = r"""
 WITH v AS (
-    SELECT ts, TRY_CAST(regexp_extract(message, '(\d{4}-\d\d-\d\d)[T _]\d\d:\d\d', 1) AS DATE) AS d
+    SELECT source_id, ts, TRY_CAST(regexp_extract(message, '(\d{4}-\d\d-\d\d)[T _]\d\d:\d\d', 1) AS DATE) AS d
     FROM events
-    WHERE source_id = $sid AND NOT starts_with(message, '-- ')
+    WHERE list_contains($sids, source_id) AND NOT starts_with(message, '-- ')
       AND regexp_matches(message, '\d{4}-\d\d-\d\d[T _]\d\d:\d\d')
 )
-SELECT year(d) - year(ts) AS k, count(*) AS n FROM v
+SELECT source_id, year(d) - year(ts) AS k, count(*) AS n FROM v
 WHERE d IS NOT NULL AND year(d) BETWEEN 1971 AND 9998
   AND abs(date_diff('hour', ts + to_years(CAST(year(d) - year(ts) AS INTEGER)), CAST(d AS TIMESTAMP))) <= 36
-GROUP BY k ORDER BY n DESC, k DESC LIMIT 1
+GROUP BY source_id, k
+QUALIFY row_number() OVER (PARTITION BY source_id ORDER BY n DESC, k DESC) = 1
 """
 HEADER_SQL = """
-SELECT message FROM events
-WHERE source_id = ? AND regexp_matches(message, '^-- (Logs begin|Journal begins) at ') ORDER BY line LIMIT 1
+SELECT source_id, arg_min(message, line) FROM events
+WHERE list_contains($sids, source_id) AND regexp_matches(message, '^-- (Logs begin|Journal begins) at ')
+GROUP BY source_id
 """
 HEADER_RE = re.compile(
     r"^-- (?:Logs begin|Journal begins) at \S+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^,]*"
     r"(?:, ends? at \S+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d))?"
 )
 # Other sources that name one of the file's hosts, with their time span: read from `sources` (each source's
-# first/last time and hosts, kept at ingest), never by scanning their rows: one such query per file is cheap
-# on a store of 10^8 samples. Sources dated by their mtime are no evidence.
+# first/last time and hosts, kept at ingest), never by scanning their rows: one such query per batch of files
+# is cheap on a store of 10^8 samples. Sources dated by their mtime are no evidence.
 STORE_SQL = """
-WITH h AS (SELECT list(DISTINCT host) AS hosts FROM events WHERE source_id = $sid AND host IS NOT NULL)
-SELECT s.path, s.first_ts, s.last_ts FROM {evidence}sources s, h
-WHERE s.source_id <> $sid AND s.first_ts IS NOT NULL AND s.last_ts IS NOT NULL AND list_has_any(s.hosts, h.hosts)
+WITH h AS (
+    SELECT source_id AS sid, list(DISTINCT host) AS hosts FROM events
+    WHERE list_contains($sids, source_id) AND host IS NOT NULL GROUP BY source_id
+)
+SELECT h.sid, s.path, s.first_ts, s.last_ts FROM {evidence}sources s JOIN h ON s.source_id <> h.sid
+WHERE s.first_ts IS NOT NULL AND s.last_ts IS NOT NULL AND list_has_any(s.hosts, h.hosts)
   AND s.source_id NOT IN (SELECT source_id FROM {evidence}source_years WHERE basis = 'mtime')
-ORDER BY s.source_id
+ORDER BY h.sid, s.source_id
 """
 
 
@@ -75,7 +82,23 @@ class YearChoice:
 
 def record(conn: duckdb.DuckDBPyConnection, source_id: int, basis: str, year: int | None) -> None:
     """Say where a source's year came from: 'mtime' sources are not evidence for another file's year."""
-    conn.execute(RECORD_SQL, {"sid": source_id, "basis": basis, "year": year})
+    record_many(conn, [(source_id, basis, year)])
+
+
+def record_many(conn: duckdb.DuckDBPyConnection, rows: list[tuple[int, str, int | None]]) -> None:
+    """record() of several sources: (source_id, basis, year) each, in one statement."""
+    if rows:
+        sids, bases, years = (list(col) for col in zip(*rows, strict=True))
+        conn.execute(RECORD_SQL, {"sids": sids, "bases": bases, "years": years})
+
+
+@dataclass(frozen=True)
+class Placing:
+    """A source of yearless stamps to place: the years its stamps were placed off the mtime's, and the mtime."""
+
+    source_id: int
+    mtime_offset: int
+    mtime: datetime
 
 
 def place(
@@ -83,37 +106,56 @@ def place(
 ) -> YearChoice | None:
     """Choose the year of the source's events as placed (dated evidence in the file, in the store, else the
     mtime's offset), shift them, record the basis. None when the source has no timed events."""
-    first, last = fetch_one(conn, SPAN_SQL, [source_id]) or (None, None)
-    if first is None or last is None:
-        return None
-    choice = (
-        _from_dated_lines(conn, source_id)
-        or _from_header(conn, source_id, last)
-        or _from_store(conn, source_id, first, last, mtime_offset, evidence)
-        or YearChoice(mtime_offset, "mtime", f"the file's modification time ({mtime:%Y-%m-%d})")
-    )
-    if choice.offset:
-        conn.execute(SHIFT_SQL, {"k": choice.offset, "sid": source_id})
-    record(conn, source_id, choice.basis, first.year + choice.offset)
-    if choice.basis != "mtime" and choice.offset != mtime_offset:
-        choice = YearChoice(
-            choice.offset, choice.basis, f"{choice.why}; the file's mtime would say {first.year + mtime_offset}"
+    return place_many(conn, [Placing(source_id, mtime_offset, mtime)], evidence)[source_id]
+
+
+def place_many(
+    conn: duckdb.DuckDBPyConnection, items: list[Placing], evidence: str = ""
+) -> dict[int, YearChoice | None]:
+    """place() of several sources, with one query per kind of evidence for all of them."""
+    sids = [it.source_id for it in items]
+    params = {"sids": sids}
+    spans = {sid: (first, last) for sid, first, last in conn.execute(SPAN_SQL, params).fetchall()}
+    dated = {sid: (k, n) for sid, k, n in conn.execute(DATED_LINES_SQL, params).fetchall()}
+    headers = dict(conn.execute(HEADER_SQL, params).fetchall())
+    store: dict[int, list[tuple[str, datetime, datetime]]] = {}
+    for sid, *span in conn.execute(STORE_SQL.format(evidence=evidence), params).fetchall():
+        store.setdefault(sid, []).append(tuple(span))
+    choices: dict[int, YearChoice | None] = {}
+    shifts, records = [], []
+    for it in items:
+        first, last = spans.get(it.source_id, (None, None))
+        if first is None or last is None:
+            choices[it.source_id] = None
+            continue
+        k_n = dated.get(it.source_id)
+        choice = (
+            (
+                YearChoice(int(k_n[0]), "file", f"{k_n[1]} line(s) of the file that carry a full date on their own day")
+                if k_n
+                else None
+            )
+            or _from_header(headers.get(it.source_id), last)
+            or _from_store(store.get(it.source_id, []), first, last, it.mtime_offset)
+            or YearChoice(it.mtime_offset, "mtime", f"the file's modification time ({it.mtime:%Y-%m-%d})")
         )
-    return choice
+        if choice.offset:
+            shifts.append((it.source_id, choice.offset))
+        records.append((it.source_id, choice.basis, first.year + choice.offset))
+        if choice.basis != "mtime" and choice.offset != it.mtime_offset:
+            choice = YearChoice(
+                choice.offset, choice.basis, f"{choice.why}; the file's mtime would say {first.year + it.mtime_offset}"
+            )
+        choices[it.source_id] = choice
+    if shifts:
+        conn.execute(SHIFT_SQL, {"sids": [sid for sid, _ in shifts], "ks": [k for _, k in shifts]})
+    record_many(conn, records)
+    return choices
 
 
-def _from_dated_lines(conn: duckdb.DuckDBPyConnection, source_id: int) -> YearChoice | None:
-    row = fetch_one(conn, DATED_LINES_SQL, {"sid": source_id})
-    if row is None:
-        return None
-    k, n = row
-    return YearChoice(int(k), "file", f"{n} line(s) of the file that carry a full date on their own day")
-
-
-def _from_header(conn: duckdb.DuckDBPyConnection, source_id: int, last: datetime) -> YearChoice | None:
+def _from_header(header: str | None, last: datetime) -> YearChoice | None:
     """The journal header's end bounds the file's last line: the latest placement at or before it."""
-    row = fetch_one(conn, HEADER_SQL, [source_id])
-    m = HEADER_RE.match(row[0]) if row else None
+    m = HEADER_RE.match(header) if header else None
     if m is None or m.group(2) is None:
         return None
     begin, end = (datetime.strptime(g, "%Y-%m-%d %H:%M:%S") for g in m.groups())
@@ -126,17 +168,12 @@ def _from_header(conn: duckdb.DuckDBPyConnection, source_id: int, last: datetime
 
 
 def _from_store(
-    conn: duckdb.DuckDBPyConnection,
-    source_id: int,
-    first: datetime,
-    last: datetime,
-    mtime_offset: int,
-    evidence: str = "",
+    spans: list[tuple[str, datetime, datetime]], first: datetime, last: datetime, mtime_offset: int
 ) -> YearChoice | None:
     """The placement nearest the dated rows of the same hosts in other sources (overlap: distance 0).
-    `evidence`: the schema (as `catalog.schema.`) holding the store's `sources` and `source_years`, when
-    the file is parsed apart from the store (ingest's stage); "": the current database."""
-    spans = conn.execute(STORE_SQL.format(evidence=evidence), {"sid": source_id}).fetchall()
+    `spans`: (path, first, last) of those sources (STORE_SQL, read from `evidence`: the schema, as
+    `catalog.schema.`, holding the store's `sources` and `source_years` when the file is parsed apart
+    from the store, in ingest's stage; "": the current database)."""
     if not spans:
         return None
     ks = {y - first.year + d for _, lo, hi in spans for y in range(lo.year, hi.year + 1) for d in (-1, 0, 1)}

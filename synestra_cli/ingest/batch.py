@@ -10,10 +10,13 @@ the replaced sources deleted and the stage's rows appended, then the stage dropp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from synestra_cli.clusters import other_form_notes, qualify_batch
 from synestra_cli.errors import InputError
@@ -43,12 +46,29 @@ WITH t AS (
 SELECT source_id, min(ts), max(ts), list(DISTINCT host ORDER BY host) FILTER (WHERE host IS NOT NULL)
 FROM t GROUP BY source_id
 """
-INSERT_SOURCE_SQL = """
-INSERT INTO {c}.sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts, hosts,
-                         options, offset_bytes, first_line, source_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-INSERT_REJECT_SQL = "INSERT INTO {c}.rejects (source_id, line, reason, text) VALUES (?, ?, ?, ?)"
+# The batch's sources and rejects, each one statement over an Arrow table (executemany is a statement a row).
+SOURCE_COLUMNS = pa.schema(
+    [
+        ("source_id", pa.int32()),
+        ("path", pa.string()),
+        ("sha256", pa.string()),
+        ("format", pa.string()),
+        ("bytes", pa.int64()),
+        ("rows", pa.int64()),
+        ("rejected", pa.int64()),
+        ("first_ts", pa.timestamp("us")),
+        ("last_ts", pa.timestamp("us")),
+        ("hosts", pa.list_(pa.string())),
+        ("options", pa.string()),
+        ("offset_bytes", pa.int64()),
+        ("first_line", pa.int64()),
+        ("source_key", pa.string()),
+    ]
+)
+REJECT_COLUMNS = pa.schema(
+    [("source_id", pa.int32()), ("line", pa.int64()), ("reason", pa.string()), ("text", pa.string())]
+)
+INSERT_ROWS_SQL = "INSERT INTO {c}.{table} BY NAME SELECT * FROM _bookkeeping_rows"
 # Tables of the stage that hold rows (after a batch's checks): only those are copied.
 FILLED_SQL = "SELECT table_name FROM duckdb_tables() WHERE database_name = $stage AND estimated_size > 0"
 
@@ -182,8 +202,16 @@ def _bookkeeping(conn: duckdb.DuckDBPyConnection, batch: Batch) -> None:
         rep.first_ts, rep.last_ts, rep.hosts = first, last, hosts
         rep.reject_samples = r.reject_samples
     if rejects:
-        conn.executemany(INSERT_REJECT_SQL.format(c=stage), rejects)
-    conn.executemany(INSERT_SOURCE_SQL.format(c=stage), sources)
+        _insert_rows(conn, stage, "rejects", REJECT_COLUMNS, rejects)
+    _insert_rows(conn, stage, "sources", SOURCE_COLUMNS, sources)
+
+
+def _insert_rows(
+    conn: duckdb.DuckDBPyConnection, stage: str, table: str, schema: pa.Schema, rows: Sequence[tuple[Any, ...]]
+) -> None:
+    columns = [pa.array(col, f.type) for col, f in zip(zip(*rows, strict=True), schema, strict=True)]
+    _bookkeeping_rows = pa.table(columns, schema=schema)  # noqa: F841 - read by DuckDB's replacement scan
+    conn.execute(INSERT_ROWS_SQL.format(c=stage, table=table))
 
 
 def commit(
@@ -210,8 +238,8 @@ def commit(
             digest = plan.digest
             known.add(Source(s.source_id, str(s.path.resolve()), digest.sha, s.fmt.name, digest.size, s.options), True)
     _drop(conn, batch, done + again)
-    if batch.files:
-        _copy(conn, store, batch, options)
+    filled = _copy(conn, store, batch, options) if batch.files else set()
+    if "metrics" in filled:  # summaries are of metrics only
         _summarise(conn, store, [s.source_id for s in batch.files])
     mixed = other_form_notes(conn, store, [s.source_id for s in batch.files], options.cluster)
     for s in batch.files:
@@ -221,7 +249,8 @@ def commit(
     return batch.files + done, again
 
 
-def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> None:
+def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> set[str]:
+    """Append the stage's rows to the store, in one transaction; returns the tables that had rows."""
     stage = batch.stage
     qualify_batch(conn, stage, store, [(s.source_id, s.fmt.name) for s in batch.files], options.cluster)
     filled = {name for (name,) in conn.execute(FILLED_SQL, {"stage": stage}).fetchall()}
@@ -236,6 +265,7 @@ def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: In
                 conn.execute(
                     f"INSERT OR IGNORE INTO {qualified(store, name)} BY NAME SELECT * FROM {qualified(stage, name)}"
                 )
+    return filled
 
 
 def _summarise(conn: duckdb.DuckDBPyConnection, store: str, source_ids: list[int]) -> None:

@@ -16,14 +16,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import duckdb
 
 from synestra_cli.clusters import prefix_hosts
 from synestra_cli.errors import StoreWriteError, SynestraError, is_interrupt
 from synestra_cli.formats.base import (
+    Format,
     IngestOptions,
     LoadContext,
     LoadResult,
@@ -32,7 +34,7 @@ from synestra_cli.formats.base import (
     transcode_to_utf8,
 )
 from synestra_cli.ingest.batch import Batch, Staged, commit, prepare
-from synestra_cli.ingest.plan import SKIP, Known, check_readable, decide, digest_for, is_gzip, pick_format
+from synestra_cli.ingest.plan import SKIP, Known, Plan, check_readable, decide, digest_for, is_gzip, pick_format
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.ingest.staging import Stores
 from synestra_cli.ingest.walk import WalkIssue, iter_inputs
@@ -49,6 +51,7 @@ CONFLICT_RETRIES = 5  # each round of colliding files commits at least one: enou
 RESTAGE_MAX = 3  # a file whose plan keeps changing (another ingest of the same path): then it fails
 RESERVE_IDS_SQL = "SELECT nextval('{store}.main.source_id_seq') FROM range(?)"
 
+R = TypeVar("R")
 ProgressFn = Callable[[Path, int, int], None]
 ReportFn = Callable[[FileReport], None]
 Store = duckdb.DuckDBPyConnection | str | Path | None
@@ -108,26 +111,29 @@ class _Run:
         if not items:
             return []
         self.ids = ids or self._start(len(items))
-        n_files = sum(isinstance(item, Path) for item in items)
-        n = (workers or default_workers("SYNESTRA_INGEST_WORKERS")) if n_files > 1 else 1
+        units = _units(items)
+        n = (workers or default_workers("SYNESTRA_INGEST_WORKERS")) if len(units) > 1 else 1
 
-        def work(cur: duckdb.DuckDBPyConnection, i: int) -> tuple[str | None, int, FileReport | Staged]:
-            item = items[i]
-            if isinstance(item, WalkIssue):
-                return None, i, FileReport(path=str(item.path), status=item.status, error=item.error)
+        def work(cur: duckdb.DuckDBPyConnection, unit: list[int]) -> tuple[str | None, list[tuple[int, Result]]]:
+            first = items[unit[0]]
+            if isinstance(first, WalkIssue):
+                return None, [(unit[0], FileReport(path=str(first.path), status=first.status, error=first.error))]
             with self.lock:
                 stage = self.batches[-1].stage
-                self.dispatched[stage] += 1
-            if on_file and n <= 1:
-                on_file(item, i, len(items))
-            return stage, i, stage_file(cur, self.stores, stage, item, self.options, self.ids[i], self.known, i)
+                self.dispatched[stage] += len(unit)
+            files = [(i, path, self.ids[i]) for i in unit if isinstance(path := items[i], Path)]
+            progress = on_file if on_file and n <= 1 else None
+            return stage, stage_unit(cur, self.stores, stage, files, self.options, self.known, progress, len(items))
 
         try:
             self._open_batch()
-            for k, (stage, i, result) in enumerate(map_in_threads(self.conn, work, range(len(items)), n)):
-                if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
-                    on_file(Path(getattr(result, "path", "")), k, len(items))
-                self._take(stage, i, result)
+            k = 0
+            for stage, results in map_in_threads(self.conn, work, units, n):
+                for i, result in results:
+                    if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
+                        on_file(Path(getattr(result, "path", "")), k, len(items))
+                    k += 1
+                    self._take(stage, i, result)
             self._finish()
         finally:
             for batch in self.batches:
@@ -258,7 +264,89 @@ class _Run:
             self._commit_ready(wait=True)
 
 
-# --- one file into a stage ---------------------------------------------------------------------------
+# --- files into a stage ------------------------------------------------------------------------------
+
+Result = FileReport | Staged
+# Consecutive small files are handed to a worker together, up to UNIT_FILES or UNIT_BYTES on disk: those
+# of a format that loads many at once (Format.load_group) are then parsed by the same statements. A file
+# over UNIT_ALONE_BYTES is a unit of its own: its lines are its cost, and the workers share the big files.
+UNIT_FILES = 256
+UNIT_BYTES = 16 << 20
+UNIT_ALONE_BYTES = 1 << 20
+
+
+def _units(items: list[Path | WalkIssue]) -> list[list[int]]:
+    """The indices of the inputs, cut into units of work (a WalkIssue alone)."""
+    units: list[list[int]] = []
+    unit: list[int] = []
+    size = 0
+    for i, item in enumerate(items):
+        try:
+            bytes_ = 0 if isinstance(item, WalkIssue) else item.stat().st_size
+        except OSError:
+            bytes_ = 0
+        if isinstance(item, WalkIssue) or bytes_ > UNIT_ALONE_BYTES:  # alone, in order
+            units += [unit, [i]] if unit else [[i]]
+            unit, size = [], 0
+            continue
+        if unit and (len(unit) >= UNIT_FILES or size + bytes_ > UNIT_BYTES):
+            units.append(unit)
+            unit, size = [], 0
+        unit.append(i)
+        size += bytes_
+    return units + [unit] if unit else units
+
+
+@dataclass
+class _Planned:
+    """A file read far enough to know its format and plan, not yet parsed."""
+
+    index: int
+    path: Path
+    source_id: int
+    fmt: Format
+    codec: str | None
+    plan: Plan
+    report: FileReport
+
+
+def stage_unit(
+    cur: duckdb.DuckDBPyConnection,
+    stores: Stores,
+    stage: str,
+    files: list[tuple[int, Path, int]],
+    options: IngestOptions,
+    known: Known,
+    progress: ProgressFn | None = None,
+    total: int = 0,
+) -> list[tuple[int, Result]]:
+    """Parse files (index, path, source id) into `stage`: those of a format with a load_group together,
+    in one transaction of the stage; if that fails, each on its own (a bad file fails alone). The
+    others one by one. Each file's Staged, or its report (skipped or failed)."""
+    out: dict[int, Result] = {}
+    groups: dict[str, list[_Planned]] = {}
+    for index, path, source_id in files:
+        if progress:
+            progress(path, index, total)
+        report = FileReport(path=str(path), status="failed")
+        planned = _guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
+        if isinstance(planned, _Planned):
+            planned.index, planned.source_id = index, source_id
+            groups.setdefault(planned.fmt.name if planned.fmt.load_group else f"#{index}", []).append(planned)
+        else:
+            out[index] = planned
+    for group in groups.values():
+        staged = _stage_group(cur, stores, stage, group, options) if len(group) > 1 else None
+        for p in group:
+            out[p.index] = staged[p.index] if staged else _stage_one(cur, stores, stage, p, options)
+    return sorted(out.items())
+
+
+def _stage_one(
+    cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, p: _Planned, options: IngestOptions
+) -> Result:
+    p.report.status = "failed"
+    return _guarded(stores, p.path, p.report, lambda: _load(cur, stores, stage, p, options))
 
 
 def stage_file(
@@ -275,9 +363,24 @@ def stage_file(
     (skipped: the store holds it; failed: why). Raises StoreWriteError when the stage's spill folder
     cannot be written."""
     report = FileReport(path=str(path), status="failed")
+
+    def attempt() -> Result:
+        planned = _plan(path, options, known, report)
+        if isinstance(planned, FileReport):
+            return planned
+        planned.index, planned.source_id = index, source_id
+        return _load(cur, stores, stage, planned, options)
+
+    return _guarded(stores, path, report, attempt)
+
+
+def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]) -> R | FileReport:
+    """fn(), or `report` saying why it failed: every error of one file is that file's failure, but a
+    Ctrl-C and a spill folder that cannot be written (StoreWriteError). A catalog row another file
+    added first is retried."""
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
-            return _stage(cur, stores, stage, path, options, source_id, known, index, report)
+            return fn()
         except SynestraError as exc:
             report.error = str(exc)
         except duckdb.Error as exc:
@@ -300,17 +403,9 @@ def stage_file(
     return report
 
 
-def _stage(
-    cur: duckdb.DuckDBPyConnection,
-    stores: Stores,
-    stage: str,
-    path: Path,
-    options: IngestOptions,
-    source_id: int,
-    known: Known,
-    index: int,
-    report: FileReport,
-) -> FileReport | Staged:
+def _plan(path: Path, options: IngestOptions, known: Known, report: FileReport) -> _Planned | FileReport:
+    """Read the file's head and digest: its format and plan (index and source id left to the caller), or
+    its report when the store holds it already."""
     head, codec = check_readable(path)
     fmt = pick_format(head, options, path)
     report.format = fmt.name
@@ -318,29 +413,75 @@ def _stage(
     if plan is SKIP:
         report.status, report.error = "skipped", "already in the store (same content)"
         return report
+    return _Planned(-1, path, -1, fmt, codec, plan, report)
+
+
+def _context(
+    cur: duckdb.DuckDBPyConnection, stores: Stores, p: _Planned, readable: Path, tracked: TrackedOptions
+) -> LoadContext:
+    codec, plan = p.codec, p.plan
+    return LoadContext(
+        conn=cur,
+        source_id=p.source_id,
+        path=readable,
+        display=str(p.path),
+        options=tracked,
+        mtime=content_mtime(p.path),
+        offset=plan.offset,
+        first_line=plan.first_line,
+        # the bytes hashed, not what a writer appended since: the next load starts where this one ended
+        end=plan.digest.size if codec is None and not is_gzip(p.path) else None,
+        evidence=stores.evidence,
+    )
+
+
+def _load(cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, p: _Planned, options: IngestOptions) -> Staged:
+    """Parse one planned file into `stage`, in one transaction of the stage."""
     tracked = TrackedOptions.wrap(options)
     cur.execute(f"USE {quote_ident(stage)}")  # the formats write to the unqualified tables: the stage's
     try:
-        with transaction(cur), _readable_copy(path, codec) as readable:
-            ctx = LoadContext(
-                conn=cur,
-                source_id=source_id,
-                path=readable,
-                display=str(path),
-                options=tracked,
-                mtime=content_mtime(path),
-                offset=plan.offset,
-                first_line=plan.first_line,
-                # the bytes hashed, not what a writer appended since: the next load starts where this one ended
-                end=plan.digest.size if codec is None and not is_gzip(path) else None,
-                evidence=stores.evidence,
-            )
-            result: LoadResult = fmt.load(ctx)
+        with transaction(cur), _readable_copy(p.path, p.codec) as readable:
+            result: LoadResult = p.fmt.load(_context(cur, stores, p, readable, tracked))
             # with --cluster its hosts become CLUSTER:host here; the commit qualifies its jobs
-            prefix_hosts(cur, source_id, tracked.cluster)
+            prefix_hosts(cur, p.source_id, tracked.cluster)
     finally:
         cur.execute(f"USE {quote_ident(stores.home)}")
-    return Staged(index, source_id, path, fmt, codec, plan, result, json.dumps(tracked.read_values()), report)
+    return _staged(p, result, tracked)
+
+
+def _staged(p: _Planned, result: LoadResult, tracked: TrackedOptions) -> Staged:
+    return Staged(
+        p.index, p.source_id, p.path, p.fmt, p.codec, p.plan, result, json.dumps(tracked.read_values()), p.report
+    )
+
+
+def _stage_group(
+    cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, group: list[_Planned], options: IngestOptions
+) -> dict[int, Result] | None:
+    """Parse files of one format (none to transcode) into `stage` with its load_group, in one transaction
+    of the stage; None when that fails (rolled back: the caller loads them one by one)."""
+    load_group = group[0].fmt.load_group
+    assert load_group is not None and all(p.codec is None for p in group)
+    tracked = [TrackedOptions.wrap(options) for _ in group]
+    cur.execute(f"USE {quote_ident(stage)}")
+    try:
+        with transaction(cur):
+            results = load_group([_context(cur, stores, p, p.path, t) for p, t in zip(group, tracked, strict=True)])
+            for p, t in zip(group, tracked, strict=True):
+                prefix_hosts(cur, p.source_id, t.cluster)
+    except duckdb.Error as exc:
+        if is_interrupt(exc):
+            raise
+        if is_store_write_failure(exc):
+            raise StoreWriteError(_store_write_message(stores, exc)) from exc
+        return None
+    except Exception as exc:  # noqa: BLE001 - one file of the group is bad: each is loaded alone
+        if is_interrupt(exc):
+            raise
+        return None
+    finally:
+        cur.execute(f"USE {quote_ident(stores.home)}")
+    return {p.index: _staged(p, r, t) for p, r, t in zip(group, results, tracked, strict=True)}
 
 
 @contextmanager
