@@ -6,15 +6,18 @@
 timestamp: ISO-8601 (with Z or an offset; without one it is read in --timezone) or epoch seconds.
 metric: a canonical name or a source name the catalog maps (DCGM_FI_DEV_GPU_TEMP...); others kept as-is.
 Columns may come in any order; extra columns are ignored. Parquet rows are numbered from 1 as "lines".
+A CSV that grows (an exporter appending) loads only its new lines, read with the header of line 1; a
+Parquet file is written whole, so a changed one is read again whole.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.store.sql import drop_temp, scalar
 
 COLUMNS = ("timestamp", "host", "entity", "metric", "value")
@@ -77,7 +80,7 @@ FROM q LEFT JOIN prom_source_map m ON m.source = trim(q.metric)
 INSERT_SQL = """
 INSERT INTO metrics (ts, host, entity, metric, value, source_id)
 SELECT ts, host, entity, metric, value, $sid FROM mlong_rows WHERE reason IS NULL
-ORDER BY host, entity, metric, ts
+ORDER BY host, entity, metric, ts, lineno
 """
 CATALOG_SQL = """
 INSERT INTO metric_catalog (metric, unit, kind, description)
@@ -103,6 +106,11 @@ def sniff(head: str) -> float:
     return 0.95 if set(COLUMNS) <= set(_header(first)) else 0.0
 
 
+def appendable(path: Path) -> bool:
+    """A CSV grows by lines; a Parquet file does not (its footer is rewritten)."""
+    return read_head(path, 4) != b"PAR1"
+
+
 def load(ctx: LoadContext) -> LoadResult:
     conn = ctx.conn
     conn.execute(CREATE_RAW_SQL)
@@ -124,13 +132,14 @@ def load(ctx: LoadContext) -> LoadResult:
 
 def _load_csv(ctx: LoadContext) -> int:
     """Stage every data line's fields; returns how many fields a line must have."""
-    header: list[str] | None = None
+    # the new lines of a grown file: its header is still line 1
+    header = _header(decode(read_head(ctx.path)).split("\n", 1)[0]) if ctx.offset else None
     for batch in ctx.line_batches():
         if header is None:
             header = _header(batch.column("line")[0].as_py())
-            missing = [c for c in COLUMNS if c not in header]
-            if missing:
-                raise InputError(f"{ctx.display}:1: long metrics CSV header lacks {', '.join(missing)}")
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise InputError(f"{ctx.display}:1: long metrics CSV header lacks {', '.join(missing)}")
         positions = {c: header.index(c) + 1 for c in COLUMNS}
         mlong_batch = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
         ctx.conn.execute(CSV_BATCH_SQL, {"ts": positions["timestamp"], **{c: positions[c] for c in COLUMNS[1:]}})
@@ -143,4 +152,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
+    appendable=appendable,
 )

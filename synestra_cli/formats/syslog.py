@@ -13,6 +13,7 @@ the wide sort is skipped.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -28,6 +29,7 @@ from synestra_cli.store.sql import drop_temp, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
+FROM_MTIME = ("uptime", "relative", "none")  # envelopes' time kinds placed from the file's last line and mtime
 CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a time: memory flat in file size
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
@@ -160,7 +162,7 @@ def load(ctx: LoadContext) -> LoadResult:
     # of a chunk carried into the next; clocks anchored on the file's last line (uptime) take it whole.
     clock = _ClockScan(envelope.time_kind == "noyear")
     fast = env.fast_fits(envelope, head)
-    whole = envelope.time_kind in ("uptime", "relative", "none")
+    whole = envelope.time_kind in FROM_MTIME
     for batches, last in _chunks(ctx.line_batches(), None if whole else CHUNK_BYTES):
         _start_chunk(conn)
         _stage(ctx, envelope, fast, batches)
@@ -181,7 +183,7 @@ def load(ctx: LoadContext) -> LoadResult:
         record_full_names_sql("(SELECT DISTINCT host FROM _syslog_hosts) AS h", "host"), {"sid": ctx.source_id}
     )
     drop_temp(conn, TEMP_TABLES)
-    if envelope.time_kind in ("uptime", "relative", "none"):
+    if envelope.time_kind in FROM_MTIME:
         years.record(conn, ctx.source_id, "mtime", None)  # placed from the mtime: no evidence for another's year
         result.notes.append(_uptime_note(envelope))
     if year_choice is not None:
@@ -370,6 +372,14 @@ def _uptime_note(envelope: env.Envelope) -> str:
     )
 
 
+def appendable(path: Path) -> bool:
+    """A log whose lines carry their wall-clock time grows by lines that load on their own. One placed
+    from the file's last line and mtime (seconds since boot, deltas, no time) moves every line when it
+    grows: it is read again whole."""
+    envelope, _ = env.detect(decode(read_head(path)))
+    return envelope is not None and envelope.time_kind not in FROM_MTIME
+
+
 FORMAT = Format(
     "syslog",
     (
@@ -379,5 +389,5 @@ FORMAT = Format(
     sniff,
     load,
     writes=frozenset({"events", "host_names"}),
-    appendable=True,  # no file-level context: a grown file's new lines load on their own (ingest.py)
+    appendable=appendable,
 )
