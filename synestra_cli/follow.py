@@ -32,9 +32,11 @@ from pathlib import Path
 
 import duckdb
 
+from synestra_cli import settings
 from synestra_cli.errors import StoreBusyError
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import FileReport, ProgressFn, ReportFn, WalkIssue, ingest_paths, iter_inputs
+from synestra_cli.ingest import FileReport, ProgressFn, ReportFn, WalkIssue, ingest_into, iter_inputs
+from synestra_cli.ingest.staging import Stores
 from synestra_cli.store import open_store, resolve_db_path
 from synestra_cli.store.sql import transaction
 
@@ -91,6 +93,14 @@ def _stat(path: Path) -> Seen | None:
     except OSError:
         return None
     return Seen(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _ends_a_line(path: Path, size: int) -> bool:
@@ -155,6 +165,8 @@ class Follower:
         store = self.db.resolve()
         self.skip = frozenset({store, Path(f"{store}.wal"), Path(f"{store}.tmp")})
         self.issues: set[str] = set()  # folder problems already reported (each once, not every poll)
+        self.stores: Stores | None = None
+        self.store_id: tuple[int, int] | None = None
 
     # --- one poll -----------------------------------------------------------------------------------
 
@@ -176,19 +188,51 @@ class Follower:
             self._remember(changed, loaded=())
             return report
         try:
-            with open_store(self.db) as conn:
-                report.moved = self._recognise_rotations(conn, ready, current)
+            if any(self._may_have_moved(p, now) for p, now in ready.items()):
+                with open_store(self.db) as conn:
+                    report.moved = self._recognise_rotations(conn, ready, current)
             if on_moved:
                 on_moved(report.moved)
-            # given the path, ingest holds the store only for its short commits: readers get in between
-            report.reports += ingest_paths(
-                self.db, [Path(p) for p in sorted(ready)], self.options, on_file, on_report, self.workers
-            )
+            # A reader holding the store makes this poll busy (retried at the next), not a long wait; the
+            # store attached here serves ingest's start. It holds the store only for its short commits.
+            stores = self._stores()
+            stores.attach(wait=True, wait_s=settings.lock_wait_s())
+            try:
+                report.reports += ingest_into(
+                    stores, [Path(p) for p in sorted(ready)], self.options, on_file, on_report, self.workers
+                )
+            finally:
+                stores.detach()  # (ingest detaches after each commit; this, when it had nothing to commit)
         except StoreBusyError as exc:
             report.busy = str(exc)
             return report
         self._remember(changed, loaded=ready)
         return report
+
+    def _may_have_moved(self, path: str, now: Seen) -> bool:
+        """Whether this file may hold content the store has under another path, or its own content
+        under another: it is new to this follower, or replaced (another inode) or shorter since it was
+        loaded. A file that only grew cannot: no need to open the store to look."""
+        before = self.seen.get(path)
+        if before is None or before.loaded_ino is None:
+            return True
+        return before.loaded_ino != (now.dev, now.ino) or now.size < before.size
+
+    def _stores(self) -> Stores:
+        """The connection ingest parses on, kept across polls (one in-memory database for hours, not one
+        per poll); made again when the store's file was replaced or removed (it is checked and migrated
+        when made)."""
+        ident = _file_id(self.db)
+        if self.stores is None or ident != self.store_id:
+            self.close()
+            self.stores = Stores.open(self.db)
+            self.store_id = _file_id(self.db)
+        return self.stores
+
+    def close(self) -> None:
+        if self.stores is not None:
+            self.stores.close()
+            self.stores = None
 
     def _scan(self) -> tuple[dict[str, Seen], list[WalkIssue]]:
         current: dict[str, Seen] = {}
@@ -301,9 +345,12 @@ class Follower:
         """Poll every `interval` seconds (measured from the start of each poll) until max_polls, or
         forever. Ctrl-C between or inside polls: each file loads in one transaction, so nothing is
         half-written; the caller sees KeyboardInterrupt."""
-        while max_polls is None or self.polls < max_polls:
-            started = time.monotonic()
-            yield self.poll(on_file, on_report, on_moved)
-            if max_polls is not None and self.polls >= max_polls:
-                return
-            sleep(max(0.0, interval - (time.monotonic() - started)))
+        try:
+            while max_polls is None or self.polls < max_polls:
+                started = time.monotonic()
+                yield self.poll(on_file, on_report, on_moved)
+                if max_polls is not None and self.polls >= max_polls:
+                    return
+                sleep(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            self.close()

@@ -12,6 +12,7 @@ the wide sort is skipped.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -372,12 +373,27 @@ def _uptime_note(envelope: env.Envelope) -> str:
     )
 
 
+_APPENDABLE: dict[bytes, bool] = {}  # by a hash of the lines detect reads: a followed log's head is asked again
+_APPENDABLE_MAX = 4096
+
+
 def appendable(path: Path) -> bool:
     """A log whose lines carry their wall-clock time grows by lines that load on their own. One placed
     from the file's last line and mtime (seconds since boot, deltas, no time) moves every line when it
     grows: it is read again whole."""
-    envelope, _ = env.detect(decode(read_head(path)))
-    return envelope is not None and envelope.time_kind not in FROM_MTIME
+    head = read_head(path)
+    cut = -1
+    for _ in range(env.DETECT_LINES):  # the lines detect reads: once written, they do not change
+        cut = head.find(b"\n", cut + 1)
+        if cut < 0:
+            break
+    key = hashlib.blake2b(head if cut < 0 else head[: cut + 1], digest_size=16).digest()
+    if key not in _APPENDABLE:
+        if len(_APPENDABLE) >= _APPENDABLE_MAX:
+            _APPENDABLE.clear()
+        envelope, _ = env.detect(decode(head))
+        _APPENDABLE[key] = envelope is not None and envelope.time_kind not in FROM_MTIME
+    return _APPENDABLE[key]
 
 
 FORMAT = Format(

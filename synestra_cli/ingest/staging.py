@@ -88,13 +88,14 @@ class Stores:
 
     # --- the store, attached for a commit --------------------------------------------------------------
 
-    def attach(self, wait: bool) -> bool:
+    def attach(self, wait: bool, wait_s: float | None = None) -> bool:
         """Attach the store for a commit; False when a reader (or another writer) holds it and `wait` is
-        false. Waiting, at most max(SYNESTRA_LOCK_WAIT, COMMIT_WAIT_MIN_S), then StoreBusyError."""
+        false. Waiting, at most `wait_s` (default max(SYNESTRA_LOCK_WAIT, COMMIT_WAIT_MIN_S)), then
+        StoreBusyError."""
         if self.attached:
             return True
         sql = f"ATTACH {_literal(str(self.path))} AS {STORE_ALIAS}"
-        wait_s = commit_wait_s() if wait else 0.0
+        wait_s = (commit_wait_s() if wait_s is None else wait_s) if wait else 0.0
         try:
             wait_for_lock(lambda: self.conn.execute(sql), self.path or Path(), wait_s)
         except StoreBusyError:
