@@ -14,6 +14,7 @@ from synestra_cli.formats.base import IngestOptions
 
 
 def _terminate(signum: int, frame: Any) -> None:
+    Terminated.received = True
     raise Terminated()
 
 

@@ -86,9 +86,25 @@ def check_readable(path: Path) -> tuple[str, str | None]:
     return text, codec
 
 
+_SNIFFED: dict[tuple[bytes, tuple[Format, ...]], Format] = {}  # a followed file's head is sniffed at every poll
+_SNIFFED_MAX = 4096
+
+
 def pick_format(head: str, options: IngestOptions, path: Path) -> Format:
     try:
-        return formats.by_name(options.format) if options.format else formats.detect(head)
+        if options.format:
+            return formats.by_name(options.format)
+        key = (
+            hashlib.blake2b(head.encode(errors="replace"), digest_size=16).digest(),
+            tuple(formats.all_formats().values()),
+        )
+        found = _SNIFFED.get(key)
+        if found is None:
+            found = formats.detect(head)
+            if len(_SNIFFED) >= _SNIFFED_MAX:
+                _SNIFFED.clear()
+            _SNIFFED[key] = found
+        return found
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from exc
 
