@@ -16,7 +16,9 @@ to the new path, and ingest then sees a file that grew (new lines only) or is th
 lineage replaced by unrelated content and claimed by no file is renamed `PATH (gone, source N)`: the
 rows of a file that logrotate dropped stay in the store, as the rows of a deleted file do.
 
-Memory: one small record per followed path (`Seen`), dropped when the path goes away.
+Memory: one small record per followed path (`Seen`), dropped when the path goes away, and ingest's
+parsing database made new at each poll that loads (DuckDB keeps ~50 KB of every file a connection's
+database loaded until it closes: kept for hours, it would creep).
 """
 
 from __future__ import annotations
@@ -95,14 +97,6 @@ def _stat(path: Path) -> Seen | None:
     return Seen(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def _ends_a_line(path: Path, size: int) -> bool:
     try:
         with open(path, "rb") as f:
@@ -165,8 +159,6 @@ class Follower:
         store = self.db.resolve()
         self.skip = frozenset({store, Path(f"{store}.wal"), Path(f"{store}.tmp")})
         self.issues: set[str] = set()  # folder problems already reported (each once, not every poll)
-        self.stores: Stores | None = None
-        self.store_id: tuple[int, int] | None = None
 
     # --- one poll -----------------------------------------------------------------------------------
 
@@ -195,14 +187,16 @@ class Follower:
                 on_moved(report.moved)
             # A reader holding the store makes this poll busy (retried at the next), not a long wait; the
             # store attached here serves ingest's start. It holds the store only for its short commits.
-            stores = self._stores()
-            stores.attach(wait=True, wait_s=settings.lock_wait_s())
+            # A new parsing database per poll: DuckDB keeps ~50 KB of every file loaded in a connection's
+            # database until it closes (measured; a cursor's close does not free it). A reader holding the
+            # store makes this poll busy (retried at the next), not a long wait.
+            stores = Stores.open(self.db, wait_s=settings.lock_wait_s())
             try:
                 report.reports += ingest_into(
                     stores, [Path(p) for p in sorted(ready)], self.options, on_file, on_report, self.workers
                 )
             finally:
-                stores.detach()  # (ingest detaches after each commit; this, when it had nothing to commit)
+                stores.close()
         except StoreBusyError as exc:
             report.busy = str(exc)
             return report
@@ -217,22 +211,6 @@ class Follower:
         if before is None or before.loaded_ino is None:
             return True
         return before.loaded_ino != (now.dev, now.ino) or now.size < before.size
-
-    def _stores(self) -> Stores:
-        """The connection ingest parses on, kept across polls (one in-memory database for hours, not one
-        per poll); made again when the store's file was replaced or removed (it is checked and migrated
-        when made)."""
-        ident = _file_id(self.db)
-        if self.stores is None or ident != self.store_id:
-            self.close()
-            self.stores = Stores.open(self.db)
-            self.store_id = _file_id(self.db)
-        return self.stores
-
-    def close(self) -> None:
-        if self.stores is not None:
-            self.stores.close()
-            self.stores = None
 
     def _scan(self) -> tuple[dict[str, Seen], list[WalkIssue]]:
         current: dict[str, Seen] = {}
@@ -345,12 +323,9 @@ class Follower:
         """Poll every `interval` seconds (measured from the start of each poll) until max_polls, or
         forever. Ctrl-C between or inside polls: each file loads in one transaction, so nothing is
         half-written; the caller sees KeyboardInterrupt."""
-        try:
-            while max_polls is None or self.polls < max_polls:
-                started = time.monotonic()
-                yield self.poll(on_file, on_report, on_moved)
-                if max_polls is not None and self.polls >= max_polls:
-                    return
-                sleep(max(0.0, interval - (time.monotonic() - started)))
-        finally:
-            self.close()
+        while max_polls is None or self.polls < max_polls:
+            started = time.monotonic()
+            yield self.poll(on_file, on_report, on_moved)
+            if max_polls is not None and self.polls >= max_polls:
+                return
+            sleep(max(0.0, interval - (time.monotonic() - started)))

@@ -65,15 +65,16 @@ class Stores:
         self.tables: list[SourcedTable] | None = None  # a stage's tables with a source_id (all alike)
 
     @classmethod
-    def open(cls, store: duckdb.DuckDBPyConnection | str | Path | None) -> Stores:
+    def open(cls, store: duckdb.DuckDBPyConnection | str | Path | None, wait_s: float | None = None) -> Stores:
         """A connection given: the store is that connection's database. A path (or None: $SYNESTRA_DB,
-        ./synestra.duckdb): the store is opened once to create and migrate it, then only attached."""
+        ./synestra.duckdb): the store is opened once to create and migrate it (waiting for a reader at
+        most `wait_s`, default commit_wait_s()), then only attached."""
         if isinstance(store, duckdb.DuckDBPyConnection):
             name = fetch_one(store, "SELECT current_database()")[0]  # type: ignore[index]
             row = fetch_one(store, STORE_PATH_SQL, {"name": name})
             return cls(store, name, Path(row[0]).resolve() if row and row[0] else None, owned=False)
         path = resolve_db_path(store)
-        connect(path, wait_s=commit_wait_s()).close()  # checks, creates, migrates (waits for readers)
+        connect(path, wait_s=commit_wait_s() if wait_s is None else wait_s).close()  # checks, creates, migrates
         path = path.resolve()
         config = {**OFFLINE_CONFIG, **session_limits(), "temp_directory": f"{path}.tmp"}
         conn = duckdb.connect(":memory:", config=config)
