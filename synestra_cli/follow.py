@@ -18,11 +18,14 @@ rows of a file that logrotate dropped stay in the store, as the rows of a delete
 
 Memory: one small record per followed path (`Seen`), dropped when the path goes away, and ingest's
 parsing database made new at each poll that loads (DuckDB keeps ~50 KB of every file a connection's
-database loaded until it closes: kept for hours, it would creep).
+database loaded until it closes: kept for hours, it would creep); glibc's malloc arenas are capped at
+two (cap_malloc_arenas: each poll's new threads kept their freed blocks).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gzip
 import hashlib
 import io
@@ -89,6 +92,19 @@ class PollReport:
     busy: str | None = None  # the store was locked by another process: this poll is retried at the next
 
 
+M_ARENA_MAX = -8  # glibc mallopt parameter (malloc.h)
+MALLOC_ARENAS = 2
+
+
+def cap_malloc_arenas() -> None:
+    """At most MALLOC_ARENAS glibc malloc arenas in this process (as MALLOC_ARENA_MAX=2 would). Ingest
+    parses in a new thread pool at every poll, and each new thread's arena kept the blocks freed in it:
+    in-use memory stayed flat but the free lists, and the RSS, grew 8 MB in 50 polls; capped, 2 MB.
+    A no-op where the C library is not glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, MALLOC_ARENAS)
+
+
 def _stat(path: Path) -> Seen | None:
     try:
         st = path.stat()
@@ -149,6 +165,7 @@ class Follower:
     def __init__(
         self, db: str | Path | None, paths: Iterable[Path], options: IngestOptions, workers: int | None = None
     ) -> None:
+        cap_malloc_arenas()  # memory flat over hours
         self.db = resolve_db_path(db)
         self.paths = list(paths)
         self.roots = [str(p.resolve()) for p in self.paths]
