@@ -70,6 +70,7 @@ class Seen:
     size: int
     mtime_ns: int
     loaded_ino: tuple[int, int] | None = None
+    loaded: bool = False  # handed to ingest at this stat (False: deferred, its line or gzip being written)
 
     def same_stat(self, other: Seen) -> bool:
         return (self.dev, self.ino, self.size, self.mtime_ns) == (other.dev, other.ino, other.size, other.mtime_ns)
@@ -245,7 +246,7 @@ class Follower:
 
     def _loaded_as(self, path: str, now: Seen) -> bool:
         before = self.seen.get(path)
-        return before is not None and before.loaded_ino is not None and before.same_stat(now)
+        return before is not None and before.loaded and before.same_stat(now)
 
     def _split_ready(self, changed: dict[str, Seen]) -> tuple[dict[str, Seen], list[str]]:
         """A file that changed since the last poll and ends mid-line is being written: wait for its line
@@ -265,7 +266,7 @@ class Follower:
         for path, now in changed.items():
             before = self.seen.get(path)
             loaded_ino = (now.dev, now.ino) if path in loaded else (before.loaded_ino if before else None)
-            self.seen[path] = Seen(now.dev, now.ino, now.size, now.mtime_ns, loaded_ino)
+            self.seen[path] = Seen(now.dev, now.ino, now.size, now.mtime_ns, loaded_ino, path in loaded)
 
     # --- rotations ----------------------------------------------------------------------------------
 
