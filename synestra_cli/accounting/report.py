@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import duckdb
 
@@ -17,12 +16,12 @@ from synestra_cli.accounting.buckets import (
     degraded_windows,
     ideal_step_times,
 )
+from synestra_cli.accounting.document import HeadlinesDoc, JobTaxDoc
 from synestra_cli.accounting.interval import IntervalAdvice, advise, cadence_action
 from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.explain.document import CauseChargeDoc
 from synestra_cli.jobs import empty_window_message
 from synestra_cli.signals.steps import degradation_windows_for
-
-SCHEMA = "synestra.tax/1"
 
 JOBS_SQL = """
 SELECT a.job_id, max(j.gpus) AS gpus, min(a.start_ts) AS first_ts, max(a.end_ts) AS last_ts
@@ -64,11 +63,11 @@ class JobTax:
     interval: IntervalAdvice
     failures: int
     charges: list = field(default_factory=list)  # attribution.Charge, filled by build_report
-    by_cause: list[dict] = field(default_factory=list)
+    by_cause: list[CauseChargeDoc] = field(default_factory=list)
 
-    def headlines(self, price: float | None) -> dict:
+    def headlines(self, price: float | None) -> HeadlinesDoc:
         b = self.buckets
-        doc: dict[str, Any] = {
+        doc: HeadlinesDoc = {
             "checkpoint_tax": b.ratio(b.checkpoint_tax_s),
             "hidden_tax": b.ratio(b.buckets_s["degraded_throughput"]),
             "goodput": b.ratio(b.buckets_s["productive"]),
@@ -167,7 +166,7 @@ def tax_report(
     return TaxReport(job_taxes(conn, rows), price, capacity_gpus, since, until)
 
 
-def job_doc(t: JobTax, price: float | None) -> dict:
+def job_doc(t: JobTax, price: float | None) -> JobTaxDoc:
     b = t.buckets
     iv = t.interval
     current_gh, recommended_gh = iv.waste_gpu_hours(b.wall_s, b.gpus)

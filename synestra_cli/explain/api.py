@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import duckdb
 
@@ -16,7 +15,15 @@ from synestra_cli import progress
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.chain import ChainLink
-from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_doc
+from synestra_cli.explain.document import (
+    CauseDoc,
+    CheckpointDoc,
+    CheckpointTaxDoc,
+    ExplainDoc,
+    ExplainTaxDoc,
+    FailureDoc,
+    link_doc,
+)
 from synestra_cli.explain.inputs import JobInputs, job_inputs
 from synestra_cli.explain.reason import (
     Cause,
@@ -42,9 +49,10 @@ from synestra_cli.explain.triggers import Classified, classify, learn_cadence
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
-from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, scalar
+from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.parallel import default_workers, map_in_threads
+from synestra_cli.store.sql import scalar
 
 JOBS_IN_WINDOW_SQL = """
 SELECT job_id FROM (
@@ -69,7 +77,7 @@ class CheckpointExplanation:
     cause: Cause | None
     chain: list[ChainLink] = field(default_factory=list)
     alternatives: list[Cause] = field(default_factory=list)
-    tax: dict[str, Any] | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
+    tax: CheckpointTaxDoc | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
 
     @property
     def routine(self) -> bool:
@@ -98,7 +106,7 @@ class JobExplanation:
     attempts: int
     cadence: int | None
     checkpoints: list[CheckpointExplanation]
-    tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
+    tax: ExplainTaxDoc | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
     failures: list[FailureExplanation] = field(default_factory=list)
 
     def to_json(self) -> ExplainDoc:

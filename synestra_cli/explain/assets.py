@@ -19,7 +19,8 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.signals.scope import JobScope, placeholders
+from synestra_cli.signals.scope import JobScope
+from synestra_cli.store.sql import placeholders
 
 Asset = dict[str, Any]
 

@@ -27,8 +27,8 @@ from datetime import datetime
 import duckdb
 
 from synestra_cli import settings
-from synestra_cli.signals.scope import placeholders, scalar
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
+from synestra_cli.store.sql import one_row, placeholders, scalar
 
 HAS_SUMMARIES_SQL = """
 SELECT count(*) FROM duckdb_tables()
@@ -168,7 +168,7 @@ def scope_from_summaries(
             [*touch_args, *seen_args, *hull, *switches, *port_names, *metrics],
         )
     conn.execute(SERIES_SQL)
-    observed, touched = conn.execute("SELECT count(*) FILTER (seen), count(*) FROM _cand_series").fetchone() or (0, 0)
+    observed, touched = one_row(conn, "SELECT count(*) FILTER (seen), count(*) FROM _cand_series")
     if touched and not observed:
         return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
     pairs = len(windows) == 1 and min_samples >= 2
