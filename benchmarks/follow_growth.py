@@ -162,7 +162,14 @@ def main() -> None:
         cmd = [*SYNESTRA, "ingest", "--follow", str(watched), "--interval", str(args.interval)]
         cmd += ["--db", str(work / "follow.duckdb"), "--year", "2026"]
         started = resource.getrusage(resource.RUSAGE_CHILDREN)
-        proc = subprocess.Popen(cmd, stderr=log, env={**os.environ, "SYNESTRA_LOCK_WAIT": "30"})
+        # SIGINT back to its default in the follower: a shell's background job (`cmd &` in a script) starts
+        # with it ignored, and then Python's Ctrl-C handler is not installed (the follower never stops)
+        proc = subprocess.Popen(
+            cmd,
+            stderr=log,
+            env={**os.environ, "SYNESTRA_LOCK_WAIT": "30"},
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         start = time.monotonic()
         duration = args.minutes * 60
         samples, next_sample, next_rotate, second, next_file = [], 0.0, args.rotate_every, 0, 0
@@ -187,7 +194,11 @@ def main() -> None:
         _wait_quiet(work / "follow.stderr", 3 * args.interval)  # the last polls: all loaded, nothing waiting
         samples.append({"t_s": round(time.monotonic() - start), "rss_mb": round((_rss_kb(proc.pid) or 0) / 1024, 1)})
         proc.send_signal(signal.SIGINT)
-        exit_code = proc.wait()
+        try:
+            exit_code = proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # SIGTERM: exits 143 the same way
+            exit_code = proc.wait()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     follow_wall = time.monotonic() - start
     polls = sum(1 for line in (work / "follow.stderr").read_text().splitlines() if line.startswith("poll "))

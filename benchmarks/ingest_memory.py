@@ -38,7 +38,8 @@ COPY (
 
 
 def generate(path: Path, lines: int, days: float) -> None:
-    bodies = [line[STAMP:] for line in gzip.open(SAMPLE, "rt").read().splitlines() if line.strip()]
+    with gzip.open(SAMPLE, "rt") as sample:
+        bodies = [line[STAMP:] for line in sample.read().splitlines() if line.strip()]
     conn = duckdb.connect()
     conn.execute("CREATE TABLE lines (n INTEGER, body VARCHAR)")
     conn.executemany("INSERT INTO lines VALUES (?, ?)", list(enumerate(bodies)))

@@ -68,7 +68,10 @@ class EmptyStoreError(SynestraError):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be (a KeyboardInterrupt: every loop that re-raises Ctrl-C
-    re-raises it), so that the file being loaded is rolled back the same way; exit 143."""
+    re-raises it), so that the file being loaded is rolled back the same way; exit 143.
+    `received`: set by the signal handler (raised inside a query, it may surface as DuckDB's interrupt)."""
+
+    received = False
 
     # Set by the SIGTERM handler: raised while a DuckDB query runs on the main thread, the query
     # surfaces as DuckDB's own interrupt, which may not chain this exception.

@@ -43,6 +43,24 @@ def _quiet_broken_pipe() -> NoReturn:
     os._exit(int(ExitCode.OK))  # no cleanup left to run: every store write is a committed transaction
 
 
+def _terminated(exc: BaseException) -> bool:
+    """SIGTERM (Terminated) received, or anywhere in the chain: the query it stopped may have raised
+    DuckDB's own interrupt, and a cleanup on the way out (a rollback, a stage dropped) another over that."""
+    if Terminated.received:
+        return True
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        if isinstance(e, Terminated):
+            return True
+        seen.add(id(e))
+        stack += [e.__context__, e.__cause__]
+    return False
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Every way a command can end, mapped to one line on stderr and a documented exit code: domain
     errors, a store DuckDB cannot read or write, Ctrl-C (130) and a closed pipe (0). Never a traceback."""
@@ -59,8 +77,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
             if not is_interrupt(exc):
                 raise
-            terminated = Terminated.received or isinstance(exc, Terminated) or isinstance(exc.__context__, Terminated)
-            _fail(INTERRUPTED, ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
+            _fail(INTERRUPTED, ExitCode.TERMINATED if _terminated(exc) else ExitCode.INTERRUPTED)
         except duckdb.Error as exc:  # a store damaged or unwritable mid-command: one line, exit 8
             store_error = as_store_error(exc)
             if store_error is not None:

@@ -107,8 +107,16 @@ class LoadContext:
     evidence: str = ""
 
     def read_text(self) -> str:
-        """The whole decoded file (for small, context-heavy formats such as job logs)."""
-        return decode(read_bytes(self.path))
+        """The decoded file from `offset` to `end` (all of it for a first load of a file not being
+        written: small, context-heavy formats such as job logs read it whole)."""
+        if not self.offset and self.end is None:
+            return decode(read_bytes(self.path))
+        try:
+            with open_binary(self.path) as f:
+                f.seek(self.offset)
+                return decode(f.read(-1 if self.end is None else self.end - self.offset))
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"{self.path}: truncated or corrupt gzip ({exc})") from exc
 
     def line_batches(self, batch_bytes: int | None = None) -> Iterator[pa.Table]:
         """Arrow tables (lineno int64, line string) covering the file, in order. CR is stripped."""
@@ -147,7 +155,9 @@ class Format:
     sniff: Callable[[str], float]  # confidence 0..1 that a head (decoded text) is of this format
     load: Callable[[LoadContext], LoadResult]  # runs in the file's transaction
     writes: frozenset[StoreTable]  # the tables load may add rows to (tests/test_formats_registry.py checks)
-    appendable: bool = False  # no file-level context: a grown file's new lines load on their own (ingest.py)
+    # A grown file's new lines load on their own (ingest/plan.py), read from `ctx.offset`: no file-level
+    # context (a header is read again from line 1). True, or a test of the file (a CSV, not a Parquet).
+    appendable: bool | Callable[[Path], bool] = False
     # Job logs (joblog.py): SELECTs over jl_lines inserted into jl_facts, and statements run before them.
     # Every job log is read with the facts of every job-log format, whichever format was sniffed.
     facts: tuple[str, ...] = ()
@@ -159,6 +169,10 @@ class Format:
     # The highest score sniff ever returns: detection skips a format that cannot beat the best score found
     # (a sniff scans the 64 KiB head with regexes, up to ~10 ms each: the cost of a small file).
     top: float = 1.0
+
+    def resumes(self, path: Path) -> bool:
+        """Whether this file, grown, loads only its new lines (else it is read again whole)."""
+        return self.appendable(path) if callable(self.appendable) else self.appendable
 
 
 def open_binary(path: Path):

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.snapshot import MetricRows, to_float
 
 COUNTERS = "/interfaces/interface/state/counters/"
@@ -66,19 +67,33 @@ def sniff(head: str) -> float:
     return 0.9 if text[:1] in "[{" and SNIFF.search(text[:8192]) and '"values"' in text else 0.0
 
 
-def events(text: str, result: LoadResult) -> list[tuple[int, dict[str, Any]]]:
-    """(line, event) for every event in arrays or objects laid one after another (JSON lines too)."""
-    decoder, pos = json.JSONDecoder(), 0
+def appendable(path: Path) -> bool:
+    """JSON Lines (gnmic's file output with `multiline: false`: one event or array per line) grows by
+    lines that parse on their own; an indented array does not end at a line of its own."""
+    first = next((ln for ln in decode(read_head(path)).splitlines() if ln.strip()), "")
+    try:
+        json.loads(first)
+    except ValueError:
+        return False
+    return True
+
+
+def events(text: str, result: LoadResult, first_line: int = 1) -> list[tuple[int, dict[str, Any]]]:
+    """(line, event) for every event in arrays or objects laid one after another (JSON lines too);
+    `text` starts at line `first_line` of the file."""
+    decoder, pos, skip = json.JSONDecoder(), 0, first_line - 1
     found: list[tuple[int, dict[str, Any]]] = []
     while (start := NON_SPACE.search(text, pos)) is not None:
         pos = start.start()
-        line = text.count("\n", 0, pos) + 1
+        line = text.count("\n", 0, pos) + 1 + skip
         try:
             doc, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             lines = text.splitlines()
             result.reject(
-                exc.lineno, f"invalid JSON ({exc.msg})", lines[exc.lineno - 1] if exc.lineno <= len(lines) else ""
+                exc.lineno + skip,
+                f"invalid JSON ({exc.msg})",
+                lines[exc.lineno - 1] if exc.lineno <= len(lines) else "",
             )
             resume = text.find("\n", exc.pos)  # JSON lines: the next line may be a good event
             pos = len(text) if resume < 0 else resume + 1
@@ -118,7 +133,7 @@ def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
     rows = MetricRows()
     skipped = 0
-    for line, event in events(ctx.read_text(), result):
+    for line, event in events(ctx.read_text(), result, ctx.first_line):
         if (
             not isinstance(event, dict)
             or not isinstance(event.get("values"), dict)
@@ -150,4 +165,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
     top=0.9,
+    appendable=appendable,
 )

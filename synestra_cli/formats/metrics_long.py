@@ -6,12 +6,15 @@
 timestamp: ISO-8601 (with Z or an offset; without one it is read in --timezone) or epoch seconds.
 metric: a canonical name or a source name the catalog maps (DCGM_FI_DEV_GPU_TEMP...); others kept as-is.
 Columns may come in any order; extra columns are ignored. Parquet rows are numbered from 1 as "lines".
+A CSV that grows (an exporter appending) loads only its new lines, read with the header of line 1; a
+Parquet file is written whole, so a changed one is read again whole.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -19,7 +22,7 @@ import pyarrow as pa
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels
-from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, read_head
+from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.store.sql import drop_temp
 
 COLUMNS = ("timestamp", "host", "entity", "metric", "value")
@@ -83,7 +86,7 @@ FROM q LEFT JOIN prom_source_map m ON m.source = trim(q.metric)
 INSERT_SQL = """
 INSERT INTO metrics (ts, host, entity, metric, value, source_id)
 SELECT ts, host, entity, metric, value, sid FROM mlong_rows WHERE reason IS NULL
-ORDER BY sid, host, entity, metric, ts
+ORDER BY sid, host, entity, metric, ts, lineno
 """
 CATALOG_SQL = """
 INSERT INTO metric_catalog (metric, unit, kind, description)
@@ -115,6 +118,11 @@ def sniff(head: str) -> float:
         return 0.9
     first = head.split("\n", 1)[0]
     return 0.95 if set(COLUMNS) <= set(_header(first)) else 0.0
+
+
+def appendable(path: Path) -> bool:
+    """A CSV grows by lines; a Parquet file does not (its footer is rewritten)."""
+    return read_head(path, 4) != b"PAR1"
 
 
 def load(ctx: LoadContext) -> LoadResult:
@@ -159,9 +167,11 @@ def _csv_batches(ctx: LoadContext) -> Iterator[tuple[tuple[int, ...], pa.Table]]
     """The file's line batches, each row with its source (sid), with the header's positions of COLUMNS
     and its width (what a line must have)."""
     key: tuple[int, ...] | None = None
+    # the new lines of a grown file: its header is still line 1
+    header = _header(decode(read_head(ctx.path)).split("\n", 1)[0]) if ctx.offset else None
     for batch in ctx.line_batches():
         if key is None:
-            header = _header(batch.column("line")[0].as_py())
+            header = header or _header(batch.column("line")[0].as_py())
             missing = [c for c in COLUMNS if c not in header]
             if missing:
                 raise InputError(f"{ctx.display}:1: long metrics CSV header lacks {', '.join(missing)}")
@@ -185,4 +195,5 @@ FORMAT = Format(
     writes=frozenset({"metrics", "metric_catalog"}),
     load_group=load_group,
     top=0.95,
+    appendable=appendable,
 )

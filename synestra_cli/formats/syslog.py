@@ -12,9 +12,11 @@ the wide sort is skipped.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -30,6 +32,7 @@ from synestra_cli.store.sql import drop_temp, fetch_one, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
+FROM_MTIME = ("uptime", "relative", "none")  # envelopes' time kinds placed from the file's last line and mtime
 CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a time: memory flat in file size
 # Files at most this big (on disk) are staged together, one statement per step for all of them: a
 # statement costs ~1-60 ms to plan whatever its rows (the classifier ~60 ms), so a small file alone
@@ -234,7 +237,7 @@ def _load_run(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
     # A file is staged CHUNK_BYTES at a time (memory flat in its size), the message still open at the end
     # of a chunk carried into the next; clocks anchored on the file's last line (uptime) take it whole;
     # small files are staged whole, together.
-    whole = envelope.time_kind in ("uptime", "relative", "none") or len(files) > 1
+    whole = envelope.time_kind in FROM_MTIME or len(files) > 1
     for batches, last in _chunks(_line_batches(files), None if whole else CHUNK_BYTES):
         _start_chunk(conn)
         _stage(conn, envelope, fast, batches)
@@ -273,7 +276,7 @@ def _finish(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
         _note_reboots(conn, by_sid)
     conn.execute(record_full_names_sql("(SELECT DISTINCT sid, host FROM _syslog_hosts) AS h", "host", sid="sid"))
     drop_temp(conn, TEMP_TABLES)
-    if envelope.time_kind in ("uptime", "relative", "none"):
+    if envelope.time_kind in FROM_MTIME:
         # placed from the mtime: no evidence for another's year
         years.record_many(conn, [(sid, "mtime", None) for sid in sids])
         for f in files:
@@ -500,6 +503,29 @@ def _uptime_note(envelope: env.Envelope) -> str:
     )
 
 
+_APPENDABLE: dict[bytes, bool] = {}  # by a hash of the lines detect reads: a followed log's head is asked again
+_APPENDABLE_MAX = 4096
+
+
+def appendable(path: Path) -> bool:
+    """A log whose lines carry their wall-clock time grows by lines that load on their own. One placed
+    from the file's last line and mtime (seconds since boot, deltas, no time) moves every line when it
+    grows: it is read again whole."""
+    head = read_head(path)
+    cut = -1
+    for _ in range(env.DETECT_LINES):  # the lines detect reads: once written, they do not change
+        cut = head.find(b"\n", cut + 1)
+        if cut < 0:
+            break
+    key = hashlib.blake2b(head if cut < 0 else head[: cut + 1], digest_size=16).digest()
+    if key not in _APPENDABLE:
+        if len(_APPENDABLE) >= _APPENDABLE_MAX:
+            _APPENDABLE.clear()
+        envelope, _ = env.detect(decode(head))
+        _APPENDABLE[key] = envelope is not None and envelope.time_kind not in FROM_MTIME
+    return _APPENDABLE[key]
+
+
 FORMAT = Format(
     "syslog",
     (
@@ -510,6 +536,6 @@ FORMAT = Format(
     load,
     writes=frozenset({"events", "host_names"}),
     load_group=load_group,
-    appendable=True,  # no file-level context: a grown file's new lines load on their own (ingest.py)
+    appendable=appendable,
     top=0.9,
 )

@@ -361,13 +361,16 @@ def _fits(env: Envelope, match: re.Match | None) -> bool:
     return match is not None and (env is not RFC3339 or match.group(4) is not None)
 
 
+DETECT_LINES = 200  # the lines of the head detect reads
+
+
 @functools.lru_cache(maxsize=128)  # sniffing a unit of files detects their envelopes, then loading: once
 def detect(head: str) -> tuple[Envelope | None, float]:
     """The envelope most lines of the head carry, and the fraction of (non-continuation) lines it fits."""
     lines = head.splitlines()
     if len(lines) > 1 and not head.endswith("\n"):
         lines = lines[:-1]  # the head may cut the last line short
-    lines = [ln for ln in lines[:200] if ln.strip() and not _is_continuation(ln)]
+    lines = [ln for ln in lines[:DETECT_LINES] if ln.strip() and not _is_continuation(ln)]
     if not lines:
         return None, 0.0
     if JOURNAL_SNIFF.match(lines[0]):

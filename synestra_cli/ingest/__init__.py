@@ -19,7 +19,7 @@ commit), run (the threads and the batches), report (FileReport).
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest.plan import Digest, file_digest
 from synestra_cli.ingest.report import FileReport
-from synestra_cli.ingest.run import ProgressFn, ReportFn, ingest_file, ingest_paths
+from synestra_cli.ingest.run import ProgressFn, ReportFn, ingest_file, ingest_into, ingest_paths
 from synestra_cli.ingest.walk import WalkIssue, iter_inputs
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "WalkIssue",
     "file_digest",
     "ingest_file",
+    "ingest_into",
     "ingest_paths",
     "iter_inputs",
 ]

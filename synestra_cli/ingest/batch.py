@@ -23,6 +23,7 @@ from synestra_cli.errors import InputError
 from synestra_cli.formats.base import Format, IngestOptions, LoadResult
 from synestra_cli.ingest.plan import SKIP, Known, Plan, Source, decide, waits_for_pending
 from synestra_cli.ingest.report import FileReport
+from synestra_cli.ingest.resume import chain_duplicates
 from synestra_cli.store.checks import CheckResult, check_sources
 from synestra_cli.store.sources import SourcedTable, delete_sources, qualified
 from synestra_cli.store.sql import quote_ident, scalar, transaction
@@ -221,6 +222,7 @@ def commit(
     store holds them by now; those whose plan changed since they were parsed: to parse again)."""
     known = Known.load(conn, store)
     done, again = [], []
+    chains: list[tuple[int, list[int]]] = []  # a grown file's new lines and the sources they continue
     for s in list(batch.files):
         try:
             plan = decide(known, s.path, s.fmt, options, s.codec, s.plan.digest)
@@ -235,9 +237,15 @@ def commit(
             again.append(s)
         else:
             s.plan.notes = plan.notes
+            if plan.grows is not None and "metrics" in s.fmt.writes:
+                chains.append(
+                    (s.source_id, [e.source_id for e in known.earlier(str(s.path.resolve()), s.fmt.name, options)])
+                )
             digest = plan.digest
             known.add(Source(s.source_id, str(s.path.resolve()), digest.sha, s.fmt.name, digest.size, s.options), True)
     _drop(conn, batch, done + again)
+    kept = {s.source_id for s in batch.files}
+    _check_chains(conn, store, batch, [c for c in chains if c[0] in kept])
     filled = _copy(conn, store, batch, options) if batch.files else set()
     if "metrics" in filled:  # summaries are of metrics only
         _summarise(conn, store, [s.source_id for s in batch.files])
@@ -247,6 +255,27 @@ def commit(
         rep.status, rep.source_id, rep.replaced = "loaded", s.source_id, s.plan.replaces
         rep.notes = s.plan.notes + s.result.notes + mixed.get(s.source_id, [])
     return batch.files + done, again
+
+
+def _check_chains(
+    conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, chains: list[tuple[int, list[int]]]
+) -> None:
+    """A grown file's new samples that repeat its earlier lines' go as in one source (ingest/resume.py);
+    its `sources` row and report say so."""
+    checked = chain_duplicates(conn, batch.stage, store, chains)
+    stage = f"{quote_ident(batch.stage)}.main"
+    for s in batch.files:
+        found = checked.get(s.source_id)
+        if not found:
+            continue
+        _apply(s.result, found)
+        r, rep = s.result, s.report
+        conn.execute(
+            f"UPDATE {stage}.sources SET rows = ?, rejected = ? WHERE source_id = ?", [r.rows, r.rejected, s.source_id]
+        )
+        if found.rejects:
+            _insert_rows(conn, stage, "rejects", REJECT_COLUMNS, [(s.source_id, *x) for x in found.rejects])
+        rep.rows, rep.rejected, rep.reject_samples = r.rows, r.rejected, r.reject_samples
 
 
 def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> set[str]:

@@ -86,9 +86,25 @@ def check_readable(path: Path) -> tuple[str, str | None]:
     return text, codec
 
 
+_SNIFFED: dict[tuple[bytes, tuple[Format, ...]], Format] = {}  # a followed file's head is sniffed at every poll
+_SNIFFED_MAX = 4096
+
+
 def pick_format(head: str, options: IngestOptions, path: Path) -> Format:
     try:
-        return formats.by_name(options.format) if options.format else formats.detect(head)
+        if options.format:
+            return formats.by_name(options.format)
+        key = (
+            hashlib.blake2b(head.encode(errors="replace"), digest_size=16).digest(),
+            tuple(formats.all_formats().values()),
+        )
+        found = _SNIFFED.get(key)
+        if found is None:
+            found = formats.detect(head)
+            if len(_SNIFFED) >= _SNIFFED_MAX:
+                _SNIFFED.clear()
+            _SNIFFED[key] = found
+        return found
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from exc
 
@@ -147,6 +163,18 @@ class Known:
         found = [s for s in list(self.by_path.get((path, fmt), ())) if reads_the_same(s.options, options)]
         return sorted(found, key=lambda s: s.source_id)
 
+    def as_other_formats(self, path: str, fmt: str, options: IngestOptions) -> list[Source]:
+        """Sources read from this path with these options as another format than `fmt`: the same file,
+        recognised otherwise before it grew (a job log whose MLPerf lines come after its NeMo ones)."""
+        found = [
+            s
+            for (p, f), sources in self.by_path.items()
+            if p == path and f != fmt
+            for s in sources
+            if reads_the_same(s.options, options)
+        ]
+        return sorted(found, key=lambda s: s.source_id)
+
     def same_content(self, sha: str, fmt: str) -> list[Source]:
         return sorted(self.by_content.get((sha, fmt), ()), key=lambda s: s.source_id)
 
@@ -197,12 +225,20 @@ def decide(
         f"`synestra forget {s.source_id}` if this load corrects it"
         for s in same
     ]
+    # sniffed (not forced), the file is what its path holds now, whatever it was recognised as before
+    other = [] if options.format else known.as_other_formats(str(path.resolve()), fmt.name, options)
+    if other:
+        plan.replaces = [s.source_id for s in [*earlier, *other]]
+        plan.notes.append(
+            f"read as {fmt.name} now (source(s) {', '.join(str(s.source_id) for s in other)} of this path "
+            f"were read as {', '.join(sorted({s.format for s in other}))}): replaces them"
+        )
+        return plan
     if not earlier:
         return plan
     last = earlier[-1]
     grew = digest.size > last.bytes and digest.prefix_sha == last.sha and digest.prefix_ends_line
-    line_oriented = fmt.appendable and codec is None and not is_gzip(path)
-    if grew and line_oriented:
+    if grew and codec is None and not is_gzip(path) and fmt.resumes(path):  # a line-oriented file
         plan.offset, plan.first_line, plan.grows = last.bytes, digest.prefix_lines + 1, last.source_id
         plan.notes.append(
             f"grew since source {last.source_id} was loaded: only its new lines "

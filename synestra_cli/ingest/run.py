@@ -76,9 +76,22 @@ def ingest_paths(
     source" is the file given last."""
     stores = Stores.open(store)
     try:
-        return _Run(stores, options, on_report).run(list(paths), on_file, workers)
+        return ingest_into(stores, paths, options, on_file, on_report, workers)
     finally:
         stores.close()
+
+
+def ingest_into(
+    stores: Stores,
+    paths: Iterable[Path],
+    options: IngestOptions,
+    on_file: ProgressFn | None = None,
+    on_report: ReportFn | None = None,
+    workers: int | None = None,
+) -> list[FileReport]:
+    """ingest_paths on Stores the caller keeps across runs (`ingest --follow`: one connection for hours,
+    the store attached only for each commit)."""
+    return _Run(stores, options, on_report).run(list(paths), on_file, workers)
 
 
 def ingest_file(store: Store, path: Path, options: IngestOptions, source_id: int | None = None) -> FileReport:

@@ -65,16 +65,18 @@ class Stores:
         self.tables: list[SourcedTable] | None = None  # a stage's tables with a source_id (all alike)
 
     @classmethod
-    def open(cls, store: duckdb.DuckDBPyConnection | str | Path | None) -> Stores:
+    def open(cls, store: duckdb.DuckDBPyConnection | str | Path | None, wait_s: float | None = None) -> Stores:
         """A connection given: the store is that connection's database. A path (or None: $SYNESTRA_DB,
-        ./synestra.duckdb): the store is opened once to create and migrate it, then only attached."""
+        ./synestra.duckdb): the store is opened once to create and migrate it (waiting for a reader at
+        most `wait_s`, default commit_wait_s()), then only attached."""
         if isinstance(store, duckdb.DuckDBPyConnection):
             name = fetch_one(store, "SELECT current_database()")[0]  # type: ignore[index]
             row = fetch_one(store, STORE_PATH_SQL, {"name": name})
             path = Path(row[0]).resolve() if row and row[0] else None
             return cls(store, name, path, owned=False, ddl=stage_ddl(store))
         path = resolve_db_path(store)
-        opened = connect(path, wait_s=commit_wait_s())  # checks, creates, migrates (waits for readers)
+        # checks, creates, migrates (waits for readers)
+        opened = connect(path, wait_s=commit_wait_s() if wait_s is None else wait_s)
         try:
             ddl = stage_ddl(opened)
         finally:
@@ -93,13 +95,14 @@ class Stores:
 
     # --- the store, attached for a commit --------------------------------------------------------------
 
-    def attach(self, wait: bool) -> bool:
+    def attach(self, wait: bool, wait_s: float | None = None) -> bool:
         """Attach the store for a commit; False when a reader (or another writer) holds it and `wait` is
-        false. Waiting, at most max(SYNESTRA_LOCK_WAIT, COMMIT_WAIT_MIN_S), then StoreBusyError."""
+        false. Waiting, at most `wait_s` (default max(SYNESTRA_LOCK_WAIT, COMMIT_WAIT_MIN_S)), then
+        StoreBusyError."""
         if self.attached:
             return True
         sql = f"ATTACH {_literal(str(self.path))} AS {STORE_ALIAS}"
-        wait_s = commit_wait_s() if wait else 0.0
+        wait_s = (commit_wait_s() if wait_s is None else wait_s) if wait else 0.0
         try:
             wait_for_lock(lambda: self.conn.execute(sql), self.path or Path(), wait_s)
         except StoreBusyError:
