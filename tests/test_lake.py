@@ -400,3 +400,11 @@ def test_a_second_writer_is_refused_while_one_holds_the_lake(copies, monkeypatch
     finally:
         writer.close()
     assert json.loads(_cli("forget", str(SAMPLE / "sacct.txt"), "--db", lake, "--format", "json"))["sources"]
+
+
+def test_the_engine_needs_a_lake(tmp_path):
+    """Refused before Ray is imported: runs where Ray is not installed (CI)."""
+    res = CliRunner().invoke(
+        cli, ["ingest", str(SAMPLE / "sacct.txt"), "--db", str(tmp_path / "s.duckdb"), "--engine", "ray"]
+    )
+    assert res.exit_code != 0 and "works on a lake" in res.output

@@ -95,13 +95,13 @@ def test_a_dead_writers_lease_expires_and_a_lost_lease_stops_the_commit(s3, monk
     from synestra_cli.store.lake_manifest import open_fs
 
     lake = "s3://telemetry/synestra"
-    monkeypatch.setenv("SYNESTRA_LAKE_LEASE", "3")
+    monkeypatch.setenv("SYNESTRA_LAKE_LEASE", "8")
     monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "0")
     stalled = lake_lock.take(open_fs(lake))
     stalled._stop.set()  # it stops renewing, as a hung or killed writer does
     with pytest.raises(StoreBusyError):
         lake_lock.take(open_fs(lake))  # its lease still runs
-    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "10")
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "30")
     successor = lake_lock.take(open_fs(lake))  # waits out the lease, then takes it over
     try:
         with pytest.raises(StoreBusyError, match="lease expired"):
