@@ -408,3 +408,20 @@ def test_the_engine_needs_a_lake(tmp_path):
         cli, ["ingest", str(SAMPLE / "sacct.txt"), "--db", str(tmp_path / "s.duckdb"), "--engine", "ray"]
     )
     assert res.exit_code != 0 and "works on a lake" in res.output
+
+
+def test_a_new_lake_takes_its_bucket_count_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYNESTRA_LAKE_BUCKETS", "64")
+    lake = f"{tmp_path}/lake/"
+    _ingest(lake, sorted((SAMPLE / "dcgm").iterdir())[:3])
+    assert json.loads(Path(lake, "_lake.json").read_text())["buckets"] == 64
+    buckets = {int(p.parent.name.split("=")[1]) for p in Path(lake).glob("metrics/*/*/*.parquet")}
+    plain = (
+        duckdb.connect()
+        .execute(
+            f"SELECT DISTINCT (('0x' || left(md5(host), 8))::BIGINT % 64)::INTEGER "
+            f"FROM read_parquet('{lake}metrics/*/*/*.parquet')"
+        )
+        .fetchall()
+    )
+    assert buckets == {r[0] for r in plain}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from synestra_cli.errors import StoreError
+from synestra_cli.settings import env_int
 
 LAYOUT = 1  # docs/lake.md's layout version; a lake written by a later layout is refused
 LAKE_FILE = "_lake.json"  # {"layout": 1, "buckets": 16}: what every writer and reader must agree on
@@ -250,7 +251,9 @@ def read_settings(fs: LakeFS, create: bool) -> dict[str, int]:
     if text is None:
         if not create:
             return {"layout": LAYOUT, "buckets": DEFAULT_BUCKETS}
-        settings = {"layout": LAYOUT, "buckets": DEFAULT_BUCKETS}
+        # the host buckets, fixed for the lake's life: a job reads the buckets of its hosts, so a big
+        # fleet wants more (an 8-host job spans 5 of 16, 8 of 256)
+        settings = {"layout": LAYOUT, "buckets": env_int("SYNESTRA_LAKE_BUCKETS", DEFAULT_BUCKETS, 1, 4096)}
         fs.write_text(LAKE_FILE, json.dumps(settings))
         return settings
     try:
