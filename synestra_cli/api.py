@@ -18,15 +18,15 @@ the CLI would use. Nothing here imports click or rich; pandas is imported by `to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synestra_cli.accounting.attribution import FullReport, build_report
+from synestra_cli.accounting.attribution import FullReport, build_report, tax_document
 from synestra_cli.accounting.checkpoint_tax import explain_with_tax
-from synestra_cli.accounting.report import SCHEMA as TAX_SCHEMA
+from synestra_cli.accounting.document import JobTaxDoc, TaxDoc
 from synestra_cli.accounting.report import job_doc
 from synestra_cli.explain import memo
 from synestra_cli.explain.api import JobExplanation, explain_job
@@ -52,7 +52,7 @@ INGEST_SCHEMA = "synestra.ingest/1"
 Db = str | Path | None  # the store: a path, else $SYNESTRA_DB, else ./synestra.duckdb
 
 
-def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+def _frame(rows: Sequence[Mapping[str, Any]], columns: list[str]) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame(rows, columns=columns)
@@ -128,7 +128,7 @@ class ExplainResult:
         """One row per checkpoint: its trigger, the cause named (if not routine), and its tax."""
         rows = []
         for cp in self.explanation.checkpoints:
-            cause, tax = cp.cause, cp.tax or {}
+            cause, tax = cp.cause, cp.tax
             rows.append(
                 {
                     "job": self.explanation.job,
@@ -147,8 +147,8 @@ class ExplainResult:
                     "confidence": cause.confidence if cause else None,
                     "first_signal": cause.first_signal if cause else None,
                     "chain_links": len(cp.chain),
-                    "tax_s": tax.get("seconds"),
-                    "tax_gpu_hours": tax.get("gpu_hours"),
+                    "tax_s": tax["seconds"] if tax else None,
+                    "tax_gpu_hours": tax["gpu_hours"] if tax else None,
                 }
             )
         return _frame(rows, CHECKPOINT_COLUMNS)
@@ -182,19 +182,13 @@ class TaxReportResult:
     by: str
 
     @property
-    def jobs(self) -> list[dict[str, Any]]:
+    def jobs(self) -> list[JobTaxDoc]:
         """Each job's document, as in the `jobs` list of the JSON report."""
         return [job_doc(t, self.price) for t in self.full.report.jobs]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TaxDoc:
         """The `synestra.tax/1` document `synestra tax-report --format json` prints."""
-        return {
-            "schema": TAX_SCHEMA,
-            "jobs": self.jobs,
-            "fleet": self.full.fleet,
-            "by": self.by,
-            "causes": self.full.causes,
-        }
+        return tax_document(self.full, self.by)
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per job: headlines, then each bucket's seconds (`<bucket>_s`)."""

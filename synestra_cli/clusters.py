@@ -25,7 +25,7 @@ import duckdb
 
 from synestra_cli.errors import InputError, NotFoundError
 from synestra_cli.store.sources import qualified
-from synestra_cli.store.sql import scalar
+from synestra_cli.store.sql import drop_temp, scalar
 
 SEP = ":"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -165,7 +165,7 @@ def qualify_batch(
     if scalar(conn, "SELECT count(*) FROM _job_alias"):
         for table in tables[:-1]:
             conn.execute(BATCH_ALIAS_SQL.format(table=table))
-    conn.execute("DROP TABLE _job_alias")
+    drop_temp(conn, ["_job_alias"])
 
 
 def resolve_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> str:

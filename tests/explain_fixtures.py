@@ -185,3 +185,37 @@ def healthy_job(conn, attempts_end_state: str = "COMPLETED") -> tuple[Scenario, 
         t += SAVE_S
     sc.attempt(1, -60, t + 30, attempts_end_state)
     return sc, t
+
+
+def reactive_job(conn, slow_from: float = 300.0, recovers: bool = False) -> tuple[Scenario, float]:
+    """Periodic save at 200, a 1.5x slowdown from `slow_from` (over by the reactive save at 330 when it
+    `recovers`), final save at 400; returns the scenario and the end of the final save."""
+    sc = Scenario(conn).cluster()
+    slow = (slow_from, 1e9, 1.5)
+    t = sc.steps(1, 0, 10, 200)
+    sc.checkpoint(1, "save", 200, t)
+    t = sc.steps(1, t + SAVE_S, 210, 330, slow=slow)
+    sc.checkpoint(1, "save", 330, t)
+    t = sc.steps(1, t + SAVE_S, 340, 400, slow=None if recovers else slow)
+    sc.checkpoint(1, "save", 400, t)
+    sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
+    return sc, t + SAVE_S
+
+
+def reactive_job_with_a_lossy_port(conn, recovers: bool = False) -> Scenario:
+    """reactive_job, and gpu-002's switch port (leaf-01 Ethernet2) loses symbols from 300 s."""
+    sc, end = reactive_job(conn, recovers=recovers)
+    for i, h in enumerate(HOSTS):
+        window = (300, 1e9, 0.5) if h == "gpu-002" else None
+        sc.series(
+            "leaf-01",
+            f"Ethernet{i + 1}",
+            "port_symbol_errors_total",
+            -1800,
+            end - SAVE_S + 600,
+            30,
+            0.0,
+            window,
+            counter=True,
+        )
+    return sc

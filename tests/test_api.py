@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from builders import crash_and_resume
 from click.testing import CliRunner
-from test_explain_memo import _reactive_job_with_a_lossy_port
+from explain_fixtures import reactive_job_with_a_lossy_port
 
 import synestra_cli
 from synestra_cli import api
@@ -28,7 +28,7 @@ def _cli_json(*args: str) -> dict:
 
 def test_explain_gives_the_cli_document_and_a_row_per_checkpoint(db_path):
     with open_store(db_path) as c:
-        _reactive_job_with_a_lossy_port(c)
+        reactive_job_with_a_lossy_port(c)
     result = api.explain("100", db=db_path)
     assert json.loads(dumps(result.to_json())) == _cli_json(
         "explain", "--job", "100", "--format", "json", "--db", str(db_path)

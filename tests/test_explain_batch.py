@@ -1,5 +1,6 @@
-"""A fleet's jobs explained from rows read for all of them at once (explain/inputs.py, the path of a cold
-tax-report) are explained exactly as each job on its own: the same JSON, byte for byte."""
+"""A fleet's jobs explained from rows and telemetry read for all of them at once (explain/inputs.py,
+signals/fleet_telemetry.py: the path of a cold tax-report) are explained exactly as each job on its
+own: the same JSON, byte for byte."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from synestra_cli.explain import memo
-from synestra_cli.explain.api import explain_job, jobs_in_window
+from synestra_cli.explain.api import event_read, explain_job, jobs_in_window, telemetry_windows
+from synestra_cli.explain.batch import explain_batch
 from synestra_cli.explain.inputs import inputs_for, job_inputs
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
 from synestra_cli.store import open_store
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
@@ -58,22 +61,98 @@ def test_the_fleet_s_rows_are_each_job_s_own_rows(sample_store):
         assert len({len(fleet[j].checkpoints) for j in jobs}) > 1  # jobs differ: nothing mixed up
 
 
-def test_a_simulated_campaign_with_syslog_and_crashes_is_explained_alike_in_a_batch(tmp_path):
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
     # sample_data has no syslog: a campaign's lanes meet GPU, link and storage faults in the kernel log,
     # crashes and preemptions in the job logs, on hosts whose jobs follow one another
     from synestra_cli.simulate.scenarios import simulate
 
-    simulate(tmp_path / "c", "campaign", seed=41, nodes=4, hours=12)
-    with open_store(tmp_path / "c.duckdb") as conn:
-        ingest_paths(conn, [tmp_path / "c" / "exports"], IngestOptions())
-    with open_store(tmp_path / "c.duckdb", read_only=True) as conn:
+    root = tmp_path_factory.mktemp("campaign")
+    simulate(root / "c", "campaign", seed=41, nodes=4, hours=12)
+    with open_store(root / "c.duckdb") as conn:
+        ingest_paths(conn, [root / "c" / "exports"], IngestOptions())
+    return root / "c.duckdb"
+
+
+def test_a_simulated_campaign_with_syslog_and_crashes_is_explained_alike_in_a_batch(campaign):
+    with open_store(campaign, read_only=True) as conn:
         jobs = jobs_in_window(conn)
         assert len(jobs) >= 4
         fleet = inputs_for(conn, jobs)
         alone = {j: _json(explain_job(conn, j)) for j in jobs}
         batched = {j: _json(explain_job(conn, j, inputs=fleet[j])) for j in jobs}
+        whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] > 0
     assert batched == alone
+    assert whole == alone
     assert any(
         json.loads(d)["failures"] or any(c["cause"] for c in json.loads(d)["checkpoints"]) for d in alone.values()
     )
+
+
+def _reads(conn, jobs):
+    fleet = inputs_for(conn, jobs)
+    windows = {j: telemetry_windows(conn, fleet[j]) for j in jobs}
+    return {j: JobRead(fleet[j].scope, w, event_read(fleet[j].scope, w)) for j, w in windows.items() if w}
+
+
+def test_the_fleet_s_telemetry_is_read_once_and_serves_every_job_that_reads_any(campaign):
+    # not vacuous: the batch itself answers (the summaries cover every job), with anomalies and events
+    # that differ between jobs on the same hosts, and explain takes them instead of reading its own
+    with open_store(campaign, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        reads = _reads(conn, jobs)
+        got = fleet_telemetry(conn, reads)
+        assert len(reads) >= 3 and set(got) == set(reads)
+        assert all(t.windows == reads[j].windows for j, t in got.items())
+        assert sum(bool(t.anomalies) for t in got.values()) >= 2
+        assert sum(bool(t.events) for t in got.values()) >= 2
+        assert len({tuple(a.onset for a in t.anomalies) for t in got.values()}) > 1
+        hosts = [set(r.scope.hosts) for r in reads.values()]
+        assert any(a & b for i, a in enumerate(hosts) for b in hosts[i + 1 :])  # jobs share hosts
+        # the temp tables are gone: the next statement on this connection starts clean
+        temp = "SELECT count(*) FROM duckdb_tables() WHERE temporary AND starts_with(table_name, '_f')"
+        assert conn.execute(temp).fetchone()[0] == 0
+
+
+def test_without_summaries_the_batch_leaves_the_telemetry_to_each_job_and_answers_alike(campaign, monkeypatch):
+    monkeypatch.setenv("SYNESTRA_SUMMARIES", "0")
+    with open_store(campaign, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        got = fleet_telemetry(conn, _reads(conn, jobs))
+        assert got and all(t.windows is None for t in got.values())  # events only: anomalies read alone
+        alone = {j: _json(explain_job(conn, j)) for j in jobs}
+        whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
+    assert whole == alone
+
+
+def test_a_job_whose_hours_hold_an_unsummarised_file_reads_alone_and_the_others_stay_batched(campaign, tmp_path):
+    import shutil
+
+    db = tmp_path / "partly.duckdb"
+    shutil.copy(campaign, db)
+    with open_store(db) as conn:  # a crash between a file's commit and its summary leaves it so
+        # the file of the shortest time range (a job's log): the jobs that ran then overlap it
+        (sid,) = conn.execute(
+            "SELECT source_id FROM sources WHERE first_ts IS NOT NULL ORDER BY last_ts - first_ts, source_id"
+        ).fetchone()
+        conn.execute("DELETE FROM summarised_sources WHERE source_id = ?", [sid])
+    with open_store(db, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        got = fleet_telemetry(conn, _reads(conn, jobs))
+        alone = {j: _json(explain_job(conn, j)) for j in jobs}
+        whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
+    served = [j for j, t in got.items() if t.windows is not None]
+    assert served and len(served) < len(got)  # some jobs overlap the file's hours, some do not
+    assert whole == alone
+
+
+def test_the_fleet_s_read_reports_its_progress_to_whoever_listens(campaign):
+    from synestra_cli import progress
+
+    heard = []
+    with open_store(campaign, read_only=True) as conn, progress.listening(lambda *p: heard.append(p)):
+        explain_batch(conn, jobs_in_window(conn))
+    read = [p for p in heard if p[0] == "reading the jobs' telemetry"]
+    assert read[0][1:] == (0, 2) and read[-1][1:] == (2, 2)
+    assert any(p[0] == "explaining jobs" for p in heard)

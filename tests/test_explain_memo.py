@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from builders import crash_and_resume
 from click.testing import CliRunner
-from explain_fixtures import HOSTS, SAVE_S, Scenario
+from explain_fixtures import reactive_job_with_a_lossy_port
 
 import synestra_cli
 from synestra_cli.cli.main import cli
@@ -22,37 +22,12 @@ from synestra_cli.explain.api import explain_job
 from synestra_cli.store import open_store
 
 
-def _reactive_job_with_a_lossy_port(conn) -> Scenario:
-    """A slowdown from 300 s provokes a reactive save at iteration 330; gpu-002's switch port loses symbols."""
-    sc = Scenario(conn).cluster()
-    t = sc.steps(1, 0, 10, 200)
-    sc.checkpoint(1, "save", 200, t)
-    t = sc.steps(1, t + SAVE_S, 210, 330, slow=(300, 1e9, 1.5))
-    sc.checkpoint(1, "save", 330, t)
-    t = sc.steps(1, t + SAVE_S, 340, 400, slow=(300, 1e9, 1.5))
-    sc.checkpoint(1, "save", 400, t)
-    sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
-    for i, h in enumerate(HOSTS):
-        sc.series(
-            "leaf-01",
-            f"Ethernet{i + 1}",
-            "port_symbol_errors_total",
-            -1800,
-            t + 600,
-            30,
-            0.0,
-            (300, 1e9, 0.5) if h == "gpu-002" else None,
-            counter=True,
-        )
-    return sc
-
-
 def _doc(explanation) -> str:
     return json.dumps(explanation.to_json(), default=memo._iso, sort_keys=True)
 
 
 def test_a_kept_explanation_reads_back_exactly_as_it_was_computed(conn):
-    _reactive_job_with_a_lossy_port(conn)
+    reactive_job_with_a_lossy_port(conn)
     live = explain_job(conn, "100")
     assert any(c.cause and c.cause.component == "leaf-01:Ethernet2" for c in live.checkpoints)  # worth keeping
     key = memo.store_key(conn)
@@ -66,7 +41,7 @@ def test_a_kept_explanation_reads_back_exactly_as_it_was_computed(conn):
 
 
 def test_any_new_source_changes_the_key_so_a_kept_explanation_is_never_read_stale(conn):
-    sc = _reactive_job_with_a_lossy_port(conn)
+    sc = reactive_job_with_a_lossy_port(conn)
     before = memo.store_key(conn)
     memo.save(conn, before, [explain_job(conn, "100")])
     sc.source("late.log", "syslog")  # one more file ingested
@@ -88,11 +63,11 @@ def test_tax_report_keeps_the_explanations_it_computes_and_reuses_them(db_path, 
     with open_store(db_path, read_only=True) as c:
         assert c.execute("SELECT job_id FROM explanations").fetchall() == [("42",)]
 
-    def must_not_run(_conn, job_ids, _explain=None):
+    def must_not_run(_conn, job_ids, _windows=None):
         assert not job_ids, "the kept explanation should have been reused"
         return []
 
-    monkeypatch.setattr(memo, "explain_each", must_not_run)
+    monkeypatch.setattr(memo, "explain_batch", must_not_run)
     second = CliRunner().invoke(cli, args)
     assert second.exit_code == 0, second.stderr
     assert second.stdout == first.stdout
@@ -100,7 +75,7 @@ def test_tax_report_keeps_the_explanations_it_computes_and_reuses_them(db_path, 
 
 @pytest.mark.parametrize("error", [StoreBusyError("held by another process"), StoreError("read-only file")])
 def test_a_store_that_cannot_be_written_now_is_left_alone(conn, monkeypatch, error):
-    _reactive_job_with_a_lossy_port(conn)
+    reactive_job_with_a_lossy_port(conn)
 
     def busy(*_a, **_k):
         raise error
@@ -120,7 +95,7 @@ def test_a_store_from_before_the_cache_is_read_without_it(db_path):
 
 
 def test_another_version_of_synestra_does_not_read_them(conn, monkeypatch):
-    _reactive_job_with_a_lossy_port(conn)
+    reactive_job_with_a_lossy_port(conn)
     memo.save(conn, memo.store_key(conn), [explain_job(conn, "100")])
     monkeypatch.setattr(memo, "__version__", "0.0.9")
     assert memo.load(conn, ["100"], memo.store_key(conn)) == {}
@@ -136,7 +111,7 @@ def test_ingest_explain_keeps_every_job_for_the_next_tax_report(db_path, tmp_pat
     with open_store(db_path, read_only=True) as c:
         (key,) = c.execute("SELECT store_key FROM explanations WHERE job_id = '42'").fetchone()
         assert key == memo.store_key(c)
-    monkeypatch.setattr(memo, "explain_each", lambda _c, jobs, *_: [] if not jobs else pytest.fail("re-explained"))
+    monkeypatch.setattr(memo, "explain_batch", lambda _c, jobs, *_: [] if not jobs else pytest.fail("re-explained"))
     report = CliRunner().invoke(cli, ["tax-report", "--all", "--format", "json", "--db", str(db_path)])
     assert report.exit_code == 0, report.stderr
     assert json.loads(report.stdout)["jobs"][0]["job"] == "42"

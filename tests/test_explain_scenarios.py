@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from explain_fixtures import HOSTS, OTHER, SAVE_S, Scenario, bus_id, healthy_job
+from explain_fixtures import HOSTS, OTHER, SAVE_S, Scenario, bus_id, healthy_job, reactive_job
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.api import explain_job
@@ -13,19 +13,6 @@ def _ports(sc: Scenario, metric: str, end: float, bad_host: str | None, bad=(300
     for i, h in enumerate([*HOSTS, OTHER]):
         window = bad if h == bad_host else (100, 1e9, 2.0) if h == OTHER else None
         sc.series("leaf-01", f"Ethernet{i + 1}", metric, -1800, end, 30, 0.0, window, counter=True)
-
-
-def _reactive_job(conn, slow_from: float = 300.0) -> tuple[Scenario, float]:
-    """Periodic save at 200, slowdown from `slow_from`, reactive save at 330, final save at 400."""
-    sc = Scenario(conn).cluster()
-    t = sc.steps(1, 0, 10, 200)
-    sc.checkpoint(1, "save", 200, t)
-    t = sc.steps(1, t + SAVE_S, 210, 330, slow=(slow_from, 1e9, 1.5))
-    sc.checkpoint(1, "save", 330, t)
-    t = sc.steps(1, t + SAVE_S, 340, 400, slow=(slow_from, 1e9, 1.5))
-    sc.checkpoint(1, "save", 400, t)
-    sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
-    return sc, t + SAVE_S
 
 
 def _by_iteration(conn, job="100"):
@@ -50,7 +37,7 @@ def _clock_events(sc: Scenario, end: float, bad_host: str, gpus: range, bits: fl
     ],
 )
 def test_clock_event_reasons_tell_power_brake_from_thermal_from_a_gpus_own_slowdown(conn, bits, gpus, want):
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _clock_events(sc, end, "gpu-002", gpus, bits)
     reactive = _by_iteration(conn)[("save", 330)]
     assert reactive.trigger == "reactive"
@@ -66,7 +53,7 @@ def test_healthy_job_has_only_routine_checkpoints(conn):
 
 
 def test_lossy_switch_port_explains_the_reactive_save_and_decoys_are_ignored(conn):
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _ports(sc, "port_symbol_errors_total", end + 600, "gpu-002")
     # Noisy but healthy: a steady low symbol-error rate on another host's HCA from the start.
     sc.series("gpu-003", "mlx5_0", "ib_port_symbol_errors_total", -1800, end + 600, 30, 0.01, counter=True)
@@ -88,7 +75,7 @@ def test_lossy_switch_port_explains_the_reactive_save_and_decoys_are_ignored(con
 
 
 def test_a_link_that_went_down_is_not_reported_healthy(conn):
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _ports(sc, "port_symbol_errors_total", end + 600, "gpu-002")
     sc.event(290, "leaf-01", "link_down", "Ethernet2")  # the switch end of the same cable
     sc.event(295, "gpu-002", "link_down", "mlx5_0", message="mlx5_core: Link down")
@@ -98,14 +85,14 @@ def test_a_link_that_went_down_is_not_reported_healthy(conn):
 
 
 def test_fault_beginning_after_the_checkpoint_is_not_blamed(conn):
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _ports(sc, "port_symbol_errors_total", end + 600, "gpu-002", bad=(500, 1e9, 0.5))
     cause = _by_iteration(conn)[("save", 330)].cause
     assert cause.category == "workload.straggler" and cause.host is None
 
 
 def test_slowdown_with_healthy_telemetry_is_a_straggler(conn):
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _ports(sc, "port_symbol_errors_total", end + 600, None)  # every job port clean
     cause = _by_iteration(conn)[("save", 330)].cause
     assert cause.category == "workload.straggler"
@@ -126,7 +113,7 @@ def _activity(sc: Scenario, end: float, busy: tuple[str, int] | None, every: flo
 
 
 def test_straggler_host_is_the_one_whose_gpus_stay_busy_while_peers_wait(conn):
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _ports(sc, "port_symbol_errors_total", end + 600, None)
     _activity(sc, end, ("gpu-003", 2))
     reactive = _by_iteration(conn)[("save", 330)]
@@ -141,7 +128,7 @@ def test_straggler_host_is_the_one_whose_gpus_stay_busy_while_peers_wait(conn):
 
 
 def test_straggler_without_an_asymmetry_names_no_host(conn):
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _ports(sc, "port_symbol_errors_total", end + 600, None)
     _activity(sc, end, None)  # every GPU slowed alike: nothing tells the slow rank apart
     cause = _by_iteration(conn)[("save", 330)].cause
@@ -149,7 +136,7 @@ def test_straggler_without_an_asymmetry_names_no_host(conn):
 
 
 def test_slowdown_without_any_telemetry_says_unknown_not_straggler(conn):
-    _reactive_job(conn)
+    reactive_job(conn)
     cause = _by_iteration(conn)[("save", 330)].cause
     assert cause.category == "unknown" and cause.confidence < 0.3
 
@@ -302,7 +289,7 @@ def test_a_few_seconds_of_clock_skew_do_not_break_precedence(conn):
 def test_infrastructure_evidence_too_thin_to_name_is_listed_and_lowers_the_fallback(conn):
     # A few discards per second on gpu-002's switch port since 13 min before the save: below the floor
     # to be named (weak signal, begun well before), but not nothing: the straggler fallback says so.
-    sc, end = _reactive_job(conn)
+    sc, end = reactive_job(conn)
     _ports(sc, "if_in_discards_total", end + 600, "gpu-002", bad=(-450, 1e9, 0.2))
     cp = _by_iteration(conn)[("save", 330)]
     assert cp.cause.category == "workload.straggler" and cp.cause.confidence < 0.5

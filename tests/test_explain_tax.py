@@ -4,37 +4,14 @@ seconds tax-report computes."""
 from __future__ import annotations
 
 import pytest
-from explain_fixtures import SAVE_S, Scenario
+from explain_fixtures import SAVE_S, reactive_job_with_a_lossy_port
 
 from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 from synestra_cli.accounting.report import tax_report
 
 
-def _reactive_job(conn):
-    sc = Scenario(conn).cluster()
-    t = sc.steps(1, 0, 10, 200)
-    sc.checkpoint(1, "save", 200, t)
-    t = sc.steps(1, t + SAVE_S, 210, 330, slow=(300, 1e9, 1.5))
-    sc.checkpoint(1, "save", 330, t)
-    t = sc.steps(1, t + SAVE_S, 340, 400)
-    sc.checkpoint(1, "save", 400, t)
-    sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
-    for i in range(4):
-        sc.series(
-            "leaf-01",
-            f"Ethernet{i + 1}",
-            "port_symbol_errors_total",
-            -1800,
-            t + 600,
-            30,
-            0.0,
-            (300, 1e9, 0.5) if i == 1 else None,
-            counter=True,
-        )
-
-
 def test_each_checkpoint_carries_its_cost_and_the_job_its_tax(conn):
-    _reactive_job(conn)
+    reactive_job_with_a_lossy_port(conn, recovers=True)
     job = explain_with_tax(conn, "100")
     by_it = {c.iteration: c for c in job.checkpoints}
     assert by_it[200].tax["buckets_s"] == {"checkpoint_save": pytest.approx(SAVE_S)}
@@ -47,5 +24,5 @@ def test_each_checkpoint_carries_its_cost_and_the_job_its_tax(conn):
 
 
 def test_a_filtered_view_carries_no_job_tax(conn):
-    _reactive_job(conn)
+    reactive_job_with_a_lossy_port(conn, recovers=True)
     assert explain_with_tax(conn, "100", checkpoint=330).tax is None

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from explain_fixtures import HOSTS, SAVE_S, Scenario, at
+from explain_fixtures import Scenario, at, reactive_job_with_a_lossy_port
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -223,37 +223,12 @@ def test_nan_samples_are_never_anomaly_evidence(conn):
     assert anomalies(conn) == []
 
 
-def _reactive_job_on_a_bad_port(conn) -> None:
-    """A slowdown from t=300 and a reactive save at iteration 330; gpu-002's switch port erring from 300."""
-    sc = Scenario(conn).cluster()
-    t = sc.steps(1, 0, 10, 200)
-    sc.checkpoint(1, "save", 200, t)
-    t = sc.steps(1, t + SAVE_S, 210, 330, slow=(300, 1e9, 1.5))
-    sc.checkpoint(1, "save", 330, t)
-    t = sc.steps(1, t + SAVE_S, 340, 400, slow=(300, 1e9, 1.5))
-    sc.checkpoint(1, "save", 400, t)
-    sc.attempt(1, -60, t + SAVE_S + 30, "COMPLETED")
-    for i, _host in enumerate(HOSTS):
-        sc.series(
-            "leaf-01",
-            f"Ethernet{i + 1}",
-            "port_symbol_errors_total",
-            -1800,
-            t + 600,
-            30,
-            0.0,
-            (300, 1e9, 0.5) if i == 1 else None,
-            counter=True,
-        )
-    return sc
-
-
 def test_nan_samples_do_not_raise_a_causes_confidence(tmp_path):
     from synestra_cli.store.connect import memory_store
 
     plain, with_nan = memory_store(), memory_store()
-    _reactive_job_on_a_bad_port(plain)
-    sc = _reactive_job_on_a_bad_port(with_nan)
+    reactive_job_with_a_lossy_port(plain)
+    sc = reactive_job_with_a_lossy_port(with_nan)
     for gpu in range(8):  # every GPU of the faulty host reports NaN temperatures and power from t=200
         sc.series("gpu-002", f"gpu{gpu}", "gpu_temp_celsius", -1800, 2000, 30, 60.0, (200, 1e9, math.nan))
         sc.series("gpu-002", f"gpu{gpu}", "gpu_power_watts", -1800, 2000, 30, 600.0, (200, 1e9, math.nan))

@@ -89,3 +89,14 @@ def test_the_cli_reference_check_fails_when_the_file_drifts(tmp_path):
     assert "## synestra tax-report" in out.read_text() and "--fail-over PCT" in out.read_text()
     out.write_text(out.read_text().replace("--fail-over PCT", "--fail-over"))
     assert gen.main(["--check", "--out", str(out)]) == 1
+
+
+def test_the_layers_contract_names_every_top_level_module():
+    # import-linter checks only the modules a layer names: a new package left out would be unchecked
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    layers = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")["layers"]
+    named = {m.strip(" ()") for layer in layers for m in layer.split("|")}
+    top = {f"synestra_cli.{m.name}" for m in pkgutil.iter_modules(synestra_cli.__path__)}
+    assert top - named == set(), "add these to a layer of [tool.importlinter] in pyproject.toml"

@@ -210,6 +210,34 @@ def test_migration_012_backfills_a_store_written_before_it(sample_store):
     assert c.execute("SELECT count(*) FROM sources ANTI JOIN summarised_sources USING (source_id)").fetchone() == (0,)
 
 
+def test_migration_018_keeps_the_summaries_in_hour_order(sample_store):
+    """A job's read windows are an hour or two of the store's day: with the rows in hour order the
+    zonemaps skip the other hours' row groups. The migration rewrites a store's summaries (here put back
+    in the reverse order) in that order, row for row the same."""
+    c = sample_store
+    before = sorted(c.execute("SELECT * FROM metric_summaries").fetchall(), key=repr)
+    c.execute("CREATE TEMP TABLE shuffled AS SELECT * FROM metric_summaries ORDER BY bucket DESC, host DESC")
+    c.execute("DELETE FROM metric_summaries; INSERT INTO metric_summaries SELECT * FROM shuffled; DROP TABLE shuffled")
+    c.execute("DELETE FROM _migrations WHERE name = '018_summaries_by_hour'")
+    assert apply_migrations(c) == ["018_summaries_by_hour"]
+    order = [r[0] for r in c.execute("SELECT bucket FROM metric_summaries ORDER BY rowid").fetchall()]
+    assert len(set(order)) > 3 and order == sorted(order)
+    assert sorted(c.execute("SELECT * FROM metric_summaries").fetchall(), key=repr) == before
+    not_null = c.execute(
+        "SELECT count(*) FROM duckdb_constraints() "
+        "WHERE table_name = 'metric_summaries' AND constraint_type = 'NOT NULL'"
+    ).fetchone()[0]
+    assert not_null == 8  # the table's own definition, not a copy's
+
+
+def test_ingest_writes_a_batch_of_summaries_in_hour_order(tmp_path):
+    conn = connect(tmp_path / "s.duckdb")
+    ingest_paths(conn, [SAMPLE / "dcgm"], IngestOptions())
+    order = [r[0] for r in conn.execute("SELECT bucket FROM metric_summaries ORDER BY rowid").fetchall()]
+    conn.close()
+    assert len(set(order)) > 1 and order == sorted(order)
+
+
 def test_forgetting_a_source_removes_its_summary_and_counts_only_its_rows(sample_store):
     c = sample_store
     sid = c.execute("SELECT min(source_id) FROM metrics").fetchone()[0]

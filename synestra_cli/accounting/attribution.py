@@ -20,9 +20,11 @@ from datetime import datetime, timedelta
 import duckdb
 
 from synestra_cli.accounting.buckets import BUCKETS
+from synestra_cli.accounting.document import SCHEMA, FleetDoc, RankedCauseDoc, TaxDoc
 from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
-from synestra_cli.accounting.report import JobTax, TaxReport, tax_report
+from synestra_cli.accounting.report import JobTax, TaxReport, job_doc, tax_report
 from synestra_cli.explain import memo
+from synestra_cli.explain.document import CauseChargeDoc
 
 ROUTINE = "checkpoint.routine"
 UNKNOWN = "unknown"
@@ -121,9 +123,9 @@ def charges_for(job: JobTax, checkpoints: list, failures: list | None = None) ->
     ]
 
 
-def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[dict]:
+def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[CauseChargeDoc]:
     """Charges summed per (category, host, component), costliest first."""
-    rows: dict[tuple, dict] = {}
+    rows: dict[tuple[str, str | None, str | None], CauseChargeDoc] = {}
     for c in charges:
         row = rows.setdefault(
             (c.category, c.host, c.component),
@@ -133,6 +135,7 @@ def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[di
                 "component": c.component,
                 "seconds": 0.0,
                 "buckets_s": dict.fromkeys(BUCKETS, 0.0),
+                "gpu_hours": 0.0,
             },
         )
         row["seconds"] += c.seconds
@@ -150,8 +153,8 @@ def by_cause(job: JobTax, charges: list[Charge], price: float | None) -> list[di
 @dataclass
 class FullReport:
     report: TaxReport
-    fleet: dict
-    causes: list[dict]
+    fleet: FleetDoc
+    causes: list[RankedCauseDoc]
     computed: list  # explanations computed for this report, not yet kept in the store (explain.memo.save_to)
     key: str  # the store key they were computed under
     explanations: dict = field(default_factory=dict)  # job id -> its JobExplanation (fleet/ reads the causes)
@@ -169,9 +172,15 @@ def build_report(
     """The whole tax report: buckets, charges to causes (via explain, reusing kept explanations), fleet
     view, ranked causes."""
     report = tax_report(conn, job_id, since, until, price, capacity_gpus)
-    explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs])
+    explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs], report.windows)
     for job in report.jobs:
         ex = explanations[job.buckets.job_id]
         job.charges = charges_for(job, ex.checkpoints, ex.failures)
         job.by_cause = by_cause(job, job.charges, price)
     return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key, explanations)
+
+
+def tax_document(full: FullReport, by: str) -> TaxDoc:
+    """The `synestra.tax/1` document (`tax-report --format json`, api.TaxReportResult.to_json)."""
+    jobs = [job_doc(t, full.report.price) for t in full.report.jobs]
+    return {"schema": SCHEMA, "jobs": jobs, "fleet": full.fleet, "by": by, "causes": full.causes}

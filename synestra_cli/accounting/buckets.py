@@ -21,6 +21,7 @@ from datetime import datetime
 import duckdb
 
 from synestra_cli.signals.thresholds import MAD_K
+from synestra_cli.store.sql import temp_table
 
 BUCKETS = (
     "productive",
@@ -138,7 +139,7 @@ hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ra
 cut0 AS (
     SELECT a.*, coalesce(r.restore_s, 0) AS restore_s, coalesce(v.save_s, 0) AS save_s,
            v.saved_iteration, p.last_iteration, v.resume, p.t_last_step, h.hang_start,
-           a.state IS NULL OR NOT (split_part(a.state, ' ', 1) IN $clean) AS failed,
+           a.state IS NULL OR NOT list_contains($clean, split_part(a.state, ' ', 1)) AS failed,
            -- an attempt that died before its first step "starts training" when it hung
            least(greatest(coalesce(p.t_first, h.hang_start, a.end_ts), coalesce(r.restore_end, a.start_ts),
                           a.start_ts), a.end_ts) AS t_first
@@ -226,38 +227,25 @@ class JobBuckets:
         return seconds / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _table(conn: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tuple[str, list]]) -> None:
-    """A temp table `name` from columns of Python values ({column: (SQL type, values)}), in one statement.
-    Lists bound as parameters, not a registered Arrow table: DuckDB's `register` imports pandas, half a
-    second of a warm tax-report. `name` and the columns are this module's own, never user input."""
-    cols = ", ".join(f"unnest(?::{sql_type}[]) AS {col}" for col, (sql_type, _) in columns.items())
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}", [values for _, values in columns.values()])
-
-
 def _register_jobs(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> None:
-    _table(conn, "sel", {"job_id": ("VARCHAR", list(job_ids))})
+    temp_table(conn, "sel", {"job_id": ("VARCHAR", list(job_ids))})
 
 
 def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str], ideal: dict[str, float]) -> list[dict]:
     """Per attempt: the cut instants and the time-based buckets, for every job in job_ids."""
     _register_jobs(conn, job_ids)
     _register_ideal(conn, ideal)
-    cur = conn.execute(ATTEMPT_BUCKETS_SQL.replace("$clean", _sql_list(CLEAN_END_STATES)))
+    cur = conn.execute(ATTEMPT_BUCKETS_SQL, {"clean": list(CLEAN_END_STATES)})
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
 
 def _register_ideal(conn: duckdb.DuckDBPyConnection, ideal: dict[str, float]) -> None:
-    _table(conn, "ideal", {"job_id": ("VARCHAR", list(ideal)), "ideal_s": ("DOUBLE", list(ideal.values()))})
-
-
-def _sql_list(values: tuple[str, ...]) -> str:
-    # constants of this module only, never user input
-    return "(" + ", ".join("'" + v + "'" for v in values) + ")"
+    temp_table(conn, "ideal", {"job_id": ("VARCHAR", list(ideal)), "ideal_s": ("DOUBLE", list(ideal.values()))})
 
 
 def register_windows(conn: duckdb.DuckDBPyConnection, windows: list[tuple[str, datetime, datetime]]) -> None:
-    _table(
+    temp_table(
         conn,
         "windows",
         {
@@ -289,7 +277,7 @@ def degraded_windows(
         return {}
     _register_ideal(conn, ideal)
     register_windows(conn, windows)
-    _table(
+    temp_table(
         conn,
         "cuts",
         {

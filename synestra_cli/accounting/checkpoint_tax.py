@@ -10,7 +10,6 @@ explanation, so `explain` and `tax-report` agree to the second.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import duckdb
 
@@ -19,6 +18,7 @@ from synestra_cli.accounting.interval import cadence_action
 from synestra_cli.accounting.report import tax_report
 from synestra_cli.errors import NotFoundError
 from synestra_cli.explain.api import JobExplanation, explain_job
+from synestra_cli.explain.document import CheckpointTaxDoc
 from synestra_cli.explain.inputs import JobInputs
 
 TOP_CAUSES = 5
@@ -27,12 +27,12 @@ TOP_CAUSES = 5
 CheckpointKey = tuple[str, int | None, int | None]  # (kind, attempt, iteration)
 
 
-def _per_checkpoint(charges: list[Charge], gpus: int) -> dict[CheckpointKey, dict[str, Any]]:
-    out: dict[CheckpointKey, dict[str, Any]] = {}
+def _per_checkpoint(charges: list[Charge], gpus: int) -> dict[CheckpointKey, CheckpointTaxDoc]:
+    out: dict[CheckpointKey, CheckpointTaxDoc] = {}
     for c in charges:
         if c.checkpoint is None:
             continue
-        row = out.setdefault(c.checkpoint, {"seconds": 0.0, "buckets_s": {}})
+        row = out.setdefault(c.checkpoint, {"seconds": 0.0, "buckets_s": {}, "gpu_hours": 0.0})
         row["seconds"] += c.seconds
         row["buckets_s"][c.bucket] = row["buckets_s"].get(c.bucket, 0.0) + c.seconds
     for row in out.values():
@@ -54,12 +54,15 @@ def attach_tax(conn: duckdb.DuckDBPyConnection, job: JobExplanation) -> None:
     per = _per_checkpoint(charges, b.gpus)
     for cp in job.checkpoints:
         cp.tax = per.get((cp.kind, cp.attempt, cp.iteration), {"seconds": 0.0, "buckets_s": {}, "gpu_hours": 0.0})
+    headlines = jt.headlines(None)
     job.tax = {
         "gpus": b.gpus,
         "wall_s": b.wall_s,
         "gpu_hours": b.wall_s * b.gpus / 3600.0,
         "buckets_s": dict(b.buckets_s),
-        **jt.headlines(None),
+        "checkpoint_tax": headlines["checkpoint_tax"],
+        "hidden_tax": headlines["hidden_tax"],
+        "goodput": headlines["goodput"],
         "by_cause": by_cause(jt, charges, None)[:TOP_CAUSES],
         "cadence_action": cadence_action(jt.interval),
     }

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import duckdb
 
@@ -17,12 +16,12 @@ from synestra_cli.accounting.buckets import (
     degraded_windows,
     ideal_step_times,
 )
+from synestra_cli.accounting.document import HeadlinesDoc, JobTaxDoc
 from synestra_cli.accounting.interval import IntervalAdvice, advise, cadence_action
 from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.explain.document import CauseChargeDoc
 from synestra_cli.jobs import empty_window_message
-from synestra_cli.signals.steps import degradation_windows_for
-
-SCHEMA = "synestra.tax/1"
+from synestra_cli.signals.steps import DegradationWindow, degradation_windows_for
 
 JOBS_SQL = """
 SELECT a.job_id, max(j.gpus) AS gpus, min(a.start_ts) AS first_ts, max(a.end_ts) AS last_ts
@@ -64,11 +63,11 @@ class JobTax:
     interval: IntervalAdvice
     failures: int
     charges: list = field(default_factory=list)  # attribution.Charge, filled by build_report
-    by_cause: list[dict] = field(default_factory=list)
+    by_cause: list[CauseChargeDoc] = field(default_factory=list)
 
-    def headlines(self, price: float | None) -> dict:
+    def headlines(self, price: float | None) -> HeadlinesDoc:
         b = self.buckets
-        doc: dict[str, Any] = {
+        doc: HeadlinesDoc = {
             "checkpoint_tax": b.ratio(b.checkpoint_tax_s),
             "hidden_tax": b.ratio(b.buckets_s["degraded_throughput"]),
             "goodput": b.ratio(b.buckets_s["productive"]),
@@ -90,6 +89,8 @@ class TaxReport:
     capacity_gpus: int | None
     since: datetime | None
     until: datetime | None
+    # each job's step-time degradation windows, read once for the buckets and the explanations
+    windows: dict[str, list[DegradationWindow]] = field(default_factory=dict)
 
 
 def _failures(cuts: list[dict]) -> int:
@@ -113,10 +114,13 @@ def _interval(jb: JobBuckets, failures: int, delta: float | None, current: float
     return advise(delta, failures, jb.wall_s, current, restart)
 
 
-def job_taxes(conn: duckdb.DuckDBPyConnection, job_rows: list[tuple]) -> list[JobTax]:
-    """Buckets for every job in a few SQL passes; degradation windows from signals."""
+def job_taxes(
+    conn: duckdb.DuckDBPyConnection, job_rows: list[tuple], found: dict[str, list[DegradationWindow]] | None = None
+) -> list[JobTax]:
+    """Buckets for every job in a few SQL passes; degradation windows from signals (`found`: read already)."""
     job_ids = [r[0] for r in job_rows]
-    windows = [(j, w.onset, w.end) for j, ws in degradation_windows_for(conn, job_ids).items() for w in ws]
+    found = degradation_windows_for(conn, job_ids) if found is None else found
+    windows = [(j, w.onset, w.end) for j, ws in found.items() for w in ws]
     ideal = ideal_step_times(conn, job_ids, windows)
     cuts = attempt_cuts(conn, job_ids, ideal)
     degraded = degraded_windows(conn, cuts, ideal, windows)
@@ -164,10 +168,11 @@ def tax_report(
         if since is not None or until is not None:
             raise NotFoundError(empty_window_message(conn, since, until))
         raise EmptyStoreError("no jobs in the store (ingest job logs and sacct output first)")
-    return TaxReport(job_taxes(conn, rows), price, capacity_gpus, since, until)
+    windows = degradation_windows_for(conn, [r[0] for r in rows])
+    return TaxReport(job_taxes(conn, rows, windows), price, capacity_gpus, since, until, windows)
 
 
-def job_doc(t: JobTax, price: float | None) -> dict:
+def job_doc(t: JobTax, price: float | None) -> JobTaxDoc:
     b = t.buckets
     iv = t.interval
     current_gh, recommended_gh = iv.waste_gpu_hours(b.wall_s, b.gpus)

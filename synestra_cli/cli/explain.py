@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import datetime
 
 import click
@@ -91,9 +92,9 @@ def command(
     require_one({"--job": jobs, "--all": all_jobs})
     if checkpoint is not None and (all_jobs or len(jobs) > 1):
         refuse_together({"--checkpoint": checkpoint, "--all" if all_jobs else "several --job": True})
-    from synestra_cli.explain.api import explain_job
+    from synestra_cli.explain.api import JobExplanation, explain_job
 
-    explain = explain_job
+    explain: Callable[..., JobExplanation] = explain_job
     if with_tax or fmt == "markdown":
         # markdown: whole jobs explained with their tax, so that a ticket for one checkpoint still
         # carries its cost (then only the checkpoints asked for are written). Lazily: tax-report's

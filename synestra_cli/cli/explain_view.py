@@ -17,6 +17,7 @@ from synestra_cli.cli.render import printable
 from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
+from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
 
 MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
@@ -93,7 +94,7 @@ def _cause(c: Cause, prefix: str = "cause") -> Text:
     return text
 
 
-def _charged(tax: dict) -> Text:
+def _charged(tax: CheckpointTaxDoc) -> Text:
     parts = ", ".join(f"{b} {s:,.0f} s" for b, s in sorted(tax["buckets_s"].items(), key=lambda kv: -kv[1]))
     return _text(f"tax charged to this cause here: {parts}  = {tax['gpu_hours']:,.2f} GPU-h", style="yellow")
 
@@ -194,7 +195,7 @@ def render_job(console: Console, job: JobExplanation) -> None:
     console.print(tree)
 
 
-def _tax_summary(tree: Tree, tax: dict) -> None:
+def _tax_summary(tree: Tree, tax: ExplainTaxDoc) -> None:
     node = tree.add(
         _text(
             f"tax: checkpoint {tax['checkpoint_tax']:.1%}  hidden {tax['hidden_tax']:.1%}  goodput "
@@ -204,8 +205,8 @@ def _tax_summary(tree: Tree, tax: dict) -> None:
     )
     shown = [f"{b} {s:,.0f} s" for b, s in tax["buckets_s"].items() if s > 0]
     node.add(_text("buckets: " + ", ".join(shown), style="dim"))
-    if tax.get("cadence_action"):
-        node.add(_text(f"action: {tax['cadence_action']['text']}", style="bold green"))
+    if action := tax.get("cadence_action"):
+        node.add(_text(f"action: {action['text']}", style="bold green"))
     for c in tax["by_cause"]:
         where = " ".join(p for p in (c["host"], c["component"]) if p)
         node.add(_text(f"{c['category']} {where}: {c['seconds']:,.0f} s = {c['gpu_hours']:,.2f} GPU-h"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -11,12 +13,15 @@ from synestra_cli.cli.options import db_option, format_option, host_option, job_
 from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows
 from synestra_cli.errors import ExitCode
 
+if TYPE_CHECKING:  # the command imports the library when it runs (fast --help)
+    from synestra_cli.accounting.document import FleetDoc, IntervalDoc, JobTaxDoc, RankedCauseDoc
+
 BAR_WIDTH = 40
 JOB_CSV_COLUMNS = ["job", "gpus", "wall_s", "gpu_hours", "checkpoint_tax", "hidden_tax", "goodput", "failures"]
 USD_CSV_COLUMNS = ["wall_usd", "checkpoint_tax_usd", "hidden_tax_usd"]
 
 
-def _dollars(usd: dict, key: str) -> str:
+def _dollars(usd: Mapping[str, object], key: str) -> str:
     return f" (${usd[key]:,.2f})" if usd else ""
 
 
@@ -37,10 +42,10 @@ def _safe(value) -> str:
     return escape(printable(value))
 
 
-def _print_job(doc: dict, console, price: float | None = None) -> None:
+def _print_job(doc: JobTaxDoc, console, price: float | None = None) -> None:
     from rich.table import Table
 
-    usd = doc.get("usd") or {}
+    usd: Mapping[str, object] = doc.get("usd") or {}
     wall_usd = f", ${usd['wall']:,.2f}" if usd else ""
     console.print(
         f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {human_duration(doc['wall_s'])} "
@@ -75,20 +80,27 @@ def _print_job(doc: dict, console, price: float | None = None) -> None:
         console.print(f"  [yellow]note[/]: {_safe(note)}")
     iv = doc["interval"]
     if iv["daly_s"]:
-        console.print(
-            f"  interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h, current "
-            f"{(iv['current_interval_s'] or 0) / 60:.1f} min -> Daly {iv['daly_s'] / 60:.1f} min "
-            f"(waste {iv['waste_current'] or 0:.1%} -> {iv['waste_recommended']:.1%})"
-        )
-        if iv.get("action"):
-            console.print(f"  action: {iv['action']['text']}")
+        _print_advice(iv, " ", console)
     else:
         console.print(f"  interval: {_safe(iv['note'])}")
     console.print()
 
 
-def _print_fleet(fleet: dict, causes: list[dict], by: str, console, price: float | None = None) -> None:
-    usd = fleet.get("usd") or {}
+def _print_advice(iv: IntervalDoc, who: str, console) -> None:
+    """Young/Daly advice on one line (the fleet's names the failures it pooled), then its action."""
+    pooled = f" ({iv['failures']} failures)" if who == "fleet" else ""
+    mtbf = f"MTBF {(iv['mtbf_s'] or 0) / 3600:.1f} h{pooled},"
+    console.print(
+        f"{who} interval: save {iv['save_cost_s']:.0f} s, {mtbf} current {(iv['current_interval_s'] or 0) / 60:.1f} "
+        f"min -> Daly {(iv['daly_s'] or 0) / 60:.1f} min (waste {iv['waste_current'] or 0:.1%} -> "
+        f"{iv['waste_recommended']:.1%})"
+    )
+    if action := iv["action"]:
+        console.print(f"{who} action: {action['text']}")
+
+
+def _print_fleet(fleet: FleetDoc, causes: list[RankedCauseDoc], by: str, console, price: float | None = None) -> None:
+    usd: Mapping[str, object] = fleet.get("usd") or {}
     console.print(
         f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated"
         f"{_dollars(usd, 'allocated')}, "
@@ -99,14 +111,7 @@ def _print_fleet(fleet: dict, causes: list[dict], by: str, console, price: float
     )
     iv = fleet["interval"]
     if iv["daly_s"]:
-        console.print(
-            f"fleet interval: save {iv['save_cost_s']:.0f} s, MTBF {iv['mtbf_s'] / 3600:.1f} h "
-            f"({iv['failures']} failures), current {(iv['current_interval_s'] or 0) / 60:.1f} min -> "
-            f"Daly {iv['daly_s'] / 60:.1f} min (waste {iv['waste_current'] or 0:.1%} -> "
-            f"{iv['waste_recommended']:.1%})"
-        )
-        if iv.get("action"):
-            console.print(f"fleet action: {iv['action']['text']}")
+        _print_advice(iv, "fleet", console)
     if "economic_availability_capacity" in fleet:
         console.print(f"economic availability vs capacity: {_pct(fleet['economic_availability_capacity'])}")
     if causes:
@@ -165,9 +170,8 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
     refuse_together({"--job": jobs, "--all": all_jobs})
     if hidden and fail_over is None:
         raise click.UsageError("--hidden needs --fail-over PCT")
-    from synestra_cli.accounting.attribution import build_report
+    from synestra_cli.accounting.attribution import build_report, tax_document
     from synestra_cli.accounting.buckets import BUCKETS
-    from synestra_cli.accounting.report import SCHEMA, job_doc
     from synestra_cli.cli.explain import selected_jobs
     from synestra_cli.cli.progress import progress_on_tty
     from synestra_cli.explain import memo
@@ -187,10 +191,10 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
                 conn, chosen[0] if chosen and len(chosen) == 1 else chosen, since, until, price, capacity_gpus, by
             )
     memo.save_to(db, full.key, full.computed)  # the next report reuses them (explain/memo.py)
-    report, fleet, causes = full.report, full.fleet, full.causes
-    docs = [job_doc(t, price) for t in report.jobs]
+    doc = tax_document(full, by)
+    docs = doc["jobs"]
     if fmt == "json":
-        click.echo(dumps({"schema": SCHEMA, "jobs": docs, "fleet": fleet, "by": by, "causes": causes}))
+        click.echo(dumps(doc))
     elif fmt == "csv":
         rows = [
             {
@@ -206,12 +210,12 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
         out = console()
         for d in docs:
             _print_job(d, out, price)
-        _print_fleet(fleet, causes, by, out, price)
+        _print_fleet(doc["fleet"], doc["causes"], by, out, price)
     if fail_over is not None:
         _fail_over(docs, "hidden_tax" if hidden else "checkpoint_tax", fail_over)
 
 
-def _fail_over(docs: list[dict], key: str, limit: float) -> None:
+def _fail_over(docs: list[JobTaxDoc], key: Literal["checkpoint_tax", "hidden_tax"], limit: float) -> None:
     """Every job over the line on stderr, worst first, then exit 7."""
     over = sorted((d for d in docs if d[key] is not None and d[key] * 100 > limit), key=lambda d: -d[key])
     if not over:

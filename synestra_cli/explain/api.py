@@ -8,15 +8,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import duckdb
 
 from synestra_cli import progress
 from synestra_cli.errors import EmptyStoreError, NotFoundError
-from synestra_cli.explain.assets import load_book
+from synestra_cli.explain.assets import AssetBook, load_book
 from synestra_cli.explain.chain import ChainLink
-from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_doc
+from synestra_cli.explain.document import (
+    CauseDoc,
+    CheckpointDoc,
+    CheckpointTaxDoc,
+    ExplainDoc,
+    ExplainTaxDoc,
+    FailureDoc,
+    link_doc,
+)
 from synestra_cli.explain.inputs import JobInputs, job_inputs
 from synestra_cli.explain.reason import (
     Cause,
@@ -42,9 +49,11 @@ from synestra_cli.explain.triggers import Classified, classify, learn_cadence
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
-from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope, scalar
+from synestra_cli.signals.fleet_telemetry import EventRead, JobTelemetry
+from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.parallel import default_workers, map_in_threads
+from synestra_cli.store.sql import scalar
 
 JOBS_IN_WINDOW_SQL = """
 SELECT job_id FROM (
@@ -69,7 +78,7 @@ class CheckpointExplanation:
     cause: Cause | None
     chain: list[ChainLink] = field(default_factory=list)
     alternatives: list[Cause] = field(default_factory=list)
-    tax: dict[str, Any] | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
+    tax: CheckpointTaxDoc | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
 
     @property
     def routine(self) -> bool:
@@ -98,7 +107,7 @@ class JobExplanation:
     attempts: int
     cadence: int | None
     checkpoints: list[CheckpointExplanation]
-    tax: dict[str, Any] | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
+    tax: ExplainTaxDoc | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
     failures: list[FailureExplanation] = field(default_factory=list)
 
     def to_json(self) -> ExplainDoc:
@@ -209,6 +218,14 @@ def _signal_order(s: Anomaly | Event) -> tuple:
     return (s.ts, s.host, s.entity or "", f"{s.kind} {s.code}", s.path or "", s.line or 0)
 
 
+def event_read(scope: JobScope, spans: list[tuple[datetime, datetime]]) -> EventRead:
+    """Where a job's events are read: its hosts and the switches cabled to them, from its start (events
+    are few: an outage logged long ago still counts) to past its last read window."""
+    switches = sorted({lk.switch for lk in scope.links if lk.switch} - set(scope.hosts))
+    t0 = min(spans[0][0], (scope.start or spans[0][0]) - timedelta(seconds=LOOKBACK_S))
+    return scope.hosts + switches, t0, spans[-1][1] + timedelta(seconds=POST_WINDOW_S)
+
+
 def _evidence(
     conn: duckdb.DuckDBPyConnection,
     scope: JobScope,
@@ -216,8 +233,10 @@ def _evidence(
     inc: list,
     failed: list[Attempt],
     windows: list[DegradationWindow],
+    telemetry: JobTelemetry | None = None,
 ) -> Evidence:
-    """Telemetry and events of the job's hosts, read only around the effects that need a cause."""
+    """Telemetry and events of the job's hosts, read only around the effects that need a cause;
+    `telemetry`: the job's, read already with a fleet's for these same windows, else read here."""
     ev = Evidence(
         scope,
         [],
@@ -228,19 +247,27 @@ def _evidence(
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
         return ev
-    ev.observed = build_scope(conn, scope, spans) > 0
+    if telemetry is not None and telemetry.windows == spans:
+        ev.observed, found = telemetry.observed, telemetry.anomalies
+    else:
+        ev.observed = build_scope(conn, scope, spans) > 0
+        found = anomalies(conn, windows=spans)
+    read = event_read(scope, spans)
+    logged = telemetry.events if telemetry is not None and telemetry.event_read == read else typed_events(conn, *read)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
-    switches = sorted({p[0] for p in ports} - set(scope.hosts))
-    # Events are few: read them from the job's start, so an outage logged long ago still counts.
-    t0 = min(spans[0][0], (scope.start or spans[0][0]) - timedelta(seconds=LOOKBACK_S))
-    t1 = spans[-1][1] + timedelta(seconds=POST_WINDOW_S)
-    events = [
-        e
-        for e in typed_events(conn, scope.hosts + switches, t0, t1)
-        if e.host in scope.hosts or (e.host, e.component) in ports
-    ]
-    ev.signals = sorted([*anomalies(conn, windows=spans), *events], key=_signal_order)  # row order varies with threads
+    events = [e for e in logged if e.host in scope.hosts or (e.host, e.component) in ports]
+    ev.signals = sorted([*found, *events], key=_signal_order)  # row order varies with threads
     return ev
+
+
+def telemetry_windows(conn: duckdb.DuckDBPyConnection, inputs: JobInputs) -> list[tuple[datetime, datetime]]:
+    """The read windows of the job's whole explanation (explain_job with no selection), found before
+    reading them, so that a fleet's telemetry is read for all its jobs at once (explain/batch.py)."""
+    scope, inc = inputs.scope, inputs.incidents
+    classified = classify(conn, scope.job_id, scope.attempts, inc, inputs.checkpoints, inputs.last_iterations)
+    ev = Evidence(scope, [], inputs.windows, inc)
+    failed = unexplained_failures(scope, classified, inc)
+    return _telemetry_windows([plan(cl, ev) for cl in classified] + [plan_attempt_failure(a, ev) for a in failed])
 
 
 def explain_job(
@@ -250,9 +277,12 @@ def explain_job(
     since: datetime | None = None,
     until: datetime | None = None,
     inputs: JobInputs | None = None,
+    telemetry: JobTelemetry | None = None,
+    book: AssetBook | None = None,
 ) -> JobExplanation:
-    """Explain the job's checkpoints (optionally one iteration, or those in [since, until]); `inputs`:
-    the job's rows already read with a fleet's (explain/inputs.py), else read here."""
+    """Explain the job's checkpoints (optionally one iteration, or those in [since, until]); `inputs`
+    `telemetry` and `book`: the job's rows, telemetry and asset book already read with a fleet's
+    (explain/batch.py), else read here."""
     inputs = job_inputs(conn, job_id) if inputs is None else inputs
     scope, cps, inc = inputs.scope, inputs.checkpoints, inputs.incidents
     classified = classify(conn, job_id, scope.attempts, inc, cps, inputs.last_iterations)
@@ -265,9 +295,8 @@ def explain_job(
     # attempt failures are whole-job facts: a view of one checkpoint or a time window leaves them out
     whole = checkpoint is None and since is None and until is None
     failed = unexplained_failures(scope, classified, inc) if whole else []
-    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows)
+    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows, telemetry)
     failures = []
-    book = None
     for a in failed:
         r = reason_failure(a, ev)
         if r.cause is not None:

@@ -19,7 +19,8 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.signals.scope import JobScope, placeholders
+from synestra_cli.signals.scope import JobScope
+from synestra_cli.store.sql import placeholders
 
 Asset = dict[str, Any]
 
@@ -65,6 +66,9 @@ SELECT DISTINCT rack, host FROM topology
 WHERE rack IN (SELECT rack FROM topology WHERE host IN ({hosts}) AND rack IS NOT NULL)
 ORDER BY rack, host
 """
+
+# Every rack's hosts (load_books: the racks of many jobs at once).
+ALL_RACK_HOSTS_SQL = "SELECT DISTINCT rack, host FROM topology WHERE rack IS NOT NULL ORDER BY rack, host"
 
 
 @dataclass
@@ -136,6 +140,30 @@ def load_book(conn: duckdb.DuckDBPyConnection, scope: JobScope) -> AssetBook:
     for rack, host in conn.execute(RACK_HOSTS_SQL.format(hosts=marks), scope.hosts).fetchall():
         book.racks.setdefault(rack, []).append(host)
     return book
+
+
+def load_books(conn: duckdb.DuckDBPyConnection, scopes: Sequence[JobScope]) -> dict[str, AssetBook]:
+    """load_book for many jobs in two queries: a GPU's identity and a rack's hosts come from that GPU's
+    host and that rack's rows alone, so each job's book is its share of the fleet's, in the same order."""
+    every = sorted({h for s in scopes for h in s.hosts})
+    rows = conn.execute(GPUS_SQL.format(hosts=placeholders(len(every))), [*every, *every]).fetchall() if every else []
+    racks = conn.execute(ALL_RACK_HOSTS_SQL).fetchall()
+    out = {}
+    for scope in scopes:
+        hosts = set(scope.hosts)
+        book = AssetBook(scope)
+        if hosts:
+            book.gpus = [
+                {"kind": "gpu", "host": h, "gpu": e, "uuid": u, "serial": s, "pci_bus_id": p, "model": m}
+                for h, e, p, u, s, m in rows
+                if h in hosts
+            ]
+            mine = {rack for rack, host in racks if host in hosts}
+            for rack, host in racks:
+                if rack in mine:
+                    book.racks.setdefault(rack, []).append(host)
+        out[scope.job_id] = book
+    return out
 
 
 GPU_CATEGORIES = ("gpu.fell_off_bus", "gpu.memory", "gpu.nvlink", "gpu.other_xid")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from synestra_cli.explain.chain import ChainLink
 
@@ -39,6 +39,41 @@ class CauseDoc(TypedDict):
     evidence: list[LinkDoc]  # an alternative's own signals
 
 
+class CauseChargeDoc(TypedDict):
+    """One job's badput charged to one (category, host, component) (accounting/attribution.py by_cause):
+    in `explain --tax` and in tax-report's `by_cause` (synestra.tax/1)."""
+
+    category: str
+    host: str | None
+    component: str | None
+    seconds: float
+    buckets_s: dict[str, float]  # only the buckets charged
+    gpu_hours: float
+    usd: NotRequired[float]  # tax-report --gpu-hour-price
+
+
+class CheckpointTaxDoc(TypedDict):
+    """A checkpoint's cost: its own save/restore seconds and, through its cause, the badput charged."""
+
+    seconds: float
+    buckets_s: dict[str, float]
+    gpu_hours: float
+
+
+class ExplainTaxDoc(TypedDict):
+    """The job's tax beside its explanation: tax-report's headlines, buckets and top causes."""
+
+    gpus: int
+    wall_s: float
+    gpu_hours: float
+    buckets_s: dict[str, float]
+    checkpoint_tax: float
+    hidden_tax: float
+    goodput: float
+    by_cause: list[CauseChargeDoc]  # the costliest few
+    cadence_action: dict[str, str] | None  # accounting/interval.py cadence_action
+
+
 class CheckpointDoc(TypedDict):
     kind: str  # save | restore
     attempt: int | None
@@ -51,7 +86,7 @@ class CheckpointDoc(TypedDict):
     cause: CauseDoc | None
     chain: list[LinkDoc]
     alternatives: list[CauseDoc]
-    tax: dict[str, Any] | None  # accounting/checkpoint_tax.py
+    tax: CheckpointTaxDoc | None  # explain --tax (accounting/checkpoint_tax.py)
 
 
 class FailureDoc(TypedDict):
@@ -73,7 +108,7 @@ class ExplainDoc(TypedDict):
     save_cadence_iterations: int | None
     checkpoints: list[CheckpointDoc]
     failures: list[FailureDoc]
-    tax: dict[str, Any] | None  # tax-report's headlines, buckets, top causes
+    tax: ExplainTaxDoc | None  # explain --tax
 
 
 def link_doc(lk: ChainLink) -> LinkDoc:
@@ -83,8 +118,23 @@ def link_doc(lk: ChainLink) -> LinkDoc:
         "host": lk.host,
         "entity": lk.entity,
         "signal": lk.signal,
-        "evidence": copy.deepcopy(lk.evidence),  # the document is the caller's to change
+        "evidence": _copied(lk.evidence),  # the document is the caller's to change
     }
+
+
+IMMUTABLE = (str, int, float, bool, type(None), datetime)
+
+
+def _copied(value: Any) -> Any:
+    """deepcopy of JSON-like evidence (dicts, lists, tuples of scalars and datetimes) at a fraction of
+    its cost (a fleet's cold report writes thousands of links); anything else through deepcopy."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_copied(v) for v in value)
+    return value if isinstance(value, IMMUTABLE) else copy.deepcopy(value)
 
 
 def link_of(doc: LinkDoc) -> ChainLink:

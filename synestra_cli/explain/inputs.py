@@ -36,15 +36,22 @@ def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
     return _assemble(conn, {job_id: scope})[job_id]
 
 
-def inputs_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, JobInputs]:
-    """Every job's inputs in a few queries, for jobs known to be in the store (jobs_in_window)."""
-    return _assemble(conn, load_scopes(conn, job_ids))
+def inputs_for(
+    conn: duckdb.DuckDBPyConnection, job_ids: list[str], windows: dict[str, list[DegradationWindow]] | None = None
+) -> dict[str, JobInputs]:
+    """Every job's inputs in a few queries, for jobs known to be in the store (jobs_in_window);
+    `windows`: their degradation windows, when read already (degradation_windows_for: tax-report's)."""
+    return _assemble(conn, load_scopes(conn, job_ids), windows)
 
 
-def _assemble(conn: duckdb.DuckDBPyConnection, scopes: dict[str, JobScope]) -> dict[str, JobInputs]:
+def _assemble(
+    conn: duckdb.DuckDBPyConnection,
+    scopes: dict[str, JobScope],
+    windows: dict[str, list[DegradationWindow]] | None = None,
+) -> dict[str, JobInputs]:
     jobs = list(scopes)
     checkpoints = load_checkpoints_for(conn, jobs)
     incidents = incidents_for(conn, jobs)
     last = last_iterations_for(conn, jobs)
-    windows = degradation_windows_for(conn, jobs)
+    windows = degradation_windows_for(conn, jobs) if windows is None else windows
     return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], windows.get(j, [])) for j in jobs}

@@ -14,6 +14,7 @@ from typing import Any
 from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
 from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
+from synestra_cli.explain.document import ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
 
 
@@ -151,7 +152,7 @@ def checkpoint_markdown(job: JobExplanation, cp: CheckpointExplanation, level: i
     return out
 
 
-def _job_tax(tax: dict[str, Any] | None) -> list[str]:
+def _job_tax(tax: ExplainTaxDoc | None) -> list[str]:
     if not tax:
         return []
     return [
@@ -166,8 +167,8 @@ def _job_tax(tax: dict[str, Any] | None) -> list[str]:
         ),
         "",
         *(
-            [f"**Save cadence:** {tax['cadence_action']['text']} ({tax['cadence_action']['why']})", ""]
-            if tax.get("cadence_action")
+            [f"**Save cadence:** {action['text']} ({action['why']})", ""]
+            if (action := tax.get("cadence_action"))
             else []
         ),
     ]

@@ -25,19 +25,13 @@ import duckdb
 import synestra_cli
 from synestra_cli import __version__
 from synestra_cli.errors import SynestraError
-from synestra_cli.explain.api import (
-    CheckpointExplanation,
-    FailureExplanation,
-    JobExplanation,
-    explain_each,
-    explain_job,
-    jobs_in_window,
-)
+from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation, jobs_in_window
+from synestra_cli.explain.batch import explain_batch
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_of, stamp
-from synestra_cli.explain.inputs import inputs_for
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
+from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store import lake_kept
 from synestra_cli.store.lake import lake_target
 from synestra_cli.store.sql import fetch_one, transaction
@@ -100,15 +94,15 @@ def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[
 
 
 def explain_jobs(
-    conn: duckdb.DuckDBPyConnection, job_ids: list[str]
+    conn: duckdb.DuckDBPyConnection, job_ids: list[str], windows: dict[str, list[DegradationWindow]] | None = None
 ) -> tuple[dict[str, JobExplanation], list[JobExplanation], str]:
-    """Every job's whole explanation, reusing the kept ones; also those computed now (a few jobs at a
-    time: $SYNESTRA_WORKERS), and the key to keep them under (see `save`)."""
+    """Every job's whole explanation, reusing the kept ones; also those computed now (all at once:
+    explain/batch.py), and the key to keep them under (see `save`). `windows`: the jobs' step-time
+    degradation windows, when the caller has read them already (tax-report's buckets)."""
     key = store_key(conn)
     out = load(conn, job_ids, key)
     todo = [job for job in job_ids if job not in out]
-    inputs = inputs_for(conn, todo) if todo else {}  # the fleet's job rows in a few queries, not ~10 per job
-    computed = explain_each(conn, todo, lambda cur, job: explain_job(cur, job, inputs=inputs[job]))
+    computed = explain_batch(conn, todo, windows)  # the fleet's rows and telemetry read once for all of them
     out.update((e.job, e) for e in computed)
     return out, computed, key
 

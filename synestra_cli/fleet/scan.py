@@ -19,7 +19,7 @@ from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMA
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.signals import anomalies as an
 from synestra_cli.signals.events import Event, typed_events
-from synestra_cli.signals.scope import placeholders
+from synestra_cli.store.sql import placeholders
 
 Signal = an.Anomaly | Event
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
 import numpy as np
@@ -81,10 +81,12 @@ class LoadResult:
         if len(self.reject_samples) < MAX_REJECT_SAMPLES:
             self.reject_samples.append((line, reason, text[:200]))
 
-    def rejects_from(self, conn: duckdb.DuckDBPyConnection, samples_sql: str, count_sql: str) -> None:
+    def rejects_from(
+        self, conn: duckdb.DuckDBPyConnection, samples_sql: str, count_sql: str, params: dict[str, Any] | None = None
+    ) -> None:
         """The rejects a parser marked in SQL: samples_sql gives (line, reason, text) of the first ones in
-        file order (LIMIT MAX_REJECT_SAMPLES), count_sql how many there are in all."""
-        samples = conn.execute(samples_sql).fetchall()
+        file order (LIMIT MAX_REJECT_SAMPLES), with `params`; count_sql how many there are in all."""
+        samples = conn.execute(samples_sql, params).fetchall()
         for line, reason, text in samples:
             self.reject(line, reason, text)
         self.rejected += scalar(conn, count_sql) - len(samples)

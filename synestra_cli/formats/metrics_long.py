@@ -117,8 +117,7 @@ def load(ctx: LoadContext) -> LoadResult:
     result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
     result.rows = scalar(conn, INSERT_SQL, {"sid": ctx.source_id})
     conn.execute(CATALOG_SQL)
-    drop_temp(conn, ("mlong_rows", "mlong_raw"))
-    conn.execute(prom_labels.DROP_LOOKUPS_SQL)
+    drop_temp(conn, ("mlong_rows", "mlong_raw", *prom_labels.LOOKUP_TABLES))
     return result
 
 

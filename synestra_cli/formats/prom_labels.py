@@ -20,6 +20,7 @@ import duckdb
 
 from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
 from synestra_cli.formats.hosts import record_full_names_sql, short_host_sql
+from synestra_cli.store.sql import drop_temp, one_row, scalar, temp_table
 
 # Labels that name the host, the entity or the GPU's identity. Any other label of a metric that is not in
 # the catalog is appended to its entity (`gpu0{xid="42"}`) so that series differing only by it stay apart.
@@ -167,8 +168,7 @@ FROM prom_catalog c WHERE c.metric IN (SELECT metric FROM prom_resolved)
 ON CONFLICT DO NOTHING
 """
 
-DROP_SQL = "DROP TABLE prom_resolved; DROP TABLE prom_uuid_hosts"
-DROP_LOOKUPS_SQL = "DROP TABLE prom_source_map; DROP TABLE prom_catalog"
+LOOKUP_TABLES = ("prom_source_map", "prom_catalog")  # what create_lookups makes; its callers drop them
 
 
 def clock_event_macro_sql() -> str:
@@ -186,36 +186,27 @@ def install_macros(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute(sql)
 
 
-# Small lookup tables from Python lists (list parameters: no Arrow registration, which imports pandas).
-SOURCE_MAP_SQL = """
-CREATE OR REPLACE TEMP TABLE prom_source_map AS
-SELECT unnest($source) AS source, unnest($metric) AS metric, unnest($scale) AS scale, unnest($kind) AS kind
-"""
-CATALOG_TABLE_SQL = """
-CREATE OR REPLACE TEMP TABLE prom_catalog AS
-SELECT unnest($metric) AS metric, unnest($unit) AS unit, unnest($kind) AS kind, unnest($description) AS description
-"""
-
-
 def create_lookups(conn: duckdb.DuckDBPyConnection) -> None:
     """Temp tables prom_source_map(source, metric, scale, kind) and prom_catalog (CANONICAL)."""
     names = list(SOURCE_MAP)
-    conn.execute(
-        SOURCE_MAP_SQL,
+    temp_table(
+        conn,
+        "prom_source_map",
         {
-            "source": names,
-            "metric": [SOURCE_MAP[n][0] for n in names],
-            "scale": [float(SOURCE_MAP[n][1]) for n in names],
-            "kind": [CANONICAL_BY_NAME[SOURCE_MAP[n][0]].kind for n in names],
+            "source": ("VARCHAR", names),
+            "metric": ("VARCHAR", [SOURCE_MAP[n][0] for n in names]),
+            "scale": ("DOUBLE", [float(SOURCE_MAP[n][1]) for n in names]),
+            "kind": ("VARCHAR", [CANONICAL_BY_NAME[SOURCE_MAP[n][0]].kind for n in names]),
         },
     )
-    conn.execute(
-        CATALOG_TABLE_SQL,
+    temp_table(
+        conn,
+        "prom_catalog",
         {
-            "metric": [m.name for m in CANONICAL],
-            "unit": [m.unit for m in CANONICAL],
-            "kind": [m.kind for m in CANONICAL],
-            "description": [m.description for m in CANONICAL],
+            "metric": ("VARCHAR", [m.name for m in CANONICAL]),
+            "unit": ("VARCHAR", [m.unit for m in CANONICAL]),
+            "kind": ("VARCHAR", [m.kind for m in CANONICAL]),
+            "description": ("VARCHAR", [m.description for m in CANONICAL]),
         },
     )
 
@@ -238,7 +229,7 @@ def host_notes(conn: duckdb.DuckDBPyConnection, evidence: str = "") -> list[str]
         f"no host label: host {host} taken from the UUID of its {n} GPU(s), which {path} names on that host"
         for host, n, path in conn.execute(BY_UUID_SQL.format(evidence=evidence)).fetchall()
     ]
-    gpus, hostless = conn.execute(HOSTLESS_SQL).fetchall()[0]
+    gpus, hostless = one_row(conn, HOSTLESS_SQL)
     if hostless:
         kept = f", and {gpus} GPU(s) kept by UUID, model and PCI id without a host" if gpus else ""
         notes.append(
@@ -268,10 +259,9 @@ def write_series(
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
     if notes is not None:
         notes += host_notes(conn, evidence)
-    rows = conn.execute(INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts}).fetchall()[0][0]
+    rows = scalar(conn, INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts})
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
     conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})
     conn.execute(INSERT_CATALOG_SQL)
-    conn.execute(DROP_SQL)  # on failure the file's rollback drops the temp tables
-    conn.execute(DROP_LOOKUPS_SQL)
+    drop_temp(conn, ("prom_resolved", "prom_uuid_hosts", *LOOKUP_TABLES))
     return int(rows)

@@ -24,7 +24,7 @@ from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats import years
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.hosts import record_full_names_sql
-from synestra_cli.store.sql import drop_temp, one_row
+from synestra_cli.store.sql import drop_temp, fetch_one, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
@@ -78,9 +78,10 @@ FROM (SELECT c.lineno, coalesce(nx.ts, pv.ts) AS ts, coalesce(nx.up, pv.up) AS u
       ASOF LEFT JOIN (SELECT lineno AS pl, ts, up, host FROM _syslog_stage WHERE ok) pv ON c.lineno >= pv.pl) n
 WHERE s.lineno = n.lineno
 """
-REJECT_COUNT_SQL = "SELECT what, count(*) FROM _syslog_loose WHERE what IN ('reject', 'orphan') GROUP BY what"
+REJECT_COUNT_SQL = "SELECT count(*) FROM _syslog_loose WHERE what IN ('reject', 'orphan')"
 REJECT_SAMPLE_SQL = """
-SELECT lineno, what, msg FROM _syslog_loose WHERE what IN ('reject', 'orphan') ORDER BY lineno LIMIT 20
+SELECT lineno, CASE what WHEN 'reject' THEN $unmatched ELSE 'continuation line before any message' END, msg
+FROM _syslog_loose WHERE what IN ('reject', 'orphan') ORDER BY lineno LIMIT 20
 """
 DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
 
@@ -228,7 +229,7 @@ def _year_note(ctx: LoadContext, choice: years.YearChoice) -> list[str]:
 
 def _check_timezone(ctx: LoadContext) -> None:
     try:
-        ctx.conn.execute(CHECK_TZ_SQL, [ctx.options.timezone]).fetchone()
+        fetch_one(ctx.conn, CHECK_TZ_SQL, [ctx.options.timezone])
     except duckdb.Error as exc:
         raise InputError(f"unknown time zone {ctx.options.timezone!r} (use an IANA name such as Europe/Paris)") from exc
 
@@ -255,15 +256,8 @@ def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, resu
     conn.execute(MARK_LOOSE_SQL, {"loose": envelope.loose})
     conn.execute(FOLD_SQL)
     conn.execute(MARKER_SQL)
-    reasons = {
-        "reject": f"does not match the {envelope.name} envelope of this file",
-        "orphan": "continuation line before any message",
-    }
-    samples = conn.execute(REJECT_SAMPLE_SQL).fetchall()
-    for lineno, what, text in samples:
-        result.reject(lineno, reasons[what], text)
-    counted = sum(c for _, c in conn.execute(REJECT_COUNT_SQL).fetchall())
-    result.rejected += counted - len(samples)
+    unmatched = f"does not match the {envelope.name} envelope of this file"
+    result.rejects_from(conn, REJECT_SAMPLE_SQL, REJECT_COUNT_SQL, {"unmatched": unmatched})
     conn.execute(DELETE_LOOSE_SQL)
 
 

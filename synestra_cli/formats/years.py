@@ -25,6 +25,8 @@ from datetime import datetime, timedelta
 
 import duckdb
 
+from synestra_cli.store.sql import fetch_one
+
 STORE_NEAR_DAYS = 31  # store evidence further than this from every placement of the file says nothing
 HEADER_SLACK = timedelta(days=1)  # the header's local times carry a zone name we do not resolve
 
@@ -81,7 +83,7 @@ def place(
 ) -> YearChoice | None:
     """Choose the year of the source's events as placed (dated evidence in the file, in the store, else the
     mtime's offset), shift them, record the basis. None when the source has no timed events."""
-    first, last = conn.execute(SPAN_SQL, [source_id]).fetchone() or (None, None)
+    first, last = fetch_one(conn, SPAN_SQL, [source_id]) or (None, None)
     if first is None or last is None:
         return None
     choice = (
@@ -101,7 +103,7 @@ def place(
 
 
 def _from_dated_lines(conn: duckdb.DuckDBPyConnection, source_id: int) -> YearChoice | None:
-    row = conn.execute(DATED_LINES_SQL, {"sid": source_id}).fetchone()
+    row = fetch_one(conn, DATED_LINES_SQL, {"sid": source_id})
     if row is None:
         return None
     k, n = row
@@ -110,7 +112,7 @@ def _from_dated_lines(conn: duckdb.DuckDBPyConnection, source_id: int) -> YearCh
 
 def _from_header(conn: duckdb.DuckDBPyConnection, source_id: int, last: datetime) -> YearChoice | None:
     """The journal header's end bounds the file's last line: the latest placement at or before it."""
-    row = conn.execute(HEADER_SQL, [source_id]).fetchone()
+    row = fetch_one(conn, HEADER_SQL, [source_id])
     m = HEADER_RE.match(row[0]) if row else None
     if m is None or m.group(2) is None:
         return None

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from synestra_cli.signals.scope import placeholders
 from synestra_cli.signals.thresholds import (
     ACTIVITY_METRICS,
     LOOKBACK_S,
@@ -25,6 +24,7 @@ from synestra_cli.signals.thresholds import (
     STRAGGLER_MIN_Z,
     STRAGGLER_NOISE_FLOOR,
 )
+from synestra_cli.store.sql import fetch_one, placeholders
 
 KEPT_SQL = """
 WITH s AS (
@@ -80,7 +80,7 @@ def straggler_host(
         return None
     lo = max(healthy_until - timedelta(seconds=LOOKBACK_S), since or datetime.min)
     sql = KEPT_SQL.format(hosts=placeholders(len(hosts)), metrics=placeholders(len(ACTIVITY_METRICS)))
-    row = conn.execute(sql, [healthy_until, slow_from, lo, until, *hosts, *ACTIVITY_METRICS]).fetchone()
+    row = fetch_one(conn, sql, [healthy_until, slow_from, lo, until, *hosts, *ACTIVITY_METRICS])
     if row is None or row[3] is None:
         return None
     host, gpu, kept, med, mad, _n, runner_up = row

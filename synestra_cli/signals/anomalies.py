@@ -26,7 +26,7 @@ import duckdb
 
 from synestra_cli.signals.candidates import scope_from_summaries, summaries_cover
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
-from synestra_cli.signals.scope import JobScope, insert_rows, placeholders, scalar
+from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
     CLOCK_EVENT_METRIC,
     CLOCK_EVENT_SIGNALS,
@@ -34,6 +34,7 @@ from synestra_cli.signals.thresholds import (
     METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
 )
+from synestra_cli.store.sql import insert_rows, placeholders, scalar
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.signals.scope import placeholders
+from synestra_cli.store.sql import placeholders
 
 # Over any relation with (ts, host, entity, metric, value): per-sample delta and rate.
 _RATES = """

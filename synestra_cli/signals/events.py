@@ -12,7 +12,6 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.signals.scope import insert_rows
 from synestra_cli.signals.thresholds import (
     AER_CORRECTED_MIN,
     EVENT_RULES,
@@ -23,6 +22,7 @@ from synestra_cli.signals.thresholds import (
     XID_MEMORY,
     XID_NVLINK,
 )
+from synestra_cli.store.sql import insert_rows
 
 EVENT_RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
+from synestra_cli.store.sql import scalar
 
 # Reconciled attempts (sacct authoritative, else the log's own: migration 004); when neither
 # recorded any, the attempts implied by the job's steps, checkpoints and incidents.
@@ -85,11 +85,6 @@ class JobScope:
         return next((lk.rack for lk in self.links if lk.host == host and lk.rack), None)
 
 
-def placeholders(n: int) -> str:
-    """`?, ?, ?` for an IN list of n bound values (the values themselves are always parameters)."""
-    return ", ".join("?" * n) if n else "NULL"
-
-
 def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
     """The job's attempts, hosts and links; NotFoundError / EmptyStoreError with how to fix it."""
     if scalar(conn, JOB_EXISTS_SQL, {"job": job_id}) == 0:
@@ -126,21 +121,6 @@ def load_scopes(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str
             j, attempts[j], ordered, [lk for h in ordered for lk in links.get(h, [])], g if isinstance(g, int) else None
         )
     return out
-
-
-def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: object = None) -> Any:
-    """The single value a one-row query returns."""
-    row = conn.execute(sql, params).fetchone()
-    assert row is not None, "a one-row query returned no row"
-    return row[0]
-
-
-def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
-    """Insert rows into a temp table in one statement (executemany pays a round trip per row).
-    `table` is one of this package's own temp tables, never user input; values are parameters."""
-    if rows:
-        one = "(" + ", ".join("?" * len(rows[0])) + ")"
-        conn.execute(f"INSERT INTO {table} VALUES " + ", ".join([one] * len(rows)), [v for r in rows for v in r])
 
 
 def padded(t: datetime | None, seconds: float) -> datetime | None:

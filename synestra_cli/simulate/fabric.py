@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from synestra_cli.simulate import promtext
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.faults import Effect
-from synestra_cli.simulate.load import COMPUTE, IO, HostLoad, cumulative, effect_mask, reboots
+from synestra_cli.simulate.load import COMPUTE, IO, HostLoad, cumulative, effect_mask, onsets, reboots
 from synestra_cli.simulate.promtext import sink
 from synestra_cli.simulate.telemetry import COMPUTE_TRAFFIC_BPS, SOURCES, _rng
 
@@ -43,7 +43,7 @@ def nic_frame(
     f["symbol_errors"] = rng.poisson(np.where(lossy, err_rate, np.where(noisy, 0.002, 0.0)) * dts)
     f["rcv_errors"] = rng.poisson(np.where(lossy, 0.6 * err_rate, 0.0) * dts)
     f["xmit_discards"] = rng.poisson(np.where(lossy, 0.3 * err_rate, 0.0) * dts + 2.0 * flap)
-    f["link_downed"] = _onsets(ts, effects, "link_down", k)
+    f["link_downed"] = onsets(ts, effects, "link_down", k)
     f["link_recovery"] = rng.poisson(np.where(lossy, 0.002, 0.0) * dts)
     f["xmit_wait"] = rng.poisson(np.where(lossy, 4e5, 2e3) * dts * (bps > 1e6))
     counters = {
@@ -55,16 +55,6 @@ def nic_frame(
     counters["state"] = np.where(flap, 1, 4)
     counters["phys_state"] = np.where(flap, 2, 5)
     return counters, np.broadcast_to(~down, (k, n))
-
-
-def _onsets(ts: np.ndarray, effects: list[Effect], kind: str, k: int) -> np.ndarray:
-    inc = np.zeros((k, ts.size))
-    for e in effects:
-        if e.kind == kind:
-            i = np.searchsorted(ts, e.start)
-            if i < ts.size:
-                inc[e.target, i] += 1
-    return inc
 
 
 IB_FAMILIES = [  # (node_exporter name, frame key, type, help as node_exporter prints it)

@@ -67,6 +67,20 @@ def effect_mask(
     return mask, value
 
 
+def onsets(
+    ts: np.ndarray, effects: list[Effect], kind: str, n: int, weight: Callable[[Effect], float] = lambda e: 1.0
+) -> np.ndarray:
+    """Per-sample increments (n, T) of one-off events of one kind: each counted (`weight`, one by
+    default) once, in the first sample at or after it, on its target (a DBE, a link going down)."""
+    inc = np.zeros((n, ts.size))
+    for e in effects:
+        if e.kind == kind:
+            k = np.searchsorted(ts, e.start)
+            if k < ts.size:
+                inc[target_rows(e, n), k] += weight(e)
+    return inc
+
+
 def reboots(ts: np.ndarray, effects: list[Effect]) -> tuple[np.ndarray, np.ndarray]:
     """(down (T,), reset (T,)): samples missing while the host reboots; the first sample after each."""
     down = np.zeros(ts.size, bool)

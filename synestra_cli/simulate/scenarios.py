@@ -112,24 +112,30 @@ def ghost_link(p: Plan) -> None:
     p.faults.append(_decoy(p, F.ghost_link(p.cl, out, p.gpu(), p.at(0.1, 0.2), p.at(0.5, 0.6), p.rng)))
 
 
+DeviceFault = Callable[[Cluster, str, int, float, np.random.Generator], F.Fault]  # (cluster, host, device, start, rng)
+
+
+def _device_fault(p: Plan, fault: DeviceFault) -> None:
+    """The fault on one device (GPU or NIC) of a job host at 40-50% of the run, and a decoy of it
+    on a host outside the job earlier (at 15-25%)."""
+    p.faults.append(fault(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
+    p.faults.append(_decoy(p, fault(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
+
+
 def gpu_fell_off_bus(p: Plan) -> None:
-    p.faults.append(F.gpu_fell_off_bus(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.gpu_fell_off_bus(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
+    _device_fault(p, F.gpu_fell_off_bus)
 
 
 def ecc_dbe(p: Plan) -> None:
-    p.faults.append(F.ecc_dbe(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.ecc_dbe(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
+    _device_fault(p, F.ecc_dbe)
 
 
 def nvlink(p: Plan) -> None:
-    p.faults.append(F.nvlink(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.nvlink(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
+    _device_fault(p, F.nvlink)
 
 
 def link_flap(p: Plan) -> None:
-    p.faults.append(F.link_flap(p.cl, p.pick(p.main.hosts), p.gpu(), p.at(0.4, 0.5), p.rng))
-    p.faults.append(_decoy(p, F.link_flap(p.cl, p.pick(p.outside()), p.gpu(), p.at(0.15, 0.25), p.rng)))
+    _device_fault(p, F.link_flap)
 
 
 def thermal_rack(p: Plan) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from synestra_cli.simulate import promtext
 from synestra_cli.simulate.cluster import DRIVER, GPU_MODEL, Cluster
 from synestra_cli.simulate.faults import HW_POWER_BRAKE, HW_SLOWDOWN, HW_THERMAL, SW_POWER_CAP, SW_THERMAL, Effect
-from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad, cumulative, effect_mask, reboots
+from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad, cumulative, effect_mask, onsets, reboots
 
 SOURCES = {"dcgm": 1, "ib": 2, "snmp": 3, "optics": 4}
 MAX_SKEW_S = 3.0
@@ -142,7 +142,7 @@ def _gpu_counters(
     f["DCGM_FI_DEV_THERMAL_VIOLATION"] = cumulative(((bits & (SW_THERMAL | HW_THERMAL)) > 0) * dts * 1e6, reset)
     f["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"] = cumulative(rng.poisson(2e-5 * dts, (g, ts.size)), reset)
     f["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] = cumulative(np.zeros((g, ts.size)), reset)
-    f["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"] = cumulative(_steps(ts, effects, "ecc_dbe", g), reset)
+    f["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"] = cumulative(onsets(ts, effects, "ecc_dbe", g, lambda e: e.value), reset)
     erring, rate = effect_mask(ts, effects, "nvlink_err", g)
     f["DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"] = cumulative(rng.poisson(np.where(erring, rate, 0) * dts), reset)
     f["DCGM_FI_DEV_XID_ERRORS"] = _last_xid(g, ts, effects)
@@ -157,17 +157,6 @@ def _last_xid(g: int, ts: np.ndarray, effects: list[Effect]) -> np.ndarray:
     for start, target, code in sorted(marks, key=lambda m: m[0]):
         out[slice(None) if target is None else target, ts >= start] = code
     return out
-
-
-def _steps(ts: np.ndarray, effects: list[Effect], kind: str, g: int) -> np.ndarray:
-    """Per-sample increments of one-off events (a DBE counted once, in the first sample after it)."""
-    inc = np.zeros((g, ts.size))
-    for e in effects:
-        if e.kind == kind:
-            k = np.searchsorted(ts, e.start)
-            if k < ts.size:
-                inc[e.target if e.target is not None else slice(None), k] += e.value
-    return inc
 
 
 # DCGM 4.6 names of the fields above that it renamed (catalog.DCGM_FIELDS); the bitmask then as a float.

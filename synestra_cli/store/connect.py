@@ -14,6 +14,7 @@ import duckdb
 from synestra_cli import __version__, settings
 from synestra_cli.errors import EmptyStoreError, StoreBusyError, StoreError
 from synestra_cli.store.migrations import MIGRATIONS, apply_migrations
+from synestra_cli.store.sql import fetch_one, scalar
 
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
@@ -236,7 +237,7 @@ def connect(
 def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a store that is shorter than its own header says (truncated: it would fail mid-query) or
     written by a newer Synestra (migrations this version does not know: appending would corrupt it)."""
-    (_, _, block_size, _, used_blocks, *_) = conn.execute("PRAGMA database_size").fetchone() or (0,) * 5
+    (_, _, block_size, _, used_blocks, *_) = fetch_one(conn, "PRAGMA database_size") or (0,) * 5
     # Used blocks, not total: DuckDB counts free blocks at the end that it has truncated off the file
     # (a healthy 1.5 GB store after ingest, or any store after a DELETE, is a block short of total).
     expected = HEADER_BYTES + int(block_size or 0) * int(used_blocks or 0)
@@ -245,7 +246,7 @@ def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "
             "from a copy, or ingest again into a new --db"
         )
-    if not (conn.execute(HAS_MIGRATIONS_SQL).fetchone() or (0,))[0]:
+    if not scalar(conn, HAS_MIGRATIONS_SQL):
         return
     known = {name for name, _ in MIGRATIONS}
     newer = [name for (name,) in conn.execute(MIGRATIONS_SQL).fetchall() if name not in known]

@@ -28,7 +28,7 @@ from synestra_cli.store.lake_manifest import (
     read_manifest,
     read_settings,
 )
-from synestra_cli.store.sql import quote_ident
+from synestra_cli.store.sql import fetch_one, quote_ident, scalar
 
 # The telemetry tables, partitioned by day and host bucket; every other table is one part per source.
 PARTITIONED = {"metrics": "ts", "events": "ts"}
@@ -216,10 +216,8 @@ def _save_columns(conn: duckdb.DuckDBPyConnection, table: str, columns: list[tup
 
 
 def _is_table(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    row = conn.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main' AND NOT temporary", [table]
-    ).fetchone()
-    return bool(row and row[0])
+    sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main' AND NOT temporary"
+    return bool(scalar(conn, sql, [table]))
 
 
 def _lock(conn: duckdb.DuckDBPyConnection, lake: Lake) -> None:
@@ -237,10 +235,7 @@ def scope_parts(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 
 def is_lake_reader(conn: duckdb.DuckDBPyConnection) -> bool:
-    row = conn.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary", [PARTS_TABLE]
-    ).fetchone()
-    return bool(row and row[0])
+    return bool(scalar(conn, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary", [PARTS_TABLE]))
 
 
 def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
@@ -249,7 +244,7 @@ def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
     keeps every partition."""
     if not is_lake_reader(conn):
         return
-    start, end = conn.execute(JOB_SPAN_SQL, {"job": job_id}).fetchone() or (None, None)
+    start, end = fetch_one(conn, JOB_SPAN_SQL, {"job": job_id}) or (None, None)
     hosts = [r[0] for r in conn.execute(JOB_HOSTS_SQL, {"job": job_id}).fetchall()]
     if start is None or not hosts:
         return
@@ -272,18 +267,16 @@ def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
 
 
 def _scope_bytes(conn: duckdb.DuckDBPyConnection, parts_sql: str, params: dict[str, object]) -> int:
-    row = conn.execute(f"SELECT sum(bytes) FROM {PARTS_TABLE} WHERE url IN ({parts_sql})", params).fetchone()
-    return int(row[0] or 0) if row else 0
+    return int(scalar(conn, f"SELECT sum(bytes) FROM {PARTS_TABLE} WHERE url IN ({parts_sql})", params) or 0)
 
 
 def _buckets(conn: duckdb.DuckDBPyConnection) -> int:
-    row = conn.execute("SELECT buckets FROM _lake_info").fetchone()
+    row = fetch_one(conn, "SELECT buckets FROM _lake_info")
     return int(row[0]) if row else 1
 
 
 def _has_parts(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    row = conn.execute(f"SELECT count(*) FROM {PARTS_TABLE} WHERE tbl = ?", [table]).fetchone()
-    return bool(row and row[0])
+    return bool(scalar(conn, f"SELECT count(*) FROM {PARTS_TABLE} WHERE tbl = ?", [table]))
 
 
 def refuse_write(target: str) -> StoreError:

@@ -49,7 +49,7 @@ from synestra_cli.store.lake_manifest import (
     write_checkpoint,
 )
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, find_sources, sourced_tables
-from synestra_cli.store.sql import quote_ident
+from synestra_cli.store.sql import fetch_one, quote_ident, registered, scalar
 
 KEPT_IN_STAGING = ("sources", "jobs")  # what later files' ingest decisions read (skip, replace, cluster)
 PRELOADED = ("sources", "jobs", "metric_catalog")
@@ -120,9 +120,9 @@ class LakeWriter:
         reader = open_reader(target)
         try:
             for table in PRELOADED:
-                self.conn.register("_preload", reader.sql(f"SELECT * FROM {quote_ident(table)}").to_arrow_table())
-                self.conn.execute(f"INSERT INTO {quote_ident(table)} SELECT * FROM _preload")
-                self.conn.unregister("_preload")
+                rows = reader.sql(f"SELECT * FROM {quote_ident(table)}").to_arrow_table()
+                with registered(self.conn, "_preload", rows):
+                    self.conn.execute(f"INSERT INTO {quote_ident(table)} SELECT * FROM _preload")
         finally:
             reader.close()
         last = manifest.last_id
@@ -148,9 +148,7 @@ class LakeWriter:
             parts = self._export(sid, tmp)
             for local, part in parts:
                 self.fs.put_file(local, part.path)
-        src = self.conn.execute(
-            "SELECT sha256, source_key, path, format FROM sources WHERE source_id = ?", [sid]
-        ).fetchone()
+        src = fetch_one(self.conn, "SELECT sha256, source_key, path, format FROM sources WHERE source_id = ?", [sid])
         if src is None:
             raise StoreError(f"lake {self.fs.root}: source {sid} was reported loaded but is not staged")
         for table in sourced_tables(self.conn):
@@ -210,8 +208,7 @@ class LakeWriter:
 
     def _export_partitioned(self, table: str, sid: int, tmp: Path) -> list[tuple[Path, Part]]:
         ts = PARTITIONED[table]
-        n = self.conn.execute(f"SELECT count(*) FROM {quote_ident(table)} WHERE source_id = ?", [sid]).fetchone()
-        if not n or not n[0]:
+        if not scalar(self.conn, f"SELECT count(*) FROM {quote_ident(table)} WHERE source_id = ?", [sid]):
             return []
         folder = tmp / table
         self.conn.execute(

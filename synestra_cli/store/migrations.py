@@ -11,7 +11,7 @@ import duckdb
 
 from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
-from synestra_cli.store.summaries import SUMMARY_DDL
+from synestra_cli.store.summaries import SORT_SUMMARIES_SQL, SUMMARY_DDL
 from synestra_cli.store.summaries import backfill as backfill_summaries
 
 CORE = """
@@ -240,6 +240,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("010_host_names", HOST_NAMES),
     ("012_metric_summaries", SUMMARY_DDL),  # store/summaries.py: per-series hourly summaries, backfilled
     ("017_years_and_hostless_gpus", YEARS_AND_HOSTLESS_GPUS),
+    ("018_summaries_by_hour", SORT_SUMMARIES_SQL),  # store/summaries.py: a job's hours read, not the table
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
 AFTER_SQL = {"012_metric_summaries": backfill_summaries}

@@ -6,13 +6,16 @@
 - an Arrow table readable by name for a few statements: ``registered`` (unregistered after, even on
   error). Inside a file's transaction prefer DuckDB's replacement scan of a local variable: a
   registered table stays in memory until COMMIT;
+- rows into a temp table in one statement: ``temp_table`` (columns of Python values) and ``insert_rows``
+  (tuples into a table already made);
 - temp tables a step staged: ``drop_temp``;
 - identifiers that cannot be parameters: ``quote_ident``;
 - all of it or nothing: ``transaction``;
 - long statements live in ``.sql`` files beside their module: ``sql_file``.
-A list is bound as one parameter (``list_contains(?, col)`` for a filter, ``unnest(?::T[])`` for rows),
-except where a scan of a big table should prune on it: ``col IN (?, ?, ...)`` of constants
-(signals/scope.py ``placeholders``), as fleet/scan.py and signals/ do.
+A list is bound as one parameter: ``list_contains(?, col)`` to filter by a few values, ``col IN (SELECT
+unnest(?))`` to filter a view by many (a hash semi-join: the jobs of a fleet's tax-report), and
+``unnest(?::T[])`` for rows (``temp_table``); only where a scan of a big table should prune row groups on
+it, ``col IN (?, ?, ...)`` of constants (``placeholders``), as fleet/scan.py and signals/ do.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
+
+if TYPE_CHECKING:  # only a type here: importing pyarrow costs ~0.13 CPU s of every command's start-up
+    import pyarrow as pa
 
 
 def fetch_one(conn: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...] | None:
@@ -60,6 +65,30 @@ def drop_temp(conn: duckdb.DuckDBPyConnection, tables: Iterable[str], views: Ite
     statements = [f"DROP VIEW IF EXISTS {quote_ident(v)}" for v in views]
     statements += [f"DROP TABLE IF EXISTS {quote_ident(t)}" for t in tables]
     conn.execute("; ".join(statements))
+
+
+def placeholders(n: int) -> str:
+    """`?, ?, ?` for an IN list of n bound values (the values themselves are always parameters)."""
+    return ", ".join("?" * n) if n else "NULL"
+
+
+def temp_table(conn: duckdb.DuckDBPyConnection, name: str, columns: dict[str, tuple[str, list[Any]]]) -> None:
+    """A temp table `name` from columns of Python values ({column: (SQL type, values)}), in one statement.
+    Lists bound as parameters, not a registered Arrow table: DuckDB's `register` imports pandas, half a
+    second of a warm tax-report. `name` and the columns are the caller's own, never user input."""
+    cols = ", ".join(f"unnest(?::{sql_type}[]) AS {quote_ident(col)}" for col, (sql_type, _) in columns.items())
+    conn.execute(
+        f"CREATE OR REPLACE TEMP TABLE {quote_ident(name)} AS SELECT {cols}", [values for _, values in columns.values()]
+    )
+
+
+def insert_rows(conn: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Insert rows into a temp table in one statement (executemany pays a round trip per row).
+    `table` is the caller's own temp table, never user input; values are parameters."""
+    if rows:
+        one = "(" + ", ".join("?" * len(rows[0])) + ")"
+        values = ", ".join([one] * len(rows))
+        conn.execute(f"INSERT INTO {quote_ident(table)} VALUES {values}", [v for r in rows for v in r])
 
 
 def sql_file(package: str | None, name: str) -> str:

@@ -36,8 +36,8 @@ BUCKET = "INTERVAL 1 HOUR"
 # Tables derived from a source's rows, not rows it wrote: not counted as the source's rows.
 DERIVED_TABLES = ("metric_summaries", "summarised_sources")
 
-SUMMARY_DDL = """
-CREATE TABLE metric_summaries (
+_SUMMARY_TABLE = """
+CREATE TABLE {name} (
     source_id    INTEGER NOT NULL,
     host         VARCHAR,
     entity       VARCHAR,
@@ -61,8 +61,26 @@ CREATE TABLE metric_summaries (
     bits_or      BIGINT,               -- bitmask metrics: bits set in any / every sample
     bits_and     BIGINT
 );
-CREATE TABLE summarised_sources (source_id INTEGER PRIMARY KEY);
 """
+SUMMARY_DDL = (
+    _SUMMARY_TABLE.format(name="metric_summaries")
+    + "CREATE TABLE summarised_sources (source_id INTEGER PRIMARY KEY);\n"
+)
+# The order rows are kept in: by hour first, so that a job's read windows (an hour or two of a day)
+# skip every row group of the other hours by their zonemaps (first_ts, last_ts, bucket). A summary
+# written in source order holds every hour of its sources in each row group: a one-hour read then
+# scanned the whole table, a cost that grew with the store, not with the job.
+SUMMARY_ORDER = "bucket, host, entity, metric, source_id"
+# Migration 018: the summaries already written, rewritten in that order (one sort of ~1/40 of the
+# samples: 4x10^6 rows on a 512-node x 24 h store).
+SORT_SUMMARIES_SQL = (
+    _SUMMARY_TABLE.format(name="metric_summaries_by_hour")
+    + f"""
+INSERT INTO metric_summaries_by_hour SELECT * FROM metric_summaries ORDER BY {SUMMARY_ORDER};
+DROP TABLE metric_summaries;
+ALTER TABLE metric_summaries_by_hour RENAME TO metric_summaries;
+"""
+)
 
 # One pass over the samples: the previous finite sample of each series by IGNORE NULLS (a NaN in
 # between does not break a pair, as counters.py skips it too).
@@ -85,15 +103,18 @@ SELECT source_id, host, entity, metric, time_bucket({BUCKET}, ts) AS bucket, cou
        max(least(value, pv)) FILTER (fin AND pv IS NOT NULL), min(greatest(value, pv)) FILTER (fin AND pv IS NOT NULL),
        bit_or(bits) FILTER (bits >= 0), bit_and(bits) FILTER (bits >= 0)
 FROM s GROUP BY ALL
+{{order}}
 """
-SOURCE_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(where="AND m.source_id = $sid")
+SOURCE_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(where="AND m.source_id = $sid", order="")
 # Ingest's form: the sources of one committed batch not summarised yet, in one statement.
 BATCH_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(
-    where="AND list_contains($ids, m.source_id) AND m.source_id NOT IN (SELECT source_id FROM summarised_sources)"
+    where="AND list_contains($ids, m.source_id) AND m.source_id NOT IN (SELECT source_id FROM summarised_sources)",
+    order=f"ORDER BY {SUMMARY_ORDER}",  # a big batch's row groups each hold a few of its hours
 )
 MARK_SQL = "INSERT OR IGNORE INTO summarised_sources SELECT unnest($ids::INTEGER[])"
 
-# Migration 012: the tables (SUMMARY_DDL), then `backfill` summarises every source already in the store.
+# Migration 012: the tables (SUMMARY_DDL), then `backfill` summarises every source already in the store
+# (in source order: migration 018 sorts them after).
 
 
 def backfill(conn: duckdb.DuckDBPyConnection) -> None:

@@ -1,0 +1,483 @@
+"""The telemetry of many jobs read at once: each host's rows once for all the jobs, each job's baselines
+in one query (a fleet's cold tax-report).
+
+One job at a time, explain reads its telemetry in about fifteen statements (signals/anomalies.py
+`build_scope` and `anomalies`): its hourly summaries, its candidates' raw samples, their rates, their
+baselines and windows. A campus's jobs follow one another on the same hosts, so 192 jobs read the same
+hosts' row groups again and again (a row group holds a host's whole day: the time window prunes
+nothing). Here the same steps run once for every job, with the job as the first key of every
+partition, grouping and join:
+
+1. the summaries of every job's hosts and ports over its hours (`_fsumm`), each job's series and
+   candidates from them (`_fcand_series`, `_fcand`): the per-job tests of signals/candidates.py;
+2. the raw samples of every job's candidates inside its own read windows, in one scan of the
+   candidates' hosts (`_fscope`), the clocks-event bits decoded;
+3. every job's rates (`_fsig`) and anomaly windows against each series' healthiest read window of that
+   job, in one statement: the per-job ANOMALIES_SQL with `job` added.
+
+Each statement is the per-job one with the job added, so each job gets exactly the rows it would get
+alone (tests/test_explain_batch.py compares the explanations byte for byte). A job whose telemetry
+the summaries cannot settle (a source not summarised, every touching hour straddling a window's edge)
+is left out, and explain reads it alone, raw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from synestra_cli import progress, settings
+from synestra_cli.signals.anomalies import MIN_BASELINE_SAMPLES, Anomaly
+from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
+from synestra_cli.signals.events import Event
+from synestra_cli.signals.scope import JobScope
+from synestra_cli.signals.thresholds import (
+    AER_CORRECTED_MIN,
+    CLOCK_EVENT_METRIC,
+    CLOCK_EVENT_SIGNALS,
+    DISCRETE_METRICS,
+    EVENT_RULES,
+    METRIC_RULES,
+    MIN_ANOMALY_SAMPLES,
+    RECOVERY,
+    XID_APP,
+    XID_CONSEQUENCE,
+    XID_FELL_OFF,
+    XID_MEMORY,
+    XID_NVLINK,
+)
+from synestra_cli.store.sql import insert_rows, placeholders, scalar
+
+Window = tuple[datetime, datetime]
+EventRead = tuple[list[str], datetime, datetime]
+
+RULES_DDL = """
+CREATE OR REPLACE TEMP TABLE _frules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
+    ratio DOUBLE, delta DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE, discrete BOOLEAN)
+"""
+# Per job: its hull (first window's start to last window's end) and whether one window only ($pairs of
+# CANDIDATES_SQL); its windows; its hosts (every entity) and the switch ports cabled to them.
+JOBS_DDL = """
+CREATE OR REPLACE TEMP TABLE _fjobs AS
+SELECT unnest($jobs::VARCHAR[]) AS job, unnest($lo::TIMESTAMP[]) AS lo, unnest($hi::TIMESTAMP[]) AS hi,
+       unnest($pairs::BOOLEAN[]) AS pairs
+"""
+WINDOWS_DDL = """
+CREATE OR REPLACE TEMP TABLE _fwin AS
+SELECT unnest($jobs::VARCHAR[]) AS job, unnest($w::BIGINT[]) AS w, unnest($lo::TIMESTAMP[]) AS lo,
+       unnest($hi::TIMESTAMP[]) AS hi
+"""
+HOSTS_DDL = """
+CREATE OR REPLACE TEMP TABLE _fhosts AS SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host
+"""
+PORTS_DDL = """
+CREATE OR REPLACE TEMP TABLE _fports AS
+SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host, unnest($entities::VARCHAR[]) AS entity
+"""
+UNSUMMARISED_SQL = """
+SELECT s.first_ts, s.last_ts FROM sources s ANTI JOIN summarised_sources u USING (source_id)
+"""
+
+# signals/candidates.py _SUMM for every job: a summary row once per job whose hours it falls in, with
+# `touches` and `seen` against that job's windows (a row is one source, series and hour: its key).
+_SUMM = """
+INSERT INTO _fsumm
+SELECT h.job, s.source_id, s.host, s.entity, s.metric,
+       bool_or(s.last_ts >= w.lo AND s.first_ts <= w.hi),
+       bool_or((s.first_ts BETWEEN w.lo AND w.hi) OR (s.last_ts BETWEEN w.lo AND w.hi)),
+       any_value(s.n), any_value(s.lo), any_value(s.hi), any_value(s.fin_first_ts), any_value(s.fin_last_ts),
+       any_value(s.first_v), any_value(s.last_v), any_value(s.rate_lo), any_value(s.rate_hi),
+       any_value(s.backwards), any_value(s.repeats), any_value(s.pair_hi), any_value(s.pair_lo),
+       any_value(s.bits_or), any_value(s.bits_and)
+FROM metric_summaries s {join}
+JOIN _fjobs j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi
+JOIN _fwin w ON w.job = h.job
+WHERE s.host IN (SELECT host FROM {table}) AND s.metric IN (SELECT unnest($metrics::VARCHAR[]))
+GROUP BY h.job, s.source_id, s.host, s.entity, s.metric, s.bucket
+"""
+SUMM_DDL = """
+CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR,
+    touches BOOLEAN, seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP,
+    first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE, backwards BIGINT, repeats BIGINT, pair_hi DOUBLE,
+    pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
+"""
+SUMM_HOSTS_SQL = _SUMM.format(join="JOIN _fhosts h ON h.host = s.host", table="_fhosts")
+SUMM_PORTS_SQL = _SUMM.format(join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity", table="_fports")
+
+# signals/candidates.py SERIES_SQL, per job (the window over the hours only for series several sources hold).
+SERIES_SQL = """
+CREATE OR REPLACE TEMP TABLE _fcand_series AS
+WITH series AS (
+    SELECT job, host, entity, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n,
+           min(lo) FILTER (touches) AS lo, max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo,
+           max(rate_hi) AS rate_hi, sum(backwards) AS backwards, sum(repeats) AS repeats,
+           max(pair_hi) FILTER (touches) AS pair_hi, min(pair_lo) FILTER (touches) AS pair_lo,
+           bit_or(bits_or) FILTER (touches) AS bits_or, bit_and(bits_and) FILTER (touches) AS bits_and,
+           min(source_id) <> max(source_id) AS several
+    FROM _fsumm GROUP BY job, host, entity, metric
+), e AS (
+    SELECT u.job, u.host, u.entity, u.metric, u.touches, u.first_v, u.fin_first_ts,
+           lag(u.last_v) OVER w AS p_v, lag(u.fin_last_ts) OVER w AS p_ts
+    FROM _fsumm u SEMI JOIN series s
+         ON s.several AND s.job = u.job AND s.host IS NOT DISTINCT FROM u.host
+        AND s.entity IS NOT DISTINCT FROM u.entity AND s.metric = u.metric
+    WHERE u.fin_first_ts IS NOT NULL
+    WINDOW w AS (PARTITION BY u.job, u.host, u.entity, u.metric ORDER BY u.fin_first_ts, u.fin_last_ts)
+), edges AS (
+    SELECT job, host, entity, metric,
+           min((first_v - p_v) / (epoch(fin_first_ts) - epoch(p_ts))) FILTER (first_v >= p_v AND fin_first_ts > p_ts)
+               AS e_lo,
+           max((first_v - p_v) / (epoch(fin_first_ts) - epoch(p_ts))) FILTER (first_v >= p_v AND fin_first_ts > p_ts)
+               AS e_hi,
+           count(*) FILTER (first_v < p_v) AS e_backwards,
+           count(*) FILTER (fin_first_ts <= p_ts) AS e_unordered,
+           max(least(first_v, p_v)) FILTER (touches) AS e_pair_hi,
+           min(greatest(first_v, p_v)) FILTER (touches) AS e_pair_lo
+    FROM e WHERE p_ts IS NOT NULL GROUP BY ALL
+)
+SELECT s.job, s.host, s.entity, s.metric, s.seen, s.lo, s.hi, least(s.rate_lo, e.e_lo) AS rate_lo,
+       greatest(s.rate_hi, e.e_hi) AS rate_hi, s.backwards + coalesce(e.e_backwards, 0) AS backwards,
+       s.repeats + coalesce(e.e_unordered, 0) AS unordered, greatest(s.pair_hi, e.e_pair_hi) AS pair_hi,
+       least(s.pair_lo, e.e_pair_lo) AS pair_lo, s.bits_or, s.bits_and
+FROM series s LEFT JOIN edges e
+     ON e.job = s.job AND e.host IS NOT DISTINCT FROM s.host AND e.entity IS NOT DISTINCT FROM s.entity
+        AND e.metric = s.metric
+WHERE s.n > 0
+"""
+OBSERVED_SQL = "SELECT job, count(*) FILTER (seen), count(*) FROM _fcand_series GROUP BY job"
+
+_BIT_VARIES = " OR ".join(
+    f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
+    for _, bit, unless in CLOCK_EVENT_SIGNALS
+)
+# signals/candidates.py CANDIDATES_SQL, per job ($pairs is the job's own). Each candidate gets a series
+# id (`sid`, with room after it for the bits decoded from a clocks-event bitmask): every later step
+# partitions and joins by one integer, not by job, host, entity and metric.
+CANDIDATES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _fcand AS
+SELECT row_number() OVER (ORDER BY s.job, s.host, s.entity, s.metric) * $stride AS sid, s.job, s.host, s.entity,
+       s.metric
+FROM _fcand_series s JOIN _fjobs j USING (job) LEFT JOIN _frules r USING (metric)
+WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
+           WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
+                OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
+           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
+                AND (NOT j.pairs OR r.discrete OR s.unordered > 0
+                     OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
+           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
+                AND (NOT j.pairs OR r.discrete OR s.unordered > 0
+                     OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
+"""
+# Every series of the scope: the candidates, and each bit decoded from a bitmask candidate (sid + k).
+SERIES_IDS_SQL = """
+CREATE OR REPLACE TEMP TABLE _fseries AS
+SELECT sid, job, host, entity, metric FROM _fcand
+UNION ALL
+SELECT c.sid + d.k, c.job, c.host, c.entity, d.metric
+FROM _fcand c CROSS JOIN (VALUES {values}) d(k, metric, bit, unless) WHERE c.metric = ?
+"""
+# The candidates' samples inside their own job's windows (disjoint: a sample joins one window at most),
+# in one scan of the candidates' files for all the jobs (signals/candidates.py CAND_SOURCES_SQL: the
+# files whose summaries hold a candidate's hours). Sources, hosts and metrics as bound lists, not
+# subqueries: a list lets DuckDB skip the row groups of other files by their min/max.
+CAND_SOURCES_SQL = """
+SELECT DISTINCT s.source_id, s.host FROM _fsumm s
+SEMI JOIN _fcand c
+     ON c.job = s.job AND c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
+ORDER BY ALL
+"""
+SCOPE_SQL = """
+CREATE OR REPLACE TEMP TABLE _fscope AS
+SELECT c.sid, m.ts, m.value
+FROM metrics m
+JOIN _fcand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
+JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
+WHERE m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics}) AND m.ts BETWEEN ? AND ?
+  AND m.value IS NOT NULL
+"""
+EMPTY_SCOPE_SQL = "CREATE OR REPLACE TEMP TABLE _fscope (sid BIGINT, ts TIMESTAMP, value DOUBLE)"
+# signals/anomalies.py CLOCK_BITS_SQL, per job.
+CLOCK_BITS_SQL = """
+INSERT INTO _fscope
+SELECT s.sid + d.k, s.ts, CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END
+FROM (SELECT sid, ts, TRY_CAST(round(value) AS BIGINT) AS b FROM _fscope
+      WHERE sid IN (SELECT sid FROM _fcand WHERE metric = ?)) s
+CROSS JOIN (VALUES {values}) d(k, metric, bit, unless)
+WHERE s.b IS NOT NULL AND s.b >= 0
+"""
+# signals/counters.py _RATES and signals/anomalies.py SIGNAL_SQL, per series.
+SIGNAL_SQL = """
+CREATE OR REPLACE TEMP TABLE _fsig AS
+SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+FROM (
+    SELECT sid, ts, value, prev_ts,
+           CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
+                WHEN value < prev THEN value ELSE value - prev END / (epoch(ts) - epoch(prev_ts)) AS rate
+    FROM (
+        SELECT sid, ts, value, lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
+        FROM _fscope WHERE isfinite(value)
+        WINDOW w AS (PARTITION BY sid ORDER BY ts)
+    )
+) s JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
+"""
+# signals/anomalies.py ANOMALIES_SQL, per series: its baseline from the healthiest of its own job's
+# read windows.
+ANOMALIES_SQL = """
+WITH pooled AS (
+    SELECT sid, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
+    FROM _fsig WHERE x IS NOT NULL GROUP BY sid
+), per_window AS (
+    SELECT s.sid, quantile_cont(s.x, [0.25, 0.75]) AS q
+    FROM _fsig s JOIN _fseries f USING (sid) JOIN _fwin w ON w.job = f.job AND s.ts BETWEEN w.lo AND w.hi
+    WHERE s.x IS NOT NULL GROUP BY s.sid, w.w HAVING count(*) >= ?
+), healthiest AS (
+    SELECT sid, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window GROUP BY sid
+), base AS (
+    SELECT p.sid, p.hi, p.lo, [coalesce(h.q1, p.q[1]), coalesce(h.q2, p.q[2])] AS q
+    FROM pooled p LEFT JOIN healthiest h USING (sid)
+), cand AS (
+    SELECT sid, f.job, f.host, f.entity, hi, lo, r.*, CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
+    FROM base JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
+), limits AS (
+    SELECT *, CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
+                   ELSE least(floor, b * ratio - delta) END AS threshold
+    FROM cand
+    WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
+               ELSE lo <= floor AND lo < b * ratio - delta END
+), flagged AS (
+    SELECT s.ts, s.prev_ts, s.x, l.*,
+           coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
+                         ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad,
+           row_number() OVER (PARTITION BY s.sid ORDER BY s.ts) AS rn
+    FROM _fsig s JOIN limits l USING (sid)
+), islands AS (
+    SELECT *, rn - row_number() OVER (PARTITION BY sid ORDER BY ts) AS island
+    FROM flagged WHERE bad
+), windows AS (
+    SELECT sid, any_value(job) AS job, any_value(host) AS host, any_value(entity) AS entity,
+           any_value(metric) AS metric, any_value(layer) AS layer, any_value(category) AS category,
+           any_value(weight) AS weight, min(ts) AS first_bad, max(ts) AS last, any_value(b) AS b,
+           median(x) AS after, CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak,
+           count(*) AS n, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0,
+           any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
+           list(x ORDER BY ts)[2:] AS rest
+    FROM islands GROUP BY sid, island
+)
+SELECT job, host, entity, metric, layer, category, weight,
+       CASE WHEN prev0 IS NULL THEN first_bad
+            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
+                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
+                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
+                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
+            ELSE first_bad - (first_bad - prev0) / 2 END AS onset,
+       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
+FROM windows
+WHERE n >= ? OR discrete
+ORDER BY job, onset
+"""
+# signals/events.py EVENTS_SQL, per job: each job's events on its hosts in its own time range, the
+# repeats counted and the recoveries found within it.
+EVENT_RULES_DDL = """
+CREATE OR REPLACE TEMP TABLE _fevent_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE,
+    recovery VARCHAR)
+"""
+EVENT_READS_DDL = """
+CREATE OR REPLACE TEMP TABLE _fev AS
+SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host, unnest($lo::TIMESTAMP[]) AS lo,
+       unnest($hi::TIMESTAMP[]) AS hi
+"""
+EVENTS_SQL = """
+WITH e AS (
+    SELECT j.job AS _job, j.hi AS _end, e.*, upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
+           coalesce(e.fields->>'severity', e.message, '') ILIKE '%corrected%'
+             AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected
+    FROM events e JOIN _fev j ON j.host = e.host AND e.ts BETWEEN j.lo AND j.hi
+    WHERE e.host IN (SELECT host FROM _fev)
+), typed AS (
+    SELECT e.*,
+        CASE WHEN e.kind <> 'xid' THEN r.category
+             WHEN list_contains($fell, e.code) THEN 'gpu.fell_off_bus'
+             WHEN list_contains($mem, e.code) THEN 'gpu.memory'
+             WHEN list_contains($nvl, e.code) THEN 'gpu.nvlink'
+             WHEN list_contains($conseq, e.code) THEN NULL
+             ELSE 'gpu.other_xid' END AS category,
+        CASE WHEN e.kind <> 'xid' THEN r.layer ELSE 'gpu' END AS layer,
+        CASE WHEN e.kind <> 'xid' THEN r.weight
+             WHEN list_contains($app, e.code) THEN 0.3 ELSE 1.0 END AS weight,
+        count(*) OVER (PARTITION BY e._job, e.host, e.component, e.kind, e.corrected) AS repeats, r.recovery
+    FROM e LEFT JOIN _fevent_rules r ON r.kind = e.kind
+)
+SELECT t._job, t.ts, t.host, t.component, coalesce(g.entity, t.component) AS entity, t.kind, t.code,
+       t.message, s.path, t.line, t.layer, t.category, t.weight,
+       CASE WHEN t.recovery IS NULL THEN t.ts ELSE coalesce(r.ts, t._end) END AS end_ts
+FROM typed t
+ASOF LEFT JOIN (SELECT j.job, e.host, e.component, e.kind, e.ts
+                FROM events e JOIN _fev j ON j.host = e.host AND e.ts BETWEEN j.lo AND j.hi
+                WHERE e.host IN (SELECT host FROM _fev) AND e.kind IN (SELECT recovery FROM _fevent_rules)) r
+       ON r.job = t._job AND r.host = t.host AND r.component IS NOT DISTINCT FROM t.component
+          AND r.kind = t.recovery AND r.ts >= t.ts
+LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g
+       ON g.host = t.host AND upper(g.pci_bus_id) = upper(t.component)
+LEFT JOIN sources s ON s.source_id = t.source_id
+WHERE t.category IS NOT NULL
+  AND NOT (t.kind = 'ib_port_state' AND t.state_text LIKE '%ACTIVE%' AND t.state_text NOT LIKE '%DOWN%')
+  AND NOT (t.kind = 'aer' AND t.corrected AND t.repeats < $aer_min)
+ORDER BY t._job, t.ts
+"""
+# Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
+TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fsumm", "_fcand_series")
+TEMP_TABLES += ("_fcand", "_fseries", "_fscope", "_fsig", "_fev", "_fevent_rules")
+
+
+@dataclass(frozen=True)
+class JobRead:
+    """What explain reads of one job's telemetry: its scope in its read windows, its events."""
+
+    scope: JobScope
+    windows: list[Window]  # sorted, disjoint
+    event_read: EventRead  # hosts (and switches), from, to
+
+
+@dataclass(frozen=True)
+class JobTelemetry:
+    """One job's share of the fleet's telemetry (signals/anomalies.py, signals/events.py)."""
+
+    windows: list[Window] | None  # the read windows it was read for (None: not read, read it alone)
+    observed: bool  # some series of the job's hosts has samples inside the windows
+    anomalies: list[Anomaly]  # in onset order
+    event_read: EventRead  # explain uses the events only for this same read
+    events: list[Event]
+
+
+def _metrics() -> list[str]:
+    derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
+    return [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC]
+
+
+def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> list[str]:
+    """The jobs every source of whose hours has its summary (signals/candidates.py summaries_cover)."""
+    if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
+        return []
+    missing = conn.execute(UNSUMMARISED_SQL).fetchall()
+
+    def covered(windows: list[Window]) -> bool:
+        lo, hi = windows[0][0], windows[-1][1]
+        # as UNSUMMARISED_SQL counts them: no first time, or a range overlapping the job's (NULL: no overlap)
+        return not any(f is None or (last is not None and last >= lo and f <= hi) for f, last in missing)
+
+    return [j for j, r in reads.items() if covered(r.windows)]
+
+
+def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> None:
+    """The jobs, their windows, hosts and switch ports into the temp tables the statements read."""
+    conn.execute(RULES_DDL)
+    insert_rows(conn, "_frules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
+    jobs = list(reads)
+    wins = [(j, i, lo, hi) for j in jobs for i, (lo, hi) in enumerate(reads[j].windows)]
+    hosts = [(j, h) for j in jobs for h in reads[j].scope.hosts]
+    ports = []
+    for j in jobs:
+        scope = reads[j].scope
+        cabled = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port}
+        ports += [(j, sw, port) for sw, port in sorted(cabled) if sw not in set(scope.hosts)]
+    conn.execute(
+        JOBS_DDL,
+        {
+            "jobs": jobs,
+            "lo": [reads[j].windows[0][0] for j in jobs],
+            "hi": [reads[j].windows[-1][1] for j in jobs],
+            "pairs": [len(reads[j].windows) == 1 and MIN_ANOMALY_SAMPLES >= 2 for j in jobs],
+        },
+    )
+    conn.execute(WINDOWS_DDL, {k: [w[i] for w in wins] for i, k in enumerate(("jobs", "w", "lo", "hi"))})
+    conn.execute(HOSTS_DDL, {"jobs": [h[0] for h in hosts], "hosts": [h[1] for h in hosts]})
+    conn.execute(
+        PORTS_DDL, {"jobs": [p[0] for p in ports], "hosts": [p[1] for p in ports], "entities": [p[2] for p in ports]}
+    )
+
+
+def _anomalies(
+    conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]
+) -> dict[str, tuple[list[Window], bool, list[Anomaly]]]:
+    """Each job's anomalies as `build_scope` then `anomalies` find them for that job alone; the jobs
+    the summaries cannot settle are left out."""
+    reads = {j: reads[j] for j in _summarised(conn, reads)}
+    if not reads:
+        return {}
+    _load(conn, reads)
+    metrics = {"metrics": _metrics()}
+    conn.execute(SUMM_DDL)
+    conn.execute(SUMM_HOSTS_SQL, metrics)
+    conn.execute(SUMM_PORTS_SQL, metrics)
+    conn.execute(SERIES_SQL)
+    counts = {j: (seen, touched) for j, seen, touched in conn.execute(OBSERVED_SQL).fetchall()}
+    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
+    values = ", ".join(["(?, ?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
+    bits = [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
+    conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
+    held = conn.execute(CAND_SOURCES_SQL).fetchall()
+    sources, hosts = sorted({r[0] for r in held}), sorted({r[1] for r in held})
+    names = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _fcand ORDER BY 1").fetchall()]
+    hull = [min(r.windows[0][0] for r in reads.values()), max(r.windows[-1][1] for r in reads.values())]
+    if sources:
+        marks = {"sources": placeholders(len(sources)), "hosts": placeholders(len(hosts))}
+        sql = SCOPE_SQL.format(**marks, metrics=placeholders(len(names)))
+        conn.execute(sql, [*sources, *hosts, *names, *hull])
+    else:
+        conn.execute(EMPTY_SCOPE_SQL)
+    conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
+    conn.execute(SIGNAL_SQL)
+    found: dict[str, list[Anomaly]] = {j: [] for j in reads}
+    for j, *row in conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, MIN_ANOMALY_SAMPLES]).fetchall():
+        h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first = row
+        found[j].append(Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first))
+    out = {}
+    for j, r in reads.items():
+        seen, touched = counts.get(j, (0, 0))
+        if not touched or seen:  # else every touching hour straddles a window edge: read alone, raw
+            out[j] = (r.windows, seen > 0, found[j])
+    return out
+
+
+def _events(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[str, list[Event]]:
+    """Each job's typed events, as `typed_events` reads them for its hosts and time range alone."""
+    conn.execute(EVENT_RULES_DDL)
+    insert_rows(conn, "_fevent_rules", [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
+    rows = [(j, h, r.event_read[1], r.event_read[2]) for j, r in reads.items() for h in r.event_read[0]]
+    conn.execute(EVENT_READS_DDL, {k: [w[i] for w in rows] for i, k in enumerate(("jobs", "hosts", "lo", "hi"))})
+    params = {
+        "fell": list(XID_FELL_OFF),
+        "mem": list(XID_MEMORY),
+        "nvl": list(XID_NVLINK),
+        "conseq": list(XID_CONSEQUENCE),
+        "app": list(XID_APP),
+        "aer_min": AER_CORRECTED_MIN,
+    }
+    out: dict[str, list[Event]] = {j: [] for j in reads}
+    for j, *row in conn.execute(EVENTS_SQL, params).fetchall():
+        out[j].append(Event(*row))
+    return out
+
+
+def fleet_telemetry(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[str, JobTelemetry]:
+    """Each job's telemetry in its read windows and its events, as explain reads them for that job
+    alone, for all the jobs in a dozen statements. Jobs without read windows are left out; a job whose
+    anomalies the summaries cannot settle gets its events only (explain reads its telemetry alone)."""
+    reads = {j: r for j, r in reads.items() if r.windows}
+    if not reads:
+        return {}
+    steps: list[Callable[[], Any]] = [lambda: _anomalies(conn, reads), lambda: _events(conn, reads)]
+    try:  # the first step is most of a cold report: a bar with its elapsed time on a terminal (cli/progress.py)
+        found, events = progress.track("reading the jobs' telemetry", (step() for step in steps), len(steps))
+    finally:
+        for t in TEMP_TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS temp.{t}")
+    out = {}
+    for j, r in reads.items():
+        windows, observed, anomalies = found.get(j, (None, False, []))
+        out[j] = JobTelemetry(windows, observed, anomalies, r.event_read, events[j])
+    return out
