@@ -21,7 +21,8 @@ from synestra_cli.store import lake_manifest
 from synestra_cli.store.connect import connect
 from synestra_cli.store.lake import lake_target, narrow_to_job, scope_parts
 from synestra_cli.store.lake_manifest import read_entries
-from synestra_cli.store.lake_writer import ingest_target
+from synestra_cli.store.lake_writer import compact, ingest_target
+from synestra_cli.store.lake_writer import forget as forget_on_lake
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
 JOBS = ["1001", "1003", "1008"]  # a plain job, one with a restart, one with a ghost link on a switch
@@ -161,9 +162,9 @@ def test_a_folder_no_ingest_wrote_is_not_read_as_an_empty_lake(tmp_path):
     assert res.exit_code != 0 and f"no lake at {tmp_path}: run `synestra ingest" in res.output
 
 
-def test_only_ingest_writes_a_lake(stores):
+def test_only_ingest_and_forget_write_a_lake(stores):
     lake, _ = stores
-    with pytest.raises(StoreError, match="only `synestra ingest` writes a lake"):
+    with pytest.raises(StoreError, match="written by `synestra ingest` and `synestra forget` only"):
         connect(lake)
 
 
@@ -240,3 +241,187 @@ def test_kill_9_mid_ingest_leaves_a_readable_lake(tmp_path):
     listed = {e.source_id for e in read_entries(lake_manifest.open_fs(str(lake)))}
     on_disk = {lake_manifest.part_source(p.name) for p in lake.glob("*/**/part-*.parquet")}
     assert on_disk == listed, "the killed run's unlisted parts were removed"
+
+
+# --- forget, kept explanations, the compacted manifest, the writer lock ------------------------------
+
+
+@pytest.fixture
+def copies(stores, tmp_path) -> tuple[str, str]:
+    """Copies of the module's lake and store file, for a test that writes to them."""
+    lake, store = stores
+    shutil.copytree(lake, tmp_path / "lake")
+    shutil.copy(store, tmp_path / "store.duckdb")
+    return f"{tmp_path}/lake/", str(tmp_path / "store.duckdb")
+
+
+def _sources(db: str) -> list[int]:
+    with connect(db, read_only=True) as conn:
+        return [r[0] for r in conn.execute("SELECT source_id FROM sources ORDER BY 1").fetchall()]
+
+
+def test_forget_on_a_lake_removes_what_forget_on_a_store_file_removes(copies):
+    """Job 1008's log and one DCGM export forgotten on both: the same synestra.forget/1 report, the same
+    explain and tax-report JSON afterwards, and the forgotten parts gone from the folder."""
+    lake, store = copies
+    refs = [str(SAMPLE / "jobs" / "1008.log"), str(sorted((SAMPLE / "dcgm").iterdir())[0])]
+    before = _sources(lake)
+    on_lake = _cli("forget", *refs, "--db", lake, "--format", "json")
+    assert json.loads(on_lake)["rows"] > 1000
+    assert on_lake == _cli("forget", *refs, "--db", store, "--format", "json")
+    gone = {s["source_id"] for s in json.loads(on_lake)["sources"]}
+    assert len(gone) == 2 and _sources(lake) == [s for s in before if s not in gone] == _sources(store)
+    on_disk = {lake_manifest.part_source(p.name) for p in Path(lake).glob("*/**/part-*.parquet")}
+    assert not on_disk & gone - _catalog_owners(lake), "the forgotten sources' parts are removed"
+    for job in ("1001", "1003"):
+        assert _cli("explain", "--job", job, "--format", "json", "--db", lake) == _cli(
+            "explain", "--job", job, "--format", "json", "--db", store
+        )
+    assert _cli("tax-report", "--all", "--format", "json", "--db", lake) == _cli(
+        "tax-report", "--all", "--format", "json", "--db", store
+    )
+    res = CliRunner().invoke(cli, ["forget", refs[0], "--db", lake])
+    assert res.exit_code == 5 and "no source" in res.output  # forgotten already: as on a store file
+
+
+def _catalog_owners(lake: str) -> set[int]:
+    """Sources whose metric-catalog part a forget carries on (a store file keeps catalog rows too)."""
+    return {lake_manifest.part_source(p.name) for p in Path(lake).glob("metric_catalog/part-*.parquet")}
+
+
+def test_a_forget_killed_before_its_entry_changes_nothing(copies, monkeypatch):
+    lake, _ = copies
+    before = _sources(lake)
+    real = lake_manifest.LocalFS.write_text
+
+    def dies_at_the_commit(self, rel, text):
+        if rel.startswith("_manifest/source-"):
+            raise KeyboardInterrupt
+        real(self, rel, text)
+
+    monkeypatch.setattr(lake_manifest.LocalFS, "write_text", dies_at_the_commit)
+    with pytest.raises(KeyboardInterrupt):
+        forget_on_lake(lake, [str(SAMPLE / "jobs" / "1008.log")])
+    monkeypatch.setattr(lake_manifest.LocalFS, "write_text", real)
+    assert _sources(lake) == before
+    assert _cli("explain", "--job", "1008", "--format", "json", "--db", lake)
+
+
+def _explained_now(db: str) -> int:
+    """How many jobs a tax report over `db` explains (the rest it reuses), keeping them as the CLI does."""
+    from synestra_cli.explain import memo
+    from synestra_cli.explain.api import jobs_in_window
+
+    with connect(db, read_only=True) as conn:
+        _, computed, key = memo.explain_jobs(conn, jobs_in_window(conn))
+    memo.save_to(db, key, computed)
+    return len(computed)
+
+
+def test_a_lake_keeps_explanations_under_the_store_files_key(copies):
+    """The first report explains every job and keeps them beside the parts; the next reuses them all
+    (and answers the same bytes); an ingest changes the key, so none is reused stale, and the stale
+    ones are removed when the new ones are kept."""
+    lake, store = copies
+    shutil.rmtree(Path(lake, "_explanations"), ignore_errors=True)  # the module's earlier reports kept some
+    n = _explained_now(lake)
+    assert n >= 8
+    kept = list(Path(lake, "_explanations").glob("key-*/*.parquet"))
+    assert len(kept) == 1
+    assert _explained_now(lake) == 0
+    assert _cli("tax-report", "--all", "--format", "json", "--db", lake) == _cli(
+        "tax-report", "--all", "--format", "json", "--db", store
+    )
+    forget_on_lake(lake, [str(SAMPLE / "jobs" / "1003.log")])  # the sources change: a new key
+    assert _explained_now(lake) == n  # every job explained again: none reused stale
+    assert [p.parent.name for p in Path(lake, "_explanations").glob("key-*/*.parquet")] != [kept[0].parent.name]
+    assert len(list(Path(lake, "_explanations").iterdir())) == 1, "the stale key's folder is removed"
+
+
+def test_ingest_explain_on_a_lake_keeps_every_job(tmp_path):
+    lake = f"{tmp_path}/lake/"
+    res = CliRunner().invoke(cli, ["ingest", str(SAMPLE), "--db", lake, "--explain"])
+    assert res.exit_code == 0, res.output
+    assert "job(s) explained and kept" in res.output
+    assert _explained_now(lake) == 0
+
+
+def test_a_compacted_manifest_reads_as_the_loose_entries_did(copies, monkeypatch):
+    """Compaction folds the loose entries into one checkpoint; a reader sees the same sources. A reader
+    whose listing a compaction made stale lists again, and never sees half a manifest; replace and
+    forget still work on entries inside the checkpoint; later entries are loose after it."""
+    lake, _ = copies
+    fs = lake_manifest.open_fs(lake)
+    before, listing = read_entries(fs), fs.listdir("_manifest")
+    assert compact(lake) is not None
+    names = fs.listdir("_manifest")
+    assert names == [lake_manifest.checkpoint_name(before[-1].source_id)]
+    assert [e.to_json() for e in read_entries(fs)] == [e.to_json() for e in before]
+    stale = iter([listing])
+    real = lake_manifest.LocalFS.listdir
+    monkeypatch.setattr(lake_manifest.LocalFS, "listdir", lambda self, d: next(stale, None) or real(self, d))
+    assert [e.source_id for e in read_entries(fs)] == [e.source_id for e in before]
+    monkeypatch.setattr(lake_manifest.LocalFS, "listdir", real)
+    forget_on_lake(lake, [str(SAMPLE / "jobs" / "1003.log")])
+    assert len(read_entries(fs)) == len(before) - 1
+    assert lake_manifest.read_manifest(fs).loose == 1
+    assert compact(lake) is not None and lake_manifest.read_manifest(fs).loose == 0
+    assert len(_sources(lake)) == len(before) - 1
+
+
+def test_ingest_compacts_the_manifest_once_enough_entries_are_loose(tmp_path, monkeypatch):
+    from synestra_cli.store import lake_writer
+
+    monkeypatch.setattr(lake_writer, "COMPACT_AFTER", 3)
+    lake = f"{tmp_path}/lake/"
+    files = sorted((SAMPLE / "syslog").iterdir())[:5]
+    first = [r for r in _ingest(lake, files[:2]) if r.status == "loaded"]
+    assert len(first) == 2
+    assert lake_manifest.read_manifest(lake_manifest.open_fs(lake)).checkpoint == 0  # 2 loose: not yet
+    loaded = first + [r for r in _ingest(lake, files[2:]) if r.status == "loaded"]
+    manifest = lake_manifest.read_manifest(lake_manifest.open_fs(lake))
+    assert len(loaded) >= 3
+    assert (manifest.checkpoint, manifest.loose) == (loaded[-1].source_id, 0)
+    assert _sources(lake) == [r.source_id for r in loaded]
+
+
+def test_a_second_writer_is_refused_while_one_holds_the_lake(copies, monkeypatch):
+    from synestra_cli.store.lake_writer import LakeWriter
+
+    lake, _ = copies
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "0")
+    writer = LakeWriter(lake)
+    try:
+        res = CliRunner().invoke(cli, ["ingest", str(SAMPLE / "sacct.txt"), "--db", lake])
+        assert res.exit_code == 4 and "is being written by another synestra" in res.output
+        res = CliRunner().invoke(cli, ["forget", str(SAMPLE / "sacct.txt"), "--db", lake])
+        assert res.exit_code == 4
+        assert _cli("jobs", "--db", lake)  # readers never wait
+    finally:
+        writer.close()
+    assert json.loads(_cli("forget", str(SAMPLE / "sacct.txt"), "--db", lake, "--format", "json"))["sources"]
+
+
+def test_the_engine_needs_a_lake(tmp_path):
+    """Refused before Ray is imported: runs where Ray is not installed (CI)."""
+    res = CliRunner().invoke(
+        cli, ["ingest", str(SAMPLE / "sacct.txt"), "--db", str(tmp_path / "s.duckdb"), "--engine", "ray"]
+    )
+    assert res.exit_code != 0 and "works on a lake" in res.output
+
+
+def test_a_new_lake_takes_its_bucket_count_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYNESTRA_LAKE_BUCKETS", "64")
+    lake = f"{tmp_path}/lake/"
+    _ingest(lake, sorted((SAMPLE / "dcgm").iterdir())[:3])
+    assert json.loads(Path(lake, "_lake.json").read_text())["buckets"] == 64
+    buckets = {int(p.parent.name.split("=")[1]) for p in Path(lake).glob("metrics/*/*/*.parquet")}
+    plain = (
+        duckdb.connect()
+        .execute(
+            f"SELECT DISTINCT (('0x' || left(md5(host), 8))::BIGINT % 64)::INTEGER "
+            f"FROM read_parquet('{lake}metrics/*/*/*.parquet')"
+        )
+        .fetchall()
+    )
+    assert buckets == {r[0] for r in plain}

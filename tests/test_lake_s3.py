@@ -62,3 +62,64 @@ def test_a_lake_on_s3_answers_as_a_store_file(s3, tmp_path):
     assert on_s3 == _cli("explain", "--job", "1001", "--format", "json", "--db", store)
     again = CliRunner().invoke(cli, ["ingest", *map(str, FILES), "--db", lake])
     assert again.exit_code == 0 and f"0 loaded, {len(FILES)} skipped" in again.output
+
+
+def test_one_writer_at_a_time_on_an_s3_lake(s3, monkeypatch):
+    """The lock object is created by a conditional PUT: a second writer waits, then gets exit 4 naming
+    the holder; readers never wait; once released, the next writer gets it."""
+    from synestra_cli.store import lake_lock
+    from synestra_cli.store.lake_manifest import open_fs
+
+    lake = "s3://telemetry/synestra"
+    _cli("ingest", str(FILES[0]), "--db", lake)
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "1")
+    held = lake_lock.take(open_fs(lake))
+    try:
+        res = CliRunner().invoke(cli, ["ingest", str(FILES[1]), "--db", lake])
+        assert res.exit_code == 4, res.output
+        assert "is being written by another synestra" in res.output and "pid" in res.output
+        res = CliRunner().invoke(cli, ["forget", str(FILES[0]), "--db", lake])
+        assert res.exit_code == 4
+        assert _cli("jobs", "--db", lake) is not None  # a reader
+    finally:
+        held.release()
+    assert "synestra/_lake.lock" not in [o["Key"] for o in s3.list_objects_v2(Bucket="telemetry")["Contents"]]
+    _cli("ingest", str(FILES[1]), "--db", lake)
+
+
+def test_a_dead_writers_lease_expires_and_a_lost_lease_stops_the_commit(s3, monkeypatch):
+    """A writer that died leaves its lock object; once its lease has expired the next writer takes it
+    over (a conditional PUT on its ETag), and the old holder, were it only stalled, may commit nothing."""
+    from synestra_cli.errors import StoreBusyError
+    from synestra_cli.store import lake_lock
+    from synestra_cli.store.lake_manifest import open_fs
+
+    lake = "s3://telemetry/synestra"
+    monkeypatch.setenv("SYNESTRA_LAKE_LEASE", "8")
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "0")
+    stalled = lake_lock.take(open_fs(lake))
+    stalled._stop.set()  # it stops renewing, as a hung or killed writer does
+    with pytest.raises(StoreBusyError):
+        lake_lock.take(open_fs(lake))  # its lease still runs
+    monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "30")
+    successor = lake_lock.take(open_fs(lake))  # waits out the lease, then takes it over
+    try:
+        with pytest.raises(StoreBusyError, match="lease expired"):
+            stalled.check()
+        successor.check()
+    finally:
+        successor.release()
+        stalled.release()
+
+
+def test_forget_and_kept_explanations_on_s3(s3, tmp_path):
+    lake, store = "s3://telemetry/synestra", str(tmp_path / "store.duckdb")
+    _cli("ingest", *map(str, FILES), "--db", lake)
+    _cli("ingest", *map(str, FILES), "--db", store)
+    on_s3 = _cli("forget", str(FILES[-1]), "--db", lake, "--format", "json")
+    assert on_s3 == _cli("forget", str(FILES[-1]), "--db", store, "--format", "json")
+    first = _cli("tax-report", "--all", "--format", "json", "--db", lake)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="telemetry")["Contents"]]
+    assert any(k.startswith("synestra/_explanations/key-") for k in keys)
+    assert first == _cli("tax-report", "--all", "--format", "json", "--db", lake)
+    assert first == _cli("tax-report", "--all", "--format", "json", "--db", store)

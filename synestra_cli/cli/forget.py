@@ -9,6 +9,7 @@ from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import dumps, render_rows
 from synestra_cli.errors import EmptyStoreError
 from synestra_cli.store import open_store, resolve_db_path
+from synestra_cli.store.lake import lake_target
 from synestra_cli.store.sources import forget
 
 
@@ -31,11 +32,16 @@ def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
       synestra forget 12 13
       synestra forget /var/export/dmesg.txt && synestra ingest /var/export/dmesg.txt --host gpu-017
     """
-    path = resolve_db_path(db)
-    if not path.exists():
-        raise EmptyStoreError(f"no store at {path}: nothing to forget (pass --db?)")
-    with open_store(path) as conn:
-        removed, rows = forget(conn, list(sources))
+    if target := lake_target(db):  # a lake: one manifest entry removes them (docs/lake.md)
+        from synestra_cli.store.lake_writer import forget as forget_on_lake
+
+        removed, rows = forget_on_lake(target, list(sources))
+    else:
+        path = resolve_db_path(db)
+        if not path.exists():
+            raise EmptyStoreError(f"no store at {path}: nothing to forget (pass --db?)")
+        with open_store(path) as conn:
+            removed, rows = forget(conn, list(sources))
     for source_id, source_path, source_format, n in removed:
         click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {n} rows)", err=True)
     click.echo(f"total: {len(removed)} source(s) forgotten, {rows} rows removed", err=True)

@@ -86,12 +86,12 @@ class Reporter:
             self.say(f"  note: {note}")
 
 
-def _explain_all(conn) -> str:
+def _explain_all(conn, db=None) -> str:
     from synestra_cli.errors import EmptyStoreError
     from synestra_cli.explain import memo
 
     try:
-        return f"explain: {memo.keep_all(conn)} job(s) explained and kept for tax-report"
+        return f"explain: {memo.keep_all(conn, db)} job(s) explained and kept for tax-report"
     except EmptyStoreError:
         return "explain: no jobs in the store yet"
 
@@ -224,8 +224,6 @@ def command(
 
         failed_any = run_follow(db, paths, options, interval, max_polls, reporter, fmt == "json")
         sys.exit(int(ExitCode.INPUT) if failed_any else 0)
-    if explain_after and lake_target(db):
-        raise click.UsageError("--explain keeps explanations in a store file; a lake (--db FOLDER/URL) keeps none")
     explained = None
     if engine != "local":  # Ray workers, into a lake (synestra_cli/engine/)
         from synestra_cli.engine import ingest_on
@@ -242,6 +240,11 @@ def command(
 
             with open_store(db) as conn, progress_on_tty():
                 explained = _explain_all(conn)
+    if lake_target(db) and explain_after:  # kept beside the lake's parts (store/lake_kept.py)
+        from synestra_cli.cli.progress import progress_on_tty
+
+        with open_store(db, read_only=True) as conn, progress_on_tty():
+            explained = _explain_all(conn, db)
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(

@@ -11,7 +11,8 @@ export was ingested before (two runs), and two copies of one file in the same ru
 
 Explain (tax-report --all): each actor opens its own lake reader and explains one job at a time,
 narrowed to that job's partitions; the driver keeps the explanations in its reader's (in-memory)
-explanations table, so that the tax report reuses them as it reuses kept explanations.
+explanations table, so that the tax report reuses them as it reuses kept explanations, and on the lake
+(jobs already kept there under the lake's current key are not explained again).
 """
 
 from __future__ import annotations
@@ -111,17 +112,24 @@ def ingest(
 
 
 def explain_into(conn: duckdb.DuckDBPyConnection, target: str, job_ids: list[str], workers: int) -> int:
-    """Explain these jobs on Ray and keep them in `conn` (a lake reader) under its key: the tax report
-    that follows on `conn` reuses them. How many were explained."""
+    """Explain on Ray the jobs not already kept on the lake under its current key, keep them in `conn`
+    (a lake reader: the tax report that follows reuses them) and on the lake (the next report reuses
+    them). How many were explained."""
+    key = memo.store_key(conn)
+    todo = [job for job in job_ids if job not in memo.load(conn, job_ids, key)]
+    if not todo:
+        return 0
     ray = _ray()
     _start(ray, workers)
     actor = ray.remote(num_cpus=1)(_Explainer)
-    pool = [actor.remote(target) for _ in range(max(1, min(workers, len(job_ids))))]
-    futures = [pool[i % len(pool)].explain.remote(job) for i, job in enumerate(job_ids)]
+    pool = [actor.remote(target) for _ in range(max(1, min(workers, len(todo))))]
+    futures = [pool[i % len(pool)].explain.remote(job) for i, job in enumerate(todo)]
     docs = [_get(ray, f) for f in futures]
     for a in pool:
         ray.kill(a)
-    return memo.save(conn, memo.store_key(conn), docs)
+    memo.save(conn, key, docs)
+    memo.save_to(target, key, docs)
+    return len(docs)
 
 
 def _get(ray: Any, future: Any) -> Any:

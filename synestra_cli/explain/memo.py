@@ -6,7 +6,8 @@ sources ingested so far (their count and the last source id). Any ingest that lo
 change to explain/, signals/, accounting/ or the store's views (an upgrade, a tuned threshold), changes
 the key, so a kept explanation is either current or ignored: never stale. Keeping them is best effort:
 a store another process holds, or a read-only file, is left alone (tax-report opens the store
-read-only; the write is a separate, short transaction afterwards).
+read-only; the write is a separate, short transaction afterwards). A lake keeps them beside its parts,
+under the same key (store/lake_kept.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, F
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.signals.steps import DegradationWindow
+from synestra_cli.store import lake_kept
+from synestra_cli.store.lake import lake_target
 from synestra_cli.store.sql import fetch_one, transaction
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
@@ -68,6 +71,11 @@ def store_key(conn: duckdb.DuckDBPyConnection) -> str:
     """What a kept explanation depends on: the explanation schema, Synestra's version and code, and the
     sources in the store."""
     n, last = fetch_one(conn, KEY_SQL) or (0, 0)
+    return key_for(n, last)
+
+
+def key_for(n: int, last: int) -> str:
+    """The key of a store (or lake) holding n sources, the last one `last`, under the running code."""
     return f"{SCHEMA}|{__version__}+{process_digest()}|{n}|{last}"
 
 
@@ -81,6 +89,7 @@ def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[
     """The kept explanations of these jobs that are current under `key`."""
     if not job_ids or not _has_table(conn):
         return {}
+    lake_kept.load_kept(conn, key)  # a lake reader: those kept on the lake (a store file has them already)
     return {job: from_json(json.loads(doc)) for job, doc in conn.execute(LOAD_SQL, [key, job_ids]).fetchall()}
 
 
@@ -98,17 +107,21 @@ def explain_jobs(
     return out, computed, key
 
 
-def keep_all(conn: duckdb.DuckDBPyConnection) -> int:
+def keep_all(conn: duckdb.DuckDBPyConnection, db: str | Path | None = None) -> int:
     """Explain every job of the store not already kept under its current key, and keep them (the store
-    open for writing: `ingest --explain`); how many were explained."""
+    open for writing: `ingest --explain`; a lake's reader with `db` naming the lake: kept on the lake);
+    how many were explained."""
     _, computed, key = explain_jobs(conn, jobs_in_window(conn))
-    save(conn, key, computed)
+    if target := lake_target(db):
+        lake_kept.keep(target, key, _docs(computed), key_for)
+    else:
+        save(conn, key, computed)
     return len(computed)
 
 
 def save(conn: duckdb.DuckDBPyConnection, key: str, explanations: Iterable[JobExplanation]) -> int:
     """Keep these explanations under `key`, if the store has not changed since; how many were kept."""
-    docs = [(e.job, json.dumps(e.to_json(), default=_iso)) for e in explanations]
+    docs = _docs(explanations)
     if not docs or store_key(conn) != key:
         return 0
     with transaction(conn):
@@ -125,10 +138,16 @@ def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation])
     if not explanations:
         return 0
     try:
+        if target := lake_target(db):  # beside the lake's parts (store/lake_kept.py)
+            return lake_kept.keep(target, key, _docs(explanations), key_for)
         with open_store(db) as conn:
             return save(conn, key, explanations)
-    except (SynestraError, duckdb.Error):
+    except (SynestraError, duckdb.Error, OSError):
         return 0
+
+
+def _docs(explanations: Iterable[JobExplanation]) -> list[tuple[str, str]]:
+    return [(e.job, json.dumps(e.to_json(), default=_iso)) for e in explanations]
 
 
 def _iso(value: Any) -> str:

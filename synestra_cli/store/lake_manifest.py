@@ -17,17 +17,21 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from synestra_cli.errors import StoreError
+from synestra_cli.settings import env_int
 
 LAYOUT = 1  # docs/lake.md's layout version; a lake written by a later layout is refused
 LAKE_FILE = "_lake.json"  # {"layout": 1, "buckets": 16}: what every writer and reader must agree on
 MANIFEST_DIR = "_manifest"
 STAGING_DIR = "_staging"  # local parts being written (a crash may leave some: never listed)
 DEFAULT_BUCKETS = 16
+SOURCE, FORGET = "source", "forget"  # an entry's kinds
+CHECKPOINT_PREFIX = f"{MANIFEST_DIR}/checkpoint-"  # a compacted manifest: every live entry up to an id
+READ_TRIES = 5  # a listing raced by a compaction or a replace is read again
 URL_SCHEMES = ("s3://", "gs://", "az://", "abfs://", "file://", "memory://")
 
 
@@ -53,19 +57,37 @@ class Entry:
     parts: list[Part] = field(default_factory=list)
     replaces: list[int] = field(default_factory=list)
     layout: int = LAYOUT
+    kind: str = SOURCE  # FORGET: `synestra forget`'s entry, which replaces the sources it removes
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
+        return json.dumps(self.to_doc(), indent=1, sort_keys=True)
+
+    def to_doc(self) -> dict[str, Any]:
+        """As a JSON object (what asdict gives, without its deep copies: 10^4 entries in a checkpoint)."""
+        doc = dict(self.__dict__)
+        doc["parts"] = [dict(p.__dict__) for p in self.parts]
+        return doc
 
     @classmethod
     def from_json(cls, text: str) -> Entry:
-        doc = json.loads(text)
-        doc["parts"] = [Part(**p) for p in doc.get("parts", [])]
-        return cls(**doc)
+        return cls.from_doc(json.loads(text))
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Entry:
+        return cls(**{**doc, "parts": [Part(**p) for p in doc.get("parts", [])]})
 
 
 def entry_name(source_id: int) -> str:
     return f"{MANIFEST_DIR}/source-{source_id:08d}.json"
+
+
+def checkpoint_name(last_id: int) -> str:
+    return f"{CHECKPOINT_PREFIX}{last_id:08d}.json"
+
+
+def _name_id(rel: str) -> int | None:
+    digits = rel.rsplit("-", 1)[-1].removesuffix(".json")
+    return int(digits) if digits.isdigit() else None
 
 
 def part_source(rel: str) -> int | None:
@@ -84,6 +106,7 @@ class LakeFS(Protocol):
     def put_file(self, local: Path, rel: str) -> None: ...
     def write_text(self, rel: str, text: str) -> None: ...
     def read_text(self, rel: str) -> str | None: ...
+    def read_many(self, rels: list[str]) -> dict[str, str | None]: ...
     def listdir(self, rel_dir: str) -> list[str]: ...
     def parts(self) -> list[str]: ...
     def remove(self, rel: str) -> None: ...
@@ -129,6 +152,9 @@ class LocalFS:
             return Path(self.url(rel)).read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+
+    def read_many(self, rels: list[str]) -> dict[str, str | None]:
+        return {rel: self.read_text(rel) for rel in rels}
 
     def listdir(self, rel_dir: str) -> list[str]:
         folder = Path(self.url(rel_dir))
@@ -176,6 +202,17 @@ class FsspecFS:
         except FileNotFoundError:
             return None
 
+    def read_many(self, rels: list[str]) -> dict[str, str | None]:
+        """Many small objects at once (s3fs fetches them concurrently), None for those gone."""
+        if not rels:
+            return {}
+        got = self.fs.cat([self.url(r) for r in rels], on_error="omit")
+        by_path = {str(k).split("://", 1)[-1]: v for k, v in got.items()}
+        return {
+            r: (v.decode("utf-8") if (v := by_path.get(self.url(r).split("://", 1)[-1])) is not None else None)
+            for r in rels
+        }
+
     def listdir(self, rel_dir: str) -> list[str]:
         self.fs.invalidate_cache()
         try:
@@ -214,7 +251,9 @@ def read_settings(fs: LakeFS, create: bool) -> dict[str, int]:
     if text is None:
         if not create:
             return {"layout": LAYOUT, "buckets": DEFAULT_BUCKETS}
-        settings = {"layout": LAYOUT, "buckets": DEFAULT_BUCKETS}
+        # the host buckets, fixed for the lake's life: a job reads the buckets of its hosts, so a big
+        # fleet wants more (an 8-host job spans 5 of 16, 8 of 256)
+        settings = {"layout": LAYOUT, "buckets": env_int("SYNESTRA_LAKE_BUCKETS", DEFAULT_BUCKETS, 1, 4096)}
         fs.write_text(LAKE_FILE, json.dumps(settings))
         return settings
     try:
@@ -228,24 +267,90 @@ def read_settings(fs: LakeFS, create: bool) -> dict[str, int]:
     return settings
 
 
-def read_entries(fs: LakeFS, live_only: bool = True) -> list[Entry]:
-    """Every manifest entry, in source order, without the sources a later entry replaced (live_only)."""
-    entries = []
-    for name in fs.listdir(MANIFEST_DIR):
-        if not name.endswith(".json"):
-            continue
+@dataclass
+class Manifest:
+    """What a lake has committed: its entries in source order (a checkpoint's, then the loose ones after
+    it), the last id it has used (replaced and forgotten ones included), and how many entries are loose."""
+
+    entries: list[Entry]
+    last_id: int
+    checkpoint: int  # the id the newest checkpoint covers (0: none)
+    loose: int
+
+    def live(self) -> list[Entry]:
+        """The sources a reader sees: entries no later entry replaces, without forget's own entries."""
+        replaced = {sid for e in self.entries for sid in e.replaces}
+        return [e for e in self.entries if e.source_id not in replaced and e.kind == SOURCE]
+
+    def kept(self) -> list[Entry]:
+        """Every entry whose parts a reader lists: live sources, and forget entries (which keep what a
+        forgotten source added to keyed tables, as a store file's forget does)."""
+        replaced = {sid for e in self.entries for sid in e.replaces}
+        return [e for e in self.entries if e.source_id not in replaced]
+
+
+def read_manifest(fs: LakeFS) -> Manifest:
+    """The newest checkpoint and the loose entries after it. A file listed but gone when read (a
+    compaction or a replace removed it meanwhile) means the listing is stale: it is listed again, so a
+    reader never sees half a manifest."""
+    for _ in range(READ_TRIES):
+        manifest = _try_read(fs)
+        if manifest is not None:
+            return manifest
+    raise StoreError(f"lake {fs.root}: its manifest kept changing while read ({READ_TRIES} tries); try again")
+
+
+def _try_read(fs: LakeFS) -> Manifest | None:
+    names = [n for n in fs.listdir(MANIFEST_DIR) if n.endswith(".json")]
+    points = sorted((i, n) for n in names if n.startswith(CHECKPOINT_PREFIX) and (i := _name_id(n)) is not None)
+    upto, entries = 0, []
+    if points:
+        upto, name = points[-1]
         text = fs.read_text(name)
-        if text is None:  # removed between the listing and the read
-            continue
+        if text is None:
+            return None
+        entries = [Entry.from_doc(e) for e in _parse(fs, name, text)["entries"]]
+    loose = [n for n in names if not n.startswith(CHECKPOINT_PREFIX) and (_name_id(n) or 0) > upto]
+    texts = fs.read_many(loose)
+    if any(t is None for t in texts.values()):
+        return None
+    for name in loose:
         try:
-            entries.append(Entry.from_json(text))
+            entries.append(Entry.from_json(texts[name] or ""))
         except (ValueError, TypeError, KeyError) as exc:
             raise StoreError(f"lake {fs.root}: manifest entry {name} is not valid ({exc})") from exc
     entries.sort(key=lambda e: e.source_id)
-    if not live_only:
-        return entries
-    replaced = {sid for e in entries for sid in e.replaces}
-    return [e for e in entries if e.source_id not in replaced]
+    last = max([upto, *(e.source_id for e in entries)])
+    return Manifest(entries, last, upto, len(loose))
+
+
+def _parse(fs: LakeFS, name: str, text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+            raise ValueError("no entries")
+    except ValueError as exc:
+        raise StoreError(f"lake {fs.root}: manifest checkpoint {name} is not valid ({exc})") from exc
+    return doc
+
+
+def read_entries(fs: LakeFS, live_only: bool = True) -> list[Entry]:
+    """Every manifest entry, in source order; with live_only, the sources a reader sees."""
+    manifest = read_manifest(fs)
+    return manifest.live() if live_only else manifest.entries
+
+
+def write_checkpoint(fs: LakeFS, manifest: Manifest) -> str:
+    """Compact the manifest: one object holding every kept entry up to its last id, written whole (a
+    temporary name renamed, or one PUT); then the loose entries and older checkpoints it covers are
+    removed. A reader lists either the old files or the checkpoint, never half of each (read_manifest)."""
+    name = checkpoint_name(manifest.last_id)
+    kept = [e.to_doc() for e in manifest.kept() if e.kind == SOURCE or e.parts]
+    fs.write_text(name, json.dumps({"layout": LAYOUT, "last_id": manifest.last_id, "entries": kept}))
+    for old in fs.listdir(MANIFEST_DIR):
+        if old != name and (_name_id(old) or 0) <= manifest.last_id:
+            fs.remove(old)
+    return name
 
 
 @contextmanager

@@ -11,10 +11,8 @@ manifest entries are the one serial step: parts are written by whichever worker 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,33 +21,41 @@ from typing import Any, Protocol
 import duckdb
 
 from synestra_cli import settings
-from synestra_cli.errors import StoreBusyError, StoreError
+from synestra_cli.errors import StoreError
+from synestra_cli.store import lake_lock
 from synestra_cli.store.lake import (
+    KEYED,
     PARTITIONED,
     bucket_sql,
     day_sql,
     lake_target,
+    load_lake,
     open_reader,
 )
 from synestra_cli.store.lake_manifest import (
+    FORGET,
     STAGING_DIR,
     Entry,
     LakeFS,
     LocalFS,
+    Manifest,
     Part,
     entry_name,
     open_fs,
     part_source,
-    read_entries,
+    read_manifest,
     read_settings,
     staging_dir,
+    write_checkpoint,
 )
-from synestra_cli.store.sources import sourced_tables
+from synestra_cli.store.sources import BOOKKEEPING_TABLES, find_sources, sourced_tables
 from synestra_cli.store.sql import fetch_one, quote_ident, registered, scalar
 
 KEPT_IN_STAGING = ("sources", "jobs")  # what later files' ingest decisions read (skip, replace, cluster)
 PRELOADED = ("sources", "jobs", "metric_catalog")
-LOCK_FILE = "_lake.lock"
+# Loose manifest entries past which a writer compacts the manifest into one checkpoint as it closes: a
+# reader then reads one object and at most this many more (docs/lake.md gives the open times).
+COMPACT_AFTER = 64
 
 
 class Loaded(Protocol):
@@ -97,7 +103,8 @@ class LakeWriter:
 
     def __init__(self, target: str, task: bool = False) -> None:
         self.fs: LakeFS = open_fs(target)
-        self._lock = None if task else _take_lock(self.fs)
+        self._lock = None if task else lake_lock.take(self.fs)
+        self._committed = 0
         try:
             self.buckets = read_settings(self.fs, create=not task)["buckets"]
             if not task:
@@ -109,7 +116,7 @@ class LakeWriter:
             raise
 
     def _preload(self, target: str, task: bool) -> None:
-        every = read_entries(self.fs, live_only=False)
+        manifest = read_manifest(self.fs)
         reader = open_reader(target)
         try:
             for table in PRELOADED:
@@ -118,7 +125,7 @@ class LakeWriter:
                     self.conn.execute(f"INSERT INTO {quote_ident(table)} SELECT * FROM _preload")
         finally:
             reader.close()
-        last = max((e.source_id for e in every), default=0)
+        last = manifest.last_id
         if not task:
             _remove_uncommitted(self.fs, last)
         if last:  # ids continue after every source the lake has seen, replaced ones included
@@ -147,27 +154,29 @@ class LakeWriter:
         for table in sourced_tables(self.conn):
             if table.name not in KEPT_IN_STAGING:
                 self.conn.execute(f"DELETE FROM {quote_ident(table.name)} WHERE source_id = ?", [sid])
-        return Entry(sid, src[0], src[1] or "", src[2], src[3], [p for _, p in parts], list(report.replaced))
+        carried = _keyed_parts(read_manifest(self.fs).entries, report.replaced) if report.replaced else []
+        return Entry(sid, src[0], src[1] or "", src[2], src[3], [p for _, p in parts] + carried, list(report.replaced))
 
     def write_entry(self, entry: Entry) -> None:
-        """The commit point of one source (in source order: _remove_uncommitted relies on it)."""
+        """The commit point of one source (in source order: _remove_uncommitted relies on it), made
+        only while this writer still holds the lake."""
+        if self._lock is not None:
+            self._lock.check()
         self.fs.write_text(entry_name(entry.source_id), entry.to_json())
-        self._remove_replaced(entry.replaces)
+        self._committed += 1
+        self._remove_replaced(entry.replaces, entry.parts)
 
     def reserve_ids(self, n: int) -> list[int]:
         """n source ids, in order, for a distributed ingest's files."""
         return sorted(r[0] for r in self.conn.execute("SELECT nextval('source_id_seq') FROM range(?)", [n]).fetchall())
 
-    def _remove_replaced(self, ids: list[int]) -> None:
-        """The parts of the sources this file replaced, then their entries: a plain Parquet reader of the
-        folder sees only what Synestra sees (a crash in between leaves entries that `replaces` hides)."""
-        if not ids:
-            return
-        for entry in read_entries(self.fs, live_only=False):
-            if entry.source_id in ids:
-                for part in entry.parts:
-                    self.fs.remove(part.path)
-                self.fs.remove(entry_name(entry.source_id))
+    def _remove_replaced(self, ids: list[int], keep: list[Part]) -> None:
+        """The parts of the sources this entry replaced (but those it carries on), then their entries:
+        a plain Parquet reader of the folder sees only what Synestra sees (a crash in between leaves
+        entries that `replaces` hides)."""
+        if ids:
+            gone = [e for e in read_manifest(self.fs).entries if e.source_id in ids]
+            _remove_parts(self.fs, gone, frozenset(p.path for p in keep))
 
     def _export(self, sid: int, tmp: Path) -> list[tuple[Path, Part]]:
         out: list[tuple[Path, Part]] = []
@@ -220,9 +229,80 @@ class LakeWriter:
         conn = getattr(self, "conn", None)
         if conn is not None:
             conn.close()
+            self.conn = None  # type: ignore[assignment]
         if self._lock is not None:
-            self._lock.close()  # releases the flock
-            self._lock = None
+            try:
+                if self._committed:
+                    compact_if_due(self.fs)
+            finally:
+                self._lock.release()
+                self._lock = None
+
+
+def compact(target: str) -> str | None:
+    """Compact a lake's manifest into one checkpoint now (under the writer lock); its name, or None when
+    there is nothing loose to compact."""
+    fs = open_fs(target)
+    lock = lake_lock.take(fs)
+    try:
+        return compact_if_due(fs, every=1)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def forget(target: str, refs: list[str]) -> tuple[list[tuple[int, str, str, int]], int]:
+    """`synestra forget` on a lake: the sources refs name (as on a store file) and every row they wrote,
+    removed at once. One manifest entry (kind forget, a new id) that replaces them is the commit point:
+    before it the lake is as it was, after it no reader sees them; their parts and entries are removed
+    after it. What they added to keyed tables (the metric catalog) stays, as a store file keeps it.
+    Returns the sources removed and the rows (counted as the store file counts them)."""
+    fs = load_lake(target).fs  # no lake there: EmptyStoreError, and no folder or lock file made
+    lock = lake_lock.take(fs)
+    try:
+        reader = open_reader(target)
+        try:
+            sources = find_sources(reader, refs)
+        finally:
+            reader.close()
+        ids = [s[0] for s in sources]
+        manifest = read_manifest(fs)
+        gone = [e for e in manifest.live() if e.source_id in ids]
+        kept = _keyed_parts(gone, ids)
+        rows = sum(p.rows for e in gone for p in e.parts if p.table not in (*BOOKKEEPING_TABLES, *KEYED))
+        entry = Entry(manifest.last_id + 1, "", "", "", FORGET, kept, ids, kind=FORGET)
+        if lock is not None:
+            lock.check()
+        fs.write_text(entry_name(entry.source_id), entry.to_json())
+        _remove_parts(fs, gone, frozenset(p.path for p in kept))
+        compact_if_due(fs)
+    finally:
+        if lock is not None:
+            lock.release()
+    return sources, rows
+
+
+def _remove_parts(fs: LakeFS, entries: list[Entry], keep: frozenset[str]) -> None:
+    for entry in entries:
+        for part in entry.parts:
+            if part.path not in keep:
+                fs.remove(part.path)
+        fs.remove(entry_name(entry.source_id))
+
+
+def _keyed_parts(entries: list[Entry], ids: list[int]) -> list[Part]:
+    """What these sources added to keyed tables (the metric catalog): a store file keeps those rows when
+    a source is forgotten or replaced, so the entry that removes the source carries its parts on."""
+    return [p for e in entries if e.source_id in ids for p in e.parts if p.table in KEYED]
+
+
+def compact_if_due(fs: LakeFS, every: int | None = None) -> str | None:
+    """Compact the manifest when `every` (COMPACT_AFTER) entries or more are loose (the caller holds
+    the writer lock)."""
+    manifest: Manifest = read_manifest(fs)
+    if manifest.loose < (COMPACT_AFTER if every is None else every) or not manifest.entries:
+        return None
+    return write_checkpoint(fs, manifest)
 
 
 def _partition(path: Path, key: str) -> str:
@@ -254,31 +334,6 @@ def _staging_store() -> duckdb.DuckDBPyConnection:
         conn.execute(sql)
     apply_migrations(conn)
     return conn
-
-
-def _take_lock(fs: LakeFS) -> Any:
-    """One writer at a time on a local lake (readers never wait). An object-store lake has no lock:
-    docs/lake.md says to give each prefix one writer."""
-    if not isinstance(fs, LocalFS):
-        return None
-    root = Path(fs.root)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = open(root / LOCK_FILE, "a+")  # noqa: SIM115 - held until close()
-    except OSError as exc:
-        raise StoreError(f"cannot create lake {root}: {exc.strerror}") from exc
-    deadline = time.monotonic() + settings.lock_wait_s()
-    while True:
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return lock
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                lock.close()
-                raise StoreBusyError(
-                    f"lake {root} is being written by another synestra ingest; wait for it or use another --db"
-                ) from None
-            time.sleep(0.2)
 
 
 def _remove_uncommitted(fs: LakeFS, last: int) -> None:
