@@ -87,7 +87,7 @@ CREATE OR REPLACE TEMP TABLE _sacct_parsed (
 """
 
 # One batch of lines -> typed rows; a row that cannot be read gets a reason instead of being dropped.
-PARSE_SQL = sql_file(__package__, "sacct_parse.sql")  # {split} / {cut}: _cut_sql, from the layout
+PARSE_SQL = sql_file(__package__, "sacct_parse.sql")  # the layout comes in as parameters (_params)
 
 DISTINCT_NODELISTS_SQL = """
 SELECT DISTINCT nodelist FROM _sacct_parsed WHERE reason IS NULL AND nodelist IS NOT NULL
@@ -218,28 +218,6 @@ def sniff(head: str) -> float:
     return 0.95 if set(layout.names) & (set(FIELDS) | KNOWN_OTHERS) - {"jobid", "jobidraw"} else 0.5
 
 
-def _cut_sql(layout: Layout) -> tuple[str, str]:
-    """SQL of a row's fields (list) and of which fields sacct cut (list of booleans) for this layout."""
-    if layout.delim is not None:
-        split = (
-            "string_split(CASE WHEN $trailing AND suffix(line, $delim) "
-            "THEN substr(line, 1, length(line) - 1) ELSE line END, $delim)"
-        )
-        return split, "[]::BOOLEAN[]"
-    # integers from the dash line only: no user text reaches the statement
-    cells = [f"substr(line, {start}, {width})" for start, width in layout.spans]
-    split = "[" + ", ".join(f"trim({c})" for c in cells) + "]"
-    cut = (
-        "["
-        + ", ".join(
-            f"length({c}) = {w} AND suffix({c}, '+')" if name in CUT_MATTERS else "false"
-            for c, (_, w), name in zip(cells, layout.spans, layout.names, strict=True)
-        )
-        + "]"
-    )
-    return split, cut
-
-
 def _params(layout: Layout, tz: str) -> dict[str, object]:
     index = {n: i for i, n in reversed(list(enumerate(layout.names, start=1)))}  # repeated name: its first column
     params: dict[str, object] = {param: index.get(name, 0) for name, param in FIELDS.items()}
@@ -251,8 +229,15 @@ def _params(layout: Layout, tz: str) -> dict[str, object]:
         names=layout.names,
         max_elapsed=MAX_ELAPSED_S,
     )
-    if layout.delim is not None:
-        params.update(trailing=layout.trailing, delim=layout.delim)
+    fixed = layout.delim is None
+    params.update(
+        fixed=fixed,
+        starts=[start for start, _ in layout.spans] if fixed else [],
+        widths=[width for _, width in layout.spans] if fixed else [],
+        cut_matters=[name in CUT_MATTERS for name in layout.names] if fixed else [],
+        trailing=bool(layout.trailing) if not fixed else False,
+        delim=layout.delim or "|",
+    )
     return params
 
 
@@ -282,12 +267,10 @@ def _parse_batches(ctx: LoadContext, layout: Layout) -> None:
     for sql in MACROS_SQL:
         ctx.conn.execute(sql)
     ctx.conn.execute(CREATE_TMP_SQL)
-    split, cut = _cut_sql(layout)
-    parse = PARSE_SQL.replace("{split}", split).replace("{cut}", cut)
     params = _params(layout, ctx.options.timezone)
     for batch in ctx.line_batches():
         sacct_lines = batch  # noqa: F841 - DuckDB's replacement scan; not register (kept until COMMIT)
-        ctx.conn.execute(parse, params)
+        ctx.conn.execute(PARSE_SQL, params)
 
 
 def load(ctx: LoadContext) -> LoadResult:

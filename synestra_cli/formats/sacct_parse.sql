@@ -1,7 +1,16 @@
 INSERT INTO _sacct_parsed (lineno, line, reason, job_id, het, step, job_name, user_name, state, state_detail,
                            exit_code, start_ts, end_ts, elapsed_s, nodelist, gpus, allocated)
 WITH f AS (
-    SELECT lineno, line, {split} AS p, {cut} AS cut
+    SELECT lineno, line,
+           CASE WHEN $fixed  -- fixed-width columns (the default layout): the dash line's spans
+                THEN list_transform($starts, lambda s, i: trim(substr(line, s, $widths[i])))
+                ELSE string_split(CASE WHEN $trailing AND suffix(line, $delim)
+                                       THEN substr(line, 1, length(line) - 1) ELSE line END, $delim) END AS p,
+           -- which fields sacct cut to their width (ending in '+'): only those whose cut matters
+           CASE WHEN $fixed
+                THEN list_transform($starts, lambda s, i: $cut_matters[i] AND length(substr(line, s, $widths[i])) = $widths[i]
+                                                     AND suffix(substr(line, s, $widths[i]), '+'))
+                ELSE []::BOOLEAN[] END AS cut
     FROM sacct_lines WHERE lineno > $header_line AND trim(line) <> '' AND line <> $header
 ), v AS (
     SELECT lineno, line, cut, len(p) AS nf, trim(coalesce(p[$c_jobid], p[$c_jobidraw])) AS jobid,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from synestra_cli.store.sources import SourcedTable, qualified, sourced_tables
-from synestra_cli.store.sql import quote_ident
+from synestra_cli.store.sql import drop_temp, quote_ident, scalar
 
 TS_MIN = "TIMESTAMP '0001-01-01 00:00:00'"
 TS_MAX = "TIMESTAMP '9999-12-31 23:59:59.999999'"
@@ -55,7 +55,7 @@ QUALIFY row_number() OVER (PARTITION BY source_id ORDER BY ts, metric, host, ent
 ORDER BY source_id, ts, metric, host, entity
 """
 DUP_DELETE_SQL = "DELETE FROM {metrics} WHERE rowid IN (SELECT rid FROM _dup_rows WHERE k > 1)"
-DUP_DROP_SQL = "DROP TABLE IF EXISTS _dup_keys; DROP TABLE IF EXISTS _dup_rows"
+DUP_TEMP_TABLES = ("_dup_keys", "_dup_rows")
 
 
 @dataclass
@@ -123,8 +123,8 @@ def _out_of_range(
 def _duplicate_samples(conn: duckdb.DuckDBPyConnection, catalog: str | None, ids: list[int], out: Checked) -> None:
     metrics = qualified(catalog, "metrics")
     conn.execute(DUP_KEYS_SQL.format(metrics=metrics), {"ids": ids})
-    if not (conn.execute("SELECT count(*) FROM _dup_keys").fetchone() or (0,))[0]:
-        conn.execute(DUP_DROP_SQL)
+    if not scalar(conn, "SELECT count(*) FROM _dup_keys"):
+        drop_temp(conn, DUP_TEMP_TABLES)
         return
     conn.execute(DUP_ROWS_SQL.format(metrics=metrics))
     counts = conn.execute(DUP_COUNT_SQL).fetchall()
@@ -137,7 +137,7 @@ def _duplicate_samples(conn: duckdb.DuckDBPyConnection, catalog: str | None, ids
             )
         )
     conn.execute(DUP_DELETE_SQL.format(metrics=metrics))
-    conn.execute(DUP_DROP_SQL)
+    drop_temp(conn, DUP_TEMP_TABLES)
     for sid, conflicting, identical in counts:
         out[sid].deleted += conflicting + identical
         out[sid].rejected += conflicting

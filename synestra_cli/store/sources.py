@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli.errors import NotFoundError
-from synestra_cli.store.sql import quote_ident, transaction
+from synestra_cli.store.sql import quote_ident, scalar, transaction
 from synestra_cli.store.summaries import DERIVED_TABLES
 
 # Sourced tables that keep what ingest knows of a source, not rows read from its file: not counted as
@@ -87,8 +87,8 @@ def delete_sources(
     deleted = 0
     for table in tables if tables is not None else sourced_tables(conn, catalog):
         name = qualified(catalog, table.name)
-        row = conn.execute(f"DELETE FROM {name} WHERE list_contains(?, source_id)", [ids]).fetchone()
-        deleted += row[0] if row and table.name not in BOOKKEEPING_TABLES else 0
+        removed = scalar(conn, f"DELETE FROM {name} WHERE list_contains(?, source_id)", [ids])
+        deleted += removed if table.name not in BOOKKEEPING_TABLES else 0
     return deleted
 
 
