@@ -13,6 +13,7 @@ from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
 from synestra_cli.store.summaries import SORT_SUMMARIES_SQL, SUMMARY_DDL
 from synestra_cli.store.summaries import backfill as backfill_summaries
+from synestra_cli.store.summaries import sort_by_hour as sort_summaries_by_hour
 
 CORE = """
 CREATE SEQUENCE source_id_seq START 1;
@@ -243,7 +244,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("018_summaries_by_hour", SORT_SUMMARIES_SQL),  # store/summaries.py: a job's hours read, not the table
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
-AFTER_SQL = {"012_metric_summaries": backfill_summaries}
+AFTER_SQL = {"012_metric_summaries": backfill_summaries, "018_summaries_by_hour": sort_summaries_by_hour}
 
 
 def applied(conn: duckdb.DuckDBPyConnection) -> list[str]:

@@ -78,23 +78,41 @@ SUMMARY_ORDER = "bucket, host, entity, metric, source_id"
 ROW_RANGE_COLUMNS = """,
     row_lo       BIGINT,               -- the samples' rowids in metrics, first and last
     row_hi       BIGINT"""
-# Migration 018: the summaries already written, rewritten in that order with their row ranges (one
-# sort of ~1/40 of the samples, 4x10^6 rows on a 512-node x 24 h store, and one aggregate of the samples).
+# Migration 018: the summaries already written, rewritten in that order with their row ranges. The
+# ranges are gathered one source at a time (`sort_by_hour`), as 012's backfill does: one aggregate over
+# every sample of a 2x10^8-sample store ran out of its 1 GB memory limit; then one sort of the summaries
+# (~1/40 of the samples).
 SORT_SUMMARIES_SQL = (
     _SUMMARY_TABLE.format(name="metric_summaries_by_hour", extra=ROW_RANGE_COLUMNS)
-    + f"""
+    + """
+CREATE TEMP TABLE _summary_row_ranges (source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR,
+                                       bucket TIMESTAMP, row_lo BIGINT, row_hi BIGINT);
+"""
+)
+SOURCE_ROW_RANGES_SQL = f"""
+INSERT INTO _summary_row_ranges
+SELECT source_id, host, entity, metric, time_bucket({BUCKET}, ts) AS bucket, min(rowid), max(rowid)
+FROM metrics WHERE value IS NOT NULL AND source_id = $sid GROUP BY ALL
+"""
+SORT_BY_HOUR_SQL = f"""
 INSERT INTO metric_summaries_by_hour
-SELECT s.*, r.row_lo, r.row_hi FROM metric_summaries s LEFT JOIN (
-    SELECT source_id, host, entity, metric, time_bucket({BUCKET}, ts) AS bucket, min(rowid) AS row_lo,
-           max(rowid) AS row_hi
-    FROM metrics WHERE value IS NOT NULL GROUP BY ALL
-) r ON r.source_id = s.source_id AND r.host IS NOT DISTINCT FROM s.host AND r.entity IS NOT DISTINCT FROM s.entity
+SELECT s.*, r.row_lo, r.row_hi FROM metric_summaries s LEFT JOIN _summary_row_ranges r
+   ON r.source_id = s.source_id AND r.host IS NOT DISTINCT FROM s.host AND r.entity IS NOT DISTINCT FROM s.entity
    AND r.metric = s.metric AND r.bucket = s.bucket
 ORDER BY {SUMMARY_ORDER};
+DROP TABLE _summary_row_ranges;
 DROP TABLE metric_summaries;
 ALTER TABLE metric_summaries_by_hour RENAME TO metric_summaries;
 """
-)
+
+
+def sort_by_hour(conn: duckdb.DuckDBPyConnection) -> None:
+    """Migration 018's data, in the caller's transaction: each summarised source's row ranges, then the
+    summaries rewritten in hour order."""
+    for (sid,) in conn.execute("SELECT source_id FROM summarised_sources ORDER BY source_id").fetchall():
+        conn.execute(SOURCE_ROW_RANGES_SQL, {"sid": sid})
+    conn.execute(SORT_BY_HOUR_SQL)
+
 
 # One pass over the samples: the previous finite sample of each series by IGNORE NULLS (a NaN in
 # between does not break a pair, as counters.py skips it too).
