@@ -628,16 +628,31 @@ def test_a_closed_pipe_ends_quietly_with_0(store, args):
     assert proc.returncode == 0 and err.decode() == ""
 
 
+def _long_syslog(path: Path, lines: int) -> Path:
+    """A syslog big enough that its parse outlasts a signal sent while it runs (~1 s a file)."""
+    body = "gpu-001 kernel: [ 12.000000] NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.\n"
+    path.write_text("".join(f"Nov  3 {h:02d}:{m:02d}:{sec:02d} {body}" for h, m, sec in _clock(lines)))
+    return path
+
+
+def _clock(lines: int):
+    for i in range(lines):
+        yield (i // 3600) % 24, (i // 60) % 60, i % 60
+
+
 def test_ctrl_c_during_ingest_exits_130_and_leaves_the_store_whole(tmp_path):
+    """Small files load many at a time, so sample_data alone commits before a signal can land: three big
+    syslogs after it keep the ingest parsing when Ctrl-C comes, after the first commit."""
     db = tmp_path / "s.duckdb"
+    inputs = [str(SAMPLE), *(str(_long_syslog(tmp_path / f"big-{k}.log", 400_000)) for k in range(3))]
     proc = subprocess.Popen(
-        [SYNESTRA, "ingest", str(SAMPLE), "--db", str(db)],
+        [SYNESTRA, "ingest", *inputs, "--year", "2026", "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "SYNESTRA_INGEST_WORKERS": "1"},
     )
-    for line in proc.stderr:  # the first file is in: interrupt the rest
+    for line in proc.stderr:  # the first files are in: interrupt the rest
         if "rows" in line:
             break
     time.sleep(0.5)
@@ -645,13 +660,13 @@ def test_ctrl_c_during_ingest_exits_130_and_leaves_the_store_whole(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == ExitCode.INTERRUPTED == 130
     assert "interrupted" in err and TRACEBACK not in err
-    res = invoke("ingest", str(SAMPLE), "--db", str(db))
+    res = invoke("ingest", *inputs, "--year", "2026", "--db", str(db))
     assert res.exit_code == 0
     total = re.search(r"total: (\d+) loaded, (\d+) skipped, 0 failed", res.stderr)
-    assert int(total.group(1)) + int(total.group(2)) == 29 and int(total.group(2)) >= 1
+    assert int(total.group(1)) + int(total.group(2)) == 29 + 3 and int(total.group(2)) >= 1
     # every kept file is whole: a clean store of the same files holds the same rows
     clean = tmp_path / "clean.duckdb"
-    invoke("ingest", str(SAMPLE), "--db", str(clean))
+    invoke("ingest", *inputs, "--year", "2026", "--db", str(clean))
     assert _counts(db) == _counts(clean)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import duckdb
 import pytest
 
 from synestra_cli.errors import EmptyStoreError, StoreBusyError
@@ -74,3 +75,24 @@ def test_no_progress_bar_can_reach_stdout(db_path):
         assert conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
     with open_store(db_path, read_only=True) as conn:
         assert conn.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+
+def test_a_migration_out_of_memory_names_itself_and_leaves_the_store_as_it_was(tmp_path, monkeypatch):
+    """A migration's rewrite of a big store can exceed the memory limit: the error names the migration and
+    the setting to raise, and the store still opens (without the failing migration) afterwards."""
+    from synestra_cli.errors import StoreError
+    from synestra_cli.store import migrations
+
+    db = tmp_path / "s.duckdb"
+    connect(db).close()
+
+    def out_of_memory(conn):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to pin block")
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, ("999_big_rewrite", "SELECT 1")])
+    monkeypatch.setattr(migrations, "AFTER_SQL", {**migrations.AFTER_SQL, "999_big_rewrite": out_of_memory})
+    with pytest.raises(StoreError, match="migration 999_big_rewrite ran out of memory.*SYNESTRA_MEMORY_LIMIT"):
+        connect(db)
+    monkeypatch.undo()
+    with connect(db, read_only=True) as conn:
+        assert "999_big_rewrite" not in {r[0] for r in conn.execute("SELECT name FROM _migrations").fetchall()}

@@ -13,7 +13,7 @@ import duckdb
 
 from synestra_cli import __version__, settings
 from synestra_cli.errors import EmptyStoreError, StoreBusyError, StoreError
-from synestra_cli.store.migrations import MIGRATIONS, apply_migrations
+from synestra_cli.store.migrations import MIGRATIONS, MigrationFailed, apply_migrations
 from synestra_cli.store.sql import fetch_one, scalar
 
 DEFAULT_DB = Path("synestra.duckdb")
@@ -260,10 +260,15 @@ def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
 def _migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     try:
         apply_migrations(conn)
-    except duckdb.Error as exc:
+    except MigrationFailed as exc:
+        if isinstance(exc.cause, duckdb.OutOfMemoryException):  # a big store's rewrite: more memory helps
+            raise StoreError(
+                f"store {path}: migration {exc.name} ran out of memory ({_one_line(exc.cause)}); the store "
+                "is as it was: open it again with a larger SYNESTRA_MEMORY_LIMIT (for example 4GB)"
+            ) from exc
         raise StoreError(
-            f"store {path}: its schema does not match its migration record (_migrations): "
-            f"{_one_line(exc)}; ingest into a new --db"
+            f"store {path}: its schema does not match its migration record (_migrations): migration "
+            f"{exc.name}: {_one_line(exc.cause)}; ingest into a new --db"
         ) from exc
 
 

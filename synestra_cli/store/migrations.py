@@ -259,10 +259,21 @@ def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
     for name, sql in MIGRATIONS:
         if name in done:
             continue
-        with transaction(conn):
-            conn.execute(sql)
-            if name in AFTER_SQL:
-                AFTER_SQL[name](conn)
-            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())", [name])
+        try:
+            with transaction(conn):
+                conn.execute(sql)
+                if name in AFTER_SQL:
+                    AFTER_SQL[name](conn)
+                conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())", [name])
+        except duckdb.Error as exc:
+            raise MigrationFailed(name, exc) from exc
         new.append(name)
     return new
+
+
+class MigrationFailed(Exception):
+    """A migration that failed and was rolled back: the store keeps the schema it had before it."""
+
+    def __init__(self, name: str, cause: duckdb.Error) -> None:
+        super().__init__(f"migration {name}: {cause}")
+        self.name, self.cause = name, cause
