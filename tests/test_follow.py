@@ -236,6 +236,8 @@ def test_prefix_shas_reads_a_gzip_as_its_content(tmp_path):
 def _spawn(tmp_path: Path, logs: Path) -> subprocess.Popen:
     cmd = [
         sys.executable,
+        "-X",
+        "faulthandler",
         "-c",
         "from synestra_cli.cli.main import cli; cli()",
         "ingest",
@@ -275,7 +277,12 @@ def test_a_signal_stops_the_follow_and_the_store_holds_whole_files(tmp_path, sig
             (logs / f"node{i}.log").write_text(log.lines(200, f"gpu-{i:03d}"))
         time.sleep(0.5)
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # seen once in CI under load: say where the follower hangs
+            proc.send_signal(signal.SIGABRT)  # -X faulthandler prints every thread's stack on SIGABRT
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError(f"no stop within 60 s of signal {sig}; the follower's threads:\n{err}") from None
     finally:
         proc.kill()
     assert proc.returncode == code, err

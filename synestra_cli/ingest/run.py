@@ -125,7 +125,8 @@ class _Run:
             return []
         self.ids = ids or self._start(len(items))
         units = _units(items)
-        n = (workers or default_workers("SYNESTRA_INGEST_WORKERS")) if len(units) > 1 else 1
+        n = workers or default_workers("SYNESTRA_INGEST_WORKERS")  # read (and checked) even for one unit
+        n = n if len(units) > 1 else 1
 
         def work(cur: duckdb.DuckDBPyConnection, unit: list[int]) -> tuple[str | None, list[tuple[int, Result]]]:
             first = items[unit[0]]
