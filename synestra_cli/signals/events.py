@@ -31,16 +31,12 @@ CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category
 
 # Xids split by meaning (log-formats A.1.1); consequences (43/45/154) and recoveries are not causes.
 # A corrected AER is benign alone: it counts only when repeated on one device within the scope.
-EVENTS_SQL = """
-WITH e AS (
-    SELECT e.*, upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
+# How an event reads (its state, a corrected error) and is typed (category, layer, weight): one text for
+# the per-job read below and the fleet's (fleet_telemetry.py).
+EVENT_STATE_SQL = """upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
            coalesce(e.fields->>'severity', e.message, '') ILIKE '%corrected%'
-             AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected
-    FROM events e
-    WHERE e.ts BETWEEN $start AND $end AND e.host IN ({hosts})
-), typed AS (
-    SELECT e.*,
-        CASE WHEN e.kind <> 'xid' THEN r.category
+             AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected"""
+EVENT_TYPING_SQL = """CASE WHEN e.kind <> 'xid' THEN r.category
              WHEN list_contains($fell, e.code) THEN 'gpu.fell_off_bus'
              WHEN list_contains($mem, e.code) THEN 'gpu.memory'
              WHEN list_contains($nvl, e.code) THEN 'gpu.nvlink'
@@ -48,7 +44,15 @@ WITH e AS (
              ELSE 'gpu.other_xid' END AS category,
         CASE WHEN e.kind <> 'xid' THEN r.layer ELSE 'gpu' END AS layer,
         CASE WHEN e.kind <> 'xid' THEN r.weight
-             WHEN list_contains($app, e.code) THEN 0.3 ELSE 1.0 END AS weight,
+             WHEN list_contains($app, e.code) THEN 0.3 ELSE 1.0 END AS weight"""
+EVENTS_SQL = f"""
+WITH e AS (
+    SELECT e.*, {EVENT_STATE_SQL}
+    FROM events e
+    WHERE e.ts BETWEEN $start AND $end AND e.host IN ({{hosts}})
+), typed AS (
+    SELECT e.*,
+        {EVENT_TYPING_SQL},
         count(*) OVER (PARTITION BY e.host, e.component, e.kind, e.corrected) AS repeats, r.recovery
     FROM e LEFT JOIN _event_rules r ON r.kind = e.kind
 )
@@ -57,7 +61,7 @@ SELECT t.ts, t.host, t.component, coalesce(g.entity, t.component) AS entity, t.k
        CASE WHEN t.recovery IS NULL THEN t.ts ELSE coalesce(r.ts, $end) END AS end_ts
 FROM typed t
 ASOF LEFT JOIN (SELECT host, component, kind, ts FROM events
-                WHERE ts BETWEEN $start AND $end AND host IN ({hosts})
+                WHERE ts BETWEEN $start AND $end AND host IN ({{hosts}})
                   AND kind IN (SELECT recovery FROM _event_rules)) r
        ON r.host = t.host AND r.component IS NOT DISTINCT FROM t.component AND r.kind = t.recovery AND r.ts >= t.ts
 LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g

@@ -33,7 +33,7 @@ import duckdb
 from synestra_cli import progress, settings
 from synestra_cli.signals.anomalies import MIN_BASELINE_SAMPLES, Anomaly
 from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
-from synestra_cli.signals.events import Event
+from synestra_cli.signals.events import EVENT_STATE_SQL, EVENT_TYPING_SQL, Event
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
     AER_CORRECTED_MIN,
@@ -290,24 +290,14 @@ CREATE OR REPLACE TEMP TABLE _fev AS
 SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host, unnest($lo::TIMESTAMP[]) AS lo,
        unnest($hi::TIMESTAMP[]) AS hi
 """
-EVENTS_SQL = """
+EVENTS_SQL = f"""
 WITH e AS (
-    SELECT j.job AS _job, j.hi AS _end, e.*, upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
-           coalesce(e.fields->>'severity', e.message, '') ILIKE '%corrected%'
-             AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected
+    SELECT j.job AS _job, j.hi AS _end, e.*, {EVENT_STATE_SQL}
     FROM events e JOIN _fev j ON j.host = e.host AND e.ts BETWEEN j.lo AND j.hi
     WHERE e.host IN (SELECT host FROM _fev)
 ), typed AS (
     SELECT e.*,
-        CASE WHEN e.kind <> 'xid' THEN r.category
-             WHEN list_contains($fell, e.code) THEN 'gpu.fell_off_bus'
-             WHEN list_contains($mem, e.code) THEN 'gpu.memory'
-             WHEN list_contains($nvl, e.code) THEN 'gpu.nvlink'
-             WHEN list_contains($conseq, e.code) THEN NULL
-             ELSE 'gpu.other_xid' END AS category,
-        CASE WHEN e.kind <> 'xid' THEN r.layer ELSE 'gpu' END AS layer,
-        CASE WHEN e.kind <> 'xid' THEN r.weight
-             WHEN list_contains($app, e.code) THEN 0.3 ELSE 1.0 END AS weight,
+        {EVENT_TYPING_SQL},
         count(*) OVER (PARTITION BY e._job, e.host, e.component, e.kind, e.corrected) AS repeats, r.recovery
     FROM e LEFT JOIN _fevent_rules r ON r.kind = e.kind
 )
