@@ -113,7 +113,16 @@ FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
 # what is bad going up, the highest upper quartile for what is bad going down), not of all windows
 # pooled: a fault that persists through the job's later windows (a ghost link stays for hours) would
 # otherwise become its own baseline. A window needs MIN_BASELINE_SAMPLES to speak; else all pooled.
-ANOMALIES_SQL = """
+# A series' threshold from its baseline b, kept when its range crosses it, and a sample past it: one text
+# for the per-job read below and the fleet's (fleet_telemetry.py).
+LIMITS_SQL = """CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
+                   ELSE least(floor, b * ratio - delta) END AS threshold
+    FROM cand
+    WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
+               ELSE lo <= floor AND lo < b * ratio - delta END"""
+BAD_SAMPLE_SQL = """coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
+                         ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad"""
+ANOMALIES_SQL = f"""
 WITH pooled AS (
     SELECT host, entity, metric, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
     FROM _sig WHERE x IS NOT NULL GROUP BY host, entity, metric
@@ -132,15 +141,10 @@ WITH pooled AS (
            CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
     FROM base JOIN _rules r USING (metric)
 ), limits AS (
-    SELECT *, CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
-                   ELSE least(floor, b * ratio - delta) END AS threshold
-    FROM cand
-    WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
-               ELSE lo <= floor AND lo < b * ratio - delta END
+    SELECT *, {LIMITS_SQL}
 ), flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
-           coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
-                         ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad,
+           {BAD_SAMPLE_SQL},
            row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts) AS rn
     FROM _sig s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
 ), islands AS (

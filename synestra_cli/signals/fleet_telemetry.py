@@ -31,7 +31,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli import progress, settings
-from synestra_cli.signals.anomalies import MIN_BASELINE_SAMPLES, Anomaly
+from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, Anomaly
 from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
 from synestra_cli.signals.events import EVENT_STATE_SQL, EVENT_TYPING_SQL, Event
 from synestra_cli.signals.scope import JobScope
@@ -226,7 +226,7 @@ FROM (
 """
 # signals/anomalies.py ANOMALIES_SQL, per series: its baseline from the healthiest of its own job's
 # read windows.
-ANOMALIES_SQL = """
+ANOMALIES_SQL = f"""
 WITH pooled AS (
     SELECT sid, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
     FROM _fsig WHERE x IS NOT NULL GROUP BY sid
@@ -243,15 +243,10 @@ WITH pooled AS (
     SELECT sid, f.job, f.host, f.entity, hi, lo, r.*, CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
     FROM base JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
 ), limits AS (
-    SELECT *, CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
-                   ELSE least(floor, b * ratio - delta) END AS threshold
-    FROM cand
-    WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
-               ELSE lo <= floor AND lo < b * ratio - delta END
+    SELECT *, {LIMITS_SQL}
 ), flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
-           coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
-                         ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad,
+           {BAD_SAMPLE_SQL},
            row_number() OVER (PARTITION BY s.sid ORDER BY s.ts) AS rn
     FROM _fsig s JOIN limits l USING (sid)
 ), islands AS (
