@@ -120,6 +120,12 @@ LIMITS_SQL = """CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delt
     FROM cand
     WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
                ELSE lo <= floor AND lo < b * ratio - delta END"""
+ONSET_SQL = """CASE WHEN prev0 IS NULL THEN first_bad
+            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
+                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
+                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
+                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
+            ELSE first_bad - (first_bad - prev0) / 2 END AS onset"""  # see ANOMALIES_SQL's comment on the onset
 BAD_SAMPLE_SQL = """coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
                          ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad"""
 ANOMALIES_SQL = f"""
@@ -164,12 +170,7 @@ SELECT host, entity, metric, layer, category, weight,
        -- dates it inside that interval: its first delta is the old rate up to the onset and the
        -- window's own rate after it (a scrape every 5 min would otherwise blur it by 2.5 min). A
        -- gauge, or a window of one sample: midway.
-       CASE WHEN prev0 IS NULL THEN first_bad
-            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
-                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
-                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
-                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
-            ELSE first_bad - (first_bad - prev0) / 2 END AS onset,
+       {ONSET_SQL},
        last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
 FROM windows
 WHERE n >= ? OR discrete

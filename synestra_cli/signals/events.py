@@ -121,15 +121,9 @@ class Incident:
     root_cause: bool | None = None
 
 
-def typed_events(conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datetime, end: datetime) -> list[Event]:
-    """Events on `hosts` in [start, end] that can be a cause, with category, layer and weight."""
-    if not hosts:
-        return []
-    conn.execute(EVENT_RULES_DDL)
-    insert_rows(conn, "_event_rules", [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
-    params = {
-        "start": start,
-        "end": end,
+def typing_params() -> dict[str, object]:
+    """EVENTS_SQL's parameters for EVENT_TYPING_SQL and the corrected-AER count (here and in the fleet's read)."""
+    return {
         "fell": list(XID_FELL_OFF),
         "mem": list(XID_MEMORY),
         "nvl": list(XID_NVLINK),
@@ -137,6 +131,15 @@ def typed_events(conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datet
         "app": list(XID_APP),
         "aer_min": AER_CORRECTED_MIN,
     }
+
+
+def typed_events(conn: duckdb.DuckDBPyConnection, hosts: list[str], start: datetime, end: datetime) -> list[Event]:
+    """Events on `hosts` in [start, end] that can be a cause, with category, layer and weight."""
+    if not hosts:
+        return []
+    conn.execute(EVENT_RULES_DDL)
+    insert_rows(conn, "_event_rules", [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
+    params = {"start": start, "end": end, **typing_params()}
     params.update({f"h{i}": h for i, h in enumerate(hosts)})
     sql = EVENTS_SQL.format(hosts=", ".join(f"$h{i}" for i in range(len(hosts))))
     return [Event(*r) for r in conn.execute(sql, params).fetchall()]

@@ -31,12 +31,11 @@ from typing import Any
 import duckdb
 
 from synestra_cli import progress, settings
-from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, Anomaly
+from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, ONSET_SQL, Anomaly
 from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
-from synestra_cli.signals.events import EVENT_STATE_SQL, EVENT_TYPING_SQL, Event
+from synestra_cli.signals.events import EVENT_STATE_SQL, EVENT_TYPING_SQL, Event, typing_params
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
-    AER_CORRECTED_MIN,
     CLOCK_EVENT_METRIC,
     CLOCK_EVENT_SIGNALS,
     DISCRETE_METRICS,
@@ -44,11 +43,6 @@ from synestra_cli.signals.thresholds import (
     METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
     RECOVERY,
-    XID_APP,
-    XID_CONSEQUENCE,
-    XID_FELL_OFF,
-    XID_MEMORY,
-    XID_NVLINK,
 )
 from synestra_cli.store.sql import insert_rows, placeholders, scalar
 
@@ -263,12 +257,7 @@ WITH pooled AS (
     FROM islands GROUP BY sid, island
 )
 SELECT job, host, entity, metric, layer, category, weight,
-       CASE WHEN prev0 IS NULL THEN first_bad
-            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
-                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
-                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
-                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
-            ELSE first_bad - (first_bad - prev0) / 2 END AS onset,
+       {ONSET_SQL},
        last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
 FROM windows
 WHERE n >= ? OR discrete
@@ -434,14 +423,7 @@ def _events(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[
     insert_rows(conn, "_fevent_rules", [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
     rows = [(j, h, r.event_read[1], r.event_read[2]) for j, r in reads.items() for h in r.event_read[0]]
     conn.execute(EVENT_READS_DDL, {k: [w[i] for w in rows] for i, k in enumerate(("jobs", "hosts", "lo", "hi"))})
-    params = {
-        "fell": list(XID_FELL_OFF),
-        "mem": list(XID_MEMORY),
-        "nvl": list(XID_NVLINK),
-        "conseq": list(XID_CONSEQUENCE),
-        "app": list(XID_APP),
-        "aer_min": AER_CORRECTED_MIN,
-    }
+    params = typing_params()
     out: dict[str, list[Event]] = {j: [] for j in reads}
     for j, *row in conn.execute(EVENTS_SQL, params).fetchall():
         out[j].append(Event(*row))
