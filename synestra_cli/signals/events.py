@@ -36,6 +36,10 @@ CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category
 EVENT_STATE_SQL = """upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
            coalesce(e.fields->>'severity', e.message, '') ILIKE '%corrected%'
              AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected"""
+# Which typed events count: a port that is Active, a corrected AER not repeated enough, are not causes.
+EVENT_KEPT_SQL = """t.category IS NOT NULL
+  AND NOT (t.kind = 'ib_port_state' AND t.state_text LIKE '%ACTIVE%' AND t.state_text NOT LIKE '%DOWN%')
+  AND NOT (t.kind = 'aer' AND t.corrected AND t.repeats < $aer_min)"""
 EVENT_TYPING_SQL = """CASE WHEN e.kind <> 'xid' THEN r.category
              WHEN list_contains($fell, e.code) THEN 'gpu.fell_off_bus'
              WHEN list_contains($mem, e.code) THEN 'gpu.memory'
@@ -67,9 +71,7 @@ ASOF LEFT JOIN (SELECT host, component, kind, ts FROM events
 LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g
        ON g.host = t.host AND upper(g.pci_bus_id) = upper(t.component)
 LEFT JOIN sources s ON s.source_id = t.source_id
-WHERE t.category IS NOT NULL
-  AND NOT (t.kind = 'ib_port_state' AND t.state_text LIKE '%ACTIVE%' AND t.state_text NOT LIKE '%DOWN%')
-  AND NOT (t.kind = 'aer' AND t.corrected AND t.repeats < $aer_min)
+WHERE {EVENT_KEPT_SQL}
 ORDER BY t.ts
 """
 

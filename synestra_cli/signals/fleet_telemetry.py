@@ -33,7 +33,7 @@ import duckdb
 from synestra_cli import progress, settings
 from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, ONSET_SQL, Anomaly
 from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
-from synestra_cli.signals.events import EVENT_STATE_SQL, EVENT_TYPING_SQL, Event, typing_params
+from synestra_cli.signals.events import EVENT_KEPT_SQL, EVENT_STATE_SQL, EVENT_TYPING_SQL, Event, typing_params
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
     CLOCK_EVENT_METRIC,
@@ -297,9 +297,7 @@ ASOF LEFT JOIN (SELECT j.job, e.host, e.component, e.kind, e.ts
 LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g
        ON g.host = t.host AND upper(g.pci_bus_id) = upper(t.component)
 LEFT JOIN sources s ON s.source_id = t.source_id
-WHERE t.category IS NOT NULL
-  AND NOT (t.kind = 'ib_port_state' AND t.state_text LIKE '%ACTIVE%' AND t.state_text NOT LIKE '%DOWN%')
-  AND NOT (t.kind = 'aer' AND t.corrected AND t.repeats < $aer_min)
+WHERE {EVENT_KEPT_SQL}
 ORDER BY t._job, t.ts
 """
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
