@@ -180,6 +180,47 @@ def test_ingest_summarises_every_source(sample_store):
     assert samples == summarised > 0
 
 
+def test_sources_loaded_without_telemetry_are_listed_as_summarised(tmp_path):
+    # logs ingested on their own (or a batch of logs alone, which a loaded machine closes by time:
+    # ingest/run.py BATCH_SECONDS) used to stay unlisted, so every job of their hours read raw
+    conn = connect(tmp_path / "store.duckdb")
+    try:
+        for part in (["syslog", "jobs", "sacct.txt"], ["dcgm", "node_exporter", "optics", "snmp", "topology.csv"]):
+            reports = ingest_paths(conn, [SAMPLE / p for p in part], IngestOptions())
+            assert reports and all(r.status == "loaded" for r in reports)
+        logs = (
+            "SELECT count(*) FROM sources s WHERE NOT EXISTS (SELECT 1 FROM metrics m WHERE m.source_id = s.source_id)"
+        )
+        unlisted = "SELECT count(*) FROM sources ANTI JOIN summarised_sources USING (source_id)"
+        assert conn.execute(logs).fetchone()[0] >= 10  # not vacuous: the logs of the first ingest
+        assert conn.execute(unlisted).fetchone() == (0,)
+    finally:
+        conn.close()
+
+
+def test_migration_019_lists_the_sources_without_telemetry_a_store_left_out(sample_store):
+    c = sample_store
+    c.execute("CREATE TEMP TABLE was AS SELECT * FROM summarised_sources")
+    try:
+        logs = "SELECT source_id FROM sources ANTI JOIN (SELECT DISTINCT source_id FROM metrics) USING (source_id)"
+        unsummarised = c.execute(
+            "SELECT max(source_id) FROM sources WHERE source_id IN (SELECT source_id FROM metrics)"
+        )
+        telemetry_sid = unsummarised.fetchone()[0]
+        c.execute(f"DELETE FROM summarised_sources WHERE source_id IN ({logs}) OR source_id = ?", [telemetry_sid])
+        c.execute("DELETE FROM _migrations WHERE name = '019_list_sources_without_telemetry'")
+        assert apply_migrations(c) == ["019_list_sources_without_telemetry"]
+        unlisted = [
+            r[0]
+            for r in c.execute(
+                "SELECT source_id FROM sources ANTI JOIN summarised_sources USING (source_id)"
+            ).fetchall()
+        ]
+        assert unlisted == [telemetry_sid]  # a source of telemetry without its summary stays read raw
+    finally:
+        c.execute("DELETE FROM summarised_sources; INSERT INTO summarised_sources SELECT * FROM was; DROP TABLE was")
+
+
 def test_explanations_are_the_same_with_and_without_the_summaries(sample_store):
     c = sample_store
     jobs = jobs_in_window(c)

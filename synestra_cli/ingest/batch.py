@@ -247,8 +247,8 @@ def commit(
     kept = {s.source_id for s in batch.files}
     _check_chains(conn, store, batch, [c for c in chains if c[0] in kept])
     filled = _copy(conn, store, batch, options) if batch.files else set()
-    if "metrics" in filled:  # summaries are of metrics only
-        _summarise(conn, store, [s.source_id for s in batch.files])
+    if batch.files:  # summaries are of metrics only; a batch without any still lists its sources
+        _summarise(conn, store, [s.source_id for s in batch.files], "metrics" in filled)
     mixed = other_form_notes(conn, store, [s.source_id for s in batch.files], options.cluster)
     for s in batch.files:
         rep = s.report
@@ -297,12 +297,12 @@ def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: In
     return filled
 
 
-def _summarise(conn: duckdb.DuckDBPyConnection, store: str, source_ids: list[int]) -> None:
+def _summarise(conn: duckdb.DuckDBPyConnection, store: str, source_ids: list[int], telemetry: bool) -> None:
     """The committed files' hourly summaries (store/summaries.py), in a transaction after the batch's: a
     source left without one (a crash in between) is read raw, with the same answers."""
     home = scalar(conn, "SELECT current_database()")
     conn.execute(f"USE {quote_ident(store)}")
     try:
-        summarise_sources(conn, source_ids)
+        summarise_sources(conn, source_ids, telemetry)
     finally:
         conn.execute(f"USE {quote_ident(home)}")

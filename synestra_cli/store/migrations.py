@@ -229,6 +229,13 @@ CREATE TABLE source_years (
 );
 """
 
+# Sources that wrote no telemetry have an empty summary: ingest listed them only when their batch also
+# held metrics, so a store of logs ingested apart had every job of those hours read raw.
+LIST_SOURCES_WITHOUT_TELEMETRY = """
+INSERT OR IGNORE INTO summarised_sources
+SELECT s.source_id FROM sources s ANTI JOIN (SELECT DISTINCT source_id FROM metrics) m USING (source_id);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
@@ -242,6 +249,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("012_metric_summaries", SUMMARY_DDL),  # store/summaries.py: per-series hourly summaries, backfilled
     ("017_years_and_hostless_gpus", YEARS_AND_HOSTLESS_GPUS),
     ("018_summaries_by_hour", SORT_SUMMARIES_SQL),  # store/summaries.py: a job's hours read, not the table
+    ("019_list_sources_without_telemetry", LIST_SOURCES_WITHOUT_TELEMETRY),
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
 AFTER_SQL = {"012_metric_summaries": backfill_summaries, "018_summaries_by_hour": sort_summaries_by_hour}

@@ -166,14 +166,17 @@ def summarise_source(conn: duckdb.DuckDBPyConnection, source_id: int | None) -> 
     return source_id is not None and summarise_sources(conn, [source_id])
 
 
-def summarise_sources(conn: duckdb.DuckDBPyConnection, source_ids: list[int]) -> bool:
+def summarise_sources(conn: duckdb.DuckDBPyConnection, source_ids: list[int], telemetry: bool = True) -> bool:
     """Write the summaries of committed sources, in one transaction of their own (ingest calls this once
-    per batch it committed). The files are in either way: a source left without its summary (this failed,
-    or a crash came in between) is read raw, slower but with the same answers. A replaced or forgotten
-    source's summary goes with its rows (both tables carry source_id). True when written."""
+    per batch it committed, telemetry False when the batch wrote no metrics: its sources are only
+    listed, or every reader of their hours would read raw). The files are in either way: a source left
+    without its summary (this failed, or a crash came in between) is read raw, slower but with the same
+    answers. A replaced or forgotten source's summary goes with its rows (both tables carry source_id).
+    True when written."""
     try:
         with transaction(conn):
-            conn.execute(BATCH_SUMMARY_SQL, {"ids": source_ids})
+            if telemetry:
+                conn.execute(BATCH_SUMMARY_SQL, {"ids": source_ids})
             conn.execute(MARK_SQL, {"ids": source_ids})
     except duckdb.Error as exc:
         if is_interrupt(exc):
