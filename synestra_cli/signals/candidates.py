@@ -144,30 +144,36 @@ SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity 
 ORDER BY ALL
 """
 # The candidates' hours that touch a window, with where their samples are (store/summaries.py row_lo, row_hi).
-CAND_HOURS_SQL = """
-CREATE OR REPLACE TEMP TABLE _cand_hours AS
-SELECT s.source_id, s.host, s.entity, s.metric, s.bucket, s.n, s.row_lo, s.row_hi FROM _summ s
-SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
+# One text for the per-job read and the fleet's (signals/fleet_telemetry.py): {distinct} and {job} are
+# empty here; the fleet's summaries and candidates carry the job, and an hour several jobs share is read once.
+CAND_HOURS = """
+CREATE OR REPLACE TEMP TABLE {hours} AS
+SELECT {distinct}s.source_id, s.host, s.entity, s.metric, s.bucket, s.n, s.row_lo, s.row_hi FROM {summ} s
+SEMI JOIN {cand} c ON {job}c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 WHERE s.touches
 """
+CAND_HOURS_SQL = CAND_HOURS.format(hours="_cand_hours", distinct="", summ="_summ", cand="_cand", job="")
 # Those hours' samples read by rowid: a few hundred rows per candidate. Only rows of the hour's own source,
 # series and hour count, so the read holds all of an hour's samples exactly when it finds `n` of them.
-ROWID_READ_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _cand_rows AS
+ROWID_READ = f"""
+CREATE OR REPLACE TEMP TABLE {{rows}} AS
 SELECT m.ts, m.host, m.entity, m.metric, m.value FROM metrics m
-SEMI JOIN _cand_hours h
+SEMI JOIN {{hours}} h
      ON h.source_id = m.source_id AND h.host = m.host AND h.entity IS NOT DISTINCT FROM m.entity
     AND h.metric = m.metric AND h.bucket = time_bucket({BUCKET}, m.ts)
-WHERE m.rowid IN (SELECT unnest(range(row_lo, row_hi + 1)) FROM _cand_hours) AND m.value IS NOT NULL
+WHERE m.rowid IN (SELECT unnest(range(row_lo, row_hi + 1)) FROM {{hours}}) AND m.value IS NOT NULL
 """
+ROWID_READ_SQL = ROWID_READ.format(rows="_cand_rows", hours="_cand_hours")
 # A file not written in series order (another tool's, a clone) spreads an hour's samples over many
 # rows: past this many rows per sample, its row groups are cheaper read whole.
 ROWID_MAX_SPREAD = 4
-ROWID_SPREAD_SQL = "SELECT coalesce(sum(row_hi - row_lo + 1) <= $spread * sum(n), true) FROM _cand_hours"
-ROWID_CHECK_SQL = """
-SELECT (SELECT count(*) FROM _cand_rows) = (SELECT sum(n) FROM _cand_hours)
-   AND NOT EXISTS (SELECT 1 FROM _cand_hours WHERE row_lo IS NULL)
+ROWID_SPREAD = "SELECT coalesce(sum(row_hi - row_lo + 1) <= $spread * sum(n), true) FROM {hours}"
+ROWID_SPREAD_SQL = ROWID_SPREAD.format(hours="_cand_hours")
+ROWID_CHECK = """
+SELECT (SELECT count(*) FROM {rows}) = (SELECT sum(n) FROM {hours})
+   AND NOT EXISTS (SELECT 1 FROM {hours} WHERE row_lo IS NULL)
 """
+ROWID_CHECK_SQL = ROWID_CHECK.format(rows="_cand_rows", hours="_cand_hours")
 # Else the candidates' own samples in the windows: only the row groups of the files that hold them (a row
 # group holds one or two files: the source list skips the host's other exporters' files as well).
 RAW_SQL = """

@@ -10,8 +10,10 @@ partition, grouping and join:
 
 1. the summaries of every job's hosts and ports over its hours (`_fsumm`), each job's series and
    candidates from them (`_fcand_series`, `_fcand`): the per-job tests of signals/candidates.py;
-2. the raw samples of every job's candidates inside its own read windows, in one scan of the
-   candidates' hosts (`_fscope`), the clocks-event bits decoded;
+2. the raw samples of every job's candidates inside its own read windows (`_fscope`), the clocks-event
+   bits decoded: by rowid from their hours' row ranges, as signals/candidates.py reads one job's (the
+   same SQL text), when that probes fewer rows than the candidates' files hold; else in one scan of
+   those files;
 3. every job's rates (`_fsig`) and anomaly windows against each series' healthiest read window of that
    job, in one statement: the per-job ANOMALIES_SQL with `job` added.
 
@@ -32,7 +34,15 @@ import duckdb
 
 from synestra_cli import progress, settings
 from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, ONSET_SQL, Anomaly
-from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
+from synestra_cli.signals.candidates import (
+    CAND_HOURS,
+    HAS_ROW_RANGES_SQL,
+    HAS_SUMMARIES_SQL,
+    ROWID_CHECK,
+    ROWID_MAX_SPREAD,
+    ROWID_READ,
+    ROWID_SPREAD,
+)
 from synestra_cli.signals.events import EVENT_KEPT_SQL, EVENT_STATE_SQL, EVENT_TYPING_SQL, Event, typing_params
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
@@ -80,7 +90,7 @@ SELECT s.first_ts, s.last_ts FROM sources s ANTI JOIN summarised_sources u USING
 # `touches` and `seen` against that job's windows (a row is one source, series and hour: its key).
 _SUMM = """
 INSERT INTO _fsumm
-SELECT h.job, s.source_id, s.host, s.entity, s.metric,
+SELECT h.job, s.source_id, s.host, s.entity, s.metric, s.bucket, {ranges},
        bool_or(s.last_ts >= w.lo AND s.first_ts <= w.hi),
        bool_or((s.first_ts BETWEEN w.lo AND w.hi) OR (s.last_ts BETWEEN w.lo AND w.hi)),
        any_value(s.n), any_value(s.lo), any_value(s.hi), any_value(s.fin_first_ts), any_value(s.fin_last_ts),
@@ -95,12 +105,17 @@ GROUP BY h.job, s.source_id, s.host, s.entity, s.metric, s.bucket
 """
 SUMM_DDL = """
 CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR,
-    touches BOOLEAN, seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP,
-    first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE, backwards BIGINT, repeats BIGINT, pair_hi DOUBLE,
-    pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
+    bucket TIMESTAMP, row_lo BIGINT, row_hi BIGINT, touches BOOLEAN, seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE,
+    fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE,
+    backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
 """
-SUMM_HOSTS_SQL = _SUMM.format(join="JOIN _fhosts h ON h.host = s.host", table="_fhosts")
-SUMM_PORTS_SQL = _SUMM.format(join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity", table="_fports")
+SUMM_HOSTS_SQL = _SUMM.format(join="JOIN _fhosts h ON h.host = s.host", table="_fhosts", ranges="{ranges}")
+SUMM_PORTS_SQL = _SUMM.format(
+    join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity", table="_fports", ranges="{ranges}"
+)
+# Where each hour's samples are (migration 018); a store opened read-only before it reads by file.
+ROW_RANGES = "any_value(s.row_lo), any_value(s.row_hi)"
+NO_ROW_RANGES = "NULL, NULL"
 
 # signals/candidates.py SERIES_SQL, per job (the window over the hours only for series several sources hold).
 SERIES_SQL = """
@@ -174,25 +189,48 @@ UNION ALL
 SELECT c.sid + d.k, c.job, c.host, c.entity, d.metric
 FROM _fcand c CROSS JOIN (VALUES {values}) d(k, metric, bit, unless) WHERE c.metric = ?
 """
-# The candidates' samples inside their own job's windows (disjoint: a sample joins one window at most),
-# in one scan of the candidates' files for all the jobs (signals/candidates.py CAND_SOURCES_SQL: the
-# files whose summaries hold a candidate's hours). Sources, hosts and metrics as bound lists, not
+# The candidates' samples inside their own job's windows (disjoint: a sample joins one window at most).
+# First by rowid, as signals/candidates.py reads one job's: the candidates' hours that touch their job's
+# windows, each read once however many jobs share it, checked to hold all of their samples. Else (a
+# range missing or stale) in one scan of the candidates' files for all the jobs (CAND_SOURCES_SQL: the
+# files whose summaries hold a candidate's hours), sources, hosts and metrics as bound lists, not
 # subqueries: a list lets DuckDB skip the row groups of other files by their min/max.
+CAND_HOURS_SQL = CAND_HOURS.format(
+    hours="_fcand_hours", distinct="DISTINCT ", summ="_fsumm", cand="_fcand", job="c.job = s.job AND "
+)
+# DuckDB narrows a rowid read to the rows between the first and the last rowid wanted, and probes each
+# of them; the read by file scans the candidates' files. A fleet's candidates lie all over the table
+# (every job's hosts), so the read by rowid is taken only when it probes fewer rows than those files
+# hold (times ROWID_MAX_SPAN). The campus's 192 jobs: 215 M rows probed for 5.3 M samples, 15 CPU s,
+# against 13 CPU s for their files' 179 M rows.
+ROWID_MAX_SPAN = 1.0
+ROWID_SPAN_SQL = """
+SELECT coalesce(max(row_hi) - min(row_lo) + 1
+                <= $span * (SELECT sum(rows) FROM sources WHERE source_id IN (SELECT source_id FROM _fcand_hours)),
+                true)
+FROM _fcand_hours
+"""
+ROWID_SPREAD_SQL = ROWID_SPREAD.format(hours="_fcand_hours")
+ROWID_READ_SQL = ROWID_READ.format(rows="_fcand_rows", hours="_fcand_hours")
+ROWID_CHECK_SQL = ROWID_CHECK.format(rows="_fcand_rows", hours="_fcand_hours")
 CAND_SOURCES_SQL = """
 SELECT DISTINCT s.source_id, s.host FROM _fsumm s
 SEMI JOIN _fcand c
      ON c.job = s.job AND c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 ORDER BY ALL
 """
-SCOPE_SQL = """
+_SCOPE = """
 CREATE OR REPLACE TEMP TABLE _fscope AS
 SELECT c.sid, m.ts, m.value
-FROM metrics m
+FROM {samples} m
 JOIN _fcand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
-WHERE m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics}) AND m.ts BETWEEN ? AND ?
-  AND m.value IS NOT NULL
 """
+SCOPE_ROWS_SQL = _SCOPE.format(samples="_fcand_rows")
+SCOPE_SQL = _SCOPE.format(samples="metrics") + (
+    "WHERE m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})"
+    " AND m.ts BETWEEN ? AND ?\n  AND m.value IS NOT NULL\n"
+)
 EMPTY_SCOPE_SQL = "CREATE OR REPLACE TEMP TABLE _fscope (sid BIGINT, ts TIMESTAMP, value DOUBLE)"
 # signals/anomalies.py CLOCK_BITS_SQL, per job.
 CLOCK_BITS_SQL = """
@@ -302,7 +340,7 @@ ORDER BY t._job, t.ts
 """
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
 TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fsumm", "_fcand_series")
-TEMP_TABLES += ("_fcand", "_fseries", "_fscope", "_fsig", "_fev", "_fevent_rules")
+TEMP_TABLES += ("_fcand", "_fseries", "_fcand_hours", "_fcand_rows", "_fscope", "_fsig", "_fev", "_fevent_rules")
 
 
 @dataclass(frozen=True)
@@ -382,25 +420,18 @@ def _anomalies(
         return {}
     _load(conn, reads)
     metrics = {"metrics": _metrics()}
+    ranges = ROW_RANGES if scalar(conn, HAS_ROW_RANGES_SQL) else NO_ROW_RANGES
     conn.execute(SUMM_DDL)
-    conn.execute(SUMM_HOSTS_SQL, metrics)
-    conn.execute(SUMM_PORTS_SQL, metrics)
+    conn.execute(SUMM_HOSTS_SQL.format(ranges=ranges), metrics)
+    conn.execute(SUMM_PORTS_SQL.format(ranges=ranges), metrics)
     conn.execute(SERIES_SQL)
     counts = {j: (seen, touched) for j, seen, touched in conn.execute(OBSERVED_SQL).fetchall()}
     conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
     values = ", ".join(["(?, ?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
     bits = [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
     conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
-    held = conn.execute(CAND_SOURCES_SQL).fetchall()
-    sources, hosts = sorted({r[0] for r in held}), sorted({r[1] for r in held})
-    names = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _fcand ORDER BY 1").fetchall()]
-    hull = [min(r.windows[0][0] for r in reads.values()), max(r.windows[-1][1] for r in reads.values())]
-    if sources:
-        marks = {"sources": placeholders(len(sources)), "hosts": placeholders(len(hosts))}
-        sql = SCOPE_SQL.format(**marks, metrics=placeholders(len(names)))
-        conn.execute(sql, [*sources, *hosts, *names, *hull])
-    else:
-        conn.execute(EMPTY_SCOPE_SQL)
+    if not _read_by_rowid(conn):
+        _read_by_source(conn, reads)
     conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
     conn.execute(SIGNAL_SQL)
     found: dict[str, list[Anomaly]] = {j: [] for j in reads}
@@ -413,6 +444,36 @@ def _anomalies(
         if not touched or seen:  # else every touching hour straddles a window edge: read alone, raw
             out[j] = (r.windows, seen > 0, found[j])
     return out
+
+
+def _read_by_rowid(conn: duckdb.DuckDBPyConnection) -> bool:
+    """The candidates' samples in their jobs' windows into `_fscope` from their hours' row ranges (as
+    signals/candidates.py `_read_by_rowid`); False (nothing written) when the candidates lie too far
+    apart, or a range is missing, spread too thin, or no longer holds all of its hour's samples."""
+    conn.execute(CAND_HOURS_SQL)
+    if not scalar(conn, ROWID_SPAN_SQL, {"span": ROWID_MAX_SPAN}):
+        return False
+    if not scalar(conn, ROWID_SPREAD_SQL, {"spread": ROWID_MAX_SPREAD}):
+        return False
+    conn.execute(ROWID_READ_SQL)
+    if not scalar(conn, ROWID_CHECK_SQL):
+        return False
+    conn.execute(SCOPE_ROWS_SQL)
+    return True
+
+
+def _read_by_source(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> None:
+    """The candidates' samples in their jobs' windows into `_fscope`, from the row groups of their files."""
+    held = conn.execute(CAND_SOURCES_SQL).fetchall()
+    sources, hosts = sorted({r[0] for r in held}), sorted({r[1] for r in held})
+    names = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _fcand ORDER BY 1").fetchall()]
+    hull = [min(r.windows[0][0] for r in reads.values()), max(r.windows[-1][1] for r in reads.values())]
+    if sources:
+        marks = {"sources": placeholders(len(sources)), "hosts": placeholders(len(hosts))}
+        sql = SCOPE_SQL.format(**marks, metrics=placeholders(len(names)))
+        conn.execute(sql, [*sources, *hosts, *names, *hull])
+    else:
+        conn.execute(EMPTY_SCOPE_SQL)
 
 
 def _events(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[str, list[Event]]:
