@@ -221,7 +221,7 @@ ORDER BY ALL
 """
 _SCOPE = """
 CREATE OR REPLACE TEMP TABLE _fscope AS
-SELECT c.sid, m.ts, m.value
+SELECT c.sid, m.ts, m.value, w.w AS win
 FROM {samples} m
 JOIN _fcand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
@@ -231,12 +231,12 @@ SCOPE_SQL = _SCOPE.format(samples="metrics") + (
     "WHERE m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})"
     " AND m.ts BETWEEN ? AND ?\n  AND m.value IS NOT NULL\n"
 )
-EMPTY_SCOPE_SQL = "CREATE OR REPLACE TEMP TABLE _fscope (sid BIGINT, ts TIMESTAMP, value DOUBLE)"
+EMPTY_SCOPE_SQL = "CREATE OR REPLACE TEMP TABLE _fscope (sid BIGINT, ts TIMESTAMP, value DOUBLE, win BIGINT)"
 # signals/anomalies.py CLOCK_BITS_SQL, per job.
 CLOCK_BITS_SQL = """
 INSERT INTO _fscope
-SELECT s.sid + d.k, s.ts, CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END
-FROM (SELECT sid, ts, TRY_CAST(round(value) AS BIGINT) AS b FROM _fscope
+SELECT s.sid + d.k, s.ts, CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END, s.win
+FROM (SELECT sid, ts, TRY_CAST(round(value) AS BIGINT) AS b, win FROM _fscope
       WHERE sid IN (SELECT sid FROM _fcand WHERE metric = ?)) s
 CROSS JOIN (VALUES {values}) d(k, metric, bit, unless)
 WHERE s.b IS NOT NULL AND s.b >= 0
@@ -244,28 +244,27 @@ WHERE s.b IS NOT NULL AND s.b >= 0
 # signals/counters.py _RATES and signals/anomalies.py SIGNAL_SQL, per series.
 SIGNAL_SQL = """
 CREATE OR REPLACE TEMP TABLE _fsig AS
-SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x, s.win
 FROM (
-    SELECT sid, ts, value, prev_ts,
+    SELECT sid, ts, value, prev_ts, win,
            CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
                 WHEN value < prev THEN value ELSE value - prev END / (epoch(ts) - epoch(prev_ts)) AS rate
     FROM (
-        SELECT sid, ts, value, lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
+        SELECT sid, ts, value, win, lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
         FROM _fscope WHERE isfinite(value)
         WINDOW w AS (PARTITION BY sid ORDER BY ts)
     )
 ) s JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
 """
 # signals/anomalies.py ANOMALIES_SQL, per series: its baseline from the healthiest of its own job's
-# read windows.
+# read windows (`win`: the window each sample was read in, so no second join to the windows).
 ANOMALIES_SQL = f"""
 WITH pooled AS (
     SELECT sid, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
     FROM _fsig WHERE x IS NOT NULL GROUP BY sid
 ), per_window AS (
-    SELECT s.sid, quantile_cont(s.x, [0.25, 0.75]) AS q
-    FROM _fsig s JOIN _fseries f USING (sid) JOIN _fwin w ON w.job = f.job AND s.ts BETWEEN w.lo AND w.hi
-    WHERE s.x IS NOT NULL GROUP BY s.sid, w.w HAVING count(*) >= ?
+    SELECT sid, quantile_cont(x, [0.25, 0.75]) AS q
+    FROM _fsig WHERE x IS NOT NULL GROUP BY sid, win HAVING count(*) >= ?
 ), healthiest AS (
     SELECT sid, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window GROUP BY sid
 ), base AS (
