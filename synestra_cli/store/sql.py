@@ -98,6 +98,19 @@ def sql_file(package: str | None, name: str) -> str:
     return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
+HAS_TABLE_SQL = """
+SELECT count(*) FROM duckdb_tables()
+WHERE database_name = CASE WHEN $temporary THEN 'temp' ELSE current_database() END AND schema_name = 'main'
+  AND table_name = $name
+"""
+
+
+def has_table(conn: duckdb.DuckDBPyConnection, name: str, temporary: bool = False) -> bool:
+    """Whether the connection's current database has this table (a store not migrated yet lacks some;
+    a lake reader's tables are temporary): the one way every module asks."""
+    return bool(scalar(conn, HAS_TABLE_SQL, {"name": name, "temporary": temporary}))
+
+
 def quote_ident(name: str) -> str:
     """The one quoting helper for identifiers that cannot be parameters."""
     return '"' + name.replace('"', '""') + '"'
