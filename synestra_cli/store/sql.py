@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -114,6 +115,12 @@ def has_table(conn: duckdb.DuckDBPyConnection, name: str, temporary: bool = Fals
 def quote_ident(name: str) -> str:
     """The one quoting helper for identifiers that cannot be parameters."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str | Path) -> str:
+    """A string literal where DuckDB takes no parameter (the file of ATTACH, the target of COPY ... TO):
+    a path holding a quote stays one literal."""
+    return "'" + str(text).replace("'", "''") + "'"
 
 
 @contextmanager
