@@ -37,7 +37,6 @@ from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASEL
 from synestra_cli.signals.candidates import (
     CAND_HOURS,
     HAS_ROW_RANGES_SQL,
-    HAS_SUMMARIES_SQL,
     ROWID_CHECK,
     ROWID_MAX_SPREAD,
     ROWID_READ,
@@ -54,7 +53,7 @@ from synestra_cli.signals.thresholds import (
     MIN_ANOMALY_SAMPLES,
     RECOVERY,
 )
-from synestra_cli.store.sql import insert_rows, placeholders, scalar
+from synestra_cli.store.sql import has_table, insert_rows, placeholders, scalar
 
 Window = tuple[datetime, datetime]
 EventRead = tuple[list[str], datetime, datetime]
@@ -369,7 +368,7 @@ def _metrics() -> list[str]:
 
 def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> list[str]:
     """The jobs every source of whose hours has its summary (signals/candidates.py summaries_cover)."""
-    if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
+    if not settings.summaries() or not has_table(conn, "summarised_sources"):
         return []
     missing = conn.execute(UNSUMMARISED_SQL).fetchall()
 
