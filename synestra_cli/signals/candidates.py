@@ -28,13 +28,9 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
-from synestra_cli.store.sql import one_row, placeholders, scalar
+from synestra_cli.store.sql import has_table, one_row, placeholders, scalar
 from synestra_cli.store.summaries import BUCKET
 
-HAS_SUMMARIES_SQL = """
-SELECT count(*) FROM duckdb_tables()
-WHERE database_name = current_database() AND schema_name = 'main' AND table_name = 'summarised_sources'
-"""
 # Row ranges (migration 018): a store opened read-only before it has none, and reads by source.
 HAS_ROW_RANGES_SQL = """
 SELECT count(*) FROM duckdb_columns()
@@ -182,7 +178,7 @@ WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.met
 def summaries_cover(conn: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> bool:
     """True when the store has summaries and every source that may hold samples in [lo, hi] has one
     (and $SYNESTRA_SUMMARIES does not turn them off)."""
-    if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
+    if not settings.summaries() or not has_table(conn, "summarised_sources"):
         return False
     return bool(scalar(conn, UNSUMMARISED_SQL, [hi, lo]) == 0)
 

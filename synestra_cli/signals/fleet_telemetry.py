@@ -32,7 +32,6 @@ import duckdb
 
 from synestra_cli import progress, settings
 from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, ONSET_SQL, Anomaly
-from synestra_cli.signals.candidates import HAS_SUMMARIES_SQL
 from synestra_cli.signals.events import EVENT_KEPT_SQL, EVENT_STATE_SQL, EVENT_TYPING_SQL, Event, typing_params
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
@@ -44,7 +43,7 @@ from synestra_cli.signals.thresholds import (
     MIN_ANOMALY_SAMPLES,
     RECOVERY,
 )
-from synestra_cli.store.sql import insert_rows, placeholders, scalar
+from synestra_cli.store.sql import has_table, insert_rows, placeholders
 
 Window = tuple[datetime, datetime]
 EventRead = tuple[list[str], datetime, datetime]
@@ -332,7 +331,7 @@ def _metrics() -> list[str]:
 
 def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> list[str]:
     """The jobs every source of whose hours has its summary (signals/candidates.py summaries_cover)."""
-    if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
+    if not settings.summaries() or not has_table(conn, "summarised_sources"):
         return []
     missing = conn.execute(UNSUMMARISED_SQL).fetchall()
 
