@@ -3,19 +3,40 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
 from synestra_cli.cli.render import dumps
-from synestra_cli.errors import Terminated
+from synestra_cli.errors import Terminated, request_stop
 from synestra_cli.formats.base import IngestOptions
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    Terminated.received = True
-    raise Terminated()
+def _on_sigterm(signum: int, frame: Any) -> None:
+    request_stop(Terminated)
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    request_stop(KeyboardInterrupt)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM raises Terminated where Ctrl-C raises KeyboardInterrupt, and both are remembered
+    (errors.request_stop: a library that wraps the exception in its own error does not lose the stop).
+    A Ctrl-C that is ignored (a shell's background job) stays ignored. The handlers before are put back."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if before[signal.SIGINT] is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def run_follow(
@@ -29,9 +50,21 @@ def run_follow(
 ) -> bool:
     """Poll until max_polls or a signal. SIGTERM is raised as Terminated where Ctrl-C would be: the file
     being loaded rolls back and the error wrapper exits 143. True when any file failed."""
+    with stop_on_signals():
+        return _follow(db, paths, options, interval, max_polls, reporter, as_json)
+
+
+def _follow(
+    db: Path | None,
+    paths: list[Path],
+    options: IngestOptions,
+    interval: float,
+    max_polls: int | None,
+    reporter: Any,
+    as_json: bool,
+) -> bool:
     from synestra_cli.follow import Follower
 
-    signal.signal(signal.SIGTERM, _terminate)
     follower = Follower(db, paths, options)
     reporter.say(f"following {len(paths)} path(s) every {interval:g} s into {follower.db} (Ctrl-C stops)")
     for path in paths:
