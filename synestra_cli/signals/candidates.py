@@ -148,13 +148,33 @@ WHERE s.touches
 """
 # Those hours' samples read by rowid: a few hundred rows per candidate. Only rows of the hour's own source,
 # series and hour count, so the read holds all of an hour's samples exactly when it finds `n` of them.
+# Each range is its own constant `rowid BETWEEN` scan: DuckDB pushes that to the table scan, which reads
+# one row group; a join or `rowid IN (subquery)` filter only prunes by its min and max, and a 256-host
+# job's hours lie all over the store (5 CPU s, a full scan, for 5,243 rows). A series' hours are adjacent
+# rows of its file (written sorted by host, entity, metric and time), so near ranges are read as one.
+ROWID_RANGES_SQL = """
+WITH r AS (
+    SELECT row_lo, row_hi,
+           max(row_hi) OVER (ORDER BY row_lo ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reached
+    FROM _cand_hours
+), g AS (
+    SELECT row_lo, row_hi, count(*) FILTER (WHERE NOT coalesce(row_lo - reached <= $gap, false))
+                           OVER (ORDER BY row_lo) AS k
+    FROM r
+)
+SELECT min(row_lo), max(row_hi) FROM g GROUP BY k ORDER BY 1
+"""
+ROWID_MERGE_GAP = 2048  # rows: DuckDB's vector
+# Past this many scans a full read of the candidates' files is cheaper (~2 ms a range, ~1 s a full scan).
+ROWID_MAX_RANGES = 400
+ROWID_RANGE_SQL = "SELECT source_id, ts, host, entity, metric, value FROM metrics WHERE rowid BETWEEN ? AND ?"
 ROWID_READ_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _cand_rows AS
-SELECT m.ts, m.host, m.entity, m.metric, m.value FROM metrics m
+SELECT m.ts, m.host, m.entity, m.metric, m.value FROM ({{ranges}}) m
 SEMI JOIN _cand_hours h
      ON h.source_id = m.source_id AND h.host = m.host AND h.entity IS NOT DISTINCT FROM m.entity
     AND h.metric = m.metric AND h.bucket = time_bucket({BUCKET}, m.ts)
-WHERE m.rowid IN (SELECT unnest(range(row_lo, row_hi + 1)) FROM _cand_hours) AND m.value IS NOT NULL
+WHERE m.value IS NOT NULL
 """
 # A file not written in series order (another tool's, a clone) spreads an hour's samples over many
 # rows: past this many rows per sample, its row groups are cheaper read whole.
@@ -231,7 +251,13 @@ def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[
     conn.execute(CAND_HOURS_SQL)
     if not scalar(conn, ROWID_SPREAD_SQL, {"spread": ROWID_MAX_SPREAD}):
         return False
-    conn.execute(ROWID_READ_SQL)
+    if scalar(conn, "SELECT count(*) FILTER (WHERE row_lo IS NULL) FROM _cand_hours"):
+        return False
+    ranges = conn.execute(ROWID_RANGES_SQL, {"gap": ROWID_MERGE_GAP}).fetchall()
+    if len(ranges) > ROWID_MAX_RANGES:
+        return False
+    scans = " UNION ALL ".join([ROWID_RANGE_SQL] * len(ranges)) or ROWID_RANGE_SQL.replace("?", "NULL")
+    conn.execute(ROWID_READ_SQL.format(ranges=scans), [v for r in ranges for v in r])
     if not scalar(conn, ROWID_CHECK_SQL):
         return False
     conn.execute(f"INSERT INTO _scope SELECT m.* FROM _cand_rows m WHERE {spans}", span_args)
