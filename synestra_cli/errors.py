@@ -93,6 +93,12 @@ def request_stop(kind: type[KeyboardInterrupt]) -> NoReturn:
     raise kind()
 
 
+def forget_stop() -> None:
+    """The stop has been acted on (the command ended): a later run in this process starts clean."""
+    global _stop
+    _stop = None
+
+
 def raise_if_stopped(cause: BaseException | None = None) -> None:
     """Raise the stop a signal asked for (request_stop) again, if one did: `cause` is the error it became."""
     if _stop is not None:

@@ -2,41 +2,14 @@
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
 
+from synestra_cli.cli.common import stop_on_signals
 from synestra_cli.cli.render import dumps
-from synestra_cli.errors import Terminated, request_stop
 from synestra_cli.formats.base import IngestOptions
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    request_stop(Terminated)
-
-
-def _on_sigint(signum: int, frame: Any) -> None:
-    request_stop(KeyboardInterrupt)
-
-
-@contextmanager
-def stop_on_signals() -> Iterator[None]:
-    """SIGTERM raises Terminated where Ctrl-C raises KeyboardInterrupt, and both are remembered
-    (errors.request_stop: a library that wraps the exception in its own error does not lose the stop).
-    A Ctrl-C that is ignored (a shell's background job) stays ignored. The handlers before are put back."""
-    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    if before[signal.SIGINT] is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _on_sigint)
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 def run_follow(
