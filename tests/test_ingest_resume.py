@@ -264,3 +264,45 @@ def test_a_grown_parquet_metrics_file_is_not_read_by_lines(tmp_path):
     csv = tmp_path / "m.csv"
     csv.write_text("timestamp,host,entity,metric,value\n")
     assert metrics_long.FORMAT.resumes(csv)
+
+
+@pytest.mark.parametrize("rotation", ["rename", "copytruncate"])
+def test_a_file_rotated_while_it_loads_fails_and_its_content_loads_at_the_next_ingest(tmp_path, monkeypatch, rotation):
+    """logrotate renames the file (or copies and truncates it) while a poll reads it: the rows parsed
+    were of the new file under the old content's sha256, so the moved content was then skipped as
+    already in the store and its lines were lost (issue 16's 25-minute follow run). Now the file fails,
+    nothing of it is kept, and the next ingest loads every line."""
+    from synestra_cli.ingest import run
+
+    lines = (DATA / "real_data/loghub-2k/Linux/Linux_2k.log").read_bytes().splitlines(keepends=True)[:302]
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    log, moved = watched / "messages", watched / "messages.1"
+    log.write_bytes(b"".join(lines[:200]))
+    db = tmp_path / "store.duckdb"
+    assert [r.status for r in ingest_paths(db, [log], OPTIONS)] == ["loaded"]
+    with log.open("ab") as f:
+        f.write(b"".join(lines[200:300]))
+
+    digest_for = run.digest_for
+
+    def rotated_after_hashing(*args):
+        digest = digest_for(*args)
+        if rotation == "rename":
+            log.rename(moved)
+        else:
+            shutil.copy2(log, moved)
+        log.write_bytes(b"".join(lines[300:]))  # the writer's first lines in the new file
+        return digest
+
+    monkeypatch.setattr(run, "digest_for", rotated_after_hashing)
+    (report,) = ingest_paths(db, [log], OPTIONS)
+    assert report.status == "failed" and "while it loaded" in report.error
+    monkeypatch.setattr(run, "digest_for", digest_for)
+    ingest_paths(db, [moved, log], OPTIONS)
+    with open_store(db, read_only=True) as c:
+        kept = c.execute("SELECT count(*) FROM events").fetchone()[0]
+    clean = tmp_path / "clean.duckdb"
+    ingest_paths(clean, [tmp_path / "watched"], OPTIONS)
+    with open_store(clean, read_only=True) as c:
+        assert kept == c.execute("SELECT count(*) FROM events").fetchone()[0] >= 250  # every line's event

@@ -34,12 +34,14 @@ class Digest:
     prefix_sha: str | None = None  # of the first `prefix` bytes, when the file is that long
     prefix_lines: int = 0  # newlines in them
     prefix_ends_line: bool = False  # they end with a newline
+    file_id: tuple[int, int] | None = None  # (device, inode) of the file hashed
 
 
 def file_digest(path: Path, prefix: int | None = None) -> Digest:
     """sha256 of the file's bytes, and of its first `prefix` bytes (one pass: is the old content a prefix?)."""
     h, size, lines, prefix_sha, last = hashlib.sha256(), 0, 0, None, b""
     with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
         for block in iter(lambda: f.read(1 << 20), b""):
             if prefix is not None and prefix_sha is None and size + len(block) >= prefix:
                 cut = prefix - size
@@ -54,7 +56,20 @@ def file_digest(path: Path, prefix: int | None = None) -> Digest:
                     lines += block.count(b"\n")
                     last = block[-1:]
             size += len(block)
-    return Digest(h.hexdigest(), size, prefix, prefix_sha, lines, last == b"\n")
+    return Digest(h.hexdigest(), size, prefix, prefix_sha, lines, last == b"\n", (st.st_dev, st.st_ino))
+
+
+def check_unchanged(path: Path, digest: Digest) -> None:
+    """Raise InputError when the file at `path` is no longer the one hashed, or is shorter (logrotate's
+    rename or copytruncate while it loaded): its rows would be of one file under another's sha256, and
+    the moved content would then be skipped as already in the store. Checked after the parse, in its
+    transaction: the file fails, and loads whole at the next ingest (or `--follow` poll)."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise InputError(f"{path}: moved or removed while it loaded (rotated?); ingest it again") from exc
+    if digest.file_id is not None and (st.st_dev, st.st_ino) != digest.file_id or st.st_size < digest.size:
+        raise InputError(f"{path}: replaced or truncated while it loaded (rotated?); ingest it again")
 
 
 def check_readable(path: Path) -> tuple[str, str | None]:

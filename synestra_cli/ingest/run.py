@@ -34,7 +34,17 @@ from synestra_cli.formats.base import (
     transcode_to_utf8,
 )
 from synestra_cli.ingest.batch import Batch, Staged, commit, prepare
-from synestra_cli.ingest.plan import SKIP, Known, Plan, check_readable, decide, digest_for, is_gzip, pick_format
+from synestra_cli.ingest.plan import (
+    SKIP,
+    Known,
+    Plan,
+    check_readable,
+    check_unchanged,
+    decide,
+    digest_for,
+    is_gzip,
+    pick_format,
+)
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.ingest.staging import Stores
 from synestra_cli.ingest.walk import WalkIssue, iter_inputs
@@ -459,7 +469,12 @@ def _load(cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, p: _Planne
     cur.execute(f"USE {quote_ident(stage)}")  # the formats write to the unqualified tables: the stage's
     try:
         with transaction(cur), _readable_copy(p.path, p.codec) as readable:
-            result: LoadResult = p.fmt.load(_context(cur, stores, p, readable, tracked))
+            try:
+                result: LoadResult = p.fmt.load(_context(cur, stores, p, readable, tracked))
+            except Exception:
+                check_unchanged(p.path, p.plan.digest)  # a parse of another file: say so, not why it failed
+                raise
+            check_unchanged(p.path, p.plan.digest)
             # with --cluster its hosts become CLUSTER:host here; the commit qualifies its jobs
             prefix_hosts(cur, p.source_id, tracked.cluster)
     finally:
@@ -486,6 +501,7 @@ def _stage_group(
         with transaction(cur):
             results = load_group([_context(cur, stores, p, p.path, t) for p, t in zip(group, tracked, strict=True)])
             for p, t in zip(group, tracked, strict=True):
+                check_unchanged(p.path, p.plan.digest)  # else each loads alone, the changed one fails
                 prefix_hosts(cur, p.source_id, t.cluster)
     except duckdb.Error as exc:
         raise_if_stopped(exc)
