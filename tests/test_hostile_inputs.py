@@ -514,6 +514,21 @@ def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_
     assert used[-1] - used[20] < 64 * 1024, used  # before: 18 MB more over those chunks, and 81 hosts
 
 
+@pytest.mark.parametrize(
+    ("budget", "pool"),
+    [(None, "1000000000"), ("4GiB", str(4 * 1024**3 - 500 * 10**6)), ("1GB", "500000000"), ("600MB", "300000000")],
+)
+def test_13_memory_limit_is_the_process_budget_and_duckdb_gets_it_less_the_reserve(tmp_path, monkeypatch, budget, pool):
+    """SYNESTRA_MEMORY_LIMIT bounds the process (default 1.5 GB, the issue's target): DuckDB's pool is it
+    less 500 MB for the interpreter and the lines in flight (at least half of it)."""
+    if budget is not None:
+        monkeypatch.setenv("SYNESTRA_MEMORY_LIMIT", budget)
+    expected = duckdb.connect(config={"memory_limit": f"{pool} bytes"})
+    with open_store(tmp_path / "s.duckdb") as c:
+        setting = "SELECT current_setting('memory_limit')"
+        assert c.execute(setting).fetchall() == expected.execute(setting).fetchall()
+
+
 # --- exit codes: a documented table, the same in README.md, docs/formats.md (ingest) and `synestra -h` ------
 
 
