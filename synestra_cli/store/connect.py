@@ -18,7 +18,7 @@ from synestra_cli.store.sql import fetch_one, scalar
 
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
-# SYNESTRA_MEMORY_LIMIT's default: the process's budget; DuckDB's pool gets 1 GB of it (settings.memory_limit).
+# SYNESTRA_MEMORY_LIMIT's default: the process's budget; DuckDB's pool gets 900 MB of it (settings.memory_limit).
 MEMORY_LIMIT = "1.5GB"
 T = TypeVar("T")
 # A DuckDB file: bytes 8..12 of its first block. Anything else (a SQLite file, a log) is refused before
