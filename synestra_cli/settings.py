@@ -21,8 +21,8 @@ MAX_LOCK_WAIT_S = 24 * 3600.0
 MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[KMGT]|B|bytes|%)\s*$", re.IGNORECASE)
 # What a synestra process holds outside DuckDB's buffer pool: the interpreter and its libraries (~180 MB
 # resident), one chunk of lines in Arrow (~80 MB), the batches streaming between queries and DuckDB's own
-# memory beyond its pool (a query's vectors): up to 492 MiB (516 MB) over the pool in a 60 M-line syslog
-# ingest (docs/performance.md, "Bounded memory").
+# memory beyond its pool (a query's vectors, malloc's fragmentation): up to 545 MiB (571 MB) over the pool
+# in a 60 M-line syslog ingest, 1,403 MiB in all (docs/performance.md, "Bounded memory").
 PROCESS_RESERVE_BYTES = 600 * 10**6
 
 
@@ -70,8 +70,8 @@ def lock_wait_s() -> float:
 def memory_limit(default: str) -> str:
     """DuckDB's memory_limit for SYNESTRA_MEMORY_LIMIT (default `default`), the memory the whole process
     stays within, e.g. 1.5GB, 4GiB, 50% (of RAM): DuckDB gets it less PROCESS_RESERVE_BYTES for what the
-    process holds beyond DuckDB's pool (at least half of it, so a budget under 1 GB still runs: the
-    process then needs ~0.4 GB more than the budget)."""
+    process holds beyond DuckDB's pool (at least half of it, so that under 1.2 GB queries still have
+    room: the process may then go over the budget)."""
     budget = memory_budget_bytes(default)
     return f"{max(budget - PROCESS_RESERVE_BYTES, budget // 2)} bytes"
 
