@@ -102,6 +102,18 @@ def _wait_quiet(log: Path, quiet_s: float, limit_s: float = 600) -> None:
         time.sleep(0.5)
 
 
+def _slope_mb_per_10min(samples: list[dict], since_s: float) -> float | None:
+    """Least-squares slope of the RSS samples taken from `since_s` on (the warm-up left out), in MB per
+    10 minutes: near 0 when the follower's memory is flat."""
+    pts = [(s["t_s"], s["rss_mb"]) for s in samples if s["t_s"] >= since_s and s["rss_mb"] > 0]
+    if len(pts) < 2:
+        return None
+    mt = sum(t for t, _ in pts) / len(pts)
+    mr = sum(r for _, r in pts) / len(pts)
+    var = sum((t - mt) ** 2 for t, _ in pts)
+    return round(600 * sum((t - mt) * (r - mr) for t, r in pts) / var, 2) if var else None
+
+
 def _compare(follow_db: Path, oneshot_db: Path) -> dict:
     c = duckdb.connect()
     c.execute(f"ATTACH '{follow_db}' AS f (READ_ONLY); ATTACH '{oneshot_db}' AS o (READ_ONLY)")
@@ -226,6 +238,7 @@ def main() -> None:
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # the largest child so far: the follower
             "polls_that_loaded": polls,
             "rss_mb_every_sample": samples,
+            "rss_slope_last_half_mb_per_10min": _slope_mb_per_10min(samples, duration / 2),
         },
         "one_shot": {
             "exit": one.returncode,

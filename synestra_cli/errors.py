@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import NoReturn
 
 
 class ExitCode(IntEnum):
@@ -73,9 +74,35 @@ class Terminated(KeyboardInterrupt):
 
     received = False
 
-    # Set by the SIGTERM handler: raised while a DuckDB query runs on the main thread, the query
-    # surfaces as DuckDB's own interrupt, which may not chain this exception.
-    received = False
+
+# The stop a signal handler asked for (request_stop): KeyboardInterrupt (Ctrl-C) or Terminated (SIGTERM).
+_stop: type[KeyboardInterrupt] | None = None
+
+
+def request_stop(kind: type[KeyboardInterrupt]) -> NoReturn:
+    """A signal handler's body: remember the stop, then raise it. Remembered, because a handler runs
+    inside whatever Python code the main thread is in, and that may be code a library runs for us that
+    wraps the exception in its own error: DuckDB 2 asks its Arrow scan's Python object whether it takes
+    a filter, and reports a KeyboardInterrupt raised there as "offering a filter ... failed: Terminated".
+    Taken as that file's failure, the stop was lost and `ingest --follow` ran on. Every place that turns
+    an error into a file's failure calls raise_if_stopped() first."""
+    global _stop
+    _stop = kind
+    if kind is Terminated:
+        Terminated.received = True
+    raise kind()
+
+
+def forget_stop() -> None:
+    """The stop has been acted on (the command ended): a later run in this process starts clean."""
+    global _stop
+    _stop = None
+
+
+def raise_if_stopped(cause: BaseException | None = None) -> None:
+    """Raise the stop a signal asked for (request_stop) again, if one did: `cause` is the error it became."""
+    if _stop is not None:
+        raise _stop() from cause
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:

@@ -38,7 +38,7 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli import settings
-from synestra_cli.errors import StoreBusyError
+from synestra_cli.errors import StoreBusyError, raise_if_stopped
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ProgressFn, ReportFn, WalkIssue, ingest_into, iter_inputs
 from synestra_cli.ingest.staging import Stores
@@ -340,10 +340,17 @@ class Follower:
     ) -> Iterator[PollReport]:
         """Poll every `interval` seconds (measured from the start of each poll) until max_polls, or
         forever. Ctrl-C between or inside polls: each file loads in one transaction, so nothing is
-        half-written; the caller sees KeyboardInterrupt."""
+        half-written; the caller sees KeyboardInterrupt. A stop that a library wrapped in its own error
+        (errors.request_stop) is raised again here: as the poll's error, or after a poll that went on."""
         while max_polls is None or self.polls < max_polls:
             started = time.monotonic()
-            yield self.poll(on_file, on_report, on_moved)
+            try:
+                report = self.poll(on_file, on_report, on_moved)
+            except Exception as exc:
+                raise_if_stopped(exc)
+                raise
+            raise_if_stopped()
+            yield report
             if max_polls is not None and self.polls >= max_polls:
                 return
             sleep(max(0.0, interval - (time.monotonic() - started)))

@@ -156,3 +156,47 @@ def test_the_fleet_s_read_reports_its_progress_to_whoever_listens(campaign):
     read = [p for p in heard if p[0] == "reading the jobs' telemetry"]
     assert read[0][1:] == (0, 2) and read[-1][1:] == (2, 2)
     assert any(p[0] == "explaining jobs" for p in heard)
+
+
+def test_the_fleet_reads_its_candidates_samples_by_rowid_and_answers_alike(campaign, monkeypatch):
+    # read by their hours' row ranges (store/summaries.py row_lo, row_hi), never by their files' row groups
+    from synestra_cli.signals import fleet_telemetry as ft
+
+    monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 1e9)
+
+    def by_source(*_):
+        raise AssertionError("read by file")
+
+    with open_store(campaign, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        alone = {j: _json(explain_job(conn, j)) for j in jobs}
+        monkeypatch.setattr(ft, "_read_by_source", by_source)
+        got = fleet_telemetry(conn, _reads(conn, jobs))
+        whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
+    assert sum(bool(t.anomalies) for t in got.values()) >= 2
+    assert whole == alone
+
+
+@pytest.mark.parametrize("why", ["stale ranges", "candidates far apart"])
+def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(campaign, tmp_path, monkeypatch, why):
+    import shutil
+
+    from synestra_cli.signals import fleet_telemetry as ft
+
+    db = tmp_path / "moved.duckdb"
+    shutil.copy(campaign, db)
+    if why == "stale ranges":  # as after a forget renumbered the rows: every range misses its hour's rows
+        with open_store(db) as conn:
+            conn.execute("UPDATE metric_summaries SET row_lo = row_lo + 1, row_hi = row_hi + 1")
+        monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 1e9)
+    else:
+        monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 0.0)
+    read_by_source = ft._read_by_source
+    calls = []
+    monkeypatch.setattr(ft, "_read_by_source", lambda *a: calls.append(1) or read_by_source(*a))
+    with open_store(db, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        alone = {j: _json(explain_job(conn, j)) for j in jobs}
+        whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
+    assert calls
+    assert whole == alone

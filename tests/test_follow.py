@@ -20,6 +20,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from synestra_cli import errors
+from synestra_cli.cli.ingest import Reporter
+from synestra_cli.cli.ingest_follow import run_follow
+from synestra_cli.errors import Terminated
 from synestra_cli.follow import Follower, prefix_shas
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
@@ -294,6 +298,44 @@ def test_a_signal_stops_the_follow_and_the_store_holds_whole_files(tmp_path, sig
         ).fetchall()
     assert per_file and all(rows == n == last for _, rows, n, last in per_file)  # each file whole, or absent
     assert all(rows == (50 if path.endswith("syslog") else 200) for path, rows, _, _ in per_file)
+
+
+@pytest.mark.parametrize(("sig", "stop"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])
+def test_a_signal_that_duckdb_wraps_in_its_own_error_still_stops_the_follow(tmp_path, monkeypatch, sig, stop):
+    """The hang CI saw: a signal's handler runs in whatever Python code the main thread is in, and DuckDB 2
+    runs some of its own during a query (it asks the Arrow batch being scanned whether it takes a filter).
+    It reports the KeyboardInterrupt raised there as "offering a filter ... failed: Terminated", which was
+    taken as that file's failure: the stop was lost, and the follower ran on (it loaded the file at the
+    next poll). Here the signal lands exactly there."""
+    arrow = pytest.importorskip("duckdb._sources.arrow", reason="DuckDB 2's Python scan layer")
+    monkeypatch.setattr(errors, "_stop", None)  # what the handler remembers is undone after the test
+    monkeypatch.setattr(Terminated, "received", False)
+    old_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)  # a suite run as a background job
+    old_sigterm = signal.getsignal(signal.SIGTERM)
+    logs, log = tmp_path / "logs", Log()
+    logs.mkdir()
+    (logs / "syslog").write_text(log.lines(50))
+    (logs / "node1.log").write_text(log.lines(200, "gpu-001"))
+    offered, accepts = [], arrow.ArrowScanSource.accepts
+
+    def signal_while_duckdb_asks(source, predicate):
+        offered.append(predicate)
+        if len(offered) == 1:
+            os.kill(os.getpid(), sig)  # the handler runs at the next bytecode: inside DuckDB's call
+        return accepts(source, predicate)
+
+    monkeypatch.setattr(arrow.ArrowScanSource, "accepts", signal_while_duckdb_asks)
+    try:
+        with pytest.raises(stop) as raised:
+            run_follow(tmp_path / "s.duckdb", [logs], OPTIONS, 0.01, 3, Reporter(tty=False), as_json=False)
+    finally:
+        signal.signal(signal.SIGINT, old_sigint)
+    assert offered and type(raised.value) is stop
+    assert isinstance(raised.value.__cause__, duckdb.Error)  # the error DuckDB made of it
+    assert signal.getsignal(signal.SIGTERM) is old_sigterm  # the handlers are put back
+    with duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True) as c:
+        assert c.execute("SELECT count(*) FROM sources").fetchone() == (0,)  # nothing half-written
+        assert c.execute("SELECT count(*) FROM events").fetchone() == (0,)
 
 
 def test_a_store_whose_last_blocks_were_freed_reopens(tmp_path):

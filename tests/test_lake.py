@@ -425,3 +425,15 @@ def test_a_new_lake_takes_its_bucket_count_from_the_environment(tmp_path, monkey
         .fetchall()
     )
     assert buckets == {r[0] for r in plain}
+
+
+def test_a_lake_whose_path_holds_a_quote_is_written_and_read(tmp_path):
+    # the parts are staged inside a local lake and COPY ... TO takes no parameter: the path is a literal
+    lake = f"{tmp_path}/o'brien's lake/"
+    res = CliRunner().invoke(
+        cli, ["ingest", str(SAMPLE / "jobs"), str(SAMPLE / "sacct.txt"), "--db", lake, "--explain"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "job(s) explained and kept" in res.output
+    jobs = json.loads(_cli("jobs", "--format", "json", "--db", lake))
+    assert len(jobs["jobs"]) >= 8

@@ -11,6 +11,7 @@ import pytest
 from synestra_cli.store.sql import (
     drop_temp,
     fetch_one,
+    has_table,
     insert_rows,
     one_row,
     placeholders,
@@ -91,3 +92,14 @@ def test_a_failed_transaction_leaves_nothing_behind(conn):
         conn.execute("INSERT INTO t VALUES (1)")
         conn.execute("INSERT INTO t VALUES ('not a number')")
     assert scalar(conn, "SELECT count(*) FROM t") == 0
+
+
+def test_has_table_asks_the_current_database_and_tells_temporary_tables_apart(conn, tmp_path):
+    conn.execute("CREATE TABLE kept (a INT); CREATE TEMP TABLE scratch (a INT); CREATE VIEW seen AS SELECT 1")
+    conn.execute(f"ATTACH '{tmp_path / 'other.duckdb'}' AS other; CREATE TABLE other.elsewhere (a INT)")
+    assert has_table(conn, "kept") and has_table(conn, "scratch", temporary=True)
+    assert not has_table(conn, "scratch") and not has_table(conn, "kept", temporary=True)
+    assert not has_table(conn, "seen")  # a view is not a table
+    assert not has_table(conn, "elsewhere")  # an attached store's table is not this one's
+    conn.execute("USE other")
+    assert has_table(conn, "elsewhere") and not has_table(conn, "kept")

@@ -14,6 +14,7 @@ import pytest
 from synestra_cli.explain.api import explain_job, jobs_in_window
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.signals import candidates
 from synestra_cli.signals.anomalies import anomalies, build_scope
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC
@@ -295,6 +296,27 @@ def test_row_ranges_that_no_longer_hold_their_samples_are_not_trusted(conn, seed
     _, fast, raw = _both_ways(conn, windows)
     assert conn.execute("SELECT count(*) FROM _cand_hours").fetchone()[0] > 0
     assert fast == raw
+
+
+@pytest.mark.parametrize("gap, most", [(0, 10_000), (candidates.ROWID_MERGE_GAP, 10_000), (0, 0)])
+@pytest.mark.parametrize("seed", range(3))
+def test_candidates_read_by_row_ranges_merged_or_not_or_by_file_answer_alike(conn, seed, gap, most, monkeypatch):
+    """Each candidate hour's rows are one constant rowid scan (near ones merged); past ROWID_MAX_RANGES
+    scans the candidates' files are read instead. Every way gives the raw read's anomalies."""
+    read = candidates._read_by_rowid
+    used, ranges = [], []
+    monkeypatch.setattr(candidates, "ROWID_MERGE_GAP", gap)
+    monkeypatch.setattr(candidates, "ROWID_MAX_RANGES", most)
+    monkeypatch.setattr(candidates, "_read_by_rowid", lambda c, *a: used.append(read(c, *a)) or used[-1])
+    _fill(conn, seed)
+    windows = WINDOWS["two"]
+    _, fast, raw = _both_ways(conn, windows)
+    assert fast == raw and fast[1]  # not vacuous: anomalies found both ways
+    assert used and set(used) == {most > 0}  # the rows were read by rowid, or (no scan allowed) by file
+    build_scope(conn, JobScope("j", [], HOSTS), windows)
+    hours = conn.execute("SELECT count(*) FROM _cand_hours").fetchone()[0]
+    ranges = conn.execute(candidates.ROWID_RANGES.format(hours="_cand_hours"), {"gap": gap}).fetchall()
+    assert (len(ranges) == hours) if gap == 0 else (0 < len(ranges) < hours)  # a series' hours are adjacent rows
 
 
 def test_ingest_writes_a_batch_of_summaries_in_hour_order(tmp_path):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import click
@@ -13,7 +15,15 @@ import duckdb
 
 # The shared option grammar lives in cli/options.py; these names stay importable from here.
 from synestra_cli.cli.options import check_window, db_option, format_option  # noqa: E402,F401
-from synestra_cli.errors import ExitCode, SynestraError, Terminated, exit_code_for, is_interrupt
+from synestra_cli.errors import (
+    ExitCode,
+    SynestraError,
+    Terminated,
+    exit_code_for,
+    forget_stop,
+    is_interrupt,
+    request_stop,
+)
 from synestra_cli.store.connect import as_store_error
 
 engine_option = click.option(
@@ -121,3 +131,28 @@ def format_name_callback(ctx: click.Context, param: click.Parameter, value: str 
     if value is not None and value not in all_formats():
         raise click.BadParameter(f"no format named {value!r}; known: {', '.join(sorted(all_formats()))}")
     return value
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    request_stop(Terminated)
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    request_stop(KeyboardInterrupt)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM raises Terminated where Ctrl-C raises KeyboardInterrupt, and both are remembered
+    (errors.request_stop: a library that wraps the exception in its own error does not lose the stop).
+    A Ctrl-C that is ignored (a shell's background job) stays ignored. The handlers before are put back."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if before[signal.SIGINT] is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        forget_stop()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors
+from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors, stop_on_signals
 from synestra_cli.cli.options import db_option, refuse_together
 from synestra_cli.cli.render import dumps, printable, render_rows, show_time
 from synestra_cli.errors import ExitCode
@@ -230,11 +230,12 @@ def command(
 
         reports = ingest_on(engine, db, paths, options, on_report=reporter.on_report)
     elif lake_target(db):
-        with ingest_target(db, reporter.on_report) as (conn, on_report):  # a lake (docs/lake.md)
+        with ingest_target(db, reporter.on_report) as (conn, on_report), stop_on_signals():  # docs/lake.md
             reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=on_report)
     else:
         # A store file, attached only for each batch's commit: readers get in between (docs/runbook.md).
-        reports = ingest_paths(db, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
+        with stop_on_signals():  # SIGTERM as Ctrl-C: the file being loaded rolls back, exit 143
+            reports = ingest_paths(db, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
         if explain_after:
             from synestra_cli.cli.progress import progress_on_tty
 

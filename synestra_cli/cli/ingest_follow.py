@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Any
 
 import click
 
+from synestra_cli.cli.common import stop_on_signals
 from synestra_cli.cli.render import dumps
-from synestra_cli.errors import Terminated
 from synestra_cli.formats.base import IngestOptions
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    Terminated.received = True
-    raise Terminated()
 
 
 def run_follow(
@@ -29,9 +23,21 @@ def run_follow(
 ) -> bool:
     """Poll until max_polls or a signal. SIGTERM is raised as Terminated where Ctrl-C would be: the file
     being loaded rolls back and the error wrapper exits 143. True when any file failed."""
+    with stop_on_signals():
+        return _follow(db, paths, options, interval, max_polls, reporter, as_json)
+
+
+def _follow(
+    db: Path | None,
+    paths: list[Path],
+    options: IngestOptions,
+    interval: float,
+    max_polls: int | None,
+    reporter: Any,
+    as_json: bool,
+) -> bool:
     from synestra_cli.follow import Follower
 
-    signal.signal(signal.SIGTERM, _terminate)
     follower = Follower(db, paths, options)
     reporter.say(f"following {len(paths)} path(s) every {interval:g} s into {follower.db} (Ctrl-C stops)")
     for path in paths:

@@ -34,13 +34,12 @@ from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store import lake_kept
 from synestra_cli.store.lake import lake_target
-from synestra_cli.store.sql import fetch_one, transaction
+from synestra_cli.store.sql import fetch_one, has_table, transaction
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
 LOAD_SQL = "SELECT job_id, doc FROM explanations WHERE store_key = ? AND job_id IN (SELECT unnest(?::VARCHAR[]))"
 DELETE_SQL = "DELETE FROM explanations WHERE job_id IN (SELECT unnest(?::VARCHAR[]))"
 INSERT_SQL = "INSERT INTO explanations (job_id, store_key, doc) SELECT unnest(?::VARCHAR[]), ?, unnest(?::JSON[])"
-HAS_TABLE_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'explanations' AND NOT temporary"
 
 
 # What produces an explanation: its code, the rule tables and thresholds, and the views it reads.
@@ -81,8 +80,7 @@ def key_for(n: int, last: int) -> str:
 
 def _has_table(conn: duckdb.DuckDBPyConnection) -> bool:
     # A store created by an older Synestra and opened read-only has not been migrated yet.
-    row = fetch_one(conn, HAS_TABLE_SQL)
-    return bool(row and row[0])
+    return has_table(conn, "explanations")
 
 
 def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[str, JobExplanation]:

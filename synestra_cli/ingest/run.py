@@ -23,7 +23,7 @@ from typing import NoReturn, TypeVar
 import duckdb
 
 from synestra_cli.clusters import prefix_hosts
-from synestra_cli.errors import StoreWriteError, SynestraError, is_interrupt
+from synestra_cli.errors import StoreWriteError, SynestraError, is_interrupt, raise_if_stopped
 from synestra_cli.formats.base import (
     Format,
     IngestOptions,
@@ -391,13 +391,16 @@ def stage_file(
 def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]) -> R | FileReport:
     """fn(), or `report` saying why it failed: every error of one file is that file's failure, but a
     Ctrl-C and a spill folder that cannot be written (StoreWriteError). A catalog row another file
-    added first is retried."""
+    added first is retried. An error while a signal asked to stop is the stop (a library may have
+    wrapped its exception: errors.request_stop)."""
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
             return fn()
         except SynestraError as exc:
+            raise_if_stopped(exc)
             report.error = str(exc)
         except duckdb.Error as exc:
+            raise_if_stopped(exc)
             if is_interrupt(exc):  # Ctrl-C stops the whole run; this file's transaction is rolled back
                 raise
             if is_store_write_failure(exc):
@@ -408,6 +411,7 @@ def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]
                 continue
             report.error = _driver_error(path, exc)
         except Exception as exc:  # noqa: BLE001 - a parser bug or an input it did not foresee
+            raise_if_stopped(exc)
             if is_interrupt(exc):  # DuckDB 2 reports a Ctrl-C inside a query as a RuntimeError
                 raise
             # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
@@ -484,12 +488,14 @@ def _stage_group(
             for p, t in zip(group, tracked, strict=True):
                 prefix_hosts(cur, p.source_id, t.cluster)
     except duckdb.Error as exc:
+        raise_if_stopped(exc)
         if is_interrupt(exc):
             raise
         if is_store_write_failure(exc):
             raise StoreWriteError(_store_write_message(stores, exc)) from exc
         return None
     except Exception as exc:  # noqa: BLE001 - one file of the group is bad: each is loaded alone
+        raise_if_stopped(exc)
         if is_interrupt(exc):
             raise
         return None

@@ -29,7 +29,7 @@ from synestra_cli.store.connect import (
     wait_for_lock,
 )
 from synestra_cli.store.sources import SourcedTable, sourced_tables
-from synestra_cli.store.sql import fetch_one, quote_ident
+from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal
 
 STORE_ALIAS = "_store"
 STAGE_TABLES_SQL = """
@@ -101,7 +101,7 @@ class Stores:
         StoreBusyError."""
         if self.attached:
             return True
-        sql = f"ATTACH {_literal(str(self.path))} AS {STORE_ALIAS}"
+        sql = f"ATTACH {quote_literal(str(self.path))} AS {STORE_ALIAS}"
         wait_s = (commit_wait_s() if wait_s is None else wait_s) if wait else 0.0
         try:
             wait_for_lock(lambda: self.conn.execute(sql), self.path or Path(), wait_s)
@@ -173,7 +173,3 @@ def stage_ddl(store: duckdb.DuckDBPyConnection) -> str:
     again (~0.3 s per ingest)."""
     rows = store.execute(STAGE_TABLES_SQL).fetchall()
     return ";\n".join(sql.rstrip(";") for (sql,) in rows)
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

@@ -28,13 +28,9 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
-from synestra_cli.store.sql import one_row, placeholders, scalar
+from synestra_cli.store.sql import has_table, one_row, placeholders, scalar
 from synestra_cli.store.summaries import BUCKET
 
-HAS_SUMMARIES_SQL = """
-SELECT count(*) FROM duckdb_tables()
-WHERE database_name = current_database() AND schema_name = 'main' AND table_name = 'summarised_sources'
-"""
 # Row ranges (migration 018): a store opened read-only before it has none, and reads by source.
 HAS_ROW_RANGES_SQL = """
 SELECT count(*) FROM duckdb_columns()
@@ -144,29 +140,52 @@ SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity 
 ORDER BY ALL
 """
 # The candidates' hours that touch a window, with where their samples are (store/summaries.py row_lo, row_hi).
-CAND_HOURS_SQL = """
-CREATE OR REPLACE TEMP TABLE _cand_hours AS
-SELECT s.source_id, s.host, s.entity, s.metric, s.bucket, s.n, s.row_lo, s.row_hi FROM _summ s
-SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
+# One text for the per-job read and the fleet's (signals/fleet_telemetry.py): {distinct} and {job} are
+# empty here; the fleet's summaries and candidates carry the job, and an hour several jobs share is read once.
+CAND_HOURS = """
+CREATE OR REPLACE TEMP TABLE {hours} AS
+SELECT {distinct}s.source_id, s.host, s.entity, s.metric, s.bucket, s.n, s.row_lo, s.row_hi FROM {summ} s
+SEMI JOIN {cand} c ON {job}c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 WHERE s.touches
 """
+CAND_HOURS_SQL = CAND_HOURS.format(hours="_cand_hours", distinct="", summ="_summ", cand="_cand", job="")
 # Those hours' samples read by rowid: a few hundred rows per candidate. Only rows of the hour's own source,
 # series and hour count, so the read holds all of an hour's samples exactly when it finds `n` of them.
-ROWID_READ_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _cand_rows AS
-SELECT m.ts, m.host, m.entity, m.metric, m.value FROM metrics m
-SEMI JOIN _cand_hours h
+# Each range is its own constant `rowid BETWEEN` scan: DuckDB pushes that to the table scan, which reads
+# one row group; a join or `rowid IN (subquery)` filter only prunes by its min and max, and a 256-host
+# job's hours lie all over the store (5 CPU s, a full scan, for 5,243 rows). A series' hours are adjacent
+# rows of its file (written sorted by host, entity, metric and time), so near ranges are read as one.
+ROWID_RANGES = """
+WITH r AS (
+    SELECT row_lo, row_hi,
+           max(row_hi) OVER (ORDER BY row_lo ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reached
+    FROM {hours}
+), g AS (
+    SELECT row_lo, row_hi, count(*) FILTER (WHERE NOT coalesce(row_lo - reached <= $gap, false))
+                           OVER (ORDER BY row_lo) AS k
+    FROM r
+)
+SELECT min(row_lo), max(row_hi) FROM g GROUP BY k ORDER BY 1
+"""
+ROWID_MERGE_GAP = 2048  # rows: DuckDB's vector
+# Past this many scans a full read of the candidates' files is cheaper (~2 ms a range, ~1 s a full scan).
+ROWID_MAX_RANGES = 400
+ROWID_RANGE_SQL = "SELECT source_id, ts, host, entity, metric, value FROM metrics WHERE rowid BETWEEN ? AND ?"
+ROWID_READ = f"""
+CREATE OR REPLACE TEMP TABLE {{rows}} AS
+SELECT m.ts, m.host, m.entity, m.metric, m.value FROM ({{ranges}}) m
+SEMI JOIN {{hours}} h
      ON h.source_id = m.source_id AND h.host = m.host AND h.entity IS NOT DISTINCT FROM m.entity
     AND h.metric = m.metric AND h.bucket = time_bucket({BUCKET}, m.ts)
-WHERE m.rowid IN (SELECT unnest(range(row_lo, row_hi + 1)) FROM _cand_hours) AND m.value IS NOT NULL
+WHERE m.value IS NOT NULL
 """
 # A file not written in series order (another tool's, a clone) spreads an hour's samples over many
 # rows: past this many rows per sample, its row groups are cheaper read whole.
 ROWID_MAX_SPREAD = 4
-ROWID_SPREAD_SQL = "SELECT coalesce(sum(row_hi - row_lo + 1) <= $spread * sum(n), true) FROM _cand_hours"
-ROWID_CHECK_SQL = """
-SELECT (SELECT count(*) FROM _cand_rows) = (SELECT sum(n) FROM _cand_hours)
-   AND NOT EXISTS (SELECT 1 FROM _cand_hours WHERE row_lo IS NULL)
+ROWID_SPREAD = "SELECT coalesce(sum(row_hi - row_lo + 1) <= $spread * sum(n), true) FROM {hours}"
+ROWID_CHECK = """
+SELECT (SELECT count(*) FROM {rows}) = (SELECT sum(n) FROM {hours})
+   AND NOT EXISTS (SELECT 1 FROM {hours} WHERE row_lo IS NULL)
 """
 # Else the candidates' own samples in the windows: only the row groups of the files that hold them (a row
 # group holds one or two files: the source list skips the host's other exporters' files as well).
@@ -182,7 +201,7 @@ WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.met
 def summaries_cover(conn: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> bool:
     """True when the store has summaries and every source that may hold samples in [lo, hi] has one
     (and $SYNESTRA_SUMMARIES does not turn them off)."""
-    if not settings.summaries() or not scalar(conn, HAS_SUMMARIES_SQL):
+    if not settings.summaries() or not has_table(conn, "summarised_sources"):
         return False
     return bool(scalar(conn, UNSUMMARISED_SQL, [hi, lo]) == 0)
 
@@ -231,15 +250,28 @@ def scope_from_summaries(
 
 def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> bool:
     """The candidates' samples in the windows into `_scope` from their hours' row ranges; False (nothing
-    written) when a range is missing, spread too thin, or no longer holds all of its hour's samples."""
+    written) when read_hours_by_rowid cannot."""
     conn.execute(CAND_HOURS_SQL)
-    if not scalar(conn, ROWID_SPREAD_SQL, {"spread": ROWID_MAX_SPREAD}):
-        return False
-    conn.execute(ROWID_READ_SQL)
-    if not scalar(conn, ROWID_CHECK_SQL):
+    if not read_hours_by_rowid(conn, "_cand_hours", "_cand_rows"):
         return False
     conn.execute(f"INSERT INTO _scope SELECT m.* FROM _cand_rows m WHERE {spans}", span_args)
     return True
+
+
+def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) -> bool:
+    """The samples of the candidate hours in table `hours` (CAND_HOURS) into table `rows`, one rowid scan
+    per range (the per-job read and the fleet's); False when a range is missing, spread too thin, the
+    ranges too many, or a range no longer holds all of its hour's samples (DuckDB may renumber rows)."""
+    if not scalar(conn, ROWID_SPREAD.format(hours=hours), {"spread": ROWID_MAX_SPREAD}):
+        return False
+    if scalar(conn, f"SELECT count(*) FILTER (WHERE row_lo IS NULL) FROM {hours}"):
+        return False
+    ranges = conn.execute(ROWID_RANGES.format(hours=hours), {"gap": ROWID_MERGE_GAP}).fetchall()
+    if len(ranges) > ROWID_MAX_RANGES:
+        return False
+    scans = " UNION ALL ".join([ROWID_RANGE_SQL] * len(ranges)) or ROWID_RANGE_SQL.replace("?", "NULL")
+    conn.execute(ROWID_READ.format(rows=rows, hours=hours, ranges=scans), [v for r in ranges for v in r])
+    return bool(scalar(conn, ROWID_CHECK.format(rows=rows, hours=hours)))
 
 
 def _read_by_source(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> None:

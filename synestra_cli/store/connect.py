@@ -14,7 +14,7 @@ import duckdb
 from synestra_cli import __version__, settings
 from synestra_cli.errors import EmptyStoreError, StoreBusyError, StoreError
 from synestra_cli.store.migrations import MIGRATIONS, MigrationFailed, apply_migrations
-from synestra_cli.store.sql import fetch_one, scalar
+from synestra_cli.store.sql import fetch_one, has_table
 
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
@@ -76,7 +76,6 @@ CORRUPTION = (
 )
 HEADER_BYTES = 3 * 4096  # DuckDB's file header and two database headers, before the first block
 MIGRATIONS_SQL = "SELECT name FROM _migrations ORDER BY name"
-HAS_MIGRATIONS_SQL = "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_migrations' AND NOT temporary"
 
 
 def is_store_write_failure(exc: BaseException) -> bool:
@@ -248,7 +247,7 @@ def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"store {path} is truncated ({path.stat().st_size:,} bytes of {expected:,}): restore it "
             "from a copy, or ingest again into a new --db"
         )
-    if not scalar(conn, HAS_MIGRATIONS_SQL):
+    if not has_table(conn, "_migrations"):
         return
     known = {name for name, _ in MIGRATIONS}
     newer = [name for (name,) in conn.execute(MIGRATIONS_SQL).fetchall() if name not in known]

@@ -28,7 +28,7 @@ from synestra_cli.store.lake_manifest import (
     read_manifest,
     read_settings,
 )
-from synestra_cli.store.sql import fetch_one, quote_ident, scalar
+from synestra_cli.store.sql import fetch_one, has_table, quote_ident, scalar
 
 # The telemetry tables, partitioned by day and host bucket; every other table is one part per source.
 PARTITIONED = {"metrics": "ts", "events": "ts"}
@@ -191,7 +191,7 @@ def _view_over(
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS _lake_scope (tbl VARCHAR, url VARCHAR)")
     conn.execute("DELETE FROM _lake_scope WHERE tbl = ?", [table])
     conn.execute("INSERT INTO _lake_scope SELECT ?, unnest(?::VARCHAR[])", [table, urls])
-    kind = "TABLE" if _is_table(conn, table) else "VIEW"
+    kind = "TABLE" if has_table(conn, table) else "VIEW"
     conn.execute(f"DROP {kind} {quote_ident(table)}")
     if not urls:  # no part in this scope: an empty table of the same shape
         cols = ", ".join(f"{quote_ident(n)} {t}" for n, t in columns)
@@ -215,11 +215,6 @@ def _save_columns(conn: duckdb.DuckDBPyConnection, table: str, columns: list[tup
     )
 
 
-def _is_table(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
-    sql = "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND schema_name = 'main' AND NOT temporary"
-    return bool(scalar(conn, sql, [table]))
-
-
 def _lock(conn: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     """The sql sandbox on a lake: external access off but for the lake's own parts, configuration locked."""
     paths = [r[0] for r in conn.execute(f"SELECT DISTINCT url FROM {PARTS_TABLE}").fetchall()]
@@ -235,7 +230,7 @@ def scope_parts(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 
 def is_lake_reader(conn: duckdb.DuckDBPyConnection) -> bool:
-    return bool(scalar(conn, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND temporary", [PARTS_TABLE]))
+    return has_table(conn, PARTS_TABLE, temporary=True)
 
 
 def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:

@@ -22,6 +22,7 @@ import duckdb
 
 from synestra_cli.store.lake import is_lake_reader, load_lake
 from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS, open_fs, read_manifest, staging_dir
+from synestra_cli.store.sql import quote_literal
 
 KEPT_DIR = "_explanations"
 LOADED_TABLE = "_lake_kept_loaded"  # the keys a reader has loaded already
@@ -75,7 +76,7 @@ def keep(target: str, key: str, docs: list[tuple[str, str]], key_of: Callable[[i
             local = tmp / "kept.parquet"
             conn.execute(
                 "COPY (SELECT unnest(?::VARCHAR[]) AS job_id, ?::VARCHAR AS store_key, unnest(?::VARCHAR[]) AS doc) "
-                f"TO '{local}' (FORMAT parquet, COMPRESSION zstd)",
+                f"TO {quote_literal(local)} (FORMAT parquet, COMPRESSION zstd)",
                 [[j for j, _ in docs], key, [d for _, d in docs]],
             )
             fs.put_file(local, name)

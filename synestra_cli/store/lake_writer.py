@@ -49,7 +49,7 @@ from synestra_cli.store.lake_manifest import (
     write_checkpoint,
 )
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, find_sources, sourced_tables
-from synestra_cli.store.sql import fetch_one, quote_ident, registered, scalar
+from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal, registered, scalar
 
 KEPT_IN_STAGING = ("sources", "jobs")  # what later files' ingest decisions read (skip, replace, cluster)
 PRELOADED = ("sources", "jobs", "metric_catalog")
@@ -200,7 +200,7 @@ class LakeWriter:
         self, table: str, query: str, sid: int, tmp: Path, params: list[Any] | None = None
     ) -> list[tuple[Path, Part]]:
         local = tmp / f"{table}-{sid}.parquet"
-        self.conn.execute(f"COPY ({query}) TO '{local}' (FORMAT parquet, COMPRESSION zstd)", params)
+        self.conn.execute(f"COPY ({query}) TO {quote_literal(local)} (FORMAT parquet, COMPRESSION zstd)", params)
         rows = _rows_in(self.conn, [local])[0]
         if not rows:
             return []
@@ -213,7 +213,7 @@ class LakeWriter:
         folder = tmp / table
         self.conn.execute(
             f"COPY (SELECT *, {day_sql(ts)} AS day, {bucket_sql('host', self.buckets)} AS bucket "
-            f"FROM {quote_ident(table)} WHERE source_id = {sid}) TO '{folder}' "
+            f"FROM {quote_ident(table)} WHERE source_id = {sid}) TO {quote_literal(folder)} "
             f"(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (day, bucket), FILENAME_PATTERN 'part-{sid:08d}-{{i}}')"
         )
         files = sorted(folder.rglob("*.parquet"), key=lambda f: (_partition(f, "day"), int(_partition(f, "bucket"))))

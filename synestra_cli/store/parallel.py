@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from typing import TypeVar
 
 import duckdb
@@ -48,6 +49,13 @@ class _Cursors:
             self.local.cursor = cur
         return cur
 
+    def interrupt(self) -> None:
+        """Stop the query each cursor runs (DuckDB allows it from another thread)."""
+        with self.lock:
+            for cur in self.opened:
+                with suppress(duckdb.Error):
+                    cur.interrupt()
+
     def close(self) -> None:
         for cur in self.opened:
             cur.close()
@@ -66,6 +74,9 @@ def map_in_threads(
     pool = ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="synestra")
     try:
         yield from pool.map(lambda item: fn(cursors.get(), item), items)
+    except BaseException:  # Ctrl-C, an error, or the caller stopped early: the running units' results go
+        cursors.interrupt()  # unused, so they stop at their query now, not after their whole file
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # on an error or Ctrl-C: start nothing new
         cursors.close()

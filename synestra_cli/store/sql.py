@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -98,9 +99,28 @@ def sql_file(package: str | None, name: str) -> str:
     return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
+HAS_TABLE_SQL = """
+SELECT count(*) FROM duckdb_tables()
+WHERE database_name = CASE WHEN $temporary THEN 'temp' ELSE current_database() END AND schema_name = 'main'
+  AND table_name = $name
+"""
+
+
+def has_table(conn: duckdb.DuckDBPyConnection, name: str, temporary: bool = False) -> bool:
+    """Whether the connection's current database has this table (a store not migrated yet lacks some;
+    a lake reader's tables are temporary): the one way every module asks."""
+    return bool(scalar(conn, HAS_TABLE_SQL, {"name": name, "temporary": temporary}))
+
+
 def quote_ident(name: str) -> str:
     """The one quoting helper for identifiers that cannot be parameters."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str | Path) -> str:
+    """A string literal where DuckDB takes no parameter (the file of ATTACH, the target of COPY ... TO):
+    a path holding a quote stays one literal."""
+    return "'" + str(text).replace("'", "''") + "'"
 
 
 @contextmanager
