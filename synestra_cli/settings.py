@@ -18,7 +18,12 @@ MAX_THREADS = max(256, 4 * (os.cpu_count() or 1))
 MAX_WORKERS = 64
 MAX_LOCK_WAIT_S = 24 * 3600.0
 # DuckDB's own memory_limit grammar: a number and a unit (KB, MiB, GB, ...), or a percentage of RAM.
-MEMORY_RE = re.compile(r"^\s*\d+(\.\d+)?\s*([KMGT]i?B|[KMGT]|B|bytes|%)\s*$", re.IGNORECASE)
+MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|[KMGT]|B|bytes|%)\s*$", re.IGNORECASE)
+# What a synestra process holds outside DuckDB's buffer pool: the interpreter and its libraries (~180 MB
+# resident), one chunk of lines in Arrow (~80 MB), the batches streaming between queries and DuckDB's own
+# memory beyond its pool (a query's vectors, malloc's fragmentation): up to 545 MiB (571 MB) over the pool
+# in a 60 M-line syslog ingest, 1,403 MiB in all (docs/performance.md, "Bounded memory").
+PROCESS_RESERVE_BYTES = 600 * 10**6
 
 
 def _raw(name: str) -> str | None:
@@ -63,14 +68,34 @@ def lock_wait_s() -> float:
 
 
 def memory_limit(default: str) -> str:
-    """SYNESTRA_MEMORY_LIMIT: DuckDB's memory cap, e.g. 1GB, 512MiB, 50%."""
+    """DuckDB's memory_limit for SYNESTRA_MEMORY_LIMIT (default `default`), the memory the whole process
+    stays within, e.g. 1.5GB, 4GiB, 50% (of RAM): DuckDB gets it less PROCESS_RESERVE_BYTES for what the
+    process holds beyond DuckDB's pool (at least half of it, so that under 1.2 GB queries still have
+    room: the process may then go over the budget)."""
+    budget = memory_budget_bytes(default)
+    return f"{max(budget - PROCESS_RESERVE_BYTES, budget // 2)} bytes"
+
+
+def memory_budget_bytes(default: str) -> int:
+    """SYNESTRA_MEMORY_LIMIT in bytes (KB, MB, GB are powers of 1000, KiB, MiB, GiB of 1024, as DuckDB
+    reads them; a percentage is of the machine's physical memory)."""
     value = _raw("SYNESTRA_MEMORY_LIMIT")
-    if value is None:
-        return default
-    number = re.match(r"\s*(\d+(?:\.\d+)?)", value)
-    if not MEMORY_RE.match(value) or number is None or float(number.group(1)) <= 0:
-        raise SettingsError(f"SYNESTRA_MEMORY_LIMIT={value!r}: expected a size such as 1GB, 512MiB or 50%")
-    return value
+    size = _size_bytes(value if value is not None else default)
+    if size is None or size <= 0:
+        raise SettingsError(f"SYNESTRA_MEMORY_LIMIT={value!r}: expected a size such as 1.5GB, 4GiB or 50%")
+    return size
+
+
+def _size_bytes(text: str) -> int | None:
+    m = MEMORY_RE.match(text)
+    if m is None:
+        return None
+    number, unit = float(m.group(1)), m.group(2).lower()
+    if unit == "%":
+        return int(number / 100 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    if unit in ("b", "bytes"):
+        return int(number)
+    return int(number * (1024 if unit.endswith("ib") else 1000) ** ("kmgt".index(unit[0]) + 1))
 
 
 def workers(name: str, default: int) -> int:

@@ -297,9 +297,12 @@ def iter_line_batches(
                     carry = block
                     continue
                 carry = block[cut + 1 :]
-                table = lines_to_table(block[: cut + 1], lineno)
-                lineno += table.num_rows
-                yield table
+                tables = [lines_to_table(block[: cut + 1], lineno)]
+                lineno += tables[0].num_rows
+                block = b""
+                # popped, not named: while suspended here this frame holds neither the batch (its reader
+                # frees it once parsed) nor the block it was cut from
+                yield tables.pop()
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
     if carry:

@@ -8,10 +8,17 @@ they are journal markers (``-- Boot ... --``), else rejected with their line num
 places every line on the UTC clock (year inference, --timezone, uptime anchoring), classifies it and
 writes the file's events ordered by (host, ts): already the stage's order for one node's log, when
 the wide sort is skipped.
+
+Memory: the staging tables live on a scratch connection of their own (autocommit), not in the file's
+transaction: inside one transaction DuckDB keeps every table it replaced or emptied until COMMIT, so a
+60 M-line file kept its ~100 replaced stages (spilled to disk, their bookkeeping in memory). Only the
+file's rows go through its transaction, streamed from the scratch connection as Arrow batches. The
+state kept across chunks is a count per file (years passed) and the hosts seen, each host once.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from collections import Counter
@@ -28,12 +35,14 @@ from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats import years
 from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, decode, read_head
 from synestra_cli.formats.hosts import record_full_names_sql
-from synestra_cli.store.sql import drop_temp, fetch_one, one_row
+from synestra_cli.store.connect import SESSION_SQL
+from synestra_cli.store.sql import fetch_one, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
 FROM_MTIME = ("uptime", "relative", "none")  # envelopes' time kinds placed from the file's last line and mtime
-CLOCK_BATCH_ROWS = 1 << 20  # the clock-order scan reads this many lines at a time: memory flat in file size
+CLOCK_BATCH_ROWS = 1 << 17  # the clock-order scan reads this many lines at a time: memory flat in file size
+EVENT_BATCH_ROWS = 122_880  # a chunk's events stream into the file's transaction this many rows at a time
 # Files at most this big (on disk) are staged together, one statement per step for all of them: a
 # statement costs ~1-60 ms to plan whatever its rows (the classifier ~60 ms), so a small file alone
 # costs its statements, not its lines.
@@ -41,12 +50,14 @@ GROUP_FILE_BYTES = 4 << 20
 GROUP_LINE_BYTES = 32 << 20  # of lines staged at once for a group of small files
 
 CREATE_STAGE_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_stage (" + env.STAGE_COLUMNS + ")"
-TEMP_TABLES = ("_syslog_stage", "_syslog_carry", "_syslog_hosts", "_syslog_loose", "_syslog_files")
-# The host names every chunk saw (their full names are recorded once, for the whole file).
+# The host names the chunks saw, each once (their full names are recorded once, for the whole file).
 HOSTS_SEEN_SQL = """
 CREATE TEMP TABLE IF NOT EXISTS _syslog_hosts (sid BIGINT, host VARCHAR);
-INSERT INTO _syslog_hosts SELECT DISTINCT sid, host FROM _syslog_stage WHERE host IS NOT NULL
+INSERT INTO _syslog_hosts
+SELECT DISTINCT sid, host FROM _syslog_stage s
+WHERE host IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _syslog_hosts h WHERE h.sid = s.sid AND h.host = s.host)
 """
+HOSTS_LIST_SQL = "SELECT sid, host FROM _syslog_hosts"
 CREATE_CARRY_SQL = "CREATE TEMP TABLE IF NOT EXISTS _syslog_carry AS SELECT * FROM _syslog_stage LIMIT 0"
 # The last message of a chunk may go on in the next one (continuation lines): it waits for it. (Only a
 # file staged alone is cut in chunks.)
@@ -55,12 +66,14 @@ INSERT INTO _syslog_carry SELECT * FROM _syslog_stage
 WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok);
 DELETE FROM _syslog_stage WHERE lineno >= (SELECT max(lineno) FROM _syslog_stage WHERE ok)
 """
-# Per staged file: the year its stamps are placed from, the lines where its month goes down, its mtime.
+# Per staged file: the year its stamps are placed from, the new years before this chunk, its mtime.
 FILES_SQL = """
 CREATE OR REPLACE TEMP TABLE _syslog_files AS
-SELECT unnest($sids) AS sid, unnest($years) AS year, unnest(CAST($wraps AS BIGINT[][])) AS wraps,
+SELECT unnest($sids) AS sid, unnest($years) AS year, unnest(CAST($wrapped AS BIGINT[])) AS wrapped,
        unnest(CAST($mtimes AS TIMESTAMP[])) AS mtime
 """
+# This chunk's new years: the line where the month goes down, and the years passed from there on.
+WRAPS_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_wraps AS SELECT * FROM _syslog_wrap_rows"
 
 KINDS_SQL = "SELECT source_id, kind, count(*) FROM events WHERE list_contains($sids, source_id) GROUP BY ALL"
 SLOW_COUNT_SQL = "SELECT count(*) FROM _syslog_stage WHERE ok IS NULL"
@@ -106,17 +119,21 @@ ORDER BY sid, lineno
 DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
 
 # The UTC time of each staged message, per envelope time kind (see syslog_envelope); per-file values
-# (year, wraps, mtime) from _syslog_files.
+# (year, new years before the chunk, mtime) from _syslog_files.
 # zoned: to_utc, skipped for UTC (the default), where it is the identity but costs a zone lookup per line.
 ZONED_MACRO_SQL = "CREATE OR REPLACE TEMP MACRO zoned(ts, tz) AS CASE WHEN tz = 'UTC' THEN ts ELSE to_utc(ts, tz) END"
 TIMED_SQL = {
-    # wraps: line numbers where the month goes down (a new year); _ClockScan finds them on two narrow columns.
+    # The years passed: those before the chunk (wrapped), else from the last new year at or before the
+    # line (_syslog_wraps: where the month goes down; _ClockScan finds them on two narrow columns).
     "noyear": """
 timed AS NOT MATERIALIZED (
-    SELECT s.* REPLACE (zoned(s.ts + to_years(CAST(f.year - 2000 + CASE WHEN len(f.wraps) = 0 THEN 0
-                                                   ELSE len(list_filter(f.wraps, lambda w: w <= s.lineno)) END
-                                                   AS INTEGER)), $tz) AS ts)
+    SELECT s.* REPLACE (zoned(s.ts + to_years(CAST(f.year - 2000 + f.wrapped AS INTEGER)), $tz) AS ts)
     FROM _syslog_stage s JOIN _syslog_files f ON f.sid = s.sid)""",
+    "noyear_wraps": """
+timed AS NOT MATERIALIZED (
+    SELECT s.* REPLACE (zoned(s.ts + to_years(CAST(f.year - 2000 + coalesce(w.k, f.wrapped) AS INTEGER)), $tz) AS ts)
+    FROM _syslog_stage s JOIN _syslog_files f ON f.sid = s.sid
+    ASOF LEFT JOIN _syslog_wraps w ON w.sid = s.sid AND s.lineno >= w.lineno)""",
     "local": "timed AS NOT MATERIALIZED (SELECT * REPLACE (zoned(ts, $tz) AS ts) FROM _syslog_stage)",
     "utc": "timed AS NOT MATERIALIZED (SELECT * FROM _syslog_stage)",
     "uptime": """
@@ -135,11 +152,15 @@ timed AS NOT MATERIALIZED (
     SELECT s.* REPLACE (f.mtime AS ts) FROM _syslog_stage s JOIN _syslog_files f ON f.sid = s.sid)""",
 }
 TIME_PARAMS = {"noyear": ("tz",), "local": ("tz",), "utc": (), "uptime": (), "relative": (), "none": ()}
-INSERT_SQL = """
-INSERT INTO events (ts, host, component, kind, code, severity, message, fields, source_id, line)
+# A chunk's events, read on the scratch connection; inserted by the file's (EVENTS_INSERT_SQL).
+EVENTS_SQL = """
 WITH {timed}, classified AS ({classify})
 SELECT ts, host, component, kind, code, severity, message, fields, sid, lineno
 FROM classified {order}
+"""
+EVENTS_INSERT_SQL = """
+INSERT INTO events (ts, host, component, kind, code, severity, message, fields, source_id, line)
+SELECT * FROM _syslog_events
 """
 ORDER_BY = "ORDER BY sid, host, ts, lineno"
 # The stage's clock in storage order, as numpy arrays (see _clock_order), and each file's number of hosts.
@@ -175,9 +196,6 @@ def load_group(ctxs: list[LoadContext]) -> list[LoadResult]:
     files = [_File.open(ctx) for ctx in ctxs]
     conn = ctxs[0].conn
     _check_timezone(ctxs[0])
-    conn.execute(env.MACROS_SQL)
-    conn.execute(ZONED_MACRO_SQL)
-    # The staging tables live in the file's transaction: a failure rolls them back with everything else.
     runs: dict[tuple[str, bool], list[_File]] = {}
     for f in files:
         small = f.ctx.path.stat().st_size <= GROUP_FILE_BYTES
@@ -185,8 +203,21 @@ def load_group(ctxs: list[LoadContext]) -> list[LoadResult]:
         runs.setdefault(key, []).append(f)
     for run in runs.values():
         for group in _by_size(run):
-            _load_run(conn, group)
+            work = _scratch(conn)
+            try:
+                _load_run(conn, work, group)
+            finally:
+                work.close()  # its staging tables go with it
     return [f.result for f in files]
+
+
+def _scratch(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A connection of its own for the staging tables (same database, autocommit): what a chunk replaces
+    is freed at once, where the file's transaction would keep it until COMMIT."""
+    work = conn.cursor()
+    for sql in (*SESSION_SQL, env.MACROS_SQL, ZONED_MACRO_SQL):
+        work.execute(sql)
+    return work
 
 
 class _File:
@@ -230,8 +261,9 @@ def _by_size(run: list[_File]) -> Iterator[list[_File]]:
         yield group
 
 
-def _load_run(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
-    """Stage, parse and write the events of files of one envelope (a large file alone, in chunks)."""
+def _load_run(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
+    """Stage (on `work`), parse and write (on `conn`, the file's transaction) the events of files of one
+    envelope (a large file alone, in chunks)."""
     first = files[0]
     envelope, fast = first.envelope, first.fast
     # A file is staged CHUNK_BYTES at a time (memory flat in its size), the message still open at the end
@@ -239,24 +271,29 @@ def _load_run(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
     # small files are staged whole, together.
     whole = envelope.time_kind in FROM_MTIME or len(files) > 1
     for batches, last in _chunks(_line_batches(files), None if whole else CHUNK_BYTES):
-        _start_chunk(conn)
-        _stage(conn, envelope, fast, batches)
+        _start_chunk(work)
+        _stage(work, envelope, fast, batches)
+        batches.clear()  # staged: the lines are not kept (here or in _chunks) while the chunk is parsed
         if not last:
-            conn.execute(CARRY_SQL)
-        _resolve_loose(conn, envelope, files)
-        _insert_events(conn, files)
-        conn.execute(HOSTS_SEEN_SQL)
-    _finish(conn, files)
+            work.execute(CARRY_SQL)
+        _resolve_loose(work, envelope, files)
+        _insert_events(conn, work, files)
+        work.execute(HOSTS_SEEN_SQL)
+    _finish(conn, work, files)
 
 
 def _line_batches(files: list[_File]) -> Iterator[pa.Table]:
-    """The files' line batches, each row with its source (sid)."""
+    """The files' line batches, each row with its source (sid). (map keeps no reference to the batch
+    it gave: the caller frees it.)"""
     for f in files:
-        for batch in f.ctx.line_batches():
-            yield batch.append_column("sid", pa.array(np.full(batch.num_rows, f.sid, dtype=np.int64)))
+        yield from map(functools.partial(_with_sid, f.sid), f.ctx.line_batches())
 
 
-def _finish(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
+def _with_sid(sid: int, batch: pa.Table) -> pa.Table:
+    return batch.append_column("sid", pa.array(np.full(batch.num_rows, sid, dtype=np.int64)))
+
+
+def _finish(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
     """What comes once the files' events are written: years, counts, neighbour-line completions, notes."""
     envelope = files[0].envelope
     by_sid = {f.sid: f for f in files}
@@ -273,9 +310,9 @@ def _finish(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
         if having:
             conn.execute(sql, {"sids": having, **params})
     if envelope.time_kind == "uptime":
-        _note_reboots(conn, by_sid)
-    conn.execute(record_full_names_sql("(SELECT DISTINCT sid, host FROM _syslog_hosts) AS h", "host", sid="sid"))
-    drop_temp(conn, TEMP_TABLES)
+        _note_reboots(work, by_sid)
+    _syslog_hosts_seen = work.sql(HOSTS_LIST_SQL).to_arrow_table()  # noqa: F841 - read by the replacement scan
+    conn.execute(record_full_names_sql("_syslog_hosts_seen AS h", "host", sid="sid"))
     if envelope.time_kind in FROM_MTIME:
         # placed from the mtime: no evidence for another's year
         years.record_many(conn, [(sid, "mtime", None) for sid in sids])
@@ -289,15 +326,18 @@ def _finish(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
 
 
 def _chunks(batches: Iterator[pa.Table], chunk_bytes: int | None) -> Iterator[tuple[list[pa.Table], bool]]:
-    """Groups of line batches of about chunk_bytes (None: one group), each with whether it is the last."""
+    """Groups of line batches of about chunk_bytes (None: one group), each with whether it is the last
+    (which may be empty: it then stages only the message carried from the one before). No batch is read
+    ahead, and none is referenced here once the caller clears its group: one chunk of lines in memory."""
     group: list[pa.Table] = []
     size = 0
     for batch in batches:
-        if group and chunk_bytes is not None and size >= chunk_bytes:
-            yield group, False
-            group, size = [], 0
         group.append(batch)
         size += batch.nbytes
+        del batch
+        if chunk_bytes is not None and size >= chunk_bytes:
+            yield group, False
+            group, size = [], 0
     yield group, True
 
 
@@ -373,26 +413,50 @@ def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, file
     conn.execute(DELETE_LOOSE_SQL)
 
 
-def _insert_events(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
+def _insert_events(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
+    """The chunk's events, computed on `work` from its stage, streamed into the file's transaction."""
     first = files[0]
     kind = first.envelope.time_kind
     in_order = False  # uptime-based clocks: always sorted (small dmesg files)
     if kind in ("noyear", "local", "utc"):
-        in_order = _clock_order(conn, files)
+        in_order = _clock_order(work, files)
+    timed = TIMED_SQL[kind]
     if kind != "local" and kind != "utc":
-        conn.execute(
+        wraps = [f.clock.take_wraps() for f in files]
+        work.execute(
             FILES_SQL,
             {
                 "sids": [f.sid for f in files],
                 "years": [f.year for f in files],
-                "wraps": [f.clock.wraps for f in files],
+                "wrapped": [before for before, _ in wraps],
                 "mtimes": [f.ctx.mtime for f in files],
             },
         )
+        if any(len(found) for _, found in wraps):  # a new year in this chunk (rare): its lines looked up
+            _write_wraps(work, [f.sid for f in files], wraps)
+            timed, in_order = TIMED_SQL["noyear_wraps"], False  # (the as-of join does not keep the order)
     # Rows keep the stage's (line) order when it is already the (host, ts) order.
-    sql = INSERT_SQL.format(timed=TIMED_SQL[kind], classify=kev.CLASSIFY_SQL, order="" if in_order else ORDER_BY)
+    sql = EVENTS_SQL.format(timed=timed, classify=kev.CLASSIFY_SQL, order="" if in_order else ORDER_BY)
     params = {name: {"tz": first.tz}[name] for name in TIME_PARAMS[kind]}
-    conn.execute(sql, {**params, **kev.PATTERNS, "host": first.host})
+    work.complete()
+    _syslog_events = work.sql(sql, params={**params, **kev.PATTERNS, "host": first.host}).to_arrow_reader(  # noqa: F841
+        EVENT_BATCH_ROWS
+    )
+    conn.execute(EVENTS_INSERT_SQL)
+
+
+def _write_wraps(work: duckdb.DuckDBPyConnection, sids: list[int], wraps: list[tuple[int, np.ndarray]]) -> None:
+    """_syslog_wraps: per file, each line of this chunk where the month goes down and the years passed
+    from there on (those before the chunk included)."""
+    counts = [len(found) for _, found in wraps]
+    _syslog_wrap_rows = pa.table(  # noqa: F841 - read by the replacement scan
+        {
+            "sid": np.repeat(np.asarray(sids, dtype=np.int64), counts),
+            "lineno": np.concatenate([found for _, found in wraps]).astype(np.int64),
+            "k": np.concatenate([before + np.arange(1, len(found) + 1) for before, found in wraps]).astype(np.int64),
+        }
+    )
+    work.execute(WRAPS_SQL)
 
 
 def _place_years(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
@@ -406,7 +470,7 @@ def _place_years(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
         if f.ctx.options.year:
             continue
         clock, mtime = f.clock, f.ctx.mtime
-        shift = len(clock.wraps) + (1 if clock.last_month and clock.last_month > mtime.month else 0)
+        shift = clock.wrapped + (1 if clock.last_month and clock.last_month > mtime.month else 0)
         placing.append(years.Placing(f.sid, -shift, mtime))
     if placing:
         choices = years.place_many(conn, placing, files[0].ctx.evidence)
@@ -447,14 +511,16 @@ def _feed_clocks(clocks: dict[int, _ClockScan], reader: pa.RecordBatchReader) ->
 
 
 class _ClockScan:
-    """_clock_order's running state over batches: each batch is compared with the last line before it."""
+    """_clock_order's running state over batches: each batch is compared with the last line before it.
+    What it keeps across chunks is fixed in size: the last line, the new years passed (a count)."""
 
     def __init__(self, noyear: bool) -> None:
         self.noyear = noyear
         self.prev: tuple[int, int, int] | None = None  # (lineno, us, month) of the last line seen
         self.in_line_order = True  # of the current chunk
         self.back = False  # of the current chunk
-        self.wraps: list[int] = []
+        self.wrapped = 0  # new years (the month going down) in the chunks before the current one
+        self.found: list[np.ndarray] = []  # the current chunk's: the line numbers where the month goes down
         self.last_month: int | None = None
 
     def copy(self) -> _ClockScan:
@@ -463,12 +529,20 @@ class _ClockScan:
         return other
 
     def restore(self, other: _ClockScan) -> None:
-        self.prev, self.wraps, self.last_month = other.prev, list(other.wraps), other.last_month
-        self.in_line_order, self.back = True, False
+        self.prev, self.wrapped, self.last_month = other.prev, other.wrapped, other.last_month
+        self.begin()
 
     def begin(self) -> None:
         """A new scan of the current chunk."""
-        self.in_line_order, self.back = True, False
+        self.in_line_order, self.back, self.found = True, False, []
+
+    def take_wraps(self) -> tuple[int, np.ndarray]:
+        """The new years passed before the current chunk, and the chunk's own (line numbers); the scan then
+        counts them as passed."""
+        found = np.concatenate(self.found) if self.found else np.empty(0, dtype=np.int64)
+        before = self.wrapped
+        self.wrapped, self.found = before + len(found), []
+        return before, found
 
     def feed(self, lineno: np.ndarray, us: np.ndarray, mon: np.ndarray) -> None:
         if not len(lineno):
@@ -481,7 +555,8 @@ class _ClockScan:
         if self.noyear:
             back &= ~down
         self.back |= bool(back.any())
-        self.wraps += lineno[1:][down].tolist()
+        if down.any():
+            self.found.append(lineno[1:][down])
         self.prev = (int(lineno[-1]), int(us[-1]), int(mon[-1]))
         self.last_month = int(mon[-1])
 

@@ -18,7 +18,8 @@ from synestra_cli.store.sql import fetch_one, has_table
 
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
-MEMORY_LIMIT = "1GB"
+# SYNESTRA_MEMORY_LIMIT's default: the process's budget; DuckDB's pool gets 900 MB of it (settings.memory_limit).
+MEMORY_LIMIT = "1.5GB"
 T = TypeVar("T")
 # A DuckDB file: bytes 8..12 of its first block. Anything else (a SQLite file, a log) is refused before
 # DuckDB sees it: DuckDB would otherwise try to download the extension that reads it.
@@ -190,7 +191,8 @@ def check_store_path(path: Path, read_only: bool) -> None:
 
 def session_limits() -> DuckConfig:
     # DuckDB takes 80% of RAM by default; bounded, it spills big sorts to disk instead, so that
-    # ingesting a file of any size stays within a laptop's memory (docs/performance.md).
+    # ingesting a file of any size stays within a laptop's memory (docs/performance.md): the process
+    # within SYNESTRA_MEMORY_LIMIT, DuckDB's pool within that less the interpreter's part.
     return {"threads": settings.threads(), "memory_limit": settings.memory_limit(MEMORY_LIMIT)}
 
 
