@@ -29,7 +29,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from synestra_cli.errors import InputError
+from synestra_cli.errors import InputError, raise_if_stopped
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats import years
@@ -271,6 +271,7 @@ def _load_run(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnection, 
     # small files are staged whole, together.
     whole = envelope.time_kind in FROM_MTIME or len(files) > 1
     for batches, last in _chunks(_line_batches(files), None if whole else CHUNK_BYTES):
+        raise_if_stopped()  # a stop interrupts the worker's cursor, not this scratch one: check per chunk
         _start_chunk(work)
         _stage(work, envelope, fast, batches)
         batches.clear()  # staged: the lines are not kept (here or in _chunks) while the chunk is parsed
