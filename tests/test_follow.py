@@ -21,6 +21,7 @@ import duckdb
 import pytest
 
 from synestra_cli import errors
+from synestra_cli.cli.common import stop_on_signals
 from synestra_cli.cli.ingest import Reporter
 from synestra_cli.cli.ingest_follow import run_follow
 from synestra_cli.errors import Terminated
@@ -326,7 +327,7 @@ def test_a_signal_that_duckdb_wraps_in_its_own_error_still_stops_the_follow(tmp_
 
     monkeypatch.setattr(arrow.ArrowScanSource, "accepts", signal_while_duckdb_asks)
     try:
-        with pytest.raises(stop) as raised:
+        with pytest.raises(stop) as raised, stop_on_signals():  # as cli/ingest.py runs it
             run_follow(tmp_path / "s.duckdb", [logs], OPTIONS, 0.01, 3, Reporter(tty=False), as_json=False)
     finally:
         signal.signal(signal.SIGINT, old_sigint)

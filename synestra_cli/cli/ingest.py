@@ -222,7 +222,8 @@ def command(
             raise click.UsageError("--follow reports each poll as a table or as JSON Lines (--format json)")
         from synestra_cli.cli.ingest_follow import run_follow
 
-        failed_any = run_follow(db, paths, options, interval, max_polls, reporter, fmt == "json")
+        with stop_on_signals():
+            failed_any = run_follow(db, paths, options, interval, max_polls, reporter, fmt == "json")
         sys.exit(int(ExitCode.INPUT) if failed_any else 0)
     explained = None
     if engine != "local":  # Ray workers, into a lake (synestra_cli/engine/)

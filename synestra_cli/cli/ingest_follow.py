@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from synestra_cli.cli.common import stop_on_signals
 from synestra_cli.cli.render import dumps
 from synestra_cli.formats.base import IngestOptions
 
@@ -21,21 +20,9 @@ def run_follow(
     reporter: Any,
     as_json: bool,
 ) -> bool:
-    """Poll until max_polls or a signal. SIGTERM is raised as Terminated where Ctrl-C would be: the file
-    being loaded rolls back and the error wrapper exits 143. True when any file failed."""
-    with stop_on_signals():
-        return _follow(db, paths, options, interval, max_polls, reporter, as_json)
-
-
-def _follow(
-    db: Path | None,
-    paths: list[Path],
-    options: IngestOptions,
-    interval: float,
-    max_polls: int | None,
-    reporter: Any,
-    as_json: bool,
-) -> bool:
+    """Poll until max_polls or a signal (the caller holds cli.common.stop_on_signals: SIGTERM is raised
+    as Terminated where Ctrl-C would be, the file being loaded rolls back, exit 143). True when any
+    file failed."""
     from synestra_cli.follow import Follower
 
     follower = Follower(db, paths, options)
