@@ -260,8 +260,11 @@ def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[
 
 def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) -> bool:
     """The samples of the candidate hours in table `hours` (CAND_HOURS) into table `rows`, one rowid scan
-    per range (the per-job read and the fleet's); False when a range is missing, spread too thin, the
-    ranges too many, or a range no longer holds all of its hour's samples (DuckDB may renumber rows)."""
+    per range (the per-job read and the fleet's); False when `metrics` has no rowids (a lake's view), a
+    range is missing, spread too thin, the ranges too many, or a range no longer holds all of its hour's
+    samples (DuckDB may renumber rows)."""
+    if not has_table(conn, "metrics"):  # a lake's metrics are a view over its parts: no rowids to read by
+        return False
     if not scalar(conn, ROWID_SPREAD.format(hours=hours), {"spread": ROWID_MAX_SPREAD}):
         return False
     if scalar(conn, f"SELECT count(*) FILTER (WHERE row_lo IS NULL) FROM {hours}"):
