@@ -182,11 +182,12 @@ WHERE m.value IS NOT NULL
 # A file not written in series order (another tool's, a clone) spreads an hour's samples over many
 # rows: past this many rows per sample, its row groups are cheaper read whole.
 ROWID_MAX_SPREAD = 4
-ROWID_SPREAD = "SELECT coalesce(sum(row_hi - row_lo + 1) <= $spread * sum(n), true) FROM {hours}"
-ROWID_CHECK = """
-SELECT (SELECT count(*) FROM {rows}) = (SELECT sum(n) FROM {hours})
-   AND NOT EXISTS (SELECT 1 FROM {hours} WHERE row_lo IS NULL)
+# (and every hour has its range: a store summarised before migration 018 has none)
+ROWID_USABLE = """
+SELECT count(*) FILTER (WHERE row_lo IS NULL) = 0 AND coalesce(sum(row_hi - row_lo + 1) <= $spread * sum(n), true)
+FROM {hours}
 """
+ROWID_CHECK = "SELECT (SELECT count(*) FROM {rows}) = (SELECT sum(n) FROM {hours})"
 # Else the candidates' own samples in the windows: only the row groups of the files that hold them (a row
 # group holds one or two files: the source list skips the host's other exporters' files as well).
 RAW_SQL = """
@@ -265,9 +266,7 @@ def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) 
     samples (DuckDB may renumber rows)."""
     if not has_table(conn, "metrics"):  # a lake's metrics are a view over its parts: no rowids to read by
         return False
-    if not scalar(conn, ROWID_SPREAD.format(hours=hours), {"spread": ROWID_MAX_SPREAD}):
-        return False
-    if scalar(conn, f"SELECT count(*) FILTER (WHERE row_lo IS NULL) FROM {hours}"):
+    if not scalar(conn, ROWID_USABLE.format(hours=hours), {"spread": ROWID_MAX_SPREAD}):
         return False
     ranges = conn.execute(ROWID_RANGES.format(hours=hours), {"gap": ROWID_MERGE_GAP}).fetchall()
     if len(ranges) > ROWID_MAX_RANGES:
