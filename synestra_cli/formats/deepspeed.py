@@ -14,13 +14,13 @@ from __future__ import annotations
 from synestra_cli.formats import joblog
 
 STEP_SQL = r"""
-SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
+SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, '\] step=(\d+), skipped=', 1) AS BIGINT) AS iteration
 FROM jl_lines WHERE regexp_matches(body, '\] step=\d+, skipped=\d+')
 """
 
 CKPT_SQL = r"""
-SELECT pos, lineno, ts, ts_precision,
+SELECT sid, pos, lineno, ts, ts_precision,
     CASE WHEN regexp_matches(body, 'Checkpoint \S+ is (about to be saved|begin to save)!|Saving model checkpoint: ')
          THEN 'save_start' WHEN regexp_matches(body, 'Checkpoint \S+ is ready now!') THEN 'save_end' END AS fact,
     TRY_CAST(nullif(regexp_extract(body, 'global_step(\d+)', 1), '') AS BIGINT) AS iteration,
@@ -29,7 +29,8 @@ FROM jl_lines WHERE fact IS NOT NULL
 """
 
 BANNER_SQL = r"""
-SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines WHERE contains(body, '] DeepSpeed info: version=')
+SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+WHERE contains(body, '] DeepSpeed info: version=')
 """
 
 

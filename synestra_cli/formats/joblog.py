@@ -1,6 +1,9 @@
 """Shared machinery of every training-job log format: lines, times, job id, facts.
 
-A job log is small (MBs), so it is read whole into an Arrow lines table and parsed in DuckDB:
+A job log is small (MBs), so it is read whole into an Arrow lines table and parsed in DuckDB. Many
+logs are parsed together (ingest hands a group of small files to ``load_job_logs``): every table below
+carries the file's source id (``sid``), every window is partitioned by it and every join matches it,
+so a group costs each statement once, not once per file, and each file gets the rows it gets alone:
 1. ``jl_lines``: one row per segment of a line (``\\r`` progress bars glue other messages onto
    one physical line, so a line is split on ``\\r``), with ANSI colour codes and the torchrun
    ``[rankN]:`` prefix removed, and the line's own time (``ts_exact``) when it has one;
@@ -17,11 +20,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import duckdb
+import numpy as np
+import pyarrow as pa
+
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, lines_to_table
-from synestra_cli.store.sql import drop_temp, one_row, registered, scalar
+from synestra_cli.store.sql import drop_temp, registered, temp_table
 
 # What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, and
 # the full host names its failure reports give.
@@ -32,14 +39,16 @@ JOB_LOG_TABLES: frozenset[StoreTable] = frozenset(
 LINES_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_seg AS
 WITH parts AS (
-    SELECT lineno, unnest(list_zip(string_split(line, chr(13)), range(1, len(string_split(line, chr(13))) + 1))) AS p
+    SELECT sid, lineno,
+           unnest(list_zip(string_split(line, chr(13)), range(1, len(string_split(line, chr(13))) + 1))) AS p
     FROM jl_raw
 ), clean AS (
-    SELECT lineno, p[2] AS part,
+    SELECT sid, lineno, p[2] AS part,
            regexp_replace(p[1], '\x1b\[[0-9;]*[A-Za-z]', '', 'g') AS text
     FROM parts
 )
-SELECT row_number() OVER (ORDER BY lineno, part) AS pos, lineno, text,
+-- pos runs over the whole group (file after file): unique, so a join on it never pairs two files' lines
+SELECT sid, row_number() OVER (ORDER BY sid, lineno, part) AS pos, lineno, text,
        TRY_CAST(nullif(regexp_extract(text, $rank_prefix, 1), '') AS INTEGER) AS rank,
        regexp_replace(text, $rank_prefix, '') AS body
 FROM clean WHERE part = 1 OR trim(text) <> ''
@@ -75,15 +84,18 @@ FROM (SELECT *, TRY_CAST(replace(iso_text, ',', '.') AS TIMESTAMP) AS local_ts F
 """
 
 # A glog header takes its year from the nearest full date (before, else after), rolled over
-# when the month/day is more than half a year away from it (a Dec 31 log reaching Jan 1).
+# when the month/day is more than half a year away from it (a Dec 31 log reaching Jan 1); in a log
+# without one, from the file's default year (jl_files: --year, else the file's mtime).
 GLOG_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_g AS
 WITH ref AS (
-    SELECT *, coalesce(
-        last_value(full_ts IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
-        first_value(full_ts IGNORE NULLS) OVER (ORDER BY pos ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING),
-        make_timestamp($year, 7, 1, 0, 0, 0)) AS ref_ts
-    FROM jl_full
+    SELECT l.*, coalesce(
+        last_value(full_ts IGNORE NULLS) OVER (PARTITION BY l.sid ORDER BY pos
+                                               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+        first_value(full_ts IGNORE NULLS) OVER (PARTITION BY l.sid ORDER BY pos
+                                                ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING),
+        make_timestamp(f.default_year, 7, 1, 0, 0, 0)) AS ref_ts
+    FROM jl_full l JOIN jl_files f USING (sid)
 ), cand AS (
     SELECT *, TRY_CAST(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), lpad(glog.mo, 2, '0'), glog.dd, glog.hh, glog.mi,
                               glog.ss, CASE WHEN glog.frac = '' THEN '0' ELSE glog.frac END) AS TIMESTAMP) AS g0
@@ -111,46 +123,50 @@ CLOCK_MAX_LINES = 3
 CLOCK_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_clock AS
 WITH t AS (
-    SELECT pos, lineno, ts_exact AS ts, lag(ts_exact) OVER (ORDER BY pos) AS prev_ts
+    SELECT sid, pos, lineno, ts_exact AS ts, lag(ts_exact) OVER (PARTITION BY sid ORDER BY pos) AS prev_ts
     FROM jl_g WHERE ts_exact IS NOT NULL
 ), isl AS (
     SELECT *, sum(CASE WHEN prev_ts IS NULL OR abs(epoch(ts) - epoch(prev_ts)) > $jump THEN 1 ELSE 0 END)
-                  OVER (ORDER BY pos ROWS UNBOUNDED PRECEDING) AS island
+                  OVER (PARTITION BY sid ORDER BY pos ROWS UNBOUNDED PRECEDING) AS island
     FROM t
 ), g AS (
-    SELECT island, count(*) AS n, min(pos) AS p0, max(pos) AS p1, min(ts) AS t0, max(ts) AS t1,
+    SELECT sid, island, count(*) AS n, min(pos) AS p0, max(pos) AS p1, min(ts) AS t0, max(ts) AS t1,
            arg_min(lineno, pos) AS first_line, arg_min(ts, pos) AS first_ts
-    FROM isl GROUP BY island
+    FROM isl GROUP BY sid, island
 ), nb AS (
-    SELECT *, lag(t1) OVER (ORDER BY island) AS before_t, lead(t0) OVER (ORDER BY island) AS after_t,
-           sum(n) OVER () AS total
+    SELECT *, lag(t1) OVER (PARTITION BY sid ORDER BY island) AS before_t,
+           lead(t0) OVER (PARTITION BY sid ORDER BY island) AS after_t, sum(n) OVER (PARTITION BY sid) AS total
     FROM g
 )
-SELECT p0, p1, n, first_line, first_ts FROM nb
+SELECT sid, p0, p1, n, first_line, first_ts FROM nb
 WHERE n <= $max_lines AND n * 2 < total AND (
        (before_t IS NOT NULL AND after_t IS NOT NULL AND NOT (t0 >= before_t AND t1 <= after_t))
     OR (before_t IS NULL AND after_t IS NOT NULL AND epoch(after_t) - epoch(t1) > $edge)
     OR (after_t IS NULL AND before_t IS NOT NULL AND epoch(t0) - epoch(before_t) > $edge))
-ORDER BY p0
+ORDER BY sid, p0
 """
 CLOCK_DROP_SQL = """
 UPDATE jl_g SET ts_exact = NULL
-WHERE ts_exact IS NOT NULL AND EXISTS (SELECT 1 FROM jl_clock c WHERE jl_g.pos BETWEEN c.p0 AND c.p1)
+WHERE ts_exact IS NOT NULL
+  AND EXISTS (SELECT 1 FROM jl_clock c WHERE c.sid = jl_g.sid AND jl_g.pos BETWEEN c.p0 AND c.p1)
 """
+CLOCK_NOTES_SQL = "SELECT sid, sum(n), min(first_line), arg_min(first_ts, first_line) FROM jl_clock GROUP BY sid"
 
 
-def drop_clock_outliers(ctx: LoadContext, result: LoadResult | None) -> None:
-    """Stamps far outside the rest of the file lose their time (CLOCK_SQL), with a note."""
-    ctx.conn.execute(CLOCK_SQL, {"jump": CLOCK_JUMP_S, "edge": CLOCK_EDGE_S, "max_lines": CLOCK_MAX_LINES})
-    n, line, ts = one_row(ctx.conn, "SELECT sum(n), min(first_line), arg_min(first_ts, first_line) FROM jl_clock")
-    if n:
-        ctx.conn.execute(CLOCK_DROP_SQL)
-        if result is not None:
-            result.notes.append(
-                f"{ctx.display}: {n} line(s) stamped far from the lines around them (line {line}: "
-                f"{ts:%Y-%m-%d %H:%M:%S}), a wrong clock: their times are taken from their neighbours"
-            )
-    drop_temp(ctx.conn, ["jl_clock"])
+def drop_clock_outliers(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> None:
+    """Stamps far outside the rest of their file lose their time (CLOCK_SQL), with a note to that file."""
+    conn.execute(CLOCK_SQL, {"jump": CLOCK_JUMP_S, "edge": CLOCK_EDGE_S, "max_lines": CLOCK_MAX_LINES})
+    noted = conn.execute(CLOCK_NOTES_SQL).fetchall()
+    if noted:
+        conn.execute(CLOCK_DROP_SQL)
+    by_sid = {f.sid: f for f in files}
+    for sid, n, line, ts in noted:
+        f = by_sid[sid]
+        f.result.notes.append(
+            f"{f.ctx.display}: {n} line(s) stamped far from the lines around them (line {line}: "
+            f"{ts:%Y-%m-%d %H:%M:%S}), a wrong clock: their times are taken from their neighbours"
+        )
+    drop_temp(conn, ["jl_clock"])
 
 
 # A line without its own time takes the nearest timed line's (by line distance; the one before on a
@@ -158,16 +174,16 @@ def drop_clock_outliers(ctx: LoadContext, result: LoadResult | None) -> None:
 INFER_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_lines AS
 WITH n AS (
-    SELECT pos, lineno, rank, body, ts_exact,
+    SELECT sid, pos, lineno, rank, body, ts_exact,
         last_value(ts_exact IGNORE NULLS) OVER before AS prev_ts,
         last_value(CASE WHEN ts_exact IS NOT NULL THEN pos END IGNORE NULLS) OVER before AS prev_pos,
         first_value(ts_exact IGNORE NULLS) OVER after AS next_ts,
         first_value(CASE WHEN ts_exact IS NOT NULL THEN pos END IGNORE NULLS) OVER after AS next_pos
     FROM jl_g
-    WINDOW before AS (ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
-           after AS (ORDER BY pos ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
+    WINDOW before AS (PARTITION BY sid ORDER BY pos ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
+           after AS (PARTITION BY sid ORDER BY pos ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
 )
-SELECT pos, lineno, rank, body, ts_exact,
+SELECT sid, pos, lineno, rank, body, ts_exact,
     CASE WHEN next_pos IS NOT NULL AND (prev_pos IS NULL OR next_pos - pos < pos - prev_pos) THEN next_ts
          ELSE prev_ts END AS ts,
     CASE WHEN ts_exact IS NOT NULL THEN 'exact' WHEN prev_ts IS NOT NULL OR next_ts IS NOT NULL THEN 'inferred'
@@ -177,6 +193,7 @@ FROM n
 
 FACTS_DDL = """
 CREATE OR REPLACE TEMP TABLE jl_facts (
+    sid BIGINT NOT NULL,  -- the log's source id: every fact names its file
     pos BIGINT, lineno BIGINT, fact VARCHAR,  -- step | save_start | save_sched | save_end | save_block |
                                               -- load_start | load_end | banner | incident | reject | job
     ts TIMESTAMP, logged_ts TIMESTAMP, ts_precision VARCHAR,
@@ -189,34 +206,62 @@ CREATE OR REPLACE TEMP TABLE jl_facts (
 
 # Slurm's own lines name the job too: `StepId=191.batch`, `in step 3495064.0 cgroup`, `*** STEP 3495064.0 ON`.
 JOB_ID_SQL = r"""
-SELECT coalesce(
+SELECT sid, coalesce(
     max(nullif(regexp_extract(body, 'SLURM_JOB_ID=(\d+)', 1), '')),
     max(nullif(regexp_extract(body, '\tJob ID: (\d+)\t', 1), '')),
     max(nullif(regexp_extract(body, '^slurmstepd: error: .*(?:StepId=| in step |\*\*\* (?:JOB|STEP) )(\d+)', 1), '')))
-FROM jl_lines
+FROM jl_lines GROUP BY sid
 """
 
 # Slurm's environment echoed by a batch script: the job's name, and a process start per attempt.
 SLURM_ENV_SQL = r"""
-SELECT pos, lineno, 'job' AS fact, nullif(regexp_extract(body, 'SLURM_JOB_NAME=(\S+)', 1), '') AS job_name
+SELECT sid, pos, lineno, 'job' AS fact, nullif(regexp_extract(body, 'SLURM_JOB_NAME=(\S+)', 1), '') AS job_name
 FROM jl_lines WHERE contains(body, 'SLURM_JOB_NAME=')
 UNION ALL BY NAME
-SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines WHERE regexp_matches(body, '^\s*SLURM_JOB_ID=\d+')
+SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+WHERE regexp_matches(body, '^\s*SLURM_JOB_ID=\d+')
 """
+
+GROUP_TEXT_BYTES = 8 << 20
 
 FILE_JOB_RE = re.compile(r"^(?:slurm-)?(\d+(?:_\d+)?)(?:\.log|\.out|\.txt)?$")
 
 
-def prepare_lines(ctx: LoadContext, result: LoadResult | None = None) -> None:
-    """Build jl_lines (pos, lineno, rank, body, ts_exact, ts, ts_precision) from the file."""
-    with registered(ctx.conn, "jl_raw", lines_to_table(ctx.read_text(), 1)):
-        ctx.conn.execute(LINES_SQL, {"rank_prefix": RANK_PREFIX})
-    params = {"tz": ctx.options.timezone, "year": ctx.default_year}
-    ctx.conn.execute(TIMES_SQL)
-    ctx.conn.execute(LOCAL_SQL, {"tz": params["tz"]})
-    ctx.conn.execute(GLOG_SQL, params)
-    drop_clock_outliers(ctx, result)
-    ctx.conn.execute(INFER_SQL)
+class LogFile:
+    """One job log of a group: its context, source id and result."""
+
+    def __init__(self, ctx: LoadContext) -> None:
+        self.ctx, self.sid, self.result = ctx, ctx.source_id, LoadResult()
+
+
+def _lines(files: Sequence[LogFile]) -> pa.Table:
+    """The files' lines (sid, lineno, line), file after file."""
+    tables = []
+    for f in files:
+        t = lines_to_table(f.ctx.read_text(), 1)
+        tables.append(t.add_column(0, "sid", pa.array(np.full(t.num_rows, f.sid, dtype=np.int64))))
+    return pa.concat_tables(tables)
+
+
+def prepare_lines(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> None:
+    """Build jl_lines (sid, pos, lineno, rank, body, ts_exact, ts, ts_precision) from the files."""
+    temp_table(
+        conn,
+        "jl_files",
+        {"sid": ("BIGINT", [f.sid for f in files]), "default_year": ("INTEGER", [f.ctx.default_year for f in files])},
+    )
+    with registered(conn, "jl_raw", _lines(files)):
+        conn.execute(LINES_SQL, {"rank_prefix": RANK_PREFIX})
+    zones = {f.ctx.options.timezone for f in files}  # each file's parser reads it (a part of its source key)
+    if len(zones) > 1:
+        raise ValueError(f"job logs of different --timezone in one group: {sorted(zones)}")
+    tz = zones.pop()
+    conn.execute(TIMES_SQL)
+    conn.execute(LOCAL_SQL, {"tz": tz})
+    conn.execute(GLOG_SQL, {"tz": tz})
+    drop_temp(conn, ["jl_seg", "jl_t", "jl_full"])  # each a copy of the lines: jl_g holds what is left to read
+    drop_clock_outliers(conn, files)
+    conn.execute(INFER_SQL)
 
 
 def job_id_from_name(path: Path) -> str | None:
@@ -226,58 +271,93 @@ def job_id_from_name(path: Path) -> str | None:
     return m.group(1) if m else None
 
 
-def resolve_job_id(ctx: LoadContext, result: LoadResult) -> str:
-    """Content first (the log knows best), then --job, then the file name, then the file stem."""
-    found = scalar(ctx.conn, JOB_ID_SQL)
-    job = found or ctx.options.job_id or job_id_from_name(ctx.path)
-    if job:
-        return job
-    stem = ctx.path.stem if ctx.path.suffix != ".gz" else Path(ctx.path.stem).stem
-    result.notes.append(f"{ctx.display}: no job id in the log or its name; using {stem!r} (give --job ID)")
-    return stem
+def resolve_job_ids(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> None:
+    """Each file's job (jl_files.job): content first (the log knows best), then --job, then the file
+    name, then the file stem."""
+    found = dict(conn.execute(JOB_ID_SQL).fetchall())
+    jobs = []
+    for f in files:
+        ctx = f.ctx
+        job = found.get(f.sid) or ctx.options.job_id or job_id_from_name(ctx.path)
+        if not job:
+            job = ctx.path.stem if ctx.path.suffix != ".gz" else Path(ctx.path.stem).stem
+            f.result.notes.append(f"{ctx.display}: no job id in the log or its name; using {job!r} (give --job ID)")
+        jobs.append(job)
+    temp_table(conn, "jl_jobs", {"sid": ("BIGINT", [f.sid for f in files]), "job": ("VARCHAR", jobs)})
 
 
-def collect_facts(ctx: LoadContext) -> None:
+def collect_facts(conn: duckdb.DuckDBPyConnection, tz: str) -> None:
     from synestra_cli.formats import job_log_formats  # the registry imports every format, this one too
 
-    ctx.conn.execute(FACTS_DDL)
-    ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {SLURM_ENV_SQL}")
+    conn.execute(FACTS_DDL)
+    conn.execute(f"INSERT INTO jl_facts BY NAME {SLURM_ENV_SQL}")
     for fmt in job_log_formats():
         for sql in fmt.prepare:
-            ctx.conn.execute(sql)
+            conn.execute(sql)
         for sql in fmt.facts:
-            params = {"tz": ctx.options.timezone} if "$tz" in sql else None  # zone-less dates in the text
-            ctx.conn.execute(f"INSERT INTO jl_facts BY NAME {sql}", params)
+            params = {"tz": tz} if "$tz" in sql else None  # zone-less dates in the text
+            conn.execute(f"INSERT INTO jl_facts BY NAME {sql}", params)
 
 
-def year_note(ctx: LoadContext) -> list[str]:
+# glog stamps of a log without any dated line took the file's default year: said in its report.
+YEAR_NOTE_SQL = """
+SELECT sid, count(*), min(year(g_local)) FROM jl_g g
+WHERE glog.mo <> '' AND full_ts IS NULL
+  AND NOT EXISTS (SELECT 1 FROM jl_g d WHERE d.sid = g.sid AND d.full_ts IS NOT NULL)
+GROUP BY sid
+"""
+
+
+def year_notes(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> None:
     """Say when glog stamps took the year of the file's mtime (no dated line in the log, no --year)."""
-    if ctx.options.year:
-        return []
-    n, year = one_row(
-        ctx.conn,
-        "SELECT count(*), min(year(g_local)) FROM jl_g WHERE glog.mo <> '' AND full_ts IS NULL "
-        "AND NOT EXISTS (SELECT 1 FROM jl_g WHERE full_ts IS NOT NULL)",
-    )
-    if not n:
-        return []
-    return [
-        f"{n} glog time stamps carry no year and the log has no dated line: year taken from the file's "
-        f"modification time ({ctx.mtime:%Y-%m-%d}): {year}; pass --year YEAR if it was copied later"
-    ]
+    if files[0].ctx.options.year:  # the same options for the group; each file's year was read in prepare_lines
+        return
+    by_sid = {f.sid: f for f in files}
+    for sid, n, year in conn.execute(YEAR_NOTE_SQL).fetchall():
+        f = by_sid[sid]
+        f.result.notes.append(
+            f"{n} glog time stamps carry no year and the log has no dated line: year taken from the file's "
+            f"modification time ({f.ctx.mtime:%Y-%m-%d}): {year}; pass --year YEAR if it was copied later"
+        )
 
 
 def load_job_log(ctx: LoadContext) -> LoadResult:
     """The `load` of every job-log format."""
+    return load_job_logs([ctx])[0]
+
+
+def load_job_logs(ctxs: list[LoadContext]) -> list[LoadResult]:
+    """The `load_group` of every job-log format: the logs (of any job-log formats) parsed together, each
+    statement once over all of them; one result per context, in order. A file that cannot be read or
+    parsed fails the group (ingest then loads its files one by one, and that one fails alone)."""
     from synestra_cli.formats import joblog_rows  # the writer half; imported late to keep modules acyclic
 
-    result = LoadResult()
-    prepare_lines(ctx, result)
-    result.notes += year_note(ctx)
-    collect_facts(ctx)
-    job_id = resolve_job_id(ctx, result)
-    joblog_rows.write_rows(ctx, job_id, result)
-    return result
+    files = [LogFile(ctx) for ctx in ctxs]
+    conn = ctxs[0].conn
+    for group in _by_size(files):
+        prepare_lines(conn, group)
+        year_notes(conn, group)
+        collect_facts(conn, group[0].ctx.options.timezone)
+        resolve_job_ids(conn, group)
+        joblog_rows.write_rows(conn, group)
+    return [f.result for f in files]
+
+
+def _by_size(files: list[LogFile]) -> Iterator[list[LogFile]]:
+    """The files in groups of about GROUP_TEXT_BYTES of text (a gzip file counts 8x its size): each
+    table above holds the group's lines, a few times over."""
+    group: list[LogFile] = []
+    size = 0
+    for f in files:
+        path = f.ctx.path
+        st = path.stat().st_size * (8 if path.name.endswith(".gz") else 1)
+        if group and size + st > GROUP_TEXT_BYTES:
+            yield group
+            group, size = [], 0
+        group.append(f)
+        size += st
+    if group:
+        yield group
 
 
 def job_log_format(
@@ -304,6 +384,7 @@ def job_log_format(
         JOB_LOG_TABLES,
         facts=tuple(facts),
         prepare=tuple(prepare),
+        load_group=load_job_logs,
         top=top,
     )
 

@@ -6,19 +6,32 @@ iteration is not above the previous step's). Such a marker opens a new attempt o
 activity (a step or a save) or a fatal failure happened since the previous marker: a restart prints a banner, then
 a load, then steps, and that cluster is one boundary, not three. Attempt numbers are 1..n in log
 order; state and exit code are left NULL for the sacct reconciliation to fill.
+
+Many logs at once (joblog.load_job_logs): each table keyed by the file's source id (`sid`), every
+window partitioned by it, every aggregate grouped by it; `pos` is unique over the group.
 """
 
 from __future__ import annotations
 
-from synestra_cli.formats.base import LoadContext, LoadResult
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from synestra_cli.formats.base import MAX_REJECT_SAMPLES
 from synestra_cli.formats.hosts import record_full_names_sql
-from synestra_cli.store.sql import drop_temp, scalar
+from synestra_cli.store.sql import drop_temp
+
+if TYPE_CHECKING:
+    from synestra_cli.formats.joblog import LogFile
 
 # torchrun --tee without --local-ranks-filter prints every rank's step lines: the steps of the
-# lowest rank that prints them are the job's (Megatron prints from the last rank only).
+# lowest rank that prints them are the job's (Megatron prints from the last rank only), in each log.
 ONE_RANK_STEPS_SQL = """
 DELETE FROM jl_facts WHERE fact = 'step'
-    AND coalesce(rank, -1) <> (SELECT min(coalesce(rank, -1)) FROM jl_facts WHERE fact = 'step')
+    AND coalesce(rank, -1) <> (SELECT min(coalesce(s.rank, -1)) FROM jl_facts s
+                               WHERE s.fact = 'step' AND s.sid = jl_facts.sid)
 """
 
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
@@ -28,21 +41,21 @@ FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigte
 BOUNDS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE jl_bounds AS
 WITH f AS (
-    SELECT pos, fact, fact IN {ACTIVITY} OR (fact = 'incident' AND kind IN {FATAL}) AS is_act,
-        fact = 'step' AND iteration <= lag(iteration) OVER (PARTITION BY fact = 'step' ORDER BY pos) AS went_back
+    SELECT sid, pos, fact, fact IN {ACTIVITY} OR (fact = 'incident' AND kind IN {FATAL}) AS is_act,
+        fact = 'step' AND iteration <= lag(iteration) OVER (PARTITION BY sid, fact = 'step' ORDER BY pos) AS went_back
     FROM jl_facts
     WHERE fact IN {ACTIVITY} OR fact IN ('banner', 'load_start', 'load_end')
        OR (fact = 'incident' AND kind IN {FATAL})
 ), g AS (
     SELECT *, coalesce(went_back, false) OR fact IN ('banner', 'load_start', 'load_end') AS is_marker,
-        sum(is_act::INT) OVER (ORDER BY pos, fact ROWS UNBOUNDED PRECEDING) AS act_through
+        sum(is_act::INT) OVER (PARTITION BY sid ORDER BY pos, fact ROWS UNBOUNDED PRECEDING) AS act_through
     FROM f
 ), m AS (
-    SELECT pos, act_through - is_act::INT AS act_before,
-        coalesce(lag(act_through) OVER (ORDER BY pos, fact), 0) AS act_at_prev_marker
+    SELECT sid, pos, act_through - is_act::INT AS act_before,
+        coalesce(lag(act_through) OVER (PARTITION BY sid ORDER BY pos, fact), 0) AS act_at_prev_marker
     FROM g WHERE is_marker
 )
-SELECT DISTINCT pos FROM m WHERE act_before > act_at_prev_marker
+SELECT DISTINCT sid, pos FROM m WHERE act_before > act_at_prev_marker
 """
 
 # Each line's attempt, and the nearest lines with their own time around it in that attempt: an
@@ -50,14 +63,14 @@ SELECT DISTINCT pos FROM m WHERE act_before > act_at_prev_marker
 ATTEMPT_OF_LINE_SQL = """
 CREATE OR REPLACE TEMP TABLE jl_la AS
 WITH a AS (
-    SELECT l.pos, l.lineno, l.ts_exact,
-        1 + count(b.pos) OVER (ORDER BY l.pos ROWS UNBOUNDED PRECEDING) AS attempt
-    FROM jl_lines l LEFT JOIN jl_bounds b USING (pos)
+    SELECT l.sid, l.pos, l.lineno, l.ts_exact,
+        1 + count(b.pos) OVER (PARTITION BY l.sid ORDER BY l.pos ROWS UNBOUNDED PRECEDING) AS attempt
+    FROM jl_lines l LEFT JOIN jl_bounds b USING (sid, pos)
 )
 SELECT *,
-    last_value(ts_exact IGNORE NULLS) OVER (PARTITION BY attempt ORDER BY pos ROWS UNBOUNDED PRECEDING)
+    last_value(ts_exact IGNORE NULLS) OVER (PARTITION BY sid, attempt ORDER BY pos ROWS UNBOUNDED PRECEDING)
         AS dated_before,
-    first_value(ts_exact IGNORE NULLS) OVER (PARTITION BY attempt ORDER BY pos
+    first_value(ts_exact IGNORE NULLS) OVER (PARTITION BY sid, attempt ORDER BY pos
                                               ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS dated_after
 FROM a
 """
@@ -69,26 +82,29 @@ FACTS_A_SQL = """
 CREATE OR REPLACE TEMP TABLE jl_fa AS
 SELECT f.*, la.attempt, la.dated_before, la.dated_after,
     coalesce(f.iteration, last_value(f.iteration IGNORE NULLS) OVER (
-        PARTITION BY la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING)) AS it
-FROM jl_facts f JOIN jl_la la USING (pos)
+        PARTITION BY f.sid, la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING)) AS it
+FROM jl_facts f JOIN jl_la la USING (sid, pos)
 """
 
+# Each log's job (jl_jobs: joblog.resolve_job_ids), a row even for a log without any fact.
 INSERT_JOB_SQL = """
 INSERT INTO jobs (job_id, name, gpus, source_id)
-SELECT $job, max(job_name), max(gpus), $sid FROM jl_facts
+SELECT j.job, max(f.job_name), max(f.gpus), j.sid FROM jl_jobs j LEFT JOIN jl_facts f USING (sid)
+GROUP BY j.sid, j.job ORDER BY j.sid
 """
 
 INSERT_ATTEMPTS_SQL = """
 INSERT INTO attempts (job_id, attempt, start_ts, end_ts, source_id)
-SELECT $job, attempt, min(ts_exact), max(ts_exact), $sid FROM jl_la GROUP BY attempt ORDER BY attempt
+SELECT j.job, attempt, min(ts_exact), max(ts_exact), sid FROM jl_la JOIN jl_jobs j USING (sid)
+GROUP BY sid, j.job, attempt ORDER BY sid, attempt
 """
 
 INSERT_STEPS_SQL = """
 INSERT INTO steps (job_id, attempt, iteration, ts, ts_precision, step_time_s, tflops_per_gpu, tokens_per_s,
                    samples_per_s, loss, source_id, line)
-SELECT $job, attempt, iteration, ts, ts_precision, step_time_s, tflops_per_gpu, tokens_per_s, samples_per_s,
-       loss, $sid, lineno
-FROM jl_fa WHERE fact = 'step' AND iteration IS NOT NULL ORDER BY pos
+SELECT j.job, attempt, iteration, ts, ts_precision, step_time_s, tflops_per_gpu, tokens_per_s, samples_per_s,
+       loss, sid, lineno
+FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'step' AND iteration IS NOT NULL ORDER BY pos
 """
 
 # One row per (attempt, kind, iteration): its phases' lines merged. end_ts is the end of the last
@@ -102,7 +118,7 @@ INSERT_CHECKPOINTS_SQL = """
 INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, end_ts, ts_precision, path, is_async, phase,
                          blocking_s, source_id, line)
 WITH c AS (
-    SELECT attempt, ck_kind AS kind, it AS iteration,
+    SELECT sid, attempt, ck_kind AS kind, it AS iteration,
         min(CASE WHEN bounded THEN coalesce(dated_before, ts) ELSE ts END)
             FILTER (WHERE fact IN ('save_start', 'load_start')) AS start_ts,
         min(ts) FILTER (WHERE fact = 'save_sched') AS sched_ts,
@@ -120,49 +136,68 @@ WITH c AS (
     FROM (SELECT *, CASE WHEN fact LIKE 'load%' THEN 'restore' ELSE 'save' END AS ck_kind,
                  fact LIKE 'load%' AND ts_precision = 'inferred' AS bounded
           FROM jl_fa WHERE fact LIKE 'save%' OR fact LIKE 'load%')
-    GROUP BY attempt, ck_kind, it
+    GROUP BY sid, attempt, ck_kind, it
 )
-SELECT $job, attempt, kind, iteration, start_ts, coalesce(done_ts, sched_ts), ts_precision, path,
+SELECT j.job, attempt, kind, iteration, start_ts, coalesce(done_ts, sched_ts), ts_precision, path,
     CASE WHEN kind = 'save' THEN is_async END,
     CASE WHEN kind = 'save' AND is_async THEN CASE WHEN done_ts IS NOT NULL THEN 'finalized' ELSE 'scheduled' END END,
     coalesce(stated_blocking_s, CASE WHEN ts_precision = 'exact' THEN
         epoch(CASE WHEN kind = 'save' AND is_async THEN sched_ts ELSE done_ts END - start_ts) END),
-    $sid, line
-FROM c ORDER BY line
+    sid, line
+FROM c JOIN jl_jobs j USING (sid) ORDER BY sid, line
 """
 
 INSERT_INCIDENTS_SQL = """
 INSERT INTO job_incidents (job_id, attempt, ts, logged_ts, ts_precision, kind, rank, collective, seq, timeout_ms,
                            ran_for_ms, message, fields, source_id, line)
-SELECT $job, attempt, ts, coalesce(logged_ts, ts), ts_precision, kind, rank, collective, seq, timeout_ms,
-       ran_for_ms, message, fields, $sid, lineno
-FROM jl_fa WHERE fact = 'incident' ORDER BY pos
+SELECT j.job, attempt, ts, coalesce(logged_ts, ts), ts_precision, kind, rank, collective, seq, timeout_ms,
+       ran_for_ms, message, fields, sid, lineno
+FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'incident' ORDER BY pos
 """
 
-REJECT_COUNT_SQL = "SELECT count(*) FROM jl_facts WHERE fact = 'reject'"
-REJECT_SAMPLES_SQL = """
-SELECT f.lineno, f.message, l.body FROM jl_facts f JOIN jl_lines l USING (pos)
-WHERE f.fact = 'reject' ORDER BY f.pos LIMIT 20
+# The rows each log wrote (the group's sources only: the stage holds other files' rows too).
+ROWS_SQL = " UNION ALL ".join(
+    f"SELECT source_id, count(*) AS n FROM {t} WHERE list_contains($sids, source_id) GROUP BY source_id"
+    for t in ("jobs", "attempts", "steps", "checkpoints", "job_incidents")
+)
+ROWS_SQL = f"SELECT source_id, sum(n)::BIGINT FROM ({ROWS_SQL}) GROUP BY source_id"
+REJECT_COUNT_SQL = "SELECT sid, count(*) FROM jl_facts WHERE fact = 'reject' GROUP BY sid"
+REJECT_SAMPLES_SQL = f"""
+SELECT f.sid, f.lineno, f.message, l.body FROM jl_facts f JOIN jl_lines l USING (sid, pos)
+WHERE f.fact = 'reject'
+QUALIFY row_number() OVER (PARTITION BY f.sid ORDER BY f.pos) <= {MAX_REJECT_SAMPLES}
+ORDER BY f.pos
 """
 
 
-TEMP_TABLES = ("jl_seg", "jl_t", "jl_full", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa")
+TEMP_TABLES = ("jl_files", "jl_jobs", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa")
 INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
 # The FQDN a ChildFailedError names: the incident's host is the short name, the full one kept in host_names.
 FULL_NAMES_SQL = record_full_names_sql(
-    "(SELECT fields->>'fqdn' AS fqdn FROM job_incidents WHERE source_id = $sid)", "fqdn"
+    "(SELECT fields->>'fqdn' AS fqdn, source_id FROM job_incidents WHERE list_contains($sids, source_id))",
+    "fqdn",
+    sid="source_id",
 )
 
 
-def write_rows(ctx: LoadContext, job_id: str, result: LoadResult) -> None:
-    conn = ctx.conn
+def write_rows(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> None:
+    """The store's rows of every log of the group, each with its source id; each file's rows and rejects
+    counted into its result."""
     conn.execute(ONE_RANK_STEPS_SQL)
     conn.execute(BOUNDS_SQL)
     conn.execute(ATTEMPT_OF_LINE_SQL)
     conn.execute(FACTS_A_SQL)
-    params = {"job": job_id, "sid": ctx.source_id}
     for sql in INSERTS:
-        result.rows += scalar(conn, sql, params)
-    conn.execute(FULL_NAMES_SQL, {"sid": ctx.source_id})
-    result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
+        conn.execute(sql)
+    sids = {"sids": [f.sid for f in files]}
+    conn.execute(FULL_NAMES_SQL, sids)
+    by_sid = {f.sid: f.result for f in files}
+    for sid, n in conn.execute(ROWS_SQL, sids).fetchall():
+        by_sid[sid].rows += n
+    sampled: Counter[int] = Counter()
+    for sid, line, reason, text in conn.execute(REJECT_SAMPLES_SQL).fetchall():
+        by_sid[sid].reject(line, reason, text)
+        sampled[sid] += 1
+    for sid, counted in conn.execute(REJECT_COUNT_SQL).fetchall():
+        by_sid[sid].rejected += counted - sampled[sid]
     drop_temp(conn, TEMP_TABLES, views=["jl_mllog"])

@@ -22,7 +22,7 @@ from synestra_cli.formats import joblog
 ITER_RE = r" iteration\s+(\d+)/\s*\d+ \|"
 
 STEP_SQL = rf"""
-SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
+SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, '{ITER_RE}', 1) AS BIGINT) AS iteration,
     TRY_CAST(regexp_extract(body, 'elapsed time per iteration \(ms\): ([0-9.]+)', 1) AS DOUBLE) / 1000 AS step_time_s,
     TRY_CAST(nullif(regexp_extract(body, 'throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)', 1), '') AS DOUBLE)
@@ -35,14 +35,14 @@ WHERE regexp_matches(body, '{ITER_RE}') AND regexp_matches(body, 'elapsed time p
 
 # An iteration line cut short (no elapsed time): a broken framework line, counted as a reject.
 REJECT_SQL = rf"""
-SELECT pos, lineno, 'reject' AS fact, 'Megatron iteration line without its elapsed time (truncated?)' AS message
+SELECT sid, pos, lineno, 'reject' AS fact, 'Megatron iteration line without its elapsed time (truncated?)' AS message
 FROM jl_lines
 WHERE regexp_matches(body, '{ITER_RE}') AND NOT regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+')
 """
 
 CKPT_SQL = r"""
 WITH m AS (
-    SELECT pos, lineno, ts, ts_precision, body,
+    SELECT sid, pos, lineno, ts, ts_precision, body,
         regexp_extract(body, 'saving checkpoint at iteration\s+(\d+) to (\S+)', ['it', 'path']) AS save,
         regexp_extract(body, 'scheduled an async checkpoint save at iteration\s+(\d+) to (\S+)',
                        ['it', 'path']) AS sched,
@@ -57,7 +57,7 @@ WITH m AS (
     WHERE regexp_matches(body, 'checkpoint (at|from) iteration|checkpoint save at iteration|'
                                'checkpoint from \S+ .*at iteration|save-checkpoint \.')
 )
-SELECT pos, lineno, ts, ts_precision,
+SELECT sid, pos, lineno, ts, ts_precision,
     CASE WHEN sched.it <> '' THEN 'save_sched' WHEN saved.it <> '' THEN 'save_end' WHEN save.it <> '' THEN 'save_start'
          WHEN loaded.it <> '' THEN 'load_end' WHEN load.it <> '' THEN 'load_start'
          WHEN timer_ms IS NOT NULL THEN 'save_block' END AS fact,
@@ -72,7 +72,7 @@ FROM m WHERE fact IS NOT NULL
 
 # Start-up banners (one per process start) and the SIGTERM exit line.
 BANNER_SQL = r"""
-SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
 WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+|time to initialize megatron \(seconds\)|'
                            '\[after megatron is initialized\] datetime:')
    OR regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\tStarting job')
@@ -80,12 +80,12 @@ WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+|time to initialize m
 
 # Megatron prints the world size (one rank per GPU) at every start: the job's GPU count.
 WORLD_SQL = r"""
-SELECT pos, lineno, 'job' AS fact, TRY_CAST(regexp_extract(body, 'using world size: (\d+)', 1) AS INTEGER) AS gpus
+SELECT sid, pos, lineno, 'job' AS fact, TRY_CAST(regexp_extract(body, 'using world size: (\d+)', 1) AS INTEGER) AS gpus
 FROM jl_lines WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+')
 """
 
 SIGTERM_SQL = r"""
-SELECT pos, lineno, 'incident' AS fact, ts, ts_precision, 'sigterm' AS kind, rank, trim(body) AS message,
+SELECT sid, pos, lineno, 'incident' AS fact, ts, ts_precision, 'sigterm' AS kind, rank, trim(body) AS message,
     json_object('source', 'megatron') AS fields
 FROM jl_lines WHERE contains(body, '[exiting program after receiving SIGTERM.]')
 """
@@ -93,19 +93,19 @@ FROM jl_lines WHERE contains(body, '[exiting program after receiving SIGTERM.]')
 # progress.txt: `<ts>\tJob ID: N\t# GPUs: G\t<message>[\tIteration: I\tJob throughput: X TFLOP/s/GPU...]`.
 PROGRESS_SQL = r"""
 WITH p AS (
-    SELECT pos, lineno, ts, ts_precision, body,
+    SELECT sid, pos, lineno, ts, ts_precision, body,
         regexp_extract(body, '\tJob ID: (\d+)\t# GPUs: (\d+)\t([^\t]*)', ['job', 'gpus', 'msg']) AS h,
         TRY_CAST(nullif(regexp_extract(body, '\tIteration: (\d+)', 1), '') AS BIGINT) AS it,
         TRY_CAST(nullif(regexp_extract(body, '\tJob throughput: ([0-9.]+) TFLOP/s/GPU', 1), '') AS DOUBLE) AS tflops
     FROM jl_lines WHERE regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t')
 )
-SELECT pos, lineno, 'job' AS fact, h.job AS job_id, TRY_CAST(h.gpus AS INTEGER) AS gpus FROM p
+SELECT sid, pos, lineno, 'job' AS fact, h.job AS job_id, TRY_CAST(h.gpus AS INTEGER) AS gpus FROM p
 UNION ALL BY NAME
-SELECT pos, lineno, 'save_start' AS fact, ts, ts_precision, it AS iteration,
+SELECT sid, pos, lineno, 'save_start' AS fact, ts, ts_precision, it AS iteration,
     CASE WHEN contains(lower(h.msg), 'async') THEN true END AS is_async
 FROM p WHERE contains(lower(h.msg), 'checkpoint') AND it IS NOT NULL
 UNION ALL BY NAME
-SELECT pos, lineno, 'step' AS fact, ts, ts_precision, it AS iteration, tflops AS tflops_per_gpu
+SELECT sid, pos, lineno, 'step' AS fact, ts, ts_precision, it AS iteration, tflops AS tflops_per_gpu
 FROM p WHERE tflops IS NOT NULL AND it IS NOT NULL
 """
 

@@ -18,36 +18,40 @@ from synestra_cli.formats import joblog
 
 EVENTS_SQL = r"""
 CREATE OR REPLACE TEMP VIEW jl_mllog AS
-SELECT pos, lineno, ts, ts_precision, j->>'$.key' AS key, j->'$.value' AS value, j->'$.metadata' AS meta
+SELECT sid, pos, lineno, ts, ts_precision, j->>'$.key' AS key, j->'$.value' AS value, j->'$.metadata' AS meta
 FROM (SELECT *, TRY_CAST(substr(body, strpos(body, ':::MLLOG ') + 9) AS JSON) AS j
       FROM jl_lines WHERE contains(body, ':::MLLOG {'))
 WHERE json_valid(j)
 """
 
 REJECT_SQL = r"""
-SELECT pos, lineno, 'reject' AS fact, 'MLLOG line whose JSON does not parse (truncated?)' AS message
+SELECT sid, pos, lineno, 'reject' AS fact, 'MLLOG line whose JSON does not parse (truncated?)' AS message
 FROM jl_lines WHERE contains(body, ':::MLLOG {')
     AND NOT coalesce(json_valid(substr(body, strpos(body, ':::MLLOG ') + 9)), false)
 """
 
+# Each log's first init_checkpoint_step: the restore's step, in that log only.
 RESTORE_SQL = r"""
-WITH s AS (SELECT TRY_CAST(value AS BIGINT) AS step FROM jl_mllog WHERE key = 'init_checkpoint_step' LIMIT 1)
-SELECT pos, lineno, ts, ts_precision, 'load_start' AS fact, (SELECT step FROM s) AS iteration
-FROM jl_mllog WHERE key = 'init_start' AND EXISTS (SELECT 1 FROM s)
-QUALIFY row_number() OVER (ORDER BY pos) = 1
+WITH s AS (
+    SELECT sid, TRY_CAST(value AS BIGINT) AS step FROM jl_mllog WHERE key = 'init_checkpoint_step'
+    QUALIFY row_number() OVER (PARTITION BY sid ORDER BY pos) = 1
+)
+SELECT m.sid, pos, lineno, ts, ts_precision, 'load_start' AS fact, s.step AS iteration
+FROM jl_mllog m JOIN s USING (sid) WHERE key = 'init_start'
+QUALIFY row_number() OVER (PARTITION BY m.sid ORDER BY pos) = 1
 UNION ALL BY NAME
-SELECT pos, lineno, ts, ts_precision, 'load_end' AS fact, (SELECT step FROM s) AS iteration
-FROM jl_mllog WHERE key = 'init_stop' AND EXISTS (SELECT 1 FROM s)
+SELECT m.sid, pos, lineno, ts, ts_precision, 'load_end' AS fact, s.step AS iteration
+FROM jl_mllog m JOIN s USING (sid) WHERE key = 'init_stop'
 """
 
 OTHER_SQL = r"""
-SELECT pos, lineno, ts, ts_precision, 'step' AS fact, TRY_CAST(meta->>'$.step' AS BIGINT) AS iteration,
+SELECT sid, pos, lineno, ts, ts_precision, 'step' AS fact, TRY_CAST(meta->>'$.step' AS BIGINT) AS iteration,
     TRY_CAST(value->>'$.throughput' AS DOUBLE) AS samples_per_s
 FROM jl_mllog WHERE key = 'tracked_stats' AND meta->>'$.step' IS NOT NULL
 UNION ALL BY NAME
-SELECT pos, lineno, ts, ts_precision, 'banner' AS fact FROM jl_mllog WHERE key = 'init_start'
+SELECT sid, pos, lineno, ts, ts_precision, 'banner' AS fact FROM jl_mllog WHERE key = 'init_start'
 UNION ALL BY NAME
-SELECT pos, lineno, 'job' AS fact, value->>'$' AS job_name FROM jl_mllog WHERE key = 'submission_benchmark'
+SELECT sid, pos, lineno, 'job' AS fact, value->>'$' AS job_name FROM jl_mllog WHERE key = 'submission_benchmark'
 """
 
 

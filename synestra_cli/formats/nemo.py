@@ -19,7 +19,7 @@ from synestra_cli.formats import joblog
 
 CKPT_SQL = r"""
 WITH n AS (
-    SELECT pos, lineno, ts, ts_precision, body,
+    SELECT sid, pos, lineno, ts, ts_precision, body,
         regexp_extract(body, 'Global Checkpoint Save : Rank: \d+ : Iteration: (\d+) : Start time: [0-9.]+s : '
                        'Save duration: ([0-9.]+)s', ['it', 'dur']) AS g,
         regexp_extract(body, 'Async checkpoint save for step (\d+) \((.*)\) finalized successfully',
@@ -30,7 +30,7 @@ WITH n AS (
                                'Async checkpoint save for step|'
                                'saving model to|successfully restored from|Loading distributed checkpoint with')
 )
-SELECT pos, lineno, ts_precision,
+SELECT sid, pos, lineno, ts_precision,
     CASE WHEN g.it <> '' THEN 'save_start' WHEN contains(body, 'Scheduled async checkpoint save for') THEN 'save_sched'
          WHEN fin.step <> '' THEN 'save_end' WHEN ptl.step <> '' THEN 'save_start'
          WHEN contains(body, 'successfully restored from') THEN 'load_end'
@@ -52,7 +52,7 @@ FROM n WHERE fact IS NOT NULL
 #       [| tokens_per_sec_per_gpu: 1.07e+04]
 # Its iteration is 0-based, as NeMo's own "Successfully saved checkpoint from iteration 9" (max_steps=10).
 STEP_SQL = r"""
-SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
+SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, 'Training epoch \d+, iteration (\d+)/\d+ \|', 1) AS BIGINT) AS iteration,
     TRY_CAST(nullif(regexp_extract(body, '\| train_step_timing in s: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS step_time_s,
     TRY_CAST(nullif(regexp_extract(body, '\| reduced_train_loss: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS loss,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from synestra_cli.formats import joblog
 
 CKPT_SQL = r"""
-SELECT pos, lineno, ts, ts_precision,
+SELECT sid, pos, lineno, ts, ts_precision,
     CASE WHEN contains(body, '] Saving checkpoint at step ') THEN 'save_start' ELSE 'save_sched' END AS fact,
     TRY_CAST(nullif(regexp_extract(body, 'Saving checkpoint at step (\d+)|Started save checkpoint @ \S*?/(\d+)\.?$', 1)
              || regexp_extract(body, 'Started save checkpoint @ \S*?/(\d+)\.?$', 1), '') AS BIGINT) AS iteration,

@@ -29,7 +29,7 @@ from synestra_cli.formats.hosts import short_host_sql
 
 WATCHDOG_SQL = r"""
 WITH w AS (
-    SELECT pos, lineno, ts AS logged_ts, ts_precision, body, rank AS prefix_rank,
+    SELECT sid, pos, lineno, ts AS logged_ts, ts_precision, body, rank AS prefix_rank,
         regexp_extract(body, 'Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)'
             '(?:, NumelIn=(\d+), NumelOut=(\d+))?, Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds',
             ['seq', 'op', 'numel_in', 'numel_out', 'timeout', 'ran_for']) AS m,
@@ -37,13 +37,13 @@ WITH w AS (
         nullif(regexp_extract(body, '\[PG (?:ID )?(\d+)', 1), '') AS pg
     FROM jl_lines WHERE contains(body, 'Watchdog caught collective operation timeout')
 ), c AS (
-    SELECT pos, TRY_CAST(regexp_extract(body, 'Rank (\d+)\] (?:Exception|Timeout at)', 1) AS INTEGER) AS rank,
+    SELECT sid, pos, TRY_CAST(regexp_extract(body, 'Rank (\d+)\] (?:Exception|Timeout at)', 1) AS INTEGER) AS rank,
         nullif(regexp_extract(body, '\[PG (?:ID )?(\d+)', 1), '') AS pg,
         regexp_extract(body, '(?:detected by watchdog at work|Timeout at NCCL work): (\d+), last enqueued NCCL '
             'work: (\d+), last completed NCCL work: (-?\d+)', ['work', 'enqueued', 'completed']) AS x
     FROM jl_lines WHERE contains(body, 'detected by watchdog at work:') OR contains(body, 'Timeout at NCCL work:')
 )
-SELECT w.pos, w.lineno, 'incident' AS fact, 'nccl_timeout' AS kind,
+SELECT w.sid, w.pos, w.lineno, 'incident' AS fact, 'nccl_timeout' AS kind,
     w.logged_ts - to_milliseconds(TRY_CAST(m.ran_for AS BIGINT)) AS ts, w.logged_ts, w.ts_precision,
     coalesce(w.msg_rank, w.prefix_rank) AS rank, nullif(m.op, '') AS collective, TRY_CAST(m.seq AS BIGINT) AS seq,
     TRY_CAST(m.timeout AS BIGINT) AS timeout_ms, TRY_CAST(m.ran_for AS BIGINT) AS ran_for_ms,
@@ -52,11 +52,11 @@ SELECT w.pos, w.lineno, 'incident' AS fact, 'nccl_timeout' AS kind,
                 'numel_out', TRY_CAST(nullif(m.numel_out, '') AS BIGINT),
                 'last_enqueued', TRY_CAST(c.x.enqueued AS BIGINT), 'last_completed', TRY_CAST(c.x.completed AS BIGINT))
         AS fields
-FROM w LEFT JOIN c ON c.rank = coalesce(w.msg_rank, w.prefix_rank) AND c.x.work = w.m.seq
+FROM w LEFT JOIN c ON c.sid = w.sid AND c.rank = coalesce(w.msg_rank, w.prefix_rank) AND c.x.work = w.m.seq
     AND c.pos > w.pos AND c.pos <= w.pos + 8
-QUALIFY row_number() OVER (PARTITION BY w.pos ORDER BY c.pos) = 1
+QUALIFY row_number() OVER (PARTITION BY w.sid, w.pos ORDER BY c.pos) = 1
     -- the same timeout printed again ("watchdog thread terminated with exception: ...", what()) is one incident
-    AND (m.seq = '' OR row_number() OVER (PARTITION BY coalesce(w.msg_rank, w.prefix_rank), m.seq, m.op,
+    AND (m.seq = '' OR row_number() OVER (PARTITION BY w.sid, coalesce(w.msg_rank, w.prefix_rank), m.seq, m.op,
                                                        m.timeout, m.ran_for ORDER BY w.pos) = 1)
 """
 
@@ -89,7 +89,7 @@ WC_LIST = "[" + ", ".join(f"'IBV_WC_{name}'" for name in WC_STATUS) + "]"
 
 NCCL_WARN_SQL = rf"""
 WITH n AS (
-    SELECT pos, lineno, ts, ts_precision, rank, body,
+    SELECT sid, pos, lineno, ts, ts_precision, rank, body,
         regexp_extract(body, '^(\S+):(\d+):(\d+) \[(\d+)\] (?:\S+ )?NCCL WARN (.*)$',
                        ['host', 'pid', 'tid', 'dev', 'msg']) AS h,
         TRY_CAST(nullif(regexp_extract(body, 'Got completion (?:from peer \S+ )?with (?:status=(\d+)|error (\d+))', 1)
@@ -101,7 +101,7 @@ WITH n AS (
         nullif(regexp_extract(body, 'vendor err \d+ \((Send|Recv)\)', 1), '') AS direction
     FROM jl_lines WHERE contains(body, 'NCCL WARN')
 )
-SELECT pos, lineno, 'incident' AS fact, 'nccl_error' AS kind, ts, ts_precision, rank,
+SELECT sid, pos, lineno, 'incident' AS fact, 'nccl_error' AS kind, ts, ts_precision, rank,
     trim(coalesce(nullif(h.msg, ''), body)) AS message,
     json_object('host', nullif(h.host, ''), 'pid', TRY_CAST(h.pid AS INTEGER), 'cuda_dev', TRY_CAST(h.dev AS INTEGER),
                 'status', status, 'status_name', {WC_LIST}[status + 1],
@@ -121,7 +121,7 @@ KIND_OF_EXC = r"""CASE WHEN regexp_matches(exc_line, 'OutOfMemoryError|CUDA out 
 # before it if no other exception line came in between; one followed by a chained traceback is skipped.
 TRACEBACK_SQL = rf"""
 WITH t AS (
-    SELECT pos, lineno, ts, ts_precision, rank, body,
+    SELECT sid, pos, lineno, ts, ts_precision, rank, body,
         regexp_matches(body, '^\s*Traceback \(most recent call last\):') AS is_tb,
         regexp_matches(body, '{EXC_RE}') AND NOT contains(body, 'Watchdog caught')
             AND NOT contains(body, 'ChildFailedError') AS is_exc  -- the launcher's: its workers are worker_failed
@@ -130,25 +130,25 @@ WITH t AS (
     SELECT *, lag(is_tb) OVER w AS prev_is_tb, lag(lineno) OVER w AS tb_lineno,
         lead(is_tb) OVER w AS next_is_tb, lead(lineno) OVER w AS next_lineno
     FROM t WHERE is_tb OR is_exc
-    WINDOW w AS (PARTITION BY coalesce(rank, -1) ORDER BY pos)
+    WINDOW w AS (PARTITION BY sid, coalesce(rank, -1) ORDER BY pos)
 ), e AS (
     SELECT *, trim(body) AS exc_line FROM r
     WHERE is_exc AND prev_is_tb AND NOT (coalesce(next_is_tb, false) AND next_lineno - lineno <= 4)
 )
-SELECT pos, lineno, 'incident' AS fact, {KIND_OF_EXC} AS kind, ts, ts_precision, rank, exc_line AS message,
+SELECT sid, pos, lineno, 'incident' AS fact, {KIND_OF_EXC} AS kind, ts, ts_precision, rank, exc_line AS message,
     json_object('exception', regexp_extract(exc_line, '{EXC_RE}', 1),
                 'traceback_line', tb_lineno) AS fields
 FROM e
 """
 
 CUDA_SQL = rf"""
-SELECT pos, lineno, 'incident' AS fact, 'cuda_error' AS kind, ts, ts_precision, rank,
+SELECT sid, pos, lineno, 'incident' AS fact, 'cuda_error' AS kind, ts, ts_precision, rank,
     trim(regexp_extract(body, '(CUDA error: .*)', 1)) AS message, json_object('source', 'log') AS fields
 FROM jl_lines WHERE contains(body, 'CUDA error: ') AND NOT regexp_matches(body, '{EXC_RE}')
 """
 
 ELASTIC_SQL = r"""
-SELECT pos, lineno, 'incident' AS fact, 'elastic_restart' AS kind, ts, ts_precision, rank, trim(body) AS message,
+SELECT sid, pos, lineno, 'incident' AS fact, 'elastic_restart' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('role', m.role, 'state', m.state, 'attempts_left', TRY_CAST(m.left AS INTEGER),
                 'max_restarts', TRY_CAST(m.max AS INTEGER)) AS fields
 FROM (SELECT *, regexp_extract(body,
@@ -156,7 +156,7 @@ FROM (SELECT *, regexp_extract(body,
                                ['role', 'state', 'left', 'max']) AS m
       FROM jl_lines WHERE contains(body, 'attempts left; will restart worker group'))
 UNION ALL BY NAME
-SELECT pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
+SELECT sid, pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'torchelastic', 'signal', regexp_extract(body, 'Received (\S+) death signal', 1)) AS fields
 FROM jl_lines WHERE regexp_matches(body, 'Received (Signals\.SIGTERM|SIGTERM|15) death signal')
 """
@@ -209,26 +209,26 @@ SIG_OF = f"""CASE WHEN code < 0 AND code >= -15 THEN {SIGNAL_LIST}[-code]
 # else the agent's line; the block entry takes the agent line's local rank and pid when both name the same pid.
 WORKER_SQL = rf"""
 WITH a AS (
-    SELECT pos, lineno, ts, ts_precision,
+    SELECT sid, pos, lineno, ts, ts_precision,
         regexp_extract(body, 'failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)(?: of binary: (\S+))?',
                        ['code', 'local_rank', 'pid', 'binary']) AS m, body
     FROM jl_lines WHERE contains(body, 'failed (exitcode: ')
 ), kv AS (
-    SELECT pos, regexp_extract(body, '^\s+(time|host|rank|exitcode|error_file|traceback)\s*: ?(.*?)\s*$',
+    SELECT sid, pos, regexp_extract(body, '^\s+(time|host|rank|exitcode|error_file|traceback)\s*: ?(.*?)\s*$',
                                ['key', 'val']) AS kv
     FROM jl_lines WHERE regexp_matches(body, '^\s+(time|host|rank|exitcode|error_file|traceback)\s*: ')
 ), hdr AS (
-    SELECT pos AS hpos, lineno AS hline, TRY_CAST(regexp_extract(body, '^\[(\d+)\]:', 1) AS INTEGER) AS idx
+    SELECT sid, pos AS hpos, lineno AS hline, TRY_CAST(regexp_extract(body, '^\[(\d+)\]:', 1) AS INTEGER) AS idx
     FROM jl_lines WHERE regexp_matches(body, '^\[\d+\]:\s*$')
 ), sec AS (
-    SELECT pos AS spos, starts_with(body, 'Root Cause') AS root_cause
+    SELECT sid, pos AS spos, starts_with(body, 'Root Cause') AS root_cause
     FROM jl_lines WHERE regexp_matches(body, '^(Root Cause \(first observed failure\)|Failures):')
 ), entry AS (
-    SELECT hpos, hline, idx,
+    SELECT hdr.sid, hpos, hline, idx,
         max(kv.val) FILTER (WHERE kv.key = 'time') AS t, max(kv.val) FILTER (WHERE kv.key = 'host') AS fqdn,
         max(kv.val) FILTER (WHERE kv.key = 'rank') AS r, max(kv.val) FILTER (WHERE kv.key = 'exitcode') AS e,
         max(kv.val) FILTER (WHERE kv.key = 'traceback') AS tb
-    FROM kv ASOF JOIN hdr ON kv.pos >= hdr.hpos
+    FROM kv ASOF JOIN hdr ON kv.sid = hdr.sid AND kv.pos >= hdr.hpos
     WHERE kv.pos - hdr.hpos <= 8 GROUP BY ALL
 ), cfe AS (
     SELECT e.*, s.root_cause,
@@ -237,22 +237,23 @@ WITH a AS (
         TRY_CAST(nullif(regexp_extract(e.e, '^(-?\d+)', 1), '') AS INTEGER) AS code,
         TRY_CAST(nullif(regexp_extract(e.e, 'pid: (\d+)', 1), '') AS BIGINT) AS pid,
         try_strptime(t, '%Y-%m-%d_%H:%M:%S') AS local_ts
-    FROM entry e ASOF LEFT JOIN sec s ON e.hpos >= s.spos
+    FROM entry e ASOF LEFT JOIN sec s ON e.sid = s.sid AND e.hpos >= s.spos
 ), wf AS (
-    SELECT hpos AS pos, hline AS lineno, rank, local_rank, code, pid, fqdn, root_cause, tb,
+    SELECT sid, hpos AS pos, hline AS lineno, rank, local_rank, code, pid, fqdn, root_cause, tb,
         CASE WHEN $tz = 'UTC' THEN local_ts ELSE timezone('UTC', timezone($tz, local_ts)) END AS ts,
         CASE WHEN local_ts IS NOT NULL THEN 'exact' ELSE 'none' END AS ts_precision, NULL AS bin_path,
         'ChildFailedError' AS reported_by
     FROM cfe WHERE code IS NOT NULL
     UNION ALL BY NAME
-    SELECT pos, lineno, NULL AS rank, TRY_CAST(m.local_rank AS INTEGER) AS local_rank,
+    SELECT sid, pos, lineno, NULL AS rank, TRY_CAST(m.local_rank AS INTEGER) AS local_rank,
         TRY_CAST(m.code AS INTEGER) AS code, TRY_CAST(m.pid AS BIGINT) AS pid, ts, ts_precision,
         nullif(m.binary, '') AS bin_path, 'torchrun' AS reported_by
-    FROM a WHERE m.code <> '' AND TRY_CAST(m.pid AS BIGINT) NOT IN (SELECT pid FROM cfe WHERE pid IS NOT NULL)
+    FROM a WHERE m.code <> ''
+        AND TRY_CAST(m.pid AS BIGINT) NOT IN (SELECT pid FROM cfe WHERE cfe.sid = a.sid AND pid IS NOT NULL)
 ), s AS (
     SELECT *, {SIG_OF} AS sig FROM wf
 )
-SELECT pos, lineno, 'incident' AS fact, 'worker_failed' AS kind, ts, ts_precision, rank,
+SELECT sid, pos, lineno, 'incident' AS fact, 'worker_failed' AS kind, ts, ts_precision, rank,
     'worker ' || coalesce('rank ' || rank || ' ', '') || coalesce('(local_rank ' || local_rank || ') ', '')
         || coalesce('pid ' || pid || ' ', '') || 'failed with exit code ' || code
         || coalesce(' (' || sig || ')', '') || coalesce(' on ' || fqdn, '') AS message,
@@ -265,13 +266,13 @@ FROM s
 """
 
 SLURM_SQL = rf"""
-SELECT pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
+SELECT sid, pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'slurm', 'host', m.host, 'reason', nullif(m.reason, '')) AS fields
 FROM (SELECT *, regexp_extract(body, '\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED AT \S+(?: DUE TO (.+?))? \*\*\*',
                                ['host', 'reason']) AS m
       FROM jl_lines WHERE regexp_matches(body, '\*\*\* (JOB|STEP) \S+ ON \S+ CANCELLED AT'))
 UNION ALL BY NAME
-SELECT pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, rank, trim(body) AS message,
+SELECT sid, pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'slurm', 'oom_kill_events', TRY_CAST(nullif(m.n, '') AS INTEGER),
                 'job_id', nullif(m.job, ''), 'step', nullif(m.step, '')) AS fields
 FROM (SELECT *, regexp_extract(body, 'Detected (\d+) oom.kill events?(?:\(s\))? in (?:StepId=|step )(\d+)(?:\.(\w+))?',
@@ -279,7 +280,7 @@ FROM (SELECT *, regexp_extract(body, 'Detected (\d+) oom.kill events?(?:\(s\))? 
       FROM jl_lines WHERE regexp_matches(body, 'Detected \d+ oom.kill event'))
 UNION ALL BY NAME
 -- srun names the task (the global rank) and the node the OOM killer hit
-SELECT pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, TRY_CAST(m.task AS INTEGER) AS rank,
+SELECT sid, pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, TRY_CAST(m.task AS INTEGER) AS rank,
     trim(body) AS message,
     json_object('source', 'srun', 'host', {short_host_sql("m.host")},
                 'task', TRY_CAST(m.task AS INTEGER)) AS fields

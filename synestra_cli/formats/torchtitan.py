@@ -20,7 +20,7 @@ from __future__ import annotations
 from synestra_cli.formats import joblog
 
 STEP_SQL = r"""
-SELECT pos, lineno, rank, 'step' AS fact, ts, ts_precision,
+SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, ' - step:\s*(\d+)\s', 1) AS BIGINT) AS iteration,
     TRY_CAST(regexp_extract(body, '\sloss:\s*([0-9.]+)', 1) AS DOUBLE) AS loss,
     TRY_CAST(replace(regexp_extract(body, '\stps:\s*([0-9,]+)', 1), ',', '') AS DOUBLE) AS tokens_per_s,
@@ -30,7 +30,7 @@ FROM jl_lines WHERE regexp_matches(body, ' - step:\s*\d+\s+loss:')
 
 CKPT_SQL = r"""
 WITH c AS (
-    SELECT pos, lineno, ts, ts_precision, body,
+    SELECT sid, pos, lineno, ts, ts_precision, body,
         TRY_CAST(nullif(regexp_extract(body, '(?:step-|at last step, step )(\d+)', 1), '') AS BIGINT) AS it,
         nullif(regexp_extract(body, '(?:id=|checkpoint_id=''|Loading the checkpoint from )'
                                     '([^\s'',]+?)\.?(?:''|$|\s)', 1), '')
@@ -40,7 +40,7 @@ WITH c AS (
             AS DOUBLE) AS secs
     FROM jl_lines WHERE contains(body, 'checkpoint')
 )
-SELECT pos, lineno, ts, ts_precision, it AS iteration, path,
+SELECT sid, pos, lineno, ts, ts_precision, it AS iteration, path,
     CASE WHEN regexp_matches(body, ' - (Saving the checkpoint|Saving a full checkpoint at last step)') THEN 'save_start'
          WHEN contains(body, ' - Staging the checkpoint.') THEN 'save_start'
          WHEN contains(body, ' - Finished saving the checkpoint (or staging') THEN 'save_sched'
@@ -58,7 +58,7 @@ FROM c WHERE fact IS NOT NULL
 """
 
 BANNER_SQL = r"""
-SELECT pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
 WHERE regexp_matches(body, '\] .* - INFO - Starting job: ')
 """
 

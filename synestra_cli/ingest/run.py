@@ -348,7 +348,7 @@ def stage_unit(
     in one transaction of the stage; if that fails, each on its own (a bad file fails alone). The
     others one by one. Each file's Staged, or its report (skipped or failed)."""
     out: dict[int, Result] = {}
-    groups: dict[str, list[_Planned]] = {}
+    groups: dict[object, list[_Planned]] = {}
     for index, path, source_id in files:
         if progress:
             progress(path, index, total)
@@ -356,7 +356,7 @@ def stage_unit(
         planned = _guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
         if isinstance(planned, _Planned):
             planned.index, planned.source_id = index, source_id
-            groups.setdefault(planned.fmt.name if planned.fmt.load_group else f"#{index}", []).append(planned)
+            groups.setdefault(_group_key(planned), []).append(planned)
         else:
             out[index] = planned
     for group in groups.values():
@@ -364,6 +364,12 @@ def stage_unit(
         for p in group:
             out[p.index] = staged[p.index] if staged else _stage_one(cur, stores, stage, p, options)
     return sorted(out.items())
+
+
+def _group_key(p: _Planned) -> object:
+    """Files of formats sharing a load_group (every job-log format shares one) are parsed together; a
+    file to transcode (UTF-16) is parsed alone, from its UTF-8 copy."""
+    return p.fmt.load_group if p.fmt.load_group and p.codec is None else f"#{p.index}"
 
 
 def _stage_one(
