@@ -124,3 +124,127 @@ def test_a_file_that_breaks_its_group_leaves_the_others_loaded(tmp_path, monkeyp
     ]
     assert reports[2].error.startswith(f"{csv}: does not look like syslog")
     assert conn.execute("SELECT count(DISTINCT source_id), count(*) FROM events").fetchone() == (4, 40)
+
+
+# --- job logs (every job-log format shares one load_group) ---------------------------------------------
+
+TRAINING = DATA / "real_samples" / "training"  # real job logs (PROVENANCE.md)
+JOB_LOGS = [
+    TRAINING / "gh-megatron-lm-756_iteration-lines_ts-seconds.log",  # megatron, dated steps
+    TRAINING / "gh-epfllm-megatron-llm-11_iteration-lines_no-timestamp.log",  # megatron, no time at all
+    TRAINING / "gh-HuangSeedFund_Evo2_nemo2-async-checkpoint.log",  # nemo
+    TRAINING / "gh-mmr-2_deepspeed-log_dist-format.log",  # deepspeed
+    TRAINING / "gh-torchtitan-pr1287_steps_and_checkpoint_async.log",  # torchtitan, ranks, async saves
+    TRAINING / "gh-ml-goodput-pr4_orbax-absl-checkpoint-save.log",  # orbax, glog stamps without a year
+    TRAINING / "gh-cppo-6_childfailederror_sigkill.log",  # torch_log: ChildFailedError block
+    TRAINING / "gh-llamafactory-6269_nccl-watchdog-timeout_reduce-scatter.log",  # torch_log: watchdog, glog
+    TRAINING / "gh-swiss-ai-megatron-pr46_progress-txt.log",  # megatron progress.txt, job id in the content
+    DATA / "real_data" / "mlperf-training-v4.0" / "Google__cloud-tpu-v5p-1024-maxtext__gpt3__result_0.txt",  # mlperf
+]
+JOB_TABLES = {
+    "jobs": "t.job_id, t.name, t.gpus",
+    "attempts": "t.job_id, t.attempt, t.start_ts, t.end_ts",
+    "steps": "t.* EXCLUDE (source_id)",
+    "checkpoints": "t.* EXCLUDE (source_id)",
+    "job_incidents": "t.* EXCLUDE (source_id, fields), CAST(t.fields AS VARCHAR)",
+    "host_names": "t.host, t.name",
+    "rejects": "t.line, t.reason, t.text",
+}
+JOB_SOURCES = "SELECT path, format, rows, rejected, first_ts, last_ts, hosts, options, source_key FROM sources"
+
+
+def _job_rows(conn) -> dict[str, dict[str, list]]:
+    """Every table a job log writes, by the file (its path) that wrote each row."""
+    out: dict[str, dict[str, list]] = {}
+    queries = {t: f"SELECT s.path, {c} FROM {t} t JOIN sources s USING (source_id)" for t, c in JOB_TABLES.items()}
+    for table, sql in {**queries, "sources": JOB_SOURCES}.items():
+        for path, *row in conn.execute(f"{sql} ORDER BY ALL").fetchall():
+            out.setdefault(path, {}).setdefault(table, []).append(tuple(row))
+    return out
+
+
+def _ingest_jobs(paths: list[Path], monkeypatch: pytest.MonkeyPatch, unit_files: int = 256, **options) -> tuple:
+    """Ingest with one worker, unit_files files per unit: the store's rows by file, the reports, and the
+    groups tried (their sizes, and whether the group's load held)."""
+    monkeypatch.setattr(run, "UNIT_FILES", unit_files)
+    groups: list[tuple[int, bool]] = []
+    stage_group = run._stage_group
+
+    def spy(cur, stores, stage, group, opts):
+        staged = stage_group(cur, stores, stage, group, opts)
+        groups.append((len(group), staged is not None))
+        return staged
+
+    monkeypatch.setattr(run, "_stage_group", spy)
+    conn = memory_store()
+    reports = ingest_paths(conn, paths, IngestOptions(**options), workers=1)
+    return _job_rows(conn), {Path(r.path).name: r for r in reports}, groups
+
+
+def _alone(paths: list[Path], monkeypatch: pytest.MonkeyPatch, **options) -> dict[str, dict[str, list]]:
+    """Each file parsed on its own (a unit of one file: no group), all into one store."""
+    rows, reports, groups = _ingest_jobs(paths, monkeypatch, unit_files=1, **options)
+    assert groups == [] and {r.status for r in reports.values()} == {"loaded"}
+    return rows
+
+
+def test_job_logs_of_every_format_parsed_together_give_each_file_its_own_rows(monkeypatch):
+    """Real job logs of seven formats, in one group: one load for all of them, and every table holds for
+    each file what ingesting it alone gives, row for row (attempts, steps, saves, incidents, notes)."""
+    alone = _alone(JOB_LOGS, monkeypatch)
+    together, reports, groups = _ingest_jobs(JOB_LOGS, monkeypatch)
+    assert groups == [(len(JOB_LOGS), True)]
+    assert {r.status for r in reports.values()} == {"loaded"}
+    assert len({r.format for r in reports.values()}) == 7
+    assert together == alone
+    assert sum(len(t.get("steps", [])) for t in together.values()) >= 15  # the comparison compares something
+    assert sum(len(t.get("job_incidents", [])) for t in together.values()) >= 2
+    # each file's own notes: the year of its glog stamps, its job id taken from its name
+    orbax = reports["gh-ml-goodput-pr4_orbax-absl-checkpoint-save.log"]
+    assert any("glog time stamps carry no year" in n for n in orbax.notes)
+    assert not any("glog" in n for n in reports["gh-mmr-2_deepspeed-log_dist-format.log"].notes)
+
+
+def _overflowing(tmp_path: Path) -> Path:
+    """A Megatron log whose last iteration number does not fit a BIGINT: its parse fails (a parse error)."""
+    src = JOB_LOGS[0]
+    bad = tmp_path / "bad-iteration.log"
+    text = src.read_text()
+    last = text.splitlines()[-1]
+    bad.write_text(text + last.replace("iteration       ", "iteration 99999999999999999999", 1) + "\n")
+    return bad
+
+
+def test_a_job_log_that_fails_its_group_adds_nothing_and_the_others_load(tmp_path, monkeypatch):
+    """One log of the group cannot be parsed: the group's load is rolled back and each file loads alone,
+    so the bad one fails with its own message, adds nothing, and the others get their own rows."""
+    bad = _overflowing(tmp_path)
+    _, reports, _ = _ingest_jobs([bad], monkeypatch)
+    assert reports[bad.name].status == "failed" and reports[bad.name].error.startswith(f"{bad}: could not be loaded")
+    paths = [*JOB_LOGS[:3], bad, *JOB_LOGS[3:]]
+    together, reports, groups = _ingest_jobs(paths, monkeypatch)
+    assert groups == [(len(paths), False)]  # tried together, then one by one
+    assert reports[bad.name].status == "failed" and reports[bad.name].error.startswith(f"{bad}: could not be loaded")
+    assert str(bad.resolve()) not in together
+    assert together == _alone(JOB_LOGS, monkeypatch)
+    assert [r.status for r in reports.values()].count("loaded") == len(JOB_LOGS)
+
+
+def test_a_rejected_job_log_fails_alone_in_its_group(tmp_path, monkeypatch):
+    """--strict: a log with a cut iteration line fails on its reject, at its own line; the group's other
+    files load whole, their rows those of each file alone."""
+    cut = tmp_path / "cut-iteration.log"
+    lines = JOB_LOGS[0].read_text().splitlines(keepends=True)
+    lines.insert(2, lines[2].split("| elapsed time")[0] + "\n")
+    cut.write_text("".join(lines))
+    paths = [*JOB_LOGS, cut]
+    together, reports, groups = _ingest_jobs(paths, monkeypatch, strict=True)
+    assert groups == [(len(paths), True)]
+    assert reports[cut.name].status == "failed"
+    assert reports[cut.name].error.startswith(f"{cut}:3: Megatron iteration line without its elapsed time")
+    assert str(cut.resolve()) not in together
+    assert together == _alone(JOB_LOGS, monkeypatch, strict=True)
+    # without --strict it loads, its reject at its own line 3 and none on the others
+    together, reports, _ = _ingest_jobs(paths, monkeypatch)
+    assert [(name, r.rejected) for name, r in reports.items() if r.rejected] == [(cut.name, 1)]
+    assert together[str(cut.resolve())]["rejects"][0][0] == 3

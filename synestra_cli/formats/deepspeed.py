@@ -16,7 +16,7 @@ from synestra_cli.formats import joblog
 STEP_SQL = r"""
 SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     CAST(regexp_extract(body, '\] step=(\d+), skipped=', 1) AS BIGINT) AS iteration
-FROM jl_lines WHERE regexp_matches(body, '\] step=\d+, skipped=\d+')
+FROM jl_lines WHERE contains(body, '] step=') AND regexp_matches(body, '\] step=\d+, skipped=\d+')
 """
 
 CKPT_SQL = r"""
@@ -25,7 +25,7 @@ SELECT sid, pos, lineno, ts, ts_precision,
          THEN 'save_start' WHEN regexp_matches(body, 'Checkpoint \S+ is ready now!') THEN 'save_end' END AS fact,
     TRY_CAST(nullif(regexp_extract(body, 'global_step(\d+)', 1), '') AS BIGINT) AS iteration,
     nullif(regexp_extract(body, 'Saving model checkpoint: (\S+)', 1), '') AS path
-FROM jl_lines WHERE fact IS NOT NULL
+FROM jl_lines WHERE contains(body, 'heckpoint') AND fact IS NOT NULL
 """
 
 BANNER_SQL = r"""

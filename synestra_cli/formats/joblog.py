@@ -39,18 +39,24 @@ JOB_LOG_TABLES: frozenset[StoreTable] = frozenset(
 LINES_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_seg AS
 WITH parts AS (
-    SELECT sid, lineno,
-           unnest(list_zip(string_split(line, chr(13)), range(1, len(string_split(line, chr(13))) + 1))) AS p
-    FROM jl_raw
+    SELECT sid, lineno, 1 AS part, line AS raw FROM jl_raw WHERE NOT contains(line, chr(13))
+    UNION ALL
+    SELECT sid, lineno, p[2] AS part, p[1] AS raw
+    FROM (SELECT sid, lineno,
+                 unnest(list_zip(string_split(line, chr(13)), range(1, len(string_split(line, chr(13))) + 1))) AS p
+          FROM jl_raw WHERE contains(line, chr(13)))
 ), clean AS (
-    SELECT sid, lineno, p[2] AS part,
-           regexp_replace(p[1], '\x1b\[[0-9;]*[A-Za-z]', '', 'g') AS text
+    SELECT sid, lineno, part,
+           CASE WHEN contains(raw, chr(27)) THEN regexp_replace(raw, '\x1b\[[0-9;]*[A-Za-z]', '', 'g') ELSE raw END
+               AS text
     FROM parts
 )
--- pos runs over the whole group (file after file): unique, so a join on it never pairs two files' lines
+-- pos runs over the whole group (file after file): unique, so a join on it never pairs two files' lines.
+-- (Each regex only where its literal part occurs: contains() is several times cheaper than a regex.)
 SELECT sid, row_number() OVER (ORDER BY sid, lineno, part) AS pos, lineno, text,
-       TRY_CAST(nullif(regexp_extract(text, $rank_prefix, 1), '') AS INTEGER) AS rank,
-       regexp_replace(text, $rank_prefix, '') AS body
+       CASE WHEN contains(text, '[rank') THEN TRY_CAST(nullif(regexp_extract(text, $rank_prefix, 1), '') AS INTEGER)
+       END AS rank,
+       CASE WHEN contains(text, '[rank') THEN regexp_replace(text, $rank_prefix, '') ELSE text END AS body
 FROM clean WHERE part = 1 OR trim(text) <> ''
 """
 
@@ -61,26 +67,28 @@ RANK_PREFIX = r"^(?:\[\d+\] |(?:\x1b?\[[0-9;]*m)?\([A-Za-z]\w* pid=\d+\) )?\[ran
 # glog's month is not zero-padded (`E626 06:24:44` is June 26, `E1206` December 6).
 # Full dates: launcher / logger prefixes at the start of a line, `[label] datetime:` anywhere,
 # Slurm's `CANCELLED AT <iso>`; MLLOG's epoch milliseconds (UTC); glog `[IWEF]MMDD hh:mm:ss` (no year).
+# (The glog stamp is read in GLOG_SQL, on the lines without a full date only.)
 TIMES_SQL = r"""
-CREATE OR REPLACE TEMP TABLE jl_t AS
-SELECT *,
-    nullif(coalesce(
-        nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] )?'
-                                    '(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)', 1), ''),
-        nullif(regexp_extract(body, 'datetime: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})', 1), ''),
-        regexp_extract(body, ' AT (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})', 1)), '') AS iso_text,
-    TRY_CAST(regexp_extract(body, '^:::MLLOG .*"time_ms": (\d+)', 1) AS BIGINT) AS epoch_ms,
-    regexp_extract(body, '(?:^|\[)[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6})\d*)? ',
-                   ['mo', 'dd', 'hh', 'mi', 'ss', 'frac']) AS glog
-FROM jl_seg
-"""
-
-LOCAL_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_full AS
+WITH t AS (
+    SELECT * EXCLUDE (text),
+        nullif(coalesce(
+            nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] )?'
+                                        '(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)', 1), ''),
+            CASE WHEN contains(body, 'datetime: ') THEN
+                nullif(regexp_extract(body, 'datetime: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})', 1), '') END,
+            CASE WHEN contains(body, ' AT ') THEN
+                regexp_extract(body, ' AT (\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})', 1) END), '') AS iso_text,
+        CASE WHEN starts_with(body, ':::MLLOG ') THEN
+            TRY_CAST(regexp_extract(body, '^:::MLLOG .*"time_ms": (\d+)', 1) AS BIGINT) END AS epoch_ms
+    FROM jl_seg
+), l AS (
+    SELECT *, TRY_CAST(replace(iso_text, ',', '.') AS TIMESTAMP) AS local_ts FROM t
+)
 SELECT *, coalesce(
         CASE WHEN $tz = 'UTC' THEN local_ts ELSE timezone('UTC', timezone($tz, local_ts)) END,
         make_timestamp(epoch_ms * 1000)) AS full_ts
-FROM (SELECT *, TRY_CAST(replace(iso_text, ',', '.') AS TIMESTAMP) AS local_ts FROM jl_t)
+FROM l
 """
 
 # A glog header takes its year from the nearest full date (before, else after), rolled over
@@ -89,7 +97,11 @@ FROM (SELECT *, TRY_CAST(replace(iso_text, ',', '.') AS TIMESTAMP) AS local_ts F
 GLOG_SQL = r"""
 CREATE OR REPLACE TEMP TABLE jl_g AS
 WITH ref AS (
-    SELECT l.*, coalesce(
+    SELECT l.*,
+        CASE WHEN full_ts IS NULL THEN
+            regexp_extract(body, '(?:^|\[)[IWEF](\d{1,2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6})\d*)? ',
+                           ['mo', 'dd', 'hh', 'mi', 'ss', 'frac']) END AS glog,
+        coalesce(
         last_value(full_ts IGNORE NULLS) OVER (PARTITION BY l.sid ORDER BY pos
                                                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW),
         first_value(full_ts IGNORE NULLS) OVER (PARTITION BY l.sid ORDER BY pos
@@ -97,8 +109,9 @@ WITH ref AS (
         make_timestamp(f.default_year, 7, 1, 0, 0, 0)) AS ref_ts
     FROM jl_full l JOIN jl_files f USING (sid)
 ), cand AS (
-    SELECT *, TRY_CAST(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), lpad(glog.mo, 2, '0'), glog.dd, glog.hh, glog.mi,
-                              glog.ss, CASE WHEN glog.frac = '' THEN '0' ELSE glog.frac END) AS TIMESTAMP) AS g0
+    SELECT *, CASE WHEN glog.mo <> '' THEN
+        TRY_CAST(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), lpad(glog.mo, 2, '0'), glog.dd, glog.hh, glog.mi,
+                        glog.ss, CASE WHEN glog.frac = '' THEN '0' ELSE glog.frac END) AS TIMESTAMP) END AS g0
     FROM ref
 ), rolled AS (
     SELECT *, CASE WHEN g0 - ref_ts > INTERVAL 183 DAY THEN g0 - INTERVAL 1 YEAR
@@ -256,10 +269,9 @@ def prepare_lines(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> 
     if len(zones) > 1:
         raise ValueError(f"job logs of different --timezone in one group: {sorted(zones)}")
     tz = zones.pop()
-    conn.execute(TIMES_SQL)
-    conn.execute(LOCAL_SQL, {"tz": tz})
+    conn.execute(TIMES_SQL, {"tz": tz})
     conn.execute(GLOG_SQL, {"tz": tz})
-    drop_temp(conn, ["jl_seg", "jl_t", "jl_full"])  # each a copy of the lines: jl_g holds what is left to read
+    drop_temp(conn, ["jl_seg", "jl_full"])  # each a copy of the lines: jl_g holds what is left to read
     drop_clock_outliers(conn, files)
     conn.execute(INFER_SQL)
 

@@ -30,14 +30,16 @@ SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     TRY_CAST(nullif(coalesce(nullif(regexp_extract(body, '\| lm loss: ([0-9.Ee+-]+)', 1), ''),
                              regexp_extract(body, '\| [a-z ]*loss: ([0-9.Ee+-]+) \|', 1)), '') AS DOUBLE) AS loss
 FROM jl_lines
-WHERE regexp_matches(body, '{ITER_RE}') AND regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+')
+WHERE contains(body, ' iteration') AND regexp_matches(body, '{ITER_RE}')
+  AND regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+')
 """
 
 # An iteration line cut short (no elapsed time): a broken framework line, counted as a reject.
 REJECT_SQL = rf"""
 SELECT sid, pos, lineno, 'reject' AS fact, 'Megatron iteration line without its elapsed time (truncated?)' AS message
 FROM jl_lines
-WHERE regexp_matches(body, '{ITER_RE}') AND NOT regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+')
+WHERE contains(body, ' iteration') AND regexp_matches(body, '{ITER_RE}')
+  AND NOT regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+')
 """
 
 CKPT_SQL = r"""
@@ -54,7 +56,8 @@ WITH m AS (
                        ['path', 'it']) AS loaded,
         TRY_CAST(regexp_extract(body, '^\s+save-checkpoint \.*: \(([0-9.]+), ([0-9.]+)\)', 2) AS DOUBLE) AS timer_ms
     FROM jl_lines
-    WHERE regexp_matches(body, 'checkpoint (at|from) iteration|checkpoint save at iteration|'
+    WHERE contains(body, 'checkpoint')
+      AND regexp_matches(body, 'checkpoint (at|from) iteration|checkpoint save at iteration|'
                                'checkpoint from \S+ .*at iteration|save-checkpoint \.')
 )
 SELECT sid, pos, lineno, ts, ts_precision,
@@ -73,15 +76,17 @@ FROM m WHERE fact IS NOT NULL
 # Start-up banners (one per process start) and the SIGTERM exit line.
 BANNER_SQL = r"""
 SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
-WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+|time to initialize megatron \(seconds\)|'
-                           '\[after megatron is initialized\] datetime:')
-   OR regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\tStarting job')
+WHERE (contains(body, 'world size: ') OR contains(body, 'megatron ')) AND regexp_matches(body,
+          '(^\s*|\] )using world size: \d+|time to initialize megatron \(seconds\)|'
+          '\[after megatron is initialized\] datetime:')
+   OR contains(body, 'Job ID: ')
+      AND regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\tStarting job')
 """
 
 # Megatron prints the world size (one rank per GPU) at every start: the job's GPU count.
 WORLD_SQL = r"""
 SELECT sid, pos, lineno, 'job' AS fact, TRY_CAST(regexp_extract(body, 'using world size: (\d+)', 1) AS INTEGER) AS gpus
-FROM jl_lines WHERE regexp_matches(body, '(^\s*|\] )using world size: \d+')
+FROM jl_lines WHERE contains(body, 'using world size: ') AND regexp_matches(body, '(^\s*|\] )using world size: \d+')
 """
 
 SIGTERM_SQL = r"""
@@ -97,7 +102,9 @@ WITH p AS (
         regexp_extract(body, '\tJob ID: (\d+)\t# GPUs: (\d+)\t([^\t]*)', ['job', 'gpus', 'msg']) AS h,
         TRY_CAST(nullif(regexp_extract(body, '\tIteration: (\d+)', 1), '') AS BIGINT) AS it,
         TRY_CAST(nullif(regexp_extract(body, '\tJob throughput: ([0-9.]+) TFLOP/s/GPU', 1), '') AS DOUBLE) AS tflops
-    FROM jl_lines WHERE regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t')
+    FROM jl_lines
+    WHERE contains(body, 'Job ID: ')
+      AND regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t')
 )
 SELECT sid, pos, lineno, 'job' AS fact, h.job AS job_id, TRY_CAST(h.gpus AS INTEGER) AS gpus FROM p
 UNION ALL BY NAME

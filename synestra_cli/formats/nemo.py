@@ -26,7 +26,8 @@ WITH n AS (
                        ['step', 'path']) AS fin,
         regexp_extract(body, 'Epoch \d+, global step (\d+): .* saving model to ''([^'']+)''', ['step', 'path']) AS ptl
     FROM jl_lines
-    WHERE regexp_matches(body, 'Global Checkpoint Save :|Scheduled async checkpoint save for|'
+    WHERE (contains(body, 'heckpoint') OR contains(body, 'saving model to') OR contains(body, 'restored from'))
+      AND regexp_matches(body, 'Global Checkpoint Save :|Scheduled async checkpoint save for|'
                                'Async checkpoint save for step|'
                                'saving model to|successfully restored from|Loading distributed checkpoint with')
 )
@@ -58,7 +59,8 @@ SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     TRY_CAST(nullif(regexp_extract(body, '\| reduced_train_loss: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS loss,
     TRY_CAST(nullif(regexp_extract(body, '\| TFLOPS_per_GPU: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS tflops_per_gpu,
     TRY_CAST(nullif(regexp_extract(body, '\| tokens_per_sec_per_gpu: ([0-9.e+-]+)', 1), '') AS DOUBLE) AS tokens_per_s
-FROM jl_lines WHERE regexp_matches(body, 'Training epoch \d+, iteration \d+/\d+ \|')
+FROM jl_lines
+WHERE contains(body, 'Training epoch ') AND regexp_matches(body, 'Training epoch \d+, iteration \d+/\d+ \|')
 """
 
 

@@ -19,7 +19,7 @@ SELECT sid, pos, lineno, ts, ts_precision,
     nullif(regexp_extract(body, 'Started save checkpoint @ (\S+?)\.?$', 1), '') AS path,
     CASE WHEN contains(body, '[async] Started save checkpoint') THEN true END AS is_async
 FROM jl_lines
-WHERE regexp_matches(body, '\] \[process=\d+\] Saving checkpoint at step \d+|'
+WHERE contains(body, '] [process=') AND regexp_matches(body, '\] \[process=\d+\] Saving checkpoint at step \d+|'
                            '\] \[process=\d+\] \[async\] Started save checkpoint @ ')
 """
 

@@ -158,7 +158,8 @@ FROM (SELECT *, regexp_extract(body,
 UNION ALL BY NAME
 SELECT sid, pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'torchelastic', 'signal', regexp_extract(body, 'Received (\S+) death signal', 1)) AS fields
-FROM jl_lines WHERE regexp_matches(body, 'Received (Signals\.SIGTERM|SIGTERM|15) death signal')
+FROM jl_lines
+WHERE contains(body, ' death signal') AND regexp_matches(body, 'Received (Signals\.SIGTERM|SIGTERM|15) death signal')
 """
 
 # Linux signal numbers 1..15 (signal(7), x86/ARM): a worker's negative exit code is the signal that killed it.
@@ -270,14 +271,15 @@ SELECT sid, pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision
     json_object('source', 'slurm', 'host', m.host, 'reason', nullif(m.reason, '')) AS fields
 FROM (SELECT *, regexp_extract(body, '\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED AT \S+(?: DUE TO (.+?))? \*\*\*',
                                ['host', 'reason']) AS m
-      FROM jl_lines WHERE regexp_matches(body, '\*\*\* (JOB|STEP) \S+ ON \S+ CANCELLED AT'))
+      FROM jl_lines
+      WHERE contains(body, ' CANCELLED AT') AND regexp_matches(body, '\*\*\* (JOB|STEP) \S+ ON \S+ CANCELLED AT'))
 UNION ALL BY NAME
 SELECT sid, pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'slurm', 'oom_kill_events', TRY_CAST(nullif(m.n, '') AS INTEGER),
                 'job_id', nullif(m.job, ''), 'step', nullif(m.step, '')) AS fields
 FROM (SELECT *, regexp_extract(body, 'Detected (\d+) oom.kill events?(?:\(s\))? in (?:StepId=|step )(\d+)(?:\.(\w+))?',
                                ['n', 'job', 'step']) AS m
-      FROM jl_lines WHERE regexp_matches(body, 'Detected \d+ oom.kill event'))
+      FROM jl_lines WHERE contains(body, 'Detected ') AND regexp_matches(body, 'Detected \d+ oom.kill event'))
 UNION ALL BY NAME
 -- srun names the task (the global rank) and the node the OOM killer hit
 SELECT sid, pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, TRY_CAST(m.task AS INTEGER) AS rank,

@@ -25,7 +25,7 @@ SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
     TRY_CAST(regexp_extract(body, '\sloss:\s*([0-9.]+)', 1) AS DOUBLE) AS loss,
     TRY_CAST(replace(regexp_extract(body, '\stps:\s*([0-9,]+)', 1), ',', '') AS DOUBLE) AS tokens_per_s,
     TRY_CAST(nullif(regexp_extract(body, '\stflops:\s*([0-9.]+)', 1), '') AS DOUBLE) AS tflops_per_gpu
-FROM jl_lines WHERE regexp_matches(body, ' - step:\s*\d+\s+loss:')
+FROM jl_lines WHERE contains(body, ' - step:') AND regexp_matches(body, ' - step:\s*\d+\s+loss:')
 """
 
 CKPT_SQL = r"""
@@ -59,7 +59,7 @@ FROM c WHERE fact IS NOT NULL
 
 BANNER_SQL = r"""
 SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
-WHERE regexp_matches(body, '\] .* - INFO - Starting job: ')
+WHERE contains(body, ' - INFO - Starting job: ') AND regexp_matches(body, '\] .* - INFO - Starting job: ')
 """
 
 
