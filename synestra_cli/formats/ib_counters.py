@@ -109,13 +109,14 @@ Dialect = Callable[[LoadContext, list[str], "Sink"], None]  # one export's reade
 
 
 def _dialect(head: str) -> Dialect | None:
-    if IBSTAT_SNIFF.search(head):
+    # each pattern only where its literal part occurs: every file's head is sniffed with these
+    if "CA '" in head and IBSTAT_SNIFF.search(head):
         return _ibstat
-    if PQ_SNIFF.search(head):
+    if "# Port " in head and PQ_SNIFF.search(head):
         return _perfquery
-    if IQE_SNIFF.search(head):
+    if "GUID 0x" in head and IQE_SNIFF.search(head):
         return _ibqueryerrors
-    return _sysfs if SYSFS_SNIFF.search(head) else None
+    return _sysfs if "/ports/" in head and SYSFS_SNIFF.search(head) else None
 
 
 def sniff(head: str) -> float:

@@ -404,9 +404,15 @@ def job_log_format(
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def count_matches(head: str, pattern: str) -> int:
-    """Lines of the head matching pattern, colour codes removed (torchtitan colours its step lines)."""
-    return len(re.findall(pattern, ANSI.sub("", head), re.MULTILINE))
+@functools.lru_cache(maxsize=16)  # every job-log format asks it of the same head
+def _plain(head: str) -> str:
+    return ANSI.sub("", head)
+
+
+def has_line(head: str, pattern: str) -> bool:
+    """Whether a line of the head matches pattern, colour codes removed (torchtitan colours its step
+    lines). The first match answers: detection sniffs every file's head with several of these."""
+    return re.search(pattern, _plain(head), re.MULTILINE) is not None
 
 
 SYSLOG_ENVELOPE = re.compile(

@@ -118,22 +118,22 @@ FROM p WHERE tflops IS NOT NULL AND it IS NOT NULL
 
 
 def sniff(head: str) -> float:
-    if joblog.count_matches(
+    if joblog.has_line(
         head,
         r"^(?:\[rank\d+\]:)?\s*(?:\[[\d\- :.]+\]\s*)?iteration\s+\d+/\s*\d+ "
         r"\| consumed samples:",
     ):
         return 0.9
-    if joblog.count_matches(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t"):
+    if joblog.has_line(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t"):
         return 0.9
-    if joblog.count_matches(
+    if joblog.has_line(
         head,
         r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
         r"(at|from \S+ at) iteration",
     ):
         return 0.7
     # A job that died (or ended) before its first logged iteration still printed Megatron's banner.
-    if joblog.count_matches(
+    if joblog.has_line(
         head,
         r"^\s*(?:\[[\d\- :.]+\]\s*)?(using world size: \d+, data-parallel size|"
         r"\[after megatron is initialized\] datetime:)",

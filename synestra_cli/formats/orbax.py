@@ -25,7 +25,7 @@ WHERE contains(body, '] [process=') AND regexp_matches(body, '\] \[process=\d+\]
 
 
 def sniff(head: str) -> float:
-    return 0.6 if joblog.count_matches(head, r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ checkpoint_manager\.py:\d+\]") else 0.0
+    return 0.6 if joblog.has_line(head, r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ checkpoint_manager\.py:\d+\]") else 0.0
 
 
 FORMAT = joblog.job_log_format(
