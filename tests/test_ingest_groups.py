@@ -248,3 +248,14 @@ def test_a_rejected_job_log_fails_alone_in_its_group(tmp_path, monkeypatch):
     together, reports, _ = _ingest_jobs(paths, monkeypatch)
     assert [(name, r.rejected) for name, r in reports.items() if r.rejected] == [(cut.name, 1)]
     assert together[str(cut.resolve())]["rejects"][0][0] == 3
+
+
+def test_job_logs_ingested_again_in_a_group_add_nothing(monkeypatch):
+    """Each grouped log keeps its own source key: ingesting the same logs again skips every one."""
+    monkeypatch.setattr(run, "UNIT_FILES", 256)
+    conn = memory_store()
+    assert {r.status for r in ingest_paths(conn, JOB_LOGS, IngestOptions(), workers=1)} == {"loaded"}
+    before = _job_rows(conn)
+    again = ingest_paths(conn, JOB_LOGS, IngestOptions(), workers=1)
+    assert {r.status for r in again} == {"skipped"}
+    assert _job_rows(conn) == before
