@@ -217,7 +217,7 @@ def tax_report(
     the causes ranked `by` category, host, component or job (`synestra tax-report`). Explanations it
     computes are kept in the store for the next report, as the command does."""
     with open_store(db, read_only=True) as conn:
-        full = build_report(conn, job_id, since, until, price, capacity_gpus, by, explanations=False)
+        full = build_report(conn, job_id, since, until, price, capacity_gpus, by)
     full.keep(db)
     return TaxReportResult(full, price, by)
 
