@@ -218,7 +218,7 @@ def tax_report(
     computes are kept in the store for the next report, as the command does."""
     with open_store(db, read_only=True) as conn:
         full = build_report(conn, job_id, since, until, price, capacity_gpus, by)
-    memo.save_to(db, full.key, full.computed)
+    full.keep(db)
     return TaxReportResult(full, price, by)
 
 

@@ -16,14 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import duckdb
 
+from synestra_cli.accounting import kept
 from synestra_cli.accounting.buckets import BUCKETS
 from synestra_cli.accounting.document import SCHEMA, FleetDoc, RankedCauseDoc, TaxDoc
 from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
-from synestra_cli.accounting.report import JobTax, TaxReport, job_doc, tax_report
+from synestra_cli.accounting.report import JobTax, TaxReport, job_doc, report_jobs, report_of
 from synestra_cli.explain import memo
+from synestra_cli.explain.api import JobExplanation
 from synestra_cli.explain.document import CauseChargeDoc
 
 ROUTINE = "checkpoint.routine"
@@ -158,6 +161,13 @@ class FullReport:
     computed: list  # explanations computed for this report, not yet kept in the store (explain.memo.save_to)
     key: str  # the store key they were computed under
     explanations: dict = field(default_factory=dict)  # job id -> its JobExplanation (fleet/ reads the causes)
+    taxes: list = field(default_factory=list)  # (job, accounting document) computed now, to keep (`keep`)
+
+    def keep(self, db: str | Path | None) -> int:
+        """Keep what this report computed (explanations, accounting) for the next one; explain/memo.py."""
+        taxes = self.taxes
+        beside = (lambda conn: kept.save(conn, self.key, taxes)) if taxes else None
+        return memo.save_to(db, self.key, self.computed, beside)
 
 
 def build_report(
@@ -168,16 +178,33 @@ def build_report(
     price: float | None,
     capacity_gpus: int | None,
     by: str = "category",
+    explanations: bool = True,
 ) -> FullReport:
     """The whole tax report: buckets, charges to causes (via explain, reusing kept explanations), fleet
-    view, ranked causes."""
-    report = tax_report(conn, job_id, since, until, price, capacity_gpus)
-    explanations, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs], report.windows)
+    view, ranked causes. The accounting kept under the store's key (accounting/kept.py) is reused when
+    every job has it; `explanations` False: the explanations are then not read either (`explanations`
+    of the result is empty)."""
+    rows = report_jobs(conn, job_id, since, until)
+    key = memo.store_key(conn)
+    ids = [r[0] for r in rows]
+    reused = kept.load(conn, ids, key)
+    if reused is None:
+        report = report_of(conn, rows, since, until, price, capacity_gpus)
+    else:
+        jobs = [t for t in (reused[j] for j in ids) if t is not None]
+        report = TaxReport(jobs, price, capacity_gpus, since, until)
+    found: dict[str, JobExplanation] = {}
+    computed: list[JobExplanation] = []
+    if reused is None or explanations:
+        windows = report.windows if reused is None else None  # None: explain reads its own
+        found, computed, key = memo.explain_jobs(conn, [j.buckets.job_id for j in report.jobs], windows)
     for job in report.jobs:
-        ex = explanations[job.buckets.job_id]
-        job.charges = charges_for(job, ex.checkpoints, ex.failures)
+        if reused is None:
+            ex = found[job.buckets.job_id]
+            job.charges = charges_for(job, ex.checkpoints, ex.failures)
         job.by_cause = by_cause(job, job.charges, price)
-    return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key, explanations)
+    taxes = kept.documents(ids, report.jobs) if reused is None else []
+    return FullReport(report, fleet_summary(report), ranked_causes(report, by), computed, key, found, taxes)
 
 
 def tax_document(full: FullReport, by: str) -> TaxDoc:

@@ -148,6 +148,30 @@ def tax_report(
     capacity_gpus: int | None = None,
 ) -> TaxReport:
     """job_id: one job, several (a list), or None for every job in the window."""
+    return report_of(conn, report_jobs(conn, job_id, since, until), since, until, price, capacity_gpus)
+
+
+def report_of(
+    conn: duckdb.DuckDBPyConnection,
+    rows: list[tuple],
+    since: datetime | None,
+    until: datetime | None,
+    price: float | None,
+    capacity_gpus: int | None,
+) -> TaxReport:
+    """The report of these jobs (`report_jobs`' rows): their step-time degradation windows, their buckets."""
+    windows = degradation_windows_for(conn, [r[0] for r in rows])
+    return TaxReport(job_taxes(conn, rows, windows), price, capacity_gpus, since, until, windows)
+
+
+def report_jobs(
+    conn: duckdb.DuckDBPyConnection,
+    job_id: str | Sequence[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[tuple]:
+    """The jobs a report covers (JOBS_SQL's rows: job, gpus, first and last times), in report order;
+    NotFoundError or EmptyStoreError when there are none."""
     one = job_id if isinstance(job_id, str) else None
     rows = conn.execute(JOBS_SQL, {"job": one, "since": since, "until": until}).fetchall()
     if job_id is not None and one is None:
@@ -168,8 +192,7 @@ def tax_report(
         if since is not None or until is not None:
             raise NotFoundError(empty_window_message(conn, since, until))
         raise EmptyStoreError("no jobs in the store (ingest job logs and sacct output first)")
-    windows = degradation_windows_for(conn, [r[0] for r in rows])
-    return TaxReport(job_taxes(conn, rows, windows), price, capacity_gpus, since, until, windows)
+    return rows
 
 
 def job_doc(t: JobTax, price: float | None) -> JobTaxDoc:

@@ -174,7 +174,6 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
     from synestra_cli.accounting.buckets import BUCKETS
     from synestra_cli.cli.explain import selected_jobs
     from synestra_cli.cli.progress import progress_on_tty
-    from synestra_cli.explain import memo
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:
@@ -188,9 +187,16 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
             explain_on(engine, conn, db, chosen or jobs_in_window(conn, since, until))
         with progress_on_tty():
             full = build_report(
-                conn, chosen[0] if chosen and len(chosen) == 1 else chosen, since, until, price, capacity_gpus, by
+                conn,
+                chosen[0] if chosen and len(chosen) == 1 else chosen,
+                since,
+                until,
+                price,
+                capacity_gpus,
+                by,
+                explanations=False,
             )
-    memo.save_to(db, full.key, full.computed)  # the next report reuses them (explain/memo.py)
+    full.keep(db)  # the next report reuses its explanations and accounting (explain/memo.py, accounting/kept.py)
     doc = tax_document(full, by)
     docs = doc["jobs"]
     if fmt == "json":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -117,29 +117,39 @@ def keep_all(conn: duckdb.DuckDBPyConnection, db: str | Path | None = None) -> i
     return len(computed)
 
 
-def save(conn: duckdb.DuckDBPyConnection, key: str, explanations: Iterable[JobExplanation]) -> int:
-    """Keep these explanations under `key`, if the store has not changed since; how many were kept."""
+# Something kept beside the explanations under the same key, in their transaction (accounting/kept.py).
+Beside = Callable[[duckdb.DuckDBPyConnection], None]
+
+
+def save(
+    conn: duckdb.DuckDBPyConnection, key: str, explanations: Iterable[JobExplanation], beside: Beside | None = None
+) -> int:
+    """Keep these explanations under `key` (and run `beside` in the same transaction), if the store has not
+    changed since; how many explanations were kept."""
     docs = _docs(explanations)
-    if not docs or store_key(conn) != key:
+    if (not docs and beside is None) or store_key(conn) != key:
         return 0
     with transaction(conn):
-        conn.execute(DELETE_SQL, [[j for j, _ in docs]])
-        conn.execute(INSERT_SQL, [[j for j, _ in docs], key, [d for _, d in docs]])
+        if docs:
+            conn.execute(DELETE_SQL, [[j for j, _ in docs]])
+            conn.execute(INSERT_SQL, [[j for j, _ in docs], key, [d for _, d in docs]])
+        if beside is not None:
+            beside(conn)
     return len(docs)
 
 
-def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation]) -> int:
-    """Open the store for writing just long enough to keep the explanations; 0 if it cannot be written
-    now (held by another process, a read-only file): the report stands without them."""
+def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation], beside: Beside | None = None) -> int:
+    """Open the store for writing just long enough to keep the explanations (and `beside`); 0 if it cannot
+    be written now (held by another process, a read-only file): the report stands without them."""
     from synestra_cli.store import open_store
 
-    if not explanations:
+    if not explanations and beside is None:
         return 0
     try:
-        if target := lake_target(db):  # beside the lake's parts (store/lake_kept.py)
-            return lake_kept.keep(target, key, _docs(explanations), key_for)
+        if target := lake_target(db):  # beside the lake's parts (store/lake_kept.py); `beside` is not kept
+            return lake_kept.keep(target, key, _docs(explanations), key_for) if explanations else 0
         with open_store(db) as conn:
-            return save(conn, key, explanations)
+            return save(conn, key, explanations, beside)
     except (SynestraError, duckdb.Error, OSError):
         return 0
 

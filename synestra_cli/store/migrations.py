@@ -236,6 +236,17 @@ INSERT OR IGNORE INTO summarised_sources
 SELECT s.source_id FROM sources s ANTI JOIN (SELECT DISTINCT source_id FROM metrics) m USING (source_id);
 """
 
+# Each job's tax accounting (buckets, interval advice, charges to causes) kept beside its explanation, under
+# the same key (accounting/kept.py): a warm tax-report reads it instead of recomputing it. A cache, never a
+# source.
+KEPT_TAXES = """
+CREATE TABLE kept_taxes (
+    job_id    VARCHAR PRIMARY KEY,
+    store_key VARCHAR NOT NULL,   -- the key of explain/memo.py when it was computed
+    doc       JSON                -- accounting/kept.py's document; NULL: the job has no attempt to account
+);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
@@ -250,6 +261,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("017_years_and_hostless_gpus", YEARS_AND_HOSTLESS_GPUS),
     ("018_summaries_by_hour", SORT_SUMMARIES_SQL),  # store/summaries.py: a job's hours read, not the table
     ("019_list_sources_without_telemetry", LIST_SOURCES_WITHOUT_TELEMETRY),
+    ("020_kept_taxes", KEPT_TAXES),
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
 AFTER_SQL = {"012_metric_summaries": backfill_summaries, "018_summaries_by_hour": sort_summaries_by_hour}
