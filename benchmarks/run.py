@@ -333,6 +333,12 @@ def timed_command(args: list[str], runs: int, env: dict[str, str] | None = None)
     }
 
 
+def compile_package() -> None:
+    """Byte-compile synestra_cli first, as `pip install` does: in a checkout run with PYTHONDONTWRITEBYTECODE
+    set, every timed command would compile its ~45 modules from source again (~0.05-0.08 CPU s)."""
+    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "synestra_cli")], check=True)
+
+
 def _commit() -> str | None:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return out.stdout.strip() or None
@@ -457,6 +463,7 @@ def main() -> None:
         "python": sys.version.split()[0],
     }
     steps = set(args.steps.split(","))
+    compile_package()
     base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
     groups = files_per_format(base / "exports") if steps & {"formats", "syslog"} else {}
     chosen = {name: paths for name, paths in groups.items() if not args.formats or name in args.formats.split(",")}

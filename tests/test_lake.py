@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -18,7 +20,7 @@ from synestra_cli.errors import StoreError
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store import lake_manifest
-from synestra_cli.store.connect import connect
+from synestra_cli.store.connect import connect, may_be_lake
 from synestra_cli.store.lake import lake_target, narrow_to_job, scope_parts
 from synestra_cli.store.lake_manifest import read_entries
 from synestra_cli.store.lake_writer import compact, ingest_target
@@ -53,6 +55,23 @@ def test_a_folder_or_url_is_a_lake_and_a_file_path_is_not(tmp_path):
     assert lake_target(str(tmp_path)) == str(tmp_path)  # an existing folder
     assert lake_target("s3://bucket/synestra") == "s3://bucket/synestra"
     assert lake_target(str(tmp_path / "store.duckdb")) is None
+    # what connect() asks before it imports the lake's code: never False for a lake
+    for target in (f"{tmp_path}/new-lake/", str(tmp_path), "s3://bucket/synestra", "file:///x/lake"):
+        assert may_be_lake(target)
+    assert not may_be_lake(str(tmp_path / "store.duckdb"))
+
+
+def test_a_store_file_is_opened_without_importing_the_lake(stores):
+    """`explain --job` on a store file imports neither the lake (and its manifest) nor the fleet's read."""
+    code = (
+        "import sys; from click.testing import CliRunner; from synestra_cli.cli.main import cli; "
+        f"r = CliRunner().invoke(cli, ['explain', '--job', '1001', '--db', {stores[1]!r}, '--format', 'json']); "
+        "assert r.exit_code == 0, r.output; "
+        "lazy = ('synestra_cli.store.lake', 'synestra_cli.signals.fleet'); "
+        "print(sorted(m for m in sys.modules if m.startswith(lazy)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 @pytest.mark.parametrize("job", JOBS)

@@ -106,6 +106,7 @@ def command(
     from synestra_cli.cli.progress import progress_on_tty
     from synestra_cli.explain.api import explain_each
     from synestra_cli.store import open_store
+    from synestra_cli.store.connect import may_be_lake
 
     with open_store(db, read_only=True) as conn:
         if len(jobs) == 1 and "SYNESTRA_MEMORY_LIMIT" not in os.environ:
@@ -113,7 +114,7 @@ def command(
             # (a 256-host job: ~950 MB at the store's 1 GB limit, ~480 MB at this one, same speed).
             conn.execute("SET memory_limit = ?", [ONE_JOB_MEMORY_LIMIT])
         ids = selected_jobs(conn, jobs, all_jobs, hosts, since, until)
-        if len(ids) == 1 and not all_jobs:  # on a lake, read only the job's partitions (a store file: nothing changes)
+        if len(ids) == 1 and not all_jobs and may_be_lake(db):  # on a lake, read only the job's partitions
             from synestra_cli.store.lake import narrow_to_job
 
             narrow_to_job(conn, ids[0])

@@ -50,14 +50,16 @@ CREATE OR REPLACE TEMP TABLE _summ (source_id INTEGER, bucket TIMESTAMP, row_lo 
     backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
 """
 # The hours from the first window to the last; `touches`: the hour's samples overlap a window, `seen`:
-# one of its samples is surely inside one (its first or last).
+# one of its samples is surely inside one (its first or last). The hosts' first and last name bound the
+# scan itself (a long host list is a join after the scan): a job's hosts are mostly a range of names.
 _SUMM = """
 INSERT INTO _summ
 SELECT s.source_id, s.bucket, {ranges}, s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi,
        s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi,
        s.pair_lo, s.bits_or, s.bits_and
 FROM metric_summaries s {join}
-WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host IN ({hosts}) {entities} AND s.metric IN ({metrics})
+WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host BETWEEN ? AND ? AND s.host IN ({hosts}) {entities}
+  AND s.metric IN ({metrics})
 """
 SUMM_HOSTS_SQL = _SUMM.replace("{join}", "").replace("{entities}", "")
 SUMM_PORTS_SQL = _SUMM.replace("{join}", "SEMI JOIN _ports p ON p.host = s.host AND p.entity = s.entity").replace(
@@ -151,8 +153,8 @@ WHERE s.touches
 CAND_HOURS_SQL = CAND_HOURS.format(hours="_cand_hours", distinct="", summ="_summ", cand="_cand", job="")
 # Those hours' samples read by rowid: a few hundred rows per candidate. Only rows of the hour's own source,
 # series and hour count, so the read holds all of an hour's samples exactly when it finds `n` of them.
-# Each range is its own constant `rowid BETWEEN` scan: DuckDB pushes that to the table scan, which reads
-# one row group; a join or `rowid IN (subquery)` filter only prunes by its min and max, and a 256-host
+# The ranges are constant `rowid BETWEEN` terms: DuckDB pushes those to the table scan, which reads only
+# their row groups; a join or `rowid IN (subquery)` filter only prunes by its min and max, and a 256-host
 # job's hours lie all over the store (5 CPU s, a full scan, for 5,243 rows). A series' hours are adjacent
 # rows of its file (written sorted by host, entity, metric and time), so near ranges are read as one.
 ROWID_RANGES = """
@@ -168,9 +170,15 @@ WITH r AS (
 SELECT min(row_lo), max(row_hi) FROM g GROUP BY k ORDER BY 1
 """
 ROWID_MERGE_GAP = 2048  # rows: DuckDB's vector
-# Past this many scans a full read of the candidates' files is cheaper (~2 ms a range, ~1 s a full scan).
+# Past this many ranges a full read of the candidates' files is cheaper (~2 ms a range, ~1 s a full scan).
 ROWID_MAX_RANGES = 400
-ROWID_RANGE_SQL = "SELECT source_id, ts, host, entity, metric, value FROM metrics WHERE rowid BETWEEN ? AND ?"
+# Each scan costs ~1 ms beyond its rows (planning it and starting it against every row group of the table)
+# and runs on one thread when it reads one row group: so a few ranges share a scan, as an OR of constant
+# ranges that DuckDB still pushes to the table scan (it reads only their row groups, on both threads).
+# An OR's cost grows with the square of its terms: 8 of them cost about what one scan does.
+ROWID_RANGES_PER_SCAN = 8
+ROWID_RANGE_SQL = "SELECT source_id, ts, host, entity, metric, value FROM metrics WHERE {ranges}"
+ROWID_RANGE = "rowid BETWEEN ? AND ?"
 ROWID_READ = f"""
 CREATE OR REPLACE TEMP TABLE {{rows}} AS
 SELECT m.ts, m.host, m.entity, m.metric, m.value FROM ({{ranges}}) m
@@ -230,12 +238,12 @@ def scope_from_summaries(
     fill = {"touches": touches, "seen": seen, "ranges": ranges, "metrics": placeholders(len(metrics))}
     conn.execute(
         SUMM_HOSTS_SQL.format(**fill, hosts=placeholders(len(hosts))),
-        [*touch_args, *seen_args, *hull, *hosts, *metrics],
+        [*touch_args, *seen_args, *hull, min(hosts, default=None), max(hosts, default=None), *hosts, *metrics],
     )
     if switches:
         conn.execute(
             SUMM_PORTS_SQL.format(**fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))),
-            [*touch_args, *seen_args, *hull, *switches, *port_names, *metrics],
+            [*touch_args, *seen_args, *hull, min(switches), max(switches), *switches, *port_names, *metrics],
         )
     conn.execute(SERIES_SQL)
     observed, touched = one_row(conn, "SELECT count(*) FILTER (seen), count(*) FROM _cand_series")
@@ -260,10 +268,10 @@ def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[
 
 
 def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) -> bool:
-    """The samples of the candidate hours in table `hours` (CAND_HOURS) into table `rows`, one rowid scan
-    per range (the per-job read and the fleet's); False when `metrics` has no rowids (a lake's view), a
-    range is missing, spread too thin, the ranges too many, or a range no longer holds all of its hour's
-    samples (DuckDB may renumber rows)."""
+    """The samples of the candidate hours in table `hours` (CAND_HOURS) into table `rows`, by constant
+    rowid ranges, ROWID_RANGES_PER_SCAN to a scan (the per-job read and the fleet's); False when `metrics`
+    has no rowids (a lake's view), a range is missing, spread too thin, the ranges too many, or a range no
+    longer holds all of its hour's samples (DuckDB may renumber rows)."""
     if not has_table(conn, "metrics"):  # a lake's metrics are a view over its parts: no rowids to read by
         return False
     if not scalar(conn, ROWID_USABLE.format(hours=hours), {"spread": ROWID_MAX_SPREAD}):
@@ -271,7 +279,11 @@ def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) 
     ranges = conn.execute(ROWID_RANGES.format(hours=hours), {"gap": ROWID_MERGE_GAP}).fetchall()
     if len(ranges) > ROWID_MAX_RANGES:
         return False
-    scans = " UNION ALL ".join([ROWID_RANGE_SQL] * len(ranges)) or ROWID_RANGE_SQL.replace("?", "NULL")
+    per = ROWID_RANGES_PER_SCAN
+    scans = " UNION ALL ".join(
+        ROWID_RANGE_SQL.format(ranges=" OR ".join([ROWID_RANGE] * len(ranges[i : i + per])))
+        for i in range(0, len(ranges), per)
+    ) or ROWID_RANGE_SQL.format(ranges="false")
     conn.execute(ROWID_READ.format(rows=rows, hours=hours, ranges=scans), [v for r in ranges for v in r])
     return bool(scalar(conn, ROWID_CHECK.format(rows=rows, hours=hours)))
 

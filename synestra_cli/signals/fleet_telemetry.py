@@ -190,7 +190,7 @@ FROM _fcand c CROSS JOIN (VALUES {values}) d(k, metric, bit, unless) WHERE c.met
 CAND_HOURS_SQL = CAND_HOURS.format(
     hours="_fcand_hours", distinct="DISTINCT ", summ="_fsumm", cand="_fcand", job="c.job = s.job AND "
 )
-# The read by rowid is one scan per range of rows (signals/candidates.py read_hours_by_rowid, at most
+# The read by rowid scans ranges of rows, a few to a scan (signals/candidates.py read_hours_by_rowid, at most
 # ROWID_MAX_RANGES of them); the read by file scans the candidates' files. A fleet's candidates lie all
 # over the table (every job's hosts), so the read by rowid is also taken only when its ranges span fewer
 # rows than those files hold (times ROWID_MAX_SPAN). The campus's 192 jobs: 18,228 candidates, 5.3 M

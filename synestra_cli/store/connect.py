@@ -196,6 +196,13 @@ def session_limits() -> DuckConfig:
     return {"threads": settings.threads(), "memory_limit": settings.memory_limit(MEMORY_LIMIT)}
 
 
+def may_be_lake(db: str | Path | None) -> bool:
+    """False when `db` (else $SYNESTRA_DB) surely names a store file, without importing store/lake.py
+    (~20 ms of start-up): lake.lake_target decides the rest (a URL, a folder, a path ending in `/`)."""
+    raw = str(db) if db else os.environ.get("SYNESTRA_DB", "")
+    return bool(raw) and ("://" in raw or raw.endswith(("/", os.sep)) or Path(raw).is_dir())
+
+
 def connect(
     db: str | Path | None = None, *, read_only: bool = False, locked: bool = False, wait_s: float | None = None
 ) -> duckdb.DuckDBPyConnection:
@@ -203,12 +210,13 @@ def connect(
     `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG. `wait_s`: how long to wait for
     the store's lock (default SYNESTRA_LOCK_WAIT). A folder or URL is a lake (store/lake.py): read through
     views; only ingest writes one (store/lake_writer.py)."""
-    from synestra_cli.store import lake
+    if may_be_lake(db):
+        from synestra_cli.store import lake
 
-    if target := lake.lake_target(db):
-        if not (read_only or locked):
-            raise lake.refuse_write(target)
-        return lake.open_reader(target, locked=locked)
+        if target := lake.lake_target(db):
+            if not (read_only or locked):
+                raise lake.refuse_write(target)
+            return lake.open_reader(target, locked=locked)
     path = resolve_db_path(db)
     config: DuckConfig = {**(LOCKED_CONFIG if locked else OFFLINE_CONFIG), **session_limits()}
     check_store_path(path, read_only or locked)
