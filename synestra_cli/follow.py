@@ -206,19 +206,22 @@ class Follower:
             # A reader holding the store makes this poll busy (retried at the next), not a long wait; the
             # store attached here serves ingest's start. It holds the store only for its short commits.
             # A new parsing database per poll: DuckDB keeps ~50 KB of every file loaded in a connection's
-            # database until it closes (measured; a cursor's close does not free it). A reader holding the
-            # store makes this poll busy (retried at the next), not a long wait.
-            stores = Stores.open(self.db, wait_s=settings.lock_wait_s())
-            try:
-                report.reports += ingest_into(
-                    stores, [Path(p) for p in sorted(ready)], self.options, on_file, on_report, self.workers
-                )
-            finally:
-                stores.close()
+            # database until it closes (measured; a cursor's close does not free it).
+            # An empty file has nothing to load yet (logrotate's `create` and `copytruncate` leave one): it
+            # takes part in the rotations above, but is neither loaded nor failed until it holds a line.
+            loading = sorted(p for p, now in ready.items() if now.size)
+            if loading:
+                stores = Stores.open(self.db, wait_s=settings.lock_wait_s())
+                try:
+                    report.reports += ingest_into(
+                        stores, [Path(p) for p in loading], self.options, on_file, on_report, self.workers
+                    )
+                finally:
+                    stores.close()
         except StoreBusyError as exc:
             report.busy = str(exc)
             return report
-        self._remember(changed, loaded=ready)
+        self._remember(changed, loaded=loading)
         return report
 
     def _may_have_moved(self, path: str, now: Seen) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from synestra_cli.store.connect import memory_store
 DATA = Path(__file__).resolve().parent / "data"
 REAL_SAMPLES = DATA / "real_samples"
 REAL_DATA = DATA / "real_data"
+SAMPLE_EXPORTS = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
 
 # The names of the training-job log formats (the ones whose facts every job log is read with).
 JOB_LOG_FORMATS = tuple(fmt.name for fmt in formats.job_log_formats())
@@ -52,3 +54,26 @@ def conn():
 @pytest.fixture
 def db_path(tmp_path) -> Path:
     return tmp_path / "store.duckdb"
+
+
+@pytest.fixture(scope="session")
+def sample_store_template(tmp_path_factory) -> Path:
+    """sample_data/exports ingested once per run into a store file, with the default options: several
+    modules each paid that ingest (~8 CPU s). No test opens it: each takes a copy (copy_sample_store)."""
+    from synestra_cli.formats.base import IngestOptions
+    from synestra_cli.ingest import ingest_paths
+    from synestra_cli.store import open_store
+
+    db = tmp_path_factory.mktemp("sample-template") / "sample.duckdb"
+    with open_store(db) as c:
+        reports = ingest_paths(c, [SAMPLE_EXPORTS], IngestOptions())
+    assert reports and all(r.status == "loaded" for r in reports), [(r.path, r.error) for r in reports]
+    assert not db.with_name(db.name + ".wal").exists()  # closed whole: the file alone is the store
+    return db
+
+
+def copy_sample_store(template: Path, folder: Path, name: str = "sample.duckdb") -> Path:
+    """A store of its own holding sample_data's ingest, for a test module that writes to it."""
+    dest = folder / name
+    shutil.copyfile(template, dest)
+    return dest

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import copy_sample_store
 
 from synestra_cli.explain import memo
 from synestra_cli.explain.api import event_read, explain_job, jobs_in_window, telemetry_windows
@@ -26,12 +27,8 @@ def _json(explanation) -> str:
 
 
 @pytest.fixture(scope="module")
-def sample_store(tmp_path_factory):
-    db = tmp_path_factory.mktemp("batch") / "sample.duckdb"
-    with open_store(db) as conn:
-        reports = ingest_paths(conn, [SAMPLE], IngestOptions())
-        assert all(r.status == "loaded" for r in reports)
-    return db
+def sample_store(tmp_path_factory, sample_store_template):
+    return copy_sample_store(sample_store_template, tmp_path_factory.mktemp("batch"))
 
 
 def test_every_sample_job_explained_from_the_fleet_s_rows_is_the_job_explained_alone(sample_store):

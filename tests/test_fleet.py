@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import copy_sample_store
 from explain_fixtures import Scenario
 from fleet_truth import score, true_lemons
 
@@ -17,18 +18,15 @@ from synestra_cli.cli.main import cli
 from synestra_cli.fleet.assets import Inventory
 from synestra_cli.fleet.lemons import NOT_A_COMPONENT, fleet_report
 from synestra_cli.fleet.scan import episodes
-from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import ingest_paths
 from synestra_cli.store.connect import connect
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
-    db = tmp_path_factory.mktemp("fleet") / "store.duckdb"
+def campaign(tmp_path_factory, sample_store_template):
+    db = copy_sample_store(sample_store_template, tmp_path_factory.mktemp("fleet"), "store.duckdb")
     conn = connect(db)
-    ingest_paths(conn, [SAMPLE / "exports"], IngestOptions())
     report = fleet_report(conn)
     inv = Inventory(conn)
     conn.close()  # the CLI tests open it themselves

@@ -487,3 +487,53 @@ def test_a_compressed_rotation_that_shifts_the_gz_files_is_recognised_once_they_
     got = _rows(tmp_path / "follow.duckdb")
     assert got == expected
     assert not any("(gone" in row[0] for row in got["events"])
+
+
+def test_an_empty_file_logrotate_created_waits_for_its_first_line_and_is_no_failure(tmp_path):
+    """logrotate's `create` leaves an empty `syslog` until the daemon writes to it: a poll that finds it
+    empty neither loads nor fails it (it used to fail as an "empty file", so the follow ended with exit 3)."""
+    logs, log = tmp_path / "logs", Log()
+    logs.mkdir()
+    syslog = logs / "syslog"
+    syslog.write_text(log.lines(3))
+    follower = Follower(tmp_path / "s.duckdb", [logs], OPTIONS)
+    assert [r.status for r in follower.poll().reports] == ["loaded"]
+    syslog.rename(logs / "syslog.1")
+    syslog.touch()
+    second = follower.poll()
+    assert second.moved == [(str(syslog), str(logs / "syslog.1"))]
+    assert [(Path(r.path).name, r.status) for r in second.reports] == [("syslog.1", "skipped")]  # moved, not failed
+    _append(syslog, log.lines(2))
+    assert [(r.status, r.rows) for r in follower.poll().reports] == [("loaded", 2)]
+    with open_store(tmp_path / "s.duckdb", read_only=True) as c:
+        assert c.execute("SELECT count(*), count(DISTINCT message) FROM events").fetchone() == (5, 5)
+
+
+def test_a_file_that_failed_as_it_rotated_and_loaded_at_the_next_poll_ends_the_follow_without_failure(
+    tmp_path, monkeypatch
+):
+    """logrotate renames `syslog` while it loads: that load fails (its rows would be under the wrong
+    name) and the next poll loads both files whole. The follow's exit reflects each file's last outcome,
+    so it ends with 0, not 3; a file that still fails at the end still makes it 3 (the CLI test above)."""
+    import synestra_cli.ingest.plan as ingest_mod
+
+    logs, log = tmp_path / "logs", Log()
+    logs.mkdir()
+    syslog = logs / "syslog"
+    syslog.write_text(log.lines(3))
+    hashed, rotated = ingest_mod.file_digest, []
+
+    def digest_then_rotate(path, prefix=None):
+        digest = hashed(path, prefix)
+        if not rotated:  # logrotate's create, between the hash and the parse
+            rotated.append(path)
+            syslog.rename(logs / "syslog.1")
+            syslog.write_text(log.lines(2))
+        return digest
+
+    monkeypatch.setattr(ingest_mod, "file_digest", digest_then_rotate)
+    reporter = Reporter(tty=False)
+    assert run_follow(tmp_path / "s.duckdb", [logs], OPTIONS, 0.01, 2, reporter, as_json=False) is False
+    assert rotated
+    with open_store(tmp_path / "s.duckdb", read_only=True) as c:
+        assert c.execute("SELECT count(*), count(DISTINCT message) FROM events").fetchone() == (5, 5)

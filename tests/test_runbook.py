@@ -12,13 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import REAL_SAMPLES
+from conftest import REAL_SAMPLES, copy_sample_store
 
 from synestra_cli.explain.api import explain_job
 from synestra_cli.explain.assets import load_book
 from synestra_cli.explain.rules import SKEW_S
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import ingest_file, ingest_paths
+from synestra_cli.ingest import ingest_file
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.store.connect import connect, memory_store
@@ -29,12 +29,8 @@ CLUSTER = Cluster(TRUTH["nodes"], TRUTH["gpus_per_node"], seed=TRUTH["seed"])
 
 
 @pytest.fixture(scope="module")
-def sample_db(tmp_path_factory) -> Path:
-    db = tmp_path_factory.mktemp("runbook") / "sample.duckdb"
-    conn = connect(db)
-    ingest_paths(conn, [SAMPLE / "exports"], IngestOptions())
-    conn.close()
-    return db
+def sample_db(tmp_path_factory, sample_store_template) -> Path:
+    return copy_sample_store(sample_store_template, tmp_path_factory.mktemp("runbook"))
 
 
 @pytest.fixture(scope="module")

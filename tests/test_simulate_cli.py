@@ -38,6 +38,26 @@ def test_same_seed_gives_byte_identical_output_and_another_seed_does_not(tmp_pat
     assert sum(a[k] != c[k] for k in a) > len(a) // 2
 
 
+def test_a_run_without_telemetry_writes_the_same_job_logs_sacct_and_truth_and_nothing_else(tmp_path):
+    """tests/test_tax_truth.py simulates without telemetry (the accounting reads only job logs and sacct):
+    what it reads must be the bytes of a full run, whose metrics and syslogs take most of its time."""
+    from synestra_cli.simulate.scenarios import simulate
+
+    full = simulate(tmp_path / "full", "preemption", seed=7, nodes=8, hours=2)
+    bare = simulate(tmp_path / "bare", "preemption", seed=7, nodes=8, hours=2, telemetry=False)
+    everything, jobs_only = digest(tmp_path / "full"), digest(tmp_path / "bare")
+    job_logs = {k for k in everything if k.startswith("exports/jobs/")}
+    assert job_logs and set(jobs_only) == {"truth.json", "exports/sacct.txt"} | job_logs
+    assert {k: v for k, v in everything.items() if k in jobs_only and k != "truth.json"} == {
+        k: v for k, v in jobs_only.items() if k != "truth.json"
+    }
+    assert full["metric_samples"] > 0 and bare["metric_samples"] == 0
+    truth = [json.loads((tmp_path / d / "truth.json").read_text()) for d in ("full", "bare")]
+    assert [{k: v for k, v in t.items() if k != "metric_samples"} for t in truth] == [
+        {k: v for k, v in truth[0].items() if k != "metric_samples"}
+    ] * 2
+
+
 def test_stdout_is_the_run_summary_and_the_layout_is_exports_plus_truth(tmp_path):
     result = run(str(tmp_path), "--scenario", "routine", "--nodes", "4", "--hours", "1", "--gpus-per-node", "2")
     assert result.exit_code == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import copy_sample_store
 
 from synestra_cli.explain.api import explain_job, jobs_in_window
 from synestra_cli.formats.base import IngestOptions
@@ -163,10 +164,9 @@ def test_the_seeds_hold_anomalies_of_every_kind(conn):
 
 
 @pytest.fixture(scope="module")
-def sample_store(tmp_path_factory):
-    path = tmp_path_factory.mktemp("summaries") / "store.duckdb"
+def sample_store(tmp_path_factory, sample_store_template):
+    path = copy_sample_store(sample_store_template, tmp_path_factory.mktemp("summaries"), "store.duckdb")
     conn = connect(path)
-    ingest_paths(conn, [SAMPLE], IngestOptions())
     yield conn
     conn.close()
 

@@ -21,8 +21,8 @@ def run_follow(
     as_json: bool,
 ) -> bool:
     """Poll until max_polls or a signal (the caller holds cli.common.stop_on_signals: SIGTERM is raised
-    as Terminated where Ctrl-C would be, the file being loaded rolls back, exit 143). True when any
-    file failed."""
+    as Terminated where Ctrl-C would be, the file being loaded rolls back, exit 143). True when a file's
+    last outcome is a failure: one that failed while logrotate moved it and loaded at a later poll did not."""
     from synestra_cli.follow import Follower
 
     follower = Follower(db, paths, options)
@@ -30,7 +30,7 @@ def run_follow(
     for path in paths:
         if not path.exists():
             reporter.say(f"warning: {path} does not exist (yet): it is read once it appears")
-    failed_any = False
+    last_failed: dict[str, bool] = {}
 
     def on_moved(moved: list[tuple[str, str]]) -> None:
         for old, new in moved:
@@ -44,7 +44,7 @@ def run_follow(
             reporter.say(f"warning: {poll.busy}; retried at the next poll")
         loaded = [r for r in poll.reports if r.status == "loaded"]
         failed = [r for r in poll.reports if r.status == "failed"]
-        failed_any = failed_any or bool(failed)
+        last_failed |= {r.path: r.status == "failed" for r in poll.reports}
         if loaded or failed:
             reporter.say(
                 f"poll {poll.poll}: {len(loaded)} loaded, {len(failed)} failed; {sum(r.rows for r in loaded)} rows"
@@ -52,4 +52,4 @@ def run_follow(
         if as_json and (poll.reports or poll.moved):
             doc = {"schema": "synestra.ingest/1", "poll": poll.poll, "moved": poll.moved}
             click.echo(dumps({**doc, "files": [r.__dict__ for r in poll.reports]}))
-    return failed_any
+    return any(last_failed.values())

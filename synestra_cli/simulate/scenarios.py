@@ -310,11 +310,14 @@ def simulate(
     overwrite: bool = False,
     gz: bool = False,
     intervals: export.Intervals | None = None,
+    telemetry: bool = True,
 ) -> dict:
     """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
 
     ``intervals`` overrides the sampling the cluster's size implies (Intervals.for_size), so that a
-    test can put a small job under a campus's sparse sampling.
+    test can put a small job under a campus's sparse sampling. ``telemetry=False`` writes only the job
+    logs and sacct (the accounting's inputs, the same bytes as in a full run): the metrics and syslogs
+    are most of a run's time and are not written.
 
     Everything is written into a scratch folder inside outdir and moved into place at the end: an
     interrupted run leaves no half-written simulation behind.
@@ -330,7 +333,7 @@ def simulate(
     outdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".simulating-", dir=outdir))
     try:
-        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals)
+        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals, telemetry)
         for t in targets:
             if t.is_dir():
                 shutil.rmtree(t)
@@ -351,6 +354,7 @@ def _generate(
     gpus_per_node: int,
     gz: bool,
     intervals: export.Intervals | None = None,
+    telemetry: bool = True,
 ) -> dict:
     cl = Cluster(nodes, gpus_per_node, seed=seed)
     rng = np.random.default_rng([seed, 1])
@@ -376,11 +380,13 @@ def _generate(
     root = outdir / "exports"
     iv = intervals or export.Intervals.for_size(nodes, hours)
     iv = replace(iv, dcgm=plan.render.dcgm_every_s) if plan.render.dcgm_every_s else iv
-    samples = export.write_telemetry(
-        root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines), effects, gz, plan.render
-    )
-    logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
-    export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz, plan.render)
+    samples = 0
+    if telemetry:
+        samples = export.write_telemetry(
+            root, cl, (plan.t0, plan.t1), iv, seed, export.host_loads(cl, timelines), effects, gz, plan.render
+        )
+        logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
+        export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz, plan.render)
     export.write_jobs(root, timelines, plan.render)
     meta = {
         "scenario": scenario,
