@@ -487,6 +487,7 @@ def test_compaction_answers_byte_for_byte_as_before(copies):
     done = compact_now(lake)
     after = _listed_parts(lake)
     assert done.merged > 0 and len(after) < len(parts_before) / 2
+    assert done.deleted == 0  # all retired now, none due
     assert sum(p.startswith("sources/") for p in after) == 1
     assert all(Path(lake, p).exists() for p in parts_before), "retired parts stay for readers in flight"
     assert _answers(lake) == before == _answers(store)

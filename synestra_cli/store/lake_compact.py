@@ -128,9 +128,9 @@ def compact_parts(fs: LakeFS, manifest: Manifest, min_run: int, retain: int | No
     after = Manifest([*entries, entry], cid, cid, 0, [*manifest.retired, *moved])
     _mark_layout(fs)
     before_commit(fs, after)
-    deleted = len(manifest.retired)
+    held = len(after.retired)
     name = write_checkpoint(fs, after, retain_s() if retain is None else retain)
-    deleted -= len(after.retired)
+    deleted = held - len(after.retired)  # those whose retention ran out (write_checkpoint updates the list)
     return Compaction(len(retired), len(parts), len({(p.table, p.day, p.bucket) for p in parts}), deleted, name)
 
 
