@@ -55,6 +55,7 @@ COMMAND_ARGS = {
     "timeline": ["--job", "1003", "-o", "{tmp}/tl"],
     "ingest": [str(SAMPLE / "topology.csv")],
     "forget": ["1"],
+    "compact": [],
     "simulate": ["{tmp}/sim", "--scenario", "routine", "--nodes", "4", "--hours", "1", "--gpus-per-node", "1"],
 }
 NO_DB = {"formats", "simulate"}
@@ -94,7 +95,7 @@ def _check_output(name: str, fmt: str, out: str) -> None:
     elif fmt == "markdown":
         assert out.startswith("#")
     elif fmt == "table":
-        assert out.strip() or name in ("ingest", "forget")  # their human report is on stderr
+        assert out.strip() or name in ("ingest", "forget", "compact")  # their human report is on stderr
 
 
 @pytest.mark.parametrize(("name", "fmt"), CASES, ids=[f"{n}-{f}" for n, f in CASES])
@@ -108,7 +109,7 @@ def test_every_command_with_every_format(store, tmp_path, name, fmt):
     full = [name, *args, "--format", fmt, *([] if name in NO_DB else ["--db", str(db)])]
     res = CliRunner().invoke(cli, full, env={"COLUMNS": "100"})
     assert res.exit_code == 0, res.output
-    if name in ("ingest", "forget", "timeline"):
+    if name in ("ingest", "forget", "compact", "timeline"):
         assert res.stderr  # their report
     else:
         assert res.stderr == ""  # piped: no progress, no noise

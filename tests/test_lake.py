@@ -37,9 +37,13 @@ def _ingest(db: str, paths: list[Path]) -> list:
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory) -> tuple[str, str]:
+    """sample_data/ in a lake, each file its own parts (its ingest compacts nothing: the compaction
+    tests compact copies), and in a store file."""
     base = tmp_path_factory.mktemp("lake")
     lake, store = f"{base}/lake/", str(base / "store.duckdb")
-    _ingest(lake, [SAMPLE])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SYNESTRA_LAKE_COMPACT_RUN", "0")
+        _ingest(lake, [SAMPLE])
     _ingest(store, [SAMPLE])
     return lake, store
 
@@ -257,7 +261,8 @@ def test_kill_9_mid_ingest_leaves_a_readable_lake(tmp_path):
     assert sum(r.status == "loaded" for r in reports) == 29 - n
     with connect(str(lake), read_only=True) as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT sha256) FROM sources").fetchone() == (29, 29)
-    listed = {e.source_id for e in read_entries(lake_manifest.open_fs(str(lake)))}
+    # the sources, and the compaction the second ingest made as it closed (its parts carry its own id)
+    listed = {e.source_id for e in lake_manifest.read_manifest(lake_manifest.open_fs(str(lake))).kept()}
     on_disk = {lake_manifest.part_source(p.name) for p in lake.glob("*/**/part-*.parquet")}
     assert on_disk == listed, "the killed run's unlisted parts were removed"
 
@@ -369,10 +374,13 @@ def test_a_compacted_manifest_reads_as_the_loose_entries_did(copies, monkeypatch
     """Compaction folds the loose entries into one checkpoint; a reader sees the same sources. A reader
     whose listing a compaction made stale lists again, and never sees half a manifest; replace and
     forget still work on entries inside the checkpoint; later entries are loose after it."""
+    from synestra_cli.store.lake_writer import compact_if_due
+
+    monkeypatch.setenv("SYNESTRA_LAKE_COMPACT_RUN", "0")  # the manifest alone here: no parts compacted
     lake, _ = copies
     fs = lake_manifest.open_fs(lake)
     before, listing = read_entries(fs), fs.listdir("_manifest")
-    assert compact(lake) is not None
+    assert compact_if_due(fs, every=1, min_run=10**9).checkpoint  # the manifest alone, as ingest does
     names = fs.listdir("_manifest")
     assert names == [lake_manifest.checkpoint_name(before[-1].source_id)]
     assert [e.to_json() for e in read_entries(fs)] == [e.to_json() for e in before]
@@ -384,7 +392,7 @@ def test_a_compacted_manifest_reads_as_the_loose_entries_did(copies, monkeypatch
     forget_on_lake(lake, [str(SAMPLE / "jobs" / "1003.log")])
     assert len(read_entries(fs)) == len(before) - 1
     assert lake_manifest.read_manifest(fs).loose == 1
-    assert compact(lake) is not None and lake_manifest.read_manifest(fs).loose == 0
+    assert compact(lake).checkpoint and lake_manifest.read_manifest(fs).loose == 0
     assert len(_sources(lake)) == len(before) - 1
 
 
@@ -456,3 +464,137 @@ def test_a_lake_whose_path_holds_a_quote_is_written_and_read(tmp_path):
     assert "job(s) explained and kept" in res.output
     jobs = json.loads(_cli("jobs", "--format", "json", "--db", lake))
     assert len(jobs["jobs"]) >= 8
+
+
+# --- compaction of small parts (store/lake_compact.py) ------------------------------------------------
+
+
+def _answers(db: str) -> list[str]:
+    return [_cli("explain", "--job", job, "--format", "json", "--db", db) for job in JOBS] + [
+        _cli("tax-report", "--all", "--format", "json", "--db", db)
+    ]
+
+
+def _listed_parts(lake: str) -> list[str]:
+    return [p.path for e in lake_manifest.read_manifest(lake_manifest.open_fs(lake)).kept() for p in e.parts]
+
+
+def test_plan_compacts_runs_of_small_parts_and_a_big_part_breaks_a_run():
+    from synestra_cli.store.lake_compact import SMALL_BYTES, plan
+    from synestra_cli.store.lake_manifest import Entry, Part
+
+    def entry(sid: int, size: int, bucket: int = 3) -> Entry:
+        part = Part("metrics", f"metrics/day=d/bucket={bucket}/part-{sid:08d}-0.parquet", 10, size, "d", bucket)
+        return Entry(sid, "", "", "", "dcgm", [part, Part("sources", f"sources/part-{sid:08d}.parquet", 1, 100)])
+
+    entries = [entry(1, 10), entry(2, 10), entry(3, SMALL_BYTES), entry(4, 10), entry(5, 10, bucket=4), entry(6, 10)]
+    runs = [[h.entry.source_id for h in run] for run in plan(entries, min_run=2)]
+    # metrics bucket 3: 1 and 2, then the big part of 3 breaks the run, then 4 and 6; bucket 4 holds one
+    assert runs == [[1, 2], [4, 6], [1, 2, 3, 4, 5, 6]]
+    assert plan(entries, min_run=7) == []
+
+
+def test_compaction_answers_byte_for_byte_as_before(copies):
+    """Every small table's parts become one part, the telemetry's runs one per partition; explain and
+    tax-report answer the same bytes (and as the store file); re-ingest still adds nothing; the old parts
+    are retired, not deleted, until their retention has run out."""
+    lake, store = copies
+    before = _answers(lake)
+    parts_before = _listed_parts(lake)
+    from synestra_cli.store.lake_writer import compact as compact_now
+
+    done = compact_now(lake)
+    after = _listed_parts(lake)
+    assert done.merged > 0 and len(after) < len(parts_before) / 2
+    assert done.deleted == 0  # all retired now, none due
+    assert sum(p.startswith("sources/") for p in after) == 1
+    assert all(Path(lake, p).exists() for p in parts_before), "retired parts stay for readers in flight"
+    assert _answers(lake) == before == _answers(store)
+    assert json.loads(Path(lake, "_lake.json").read_text())["layout"] == 2
+    manifest_files = sorted(p.name for p in Path(lake, "_manifest").iterdir())
+    assert {r.status for r in _ingest(lake, [SAMPLE])} == {"skipped"}
+    assert sorted(p.name for p in Path(lake, "_manifest").iterdir()) == manifest_files
+    again = compact_now(lake, retain=0)  # nothing small left to merge; the retired parts go now
+    assert again.merged == 0 and again.deleted == len(set(parts_before) - set(after))
+    on_disk = {p.relative_to(lake).as_posix() for p in Path(lake).glob("*/**/part-*.parquet")}
+    assert on_disk == set(after), "what is left in the folder is what the manifest lists"
+    assert _answers(lake) == before
+
+
+def test_forget_after_compaction_rewrites_the_parts_that_hold_its_rows(copies):
+    """A forgotten source's rows sit in compacted parts with other sources' rows: forget rewrites those
+    parts without them, in its one commit, and answers as forget on a store file."""
+    lake, store = copies
+    from synestra_cli.store.lake_writer import compact as compact_now
+
+    compact_now(lake)
+    refs = [str(SAMPLE / "jobs" / "1008.log"), str(sorted((SAMPLE / "dcgm").iterdir())[0])]
+    on_lake = _cli("forget", *refs, "--db", lake, "--format", "json")
+    assert json.loads(on_lake)["rows"] > 1000
+    assert on_lake == _cli("forget", *refs, "--db", store, "--format", "json")
+    gone = [s["source_id"] for s in json.loads(on_lake)["sources"]]
+    assert _sources(lake) == _sources(store)
+    files = [str(Path(lake, p)) for p in _listed_parts(lake) if not p.startswith("metric_catalog/")]
+    left = duckdb.connect().execute(
+        "SELECT count(*) FROM read_parquet(?, union_by_name = true) WHERE list_contains(?, source_id)", [files, gone]
+    )
+    assert left.fetchone()[0] == 0, "no listed part holds a forgotten row"
+    on_disk = [str(p) for p in Path(lake).glob("*/**/part-*.parquet") if "metric_catalog" not in str(p)]
+    stray = duckdb.connect().execute(
+        "SELECT count(*) FROM read_parquet(?, union_by_name = true) WHERE list_contains(?, source_id)", [on_disk, gone]
+    )
+    assert stray.fetchone()[0] == 0, "nor any part left in the folder, retired ones included"
+    assert _answers(lake)[:2] == _answers(store)[:2]  # 1001, 1003 (1008's log is forgotten)
+    assert _answers(lake)[-1] == _answers(store)[-1]
+    res = CliRunner().invoke(cli, ["forget", refs[0], "--db", lake])
+    assert res.exit_code == 5
+
+
+def test_ingest_compacts_small_parts_when_due(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYNESTRA_LAKE_COMPACT_RUN", "3")
+    lake = f"{tmp_path}/lake/"
+    files = sorted((SAMPLE / "syslog").iterdir())[:4]
+    _ingest(lake, files[:2])
+    assert sum(p.startswith("sources/") for p in _listed_parts(lake)) == 2  # a run of 2: not yet
+    _ingest(lake, files[2:])
+    assert sum(p.startswith("sources/") for p in _listed_parts(lake)) == 1
+    assert len(_sources(lake)) == 4
+    assert {r.status for r in _ingest(lake, files)} == {"skipped"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
+def test_kill_9_mid_compaction_leaves_the_same_answers(copies, point):
+    """A real SIGKILL in a compacting process, at the hook between its parts and its commit, or as it
+    removes the manifest files its checkpoint covers: the lake reads whole with the same answers; the
+    next compaction finishes the work (and removes the killed one's unlisted parts)."""
+    import subprocess
+    import sys
+
+    lake, store = copies
+    before = _answers(lake)
+    hook = {
+        "before_commit": "lake_compact.before_commit = die",
+        "after_commit": "lake_manifest.LocalFS.remove = lambda self, rel: die()",
+    }[point]
+    script = (
+        "import os, signal, sys\n"
+        "from synestra_cli.store import lake_compact, lake_manifest\n"
+        "from synestra_cli.store.lake_writer import compact\n"
+        "def die(*a):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"{hook}\n"
+        "compact(sys.argv[1])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, lake], capture_output=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr
+    assert _answers(lake) == before
+    from synestra_cli.store.lake_writer import compact as compact_now
+
+    compact_now(lake)
+    assert _answers(lake) == before == _answers(store)
+    assert sum(p.startswith("sources/") for p in _listed_parts(lake)) == 1
+    listed = set(_listed_parts(lake)) | {
+        str(r["path"]) for r in lake_manifest.read_manifest(lake_manifest.open_fs(lake)).retired
+    }
+    on_disk = {p.relative_to(lake).as_posix() for p in Path(lake).glob("*/**/part-*.parquet")}
+    assert on_disk == listed, "no part of the killed compaction is left unlisted"

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "ingest": "ingest",
     "sources": "sources",
     "forget": "forget",
+    "compact": "compact",
     "sql": "sql",
     "formats": "formats_cmd",
     "jobs": "jobs",

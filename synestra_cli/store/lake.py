@@ -136,7 +136,8 @@ def _record_parts(conn: duckdb.DuckDBPyConnection, lake: Lake) -> None:
         f"CREATE TEMP TABLE {PARTS_TABLE} (source_id INTEGER, tbl VARCHAR, url VARCHAR, rows BIGINT, "
         "bytes BIGINT, day VARCHAR, bucket INTEGER, k INTEGER)"
     )
-    parts = [(e.source_id, p, k) for e in lake.entries for k, p in enumerate(e.parts)]
+    # ordered by where their rows stand in source order (a compacted part: its first source's)
+    parts = [(p.order(), p, k) for e in lake.entries for k, p in enumerate(e.parts)]
     if parts:  # as columns, in one statement: a lake of 10^4 sources lists ~10^5 parts
         columns = {
             "source_id": [s for s, _, _ in parts],
@@ -166,7 +167,7 @@ def _tables_with_parts(conn: duckdb.DuckDBPyConnection) -> list[str]:
 def _parts_sql(table: str) -> str:
     """Its parts in source order, each source's parts in the order they were written: rows come back in
     the order the embedded store would hold them."""
-    return f"SELECT url FROM {PARTS_TABLE} WHERE tbl = '{table}' ORDER BY source_id, k"
+    return f"SELECT url FROM {PARTS_TABLE} WHERE tbl = '{table}' ORDER BY source_id, k, url"
 
 
 def _view_over(
@@ -201,8 +202,9 @@ def _view_over(
     files = "[" + ", ".join("'" + u.replace("'", "''") + "'" for u in urls) + "]"
     scan = f"read_parquet({files}, hive_partitioning = false, union_by_name = true, filename = true)"
     # A catalog row (keyed by metric, no source) may come from several sources: the first one stands,
-    # as ON CONFLICT DO NOTHING keeps it in a store file (parts are named in source order).
-    first = f" QUALIFY row_number() OVER (PARTITION BY {KEYED[table]} ORDER BY filename) = 1" if table in KEYED else ""
+    # as ON CONFLICT DO NOTHING keeps it in a store file (parts are listed in source order).
+    at = f"list_position({files}, filename)"
+    first = f" QUALIFY row_number() OVER (PARTITION BY {KEYED[table]} ORDER BY {at}) = 1" if table in KEYED else ""
     kind = "TABLE" if materialize else "VIEW"
     conn.execute(f"CREATE {kind} {quote_ident(table)} AS SELECT {select} FROM {scan}{first}")
 
@@ -256,7 +258,7 @@ def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
         sql = (
             f"SELECT url FROM {PARTS_TABLE} WHERE tbl = '{table}' "
             f"AND (bucket = {NULL_BUCKET} OR list_contains($buckets::INTEGER[], bucket)) "
-            f"AND (day = '{NULL_DAY}' OR day BETWEEN $first AND $last) ORDER BY source_id, k"
+            f"AND (day = '{NULL_DAY}' OR day BETWEEN $first AND $last) ORDER BY source_id, k, url"
         )
         _view_over(conn, table, sql, days, materialize=_scope_bytes(conn, sql, days) <= MATERIALIZE_BYTES)
 

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -24,12 +25,14 @@ from typing import Any, Protocol
 from synestra_cli.errors import StoreError
 from synestra_cli.settings import env_int
 
-LAYOUT = 1  # docs/lake.md's layout version; a lake written by a later layout is refused
+# docs/lake.md's layout version; a lake written by a later layout is refused. 2: compacted parts, which
+# hold rows of several sources (a layout-1 synestra would read them beside the parts they replace).
+LAYOUT = 2
 LAKE_FILE = "_lake.json"  # {"layout": 1, "buckets": 16}: what every writer and reader must agree on
 MANIFEST_DIR = "_manifest"
 STAGING_DIR = "_staging"  # local parts being written (a crash may leave some: never listed)
 DEFAULT_BUCKETS = 16
-SOURCE, FORGET = "source", "forget"  # an entry's kinds
+SOURCE, FORGET, COMPACT = "source", "forget", "compact"  # an entry's kinds
 CHECKPOINT_PREFIX = f"{MANIFEST_DIR}/checkpoint-"  # a compacted manifest: every live entry up to an id
 READ_TRIES = 5  # a listing raced by a compaction or a replace is read again
 URL_SCHEMES = ("s3://", "gs://", "az://", "abfs://", "file://", "memory://")
@@ -43,6 +46,21 @@ class Part:
     bytes: int
     day: str | None = None  # partition values (None: the table is not partitioned by it)
     bucket: int | None = None
+    # A compacted part (lake_compact.py): [[source id, rows], ...] of the sources whose rows it holds, in
+    # source order. None: the rows of the source its name carries.
+    sources: list[list[int]] | None = None
+
+    def order(self) -> int:
+        """Where its rows stand in source order: its first source's id."""
+        if self.sources:
+            return self.sources[0][0]
+        return part_source(self.path) or 0
+
+    def to_doc(self) -> dict[str, Any]:
+        doc = dict(self.__dict__)
+        if self.sources is None:
+            del doc["sources"]
+        return doc
 
 
 @dataclass
@@ -57,7 +75,9 @@ class Entry:
     parts: list[Part] = field(default_factory=list)
     replaces: list[int] = field(default_factory=list)
     layout: int = LAYOUT
-    kind: str = SOURCE  # FORGET: `synestra forget`'s entry, which replaces the sources it removes
+    # FORGET: `synestra forget`'s entry, which replaces the sources it removes; COMPACT: a compaction's
+    # (or a rewrite's), which owns the compacted parts
+    kind: str = SOURCE
 
     def to_json(self) -> str:
         return json.dumps(self.to_doc(), indent=1, sort_keys=True)
@@ -65,7 +85,7 @@ class Entry:
     def to_doc(self) -> dict[str, Any]:
         """As a JSON object (what asdict gives, without its deep copies: 10^4 entries in a checkpoint)."""
         doc = dict(self.__dict__)
-        doc["parts"] = [dict(p.__dict__) for p in self.parts]
+        doc["parts"] = [p.to_doc() for p in self.parts]
         return doc
 
     @classmethod
@@ -270,12 +290,14 @@ def read_settings(fs: LakeFS, create: bool) -> dict[str, int]:
 @dataclass
 class Manifest:
     """What a lake has committed: its entries in source order (a checkpoint's, then the loose ones after
-    it), the last id it has used (replaced and forgotten ones included), and how many entries are loose."""
+    it), the last id it has used (replaced and forgotten ones included), how many entries are loose, and
+    the parts a compaction retired that are not deleted yet ({"path", "at"}: lake_compact.py)."""
 
     entries: list[Entry]
     last_id: int
     checkpoint: int  # the id the newest checkpoint covers (0: none)
     loose: int
+    retired: list[dict[str, Any]] = field(default_factory=list)
 
     def live(self) -> list[Entry]:
         """The sources a reader sees: entries no later entry replaces, without forget's own entries."""
@@ -303,13 +325,15 @@ def read_manifest(fs: LakeFS) -> Manifest:
 def _try_read(fs: LakeFS) -> Manifest | None:
     names = [n for n in fs.listdir(MANIFEST_DIR) if n.endswith(".json")]
     points = sorted((i, n) for n in names if n.startswith(CHECKPOINT_PREFIX) and (i := _name_id(n)) is not None)
-    upto, entries = 0, []
+    upto, entries, retired = 0, [], []
     if points:
         upto, name = points[-1]
         text = fs.read_text(name)
         if text is None:
             return None
-        entries = [Entry.from_doc(e) for e in _parse(fs, name, text)["entries"]]
+        doc = _parse(fs, name, text)
+        entries = [Entry.from_doc(e) for e in doc["entries"]]
+        retired = list(doc.get("retired", []))
     loose = [n for n in names if not n.startswith(CHECKPOINT_PREFIX) and (_name_id(n) or 0) > upto]
     texts = fs.read_many(loose)
     if any(t is None for t in texts.values()):
@@ -321,7 +345,7 @@ def _try_read(fs: LakeFS) -> Manifest | None:
             raise StoreError(f"lake {fs.root}: manifest entry {name} is not valid ({exc})") from exc
     entries.sort(key=lambda e: e.source_id)
     last = max([upto, *(e.source_id for e in entries)])
-    return Manifest(entries, last, upto, len(loose))
+    return Manifest(entries, last, upto, len(loose), retired)
 
 
 def _parse(fs: LakeFS, name: str, text: str) -> dict[str, Any]:
@@ -340,13 +364,21 @@ def read_entries(fs: LakeFS, live_only: bool = True) -> list[Entry]:
     return manifest.live() if live_only else manifest.entries
 
 
-def write_checkpoint(fs: LakeFS, manifest: Manifest) -> str:
+def write_checkpoint(fs: LakeFS, manifest: Manifest, retain: float) -> str:
     """Compact the manifest: one object holding every kept entry up to its last id, written whole (a
     temporary name renamed, or one PUT); then the loose entries and older checkpoints it covers are
-    removed. A reader lists either the old files or the checkpoint, never half of each (read_manifest)."""
+    removed. A reader lists either the old files or the checkpoint, never half of each (read_manifest).
+    Retired parts older than `retain` seconds are deleted first and leave the list (`manifest.retired`
+    is updated): a crash in between leaves them listed, and deleting them again is harmless."""
+    now = time.time()
+    due = [r for r in manifest.retired if now - float(r["at"]) >= retain]
+    for item in due:
+        fs.remove(str(item["path"]))
+    manifest.retired = [r for r in manifest.retired if now - float(r["at"]) < retain]
     name = checkpoint_name(manifest.last_id)
     kept = [e.to_doc() for e in manifest.kept() if e.kind == SOURCE or e.parts]
-    fs.write_text(name, json.dumps({"layout": LAYOUT, "last_id": manifest.last_id, "entries": kept}))
+    doc = {"layout": LAYOUT, "last_id": manifest.last_id, "entries": kept, "retired": manifest.retired}
+    fs.write_text(name, json.dumps(doc))
     for old in fs.listdir(MANIFEST_DIR):
         if old != name and (_name_id(old) or 0) <= manifest.last_id:
             fs.remove(old)

@@ -32,6 +32,7 @@ from synestra_cli.store.lake import (
     load_lake,
     open_reader,
 )
+from synestra_cli.store.lake_compact import Compaction, auto_run, compact_parts, is_due, retain_s, rewrite_without
 from synestra_cli.store.lake_manifest import (
     FORGET,
     STAGING_DIR,
@@ -160,23 +161,12 @@ class LakeWriter:
     def write_entry(self, entry: Entry) -> None:
         """The commit point of one source (in source order: _remove_uncommitted relies on it), made
         only while this writer still holds the lake."""
-        if self._lock is not None:
-            self._lock.check()
-        self.fs.write_text(entry_name(entry.source_id), entry.to_json())
+        commit_entry(self.fs, entry, self._lock)
         self._committed += 1
-        self._remove_replaced(entry.replaces, entry.parts)
 
     def reserve_ids(self, n: int) -> list[int]:
         """n source ids, in order, for a distributed ingest's files."""
         return sorted(r[0] for r in self.conn.execute("SELECT nextval('source_id_seq') FROM range(?)", [n]).fetchall())
-
-    def _remove_replaced(self, ids: list[int], keep: list[Part]) -> None:
-        """The parts of the sources this entry replaced (but those it carries on), then their entries:
-        a plain Parquet reader of the folder sees only what Synestra sees (a crash in between leaves
-        entries that `replaces` hides)."""
-        if ids:
-            gone = [e for e in read_manifest(self.fs).entries if e.source_id in ids]
-            _remove_parts(self.fs, gone, frozenset(p.path for p in keep))
 
     def _export(self, sid: int, tmp: Path) -> list[tuple[Path, Part]]:
         out: list[tuple[Path, Part]] = []
@@ -239,13 +229,15 @@ class LakeWriter:
                 self._lock = None
 
 
-def compact(target: str) -> str | None:
-    """Compact a lake's manifest into one checkpoint now (under the writer lock); its name, or None when
-    there is nothing loose to compact."""
-    fs = open_fs(target)
+def compact(target: str, retain: int | None = None) -> Compaction:
+    """`synestra compact`: every run of two or more small parts compacted now, retired parts older than
+    `retain` seconds deleted, and the manifest compacted into one checkpoint (under the writer lock)."""
+    fs = load_lake(target).fs
     lock = lake_lock.take(fs)
     try:
-        return compact_if_due(fs, every=1)
+        _clear_stale_staging(fs)  # what a killed writer left: never listed, and we hold the lock
+        _remove_uncommitted(fs, read_manifest(fs).last_id)
+        return compact_if_due(fs, every=1, min_run=2, retain=retain)
     finally:
         if lock is not None:
             lock.release()
@@ -255,8 +247,9 @@ def forget(target: str, refs: list[str]) -> tuple[list[tuple[int, str, str, int]
     """`synestra forget` on a lake: the sources refs name (as on a store file) and every row they wrote,
     removed at once. One manifest entry (kind forget, a new id) that replaces them is the commit point:
     before it the lake is as it was, after it no reader sees them; their parts and entries are removed
-    after it. What they added to keyed tables (the metric catalog) stays, as a store file keeps it.
-    Returns the sources removed and the rows (counted as the store file counts them)."""
+    after it. Compacted parts holding their rows are rewritten without them in the same commit. What they
+    added to keyed tables (the metric catalog) stays, as a store file keeps it. Returns the sources
+    removed and the rows (counted as the store file counts them)."""
     fs = load_lake(target).fs  # no lake there: EmptyStoreError, and no folder or lock file made
     lock = lake_lock.take(fs)
     try:
@@ -269,17 +262,41 @@ def forget(target: str, refs: list[str]) -> tuple[list[tuple[int, str, str, int]
         manifest = read_manifest(fs)
         gone = [e for e in manifest.live() if e.source_id in ids]
         kept = _keyed_parts(gone, ids)
-        rows = sum(p.rows for e in gone for p in e.parts if p.table not in (*BOOKKEEPING_TABLES, *KEYED))
         entry = Entry(manifest.last_id + 1, "", "", "", FORGET, kept, ids, kind=FORGET)
-        if lock is not None:
-            lock.check()
-        fs.write_text(entry_name(entry.source_id), entry.to_json())
-        _remove_parts(fs, gone, frozenset(p.path for p in kept))
+        rewritten = commit_entry(fs, entry, lock)
+        rows = rewritten + sum(p.rows for e in gone for p in e.parts if p.table not in (*BOOKKEEPING_TABLES, *KEYED))
         compact_if_due(fs)
     finally:
         if lock is not None:
             lock.release()
     return sources, rows
+
+
+def commit_entry(fs: LakeFS, entry: Entry, lock: lake_lock.WriterLock | None) -> int:
+    """Commit one entry (the caller holds the writer lock), then remove the parts and entries of the
+    sources it replaces (but the parts it carries on): a plain Parquet reader of the folder sees what
+    Synestra sees. Where compacted parts hold rows of those sources, they are rewritten without them
+    and the commit is a checkpoint that swaps them (one object: the old parts, or the new). The rows
+    removed from compacted parts (lake_compact.rewrite_without)."""
+    manifest = read_manifest(fs) if entry.replaces else None  # the common case reads nothing
+    changed, old, rows = rewrite_without(fs, manifest, entry.replaces, entry.source_id) if manifest else ([], [], 0)
+    if lock is not None:
+        lock.check()
+    # retired parts (lake_compact.py) that hold these sources' rows go at once too, and leave the list
+    purge = [r for r in manifest.retired if set(r.get("sources", [])) & set(entry.replaces)] if manifest else []
+    if manifest and changed:
+        swapped = {e.source_id: e for e in changed}
+        entries = [swapped.get(e.source_id, e) for e in manifest.entries] + [entry]
+        retired = [r for r in manifest.retired if r not in purge]
+        write_checkpoint(fs, Manifest(entries, entry.source_id, entry.source_id, 0, retired), retain_s())
+    else:
+        fs.write_text(entry_name(entry.source_id), entry.to_json())
+    if manifest:  # rows that leave the lake leave at once (docs/lake.md: the retention is for moves)
+        for path in [*old, *(str(r["path"]) for r in purge)]:
+            fs.remove(path)
+        gone = [e for e in manifest.entries if e.source_id in entry.replaces]
+        _remove_parts(fs, gone, frozenset(p.path for p in entry.parts))
+    return rows
 
 
 def _remove_parts(fs: LakeFS, entries: list[Entry], keep: frozenset[str]) -> None:
@@ -296,13 +313,22 @@ def _keyed_parts(entries: list[Entry], ids: list[int]) -> list[Part]:
     return [p for e in entries if e.source_id in ids for p in e.parts if p.table in KEYED]
 
 
-def compact_if_due(fs: LakeFS, every: int | None = None) -> str | None:
-    """Compact the manifest when `every` (COMPACT_AFTER) entries or more are loose (the caller holds
-    the writer lock)."""
+def compact_if_due(
+    fs: LakeFS, every: int | None = None, min_run: int | None = None, retain: int | None = None
+) -> Compaction:
+    """As a writer closes (it holds the lock): compact the runs of small parts (lake_compact.py), else
+    compact the manifest when `every` (COMPACT_AFTER) entries or more are loose or a retired part is due
+    for deletion."""
     manifest: Manifest = read_manifest(fs)
-    if manifest.loose < (COMPACT_AFTER if every is None else every) or not manifest.entries:
-        return None
-    return write_checkpoint(fs, manifest)
+    done = compact_parts(fs, manifest, auto_run() if min_run is None else min_run, retain)
+    if done.checkpoint:
+        return done
+    loose = manifest.loose >= (COMPACT_AFTER if every is None else every)
+    if manifest.entries and (loose or is_due(manifest, retain)):
+        held = len(manifest.retired)
+        done.checkpoint = write_checkpoint(fs, manifest, retain_s() if retain is None else retain)
+        done.deleted = held - len(manifest.retired)
+    return done
 
 
 def _partition(path: Path, key: str) -> str:

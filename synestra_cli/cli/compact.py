@@ -1,0 +1,63 @@
+"""`synestra compact`: a lake's small parts and manifest compacted now (docs/lake.md)."""
+
+from __future__ import annotations
+
+import click
+
+from synestra_cli.cli.common import handle_errors
+from synestra_cli.cli.options import db_option, format_option
+from synestra_cli.cli.render import dumps
+from synestra_cli.store.lake import lake_target
+
+SCHEMA = "synestra.compact/1"
+
+
+@click.command("compact")
+@db_option
+@click.option(
+    "--retain",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Delete parts retired at least this many seconds ago (default $SYNESTRA_LAKE_RETAIN, else 3600).",
+)
+@format_option("table", "json")
+@handle_errors
+def command(db: str | None, retain: int | None, fmt: str) -> None:
+    """Compact a lake: in each partition (a table, or a table's day and host bucket), every run of two
+    or more small parts rewritten as one part, committed by one manifest checkpoint. Readers never
+    wait and see the same rows before and after. The parts it replaces are deleted once retired for
+    --retain seconds (a reader that opened the lake before may still read them); --retain 0 deletes
+    them now, when no reader is running. `synestra ingest` compacts by itself once a partition holds
+    8 small parts in a row; this is for an operator (after a bulk load, before other engines scan the
+    folder). On a store file it does nothing (DuckDB keeps one file). Exit 4 if another writer holds
+    the lake. The report goes to stderr; with --format json, also to stdout (synestra.compact/1,
+    docs/outputs.md).
+
+    \b
+    Example:
+      synestra compact --db /data/synestra-lake/
+      synestra compact --db s3://telemetry/synestra --retain 0
+    """
+    target = lake_target(db)
+    doc: dict[str, object] = {"schema": SCHEMA, "lake": target is not None}
+    if target is None:
+        click.echo("a store file: nothing to compact (a lake is a folder or an s3:// URL)", err=True)
+        doc.update(merged=0, written=0, partitions=0, deleted=0, checkpoint=None)
+    else:
+        from synestra_cli.store.lake_writer import compact
+
+        done = compact(target, retain)
+        click.echo(
+            f"compacted {done.merged} part(s) into {done.written} in {done.partitions} partition(s); "
+            f"{done.deleted} retired part(s) deleted; manifest: {done.checkpoint or 'unchanged'}",
+            err=True,
+        )
+        doc.update(
+            merged=done.merged,
+            written=done.written,
+            partitions=done.partitions,
+            deleted=done.deleted,
+            checkpoint=done.checkpoint,
+        )
+    if fmt == "json":
+        click.echo(dumps(doc))
