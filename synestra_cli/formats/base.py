@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import duckdb
 import numpy as np
@@ -307,3 +307,29 @@ def iter_line_batches(
         raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
     if carry:
         yield lines_to_table(carry, lineno)
+
+
+class _HasContext(Protocol):
+    @property
+    def ctx(self) -> LoadContext: ...
+
+
+F = TypeVar("F", bound=_HasContext)
+GZIP_TEXT_RATIO = 8  # a gzip log holds about 8x its size of text
+
+
+def groups_by_text_size(files: list[F], limit: int) -> Iterator[list[F]]:
+    """Files parsed together, in their order, in groups of about `limit` bytes of text (a gzip file
+    counts GZIP_TEXT_RATIO times its size): every staging table holds its group's lines."""
+    group: list[F] = []
+    size = 0
+    for f in files:
+        path = f.ctx.path
+        text = path.stat().st_size * (GZIP_TEXT_RATIO if path.name.endswith(".gz") else 1)
+        if group and size + text > limit:
+            yield group
+            group, size = [], 0
+        group.append(f)
+        size += text
+    if group:
+        yield group

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, lines_to_table
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, groups_by_text_size, lines_to_table
 from synestra_cli.store.sql import drop_temp, registered, temp_table
 
 # What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, and
@@ -346,30 +346,13 @@ def load_job_logs(ctxs: list[LoadContext]) -> list[LoadResult]:
 
     files = [LogFile(ctx) for ctx in ctxs]
     conn = ctxs[0].conn
-    for group in _by_size(files):
+    for group in groups_by_text_size(files, GROUP_TEXT_BYTES):
         prepare_lines(conn, group)
         year_notes(conn, group)
         collect_facts(conn, group[0].ctx.options.timezone)
         resolve_job_ids(conn, group)
         joblog_rows.write_rows(conn, group)
     return [f.result for f in files]
-
-
-def _by_size(files: list[LogFile]) -> Iterator[list[LogFile]]:
-    """The files in groups of about GROUP_TEXT_BYTES of text (a gzip file counts 8x its size): each
-    table above holds the group's lines, a few times over."""
-    group: list[LogFile] = []
-    size = 0
-    for f in files:
-        path = f.ctx.path
-        st = path.stat().st_size * (8 if path.name.endswith(".gz") else 1)
-        if group and size + st > GROUP_TEXT_BYTES:
-            yield group
-            group, size = [], 0
-        group.append(f)
-        size += st
-    if group:
-        yield group
 
 
 def job_log_format(

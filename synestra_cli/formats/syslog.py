@@ -33,7 +33,15 @@ from synestra_cli.errors import InputError, raise_if_stopped
 from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats import years
-from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import (
+    MAX_REJECT_SAMPLES,
+    Format,
+    LoadContext,
+    LoadResult,
+    decode,
+    groups_by_text_size,
+    read_head,
+)
 from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.store.connect import SESSION_SQL
 from synestra_cli.store.sql import fetch_one, one_row
@@ -202,7 +210,7 @@ def load_group(ctxs: list[LoadContext]) -> list[LoadResult]:
         key = (f.envelope.name, f.fast) if small else (f"{f.ctx.source_id}", f.fast)
         runs.setdefault(key, []).append(f)
     for run in runs.values():
-        for group in _by_size(run):
+        for group in groups_by_text_size(run, GROUP_LINE_BYTES):
             work = _scratch(conn)
             try:
                 _load_run(conn, work, group)
@@ -244,21 +252,6 @@ class _File:
                 "most lines); see `synestra formats`"
             )
         return cls(ctx, envelope, env.fast_fits(envelope, head))
-
-
-def _by_size(run: list[_File]) -> Iterator[list[_File]]:
-    """The files of a run in groups of about GROUP_LINE_BYTES on disk (a gzip file counts 8x)."""
-    group: list[_File] = []
-    size = 0
-    for f in run:
-        st = f.ctx.path.stat().st_size * (8 if f.ctx.path.name.endswith(".gz") else 1)
-        if group and size + st > GROUP_LINE_BYTES:
-            yield group
-            group, size = [], 0
-        group.append(f)
-        size += st
-    if group:
-        yield group
 
 
 def _load_run(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
