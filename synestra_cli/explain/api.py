@@ -52,7 +52,7 @@ from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
-from synestra_cli.store.parallel import beside, default_workers, map_in_threads
+from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sql import scalar
 
 if TYPE_CHECKING:  # the fleet's read (explain/batch.py) is not imported to explain one job
@@ -250,21 +250,13 @@ def _evidence(
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
         return ev
-    read = event_read(scope, spans)
-
-    def read_events(cursor: duckdb.DuckDBPyConnection) -> list[Event]:
-        return (
-            telemetry.events if telemetry is not None and telemetry.event_read == read else typed_events(cursor, *read)
-        )
-
     if telemetry is not None and telemetry.windows == spans:
         ev.observed, found = telemetry.observed, telemetry.anomalies
-        logged = read_events(conn)
     else:
-        with beside(conn, read_events) as events_read:  # the events on a second cursor meanwhile
-            ev.observed = build_scope(conn, scope, spans) > 0
-            found = anomalies(conn, windows=spans)
-            logged = events_read()
+        ev.observed = build_scope(conn, scope, spans) > 0
+        found = anomalies(conn, windows=spans)
+    read = event_read(scope, spans)
+    logged = telemetry.events if telemetry is not None and telemetry.event_read == read else typed_events(conn, *read)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
     events = [e for e in logged if e.host in scope.hosts or (e.host, e.component) in ports]
     ev.signals = sorted([*found, *events], key=_signal_order)  # row order varies with threads

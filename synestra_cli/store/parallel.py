@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import TypeVar
 
 import duckdb
@@ -81,40 +81,3 @@ def map_in_threads(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # on an error or Ctrl-C: start nothing new
         cursors.close()
-
-
-@contextmanager
-def beside(conn: duckdb.DuckDBPyConnection, fn: Callable[[duckdb.DuckDBPyConnection], R]) -> Iterator[Callable[[], R]]:
-    """fn(cursor) in a thread on its own cursor while the block runs on `conn`; the block gets what waits
-    for fn's result (fn's error is raised there). Two independent reads of one explanation overlap on a
-    second core (DuckDB releases the GIL). With $SYNESTRA_WORKERS=1, fn runs first, on `conn`."""
-    if default_workers("SYNESTRA_WORKERS") <= 1:
-        result = fn(conn)
-        yield lambda: result
-        return
-    cursor = _Cursors(conn)
-    box: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = fn(cursor.get())
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name="synestra-beside", daemon=True)
-    thread.start()
-
-    def wait() -> R:
-        thread.join()
-        if "error" in box:
-            raise box["error"]  # type: ignore[misc]
-        return box["result"]  # type: ignore[return-value]
-
-    try:
-        yield wait
-    except BaseException:
-        cursor.interrupt()  # the block failed or was stopped: fn's result goes unused
-        raise
-    finally:
-        thread.join()
-        cursor.close()
