@@ -25,6 +25,7 @@ from synestra_cli.store.lake import lake_target, narrow_to_job, scope_parts
 from synestra_cli.store.lake_manifest import read_entries
 from synestra_cli.store.lake_writer import compact, ingest_target
 from synestra_cli.store.lake_writer import forget as forget_on_lake
+from synestra_cli.store.sql import has_table
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
 JOBS = ["1001", "1003", "1008"]  # a plain job, one with a restart, one with a ghost link on a switch
@@ -91,6 +92,24 @@ def test_tax_report_on_the_lake_is_byte_for_byte_the_store_files(stores):
     on_lake = _cli("tax-report", "--all", "--format", "json", "--db", lake)
     assert len(json.loads(on_lake)["jobs"]) >= 8
     assert on_lake == _cli("tax-report", "--all", "--format", "json", "--db", store)
+
+
+def test_a_lake_written_before_host_summaries_explains_as_the_store_file(stores, tmp_path):
+    """A lake's sources ingested before migration 021 have per-series summaries and no host summaries:
+    its reader leaves the host stage out (it would rule out their hosts) and explains as before."""
+    lake, store = stores
+    old = tmp_path / "old-lake"
+    shutil.copytree(lake, old)
+    for entry in (old / "_manifest").glob("*.json"):
+        doc = json.loads(entry.read_text())
+        doc["parts"] = [p for p in doc["parts"] if p["table"] != "host_summaries"]
+        entry.write_text(json.dumps(doc))
+    with connect(f"{old}/", read_only=True) as conn:
+        assert not has_table(conn, "host_summaries")
+    with connect(lake, read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM host_summaries").fetchone()[0] > 0
+    on_old = _cli("explain", "--job", "1008", "--format", "json", "--db", f"{old}/")
+    assert on_old == _cli("explain", "--job", "1008", "--format", "json", "--db", store)
 
 
 def test_every_table_holds_the_same_rows(stores):

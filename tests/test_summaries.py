@@ -18,7 +18,7 @@ from synestra_cli.ingest import ingest_paths
 from synestra_cli.signals import candidates
 from synestra_cli.signals.anomalies import anomalies, build_scope
 from synestra_cli.signals.scope import JobScope
-from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC
+from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, METRIC_RULES
 from synestra_cli.store.connect import connect
 from synestra_cli.store.migrations import apply_migrations
 from synestra_cli.store.sources import forget, sourced_tables
@@ -27,15 +27,20 @@ from synestra_cli.store.summaries import DERIVED_TABLES, SUMMARY_DDL, summarise_
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
 T0 = datetime(2026, 11, 2)
 HOSTS = ["h1", "h2", "h3"]
-# (metric, entity, kind): counters with bursts and resets, gauges with steps, a clocks-event bitmask
+# (metric, entity, kind): counters with bursts and resets, gauges with steps, a clocks-event bitmask; some
+# metrics on two entities of a host, which the host summaries combine
 SERIES = [
     ("ib_port_symbol_errors_total", "mlx5_0", "counter"),
+    ("ib_port_symbol_errors_total", "mlx5_1", "counter"),
     ("port_fec_corrected_codewords_total", "mlx5_0", "counter"),
     ("ib_port_xmit_discards_total", "mlx5_1", "counter"),
     ("gpu_temp_celsius", "gpu0", "gauge"),
+    ("gpu_temp_celsius", "gpu1", "gauge"),
     ("optics_rx_power_dbm", "mlx5_0", "dbm"),
+    ("optics_rx_power_dbm", "mlx5_1", "dbm"),
     ("ib_port_state_id", "mlx5_1", "state"),
     (CLOCK_EVENT_METRIC, "gpu0", "bits"),
+    (CLOCK_EVENT_METRIC, "gpu1", "bits"),
 ]
 
 
@@ -104,7 +109,7 @@ def _fill(conn, seed: int) -> None:
 def _both_ways(conn, windows):
     scope = JobScope("j", [], HOSTS)
     observed = build_scope(conn, scope, windows)
-    summarised = conn.execute("SELECT count(*) FROM _summ").fetchone()[0]
+    summarised = conn.execute("SELECT count(*) FROM _host_series").fetchone()[0]
     fast = anomalies(conn, windows=windows)
     conn.execute("CREATE TEMP TABLE keep AS SELECT * FROM summarised_sources")
     conn.execute("DELETE FROM summarised_sources")  # a source without its summary: everything is read raw
@@ -161,6 +166,54 @@ def test_the_seeds_hold_anomalies_of_every_kind(conn):
         and dropped.get("two counter")
         and dropped.get("one gauge") > dropped.get("two gauge", 0)
     ), dropped
+
+
+def _candidates(conn, windows) -> set[tuple]:
+    build_scope(conn, JobScope("j", [], HOSTS), windows)
+    return set(conn.execute("SELECT host, entity, metric FROM _cand").fetchall())
+
+
+@pytest.mark.parametrize("windows", sorted(WINDOWS))
+@pytest.mark.parametrize("seed", range(12))
+def test_the_host_stage_drops_only_hosts_without_a_candidate(conn, seed, windows):
+    """The host summaries are a filter before the per-series test, never a change of its answer: the
+    candidates with the host stage are exactly those of every host's per-series summaries (a store
+    without host_summaries, as one opened read-only before migration 021)."""
+    _fill(conn, seed)
+    with_hosts = _candidates(conn, WINDOWS[windows])
+    tested, passed = conn.execute(
+        "SELECT (SELECT count(*) FROM _host_series), (SELECT count(*) FROM _host_cand)"
+    ).fetchone()
+    conn.execute("ALTER TABLE host_summaries RENAME TO host_summaries_off")
+    try:
+        assert _candidates(conn, WINDOWS[windows]) == with_hosts
+    finally:
+        conn.execute("ALTER TABLE host_summaries_off RENAME TO host_summaries")
+    assert tested >= passed
+
+
+def test_the_host_stage_is_not_vacuous(conn):
+    """Across the seeds the host stage rules out (host, metric) pairs, and candidates still pass it."""
+    dropped = kept = 0
+    for seed in range(12):
+        conn.execute(
+            "DELETE FROM metrics; DELETE FROM sources; DELETE FROM metric_summaries; DELETE FROM host_summaries; "
+            "DELETE FROM summarised_sources"
+        )
+        _fill(conn, seed)
+        if _candidates(conn, WINDOWS["one"]):
+            kept += 1
+        tested, passed = conn.execute(
+            "SELECT (SELECT count(*) FROM _host_series WHERE n > 0), (SELECT count(*) FROM _host_cand)"
+        ).fetchone()
+        dropped += tested - passed
+    assert dropped > 0 and kept > 0, (dropped, kept)
+
+
+def test_every_rule_keeps_the_host_bound_sound():
+    """A host's row bounds its entities' (highest high, lowest low): the test on it is implied by an
+    entity's only when the rule's ratio is not negative (signals/candidates.py HOST_SERIES_SQL)."""
+    assert all(r.ratio >= 0 for r in METRIC_RULES)
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +339,20 @@ def test_migration_018_keeps_the_summaries_in_hour_order_with_their_row_ranges(s
     assert not_null == 8  # the table's own definition, not a copy's
 
 
+def test_migration_021_backfills_the_host_summaries_ingest_writes(sample_store):
+    c = sample_store
+    before = sorted(c.execute("SELECT * FROM host_summaries").fetchall(), key=repr)
+    assert (
+        before
+        and c.execute("SELECT count(*) FROM host_summaries").fetchone()[0]
+        < c.execute("SELECT count(*) FROM metric_summaries").fetchone()[0]
+    )
+    c.execute("DROP TABLE host_summaries")
+    c.execute("DELETE FROM _migrations WHERE name = '021_host_summaries'")
+    assert apply_migrations(c) == ["021_host_summaries"]
+    assert sorted(c.execute("SELECT * FROM host_summaries").fetchall(), key=repr) == before
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_row_ranges_that_no_longer_hold_their_samples_are_not_trusted(conn, seed):
     """DuckDB may renumber rows after a delete: a row range that misses some of its hour's samples is
@@ -333,10 +400,11 @@ def test_forgetting_a_source_removes_its_summary_and_counts_only_its_rows(sample
     written = [t.name for t in sourced_tables(c) if t.name not in ("sources", "rejects", *DERIVED_TABLES)]
     rows = sum(c.execute(f'SELECT count(*) FROM "{t}" WHERE source_id = ?', [sid]).fetchone()[0] for t in written)
     assert c.execute("SELECT count(*) FROM metric_summaries WHERE source_id = ?", [sid]).fetchone()[0] > 0
+    assert c.execute("SELECT count(*) FROM host_summaries WHERE source_id = ?", [sid]).fetchone()[0] > 0
     _, deleted = forget(c, [str(sid)])
     assert deleted == rows
-    assert c.execute("SELECT count(*) FROM metric_summaries WHERE source_id = ?", [sid]).fetchone() == (0,)
-    assert c.execute("SELECT count(*) FROM summarised_sources WHERE source_id = ?", [sid]).fetchone() == (0,)
+    for derived in DERIVED_TABLES:
+        assert c.execute(f"SELECT count(*) FROM {derived} WHERE source_id = ?", [sid]).fetchone() == (0,), derived
 
 
 def test_synestra_summaries_0_reads_the_raw_samples(conn, monkeypatch):

@@ -57,7 +57,7 @@ INSERT INTO _summ
 SELECT s.source_id, s.bucket, {ranges}, s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi,
        s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi,
        s.pair_lo, s.bits_or, s.bits_and
-FROM metric_summaries s {join}
+FROM metric_summaries s {join} {hosts_passed}
 WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host BETWEEN ? AND ? AND s.host IN ({hosts}) {entities}
   AND s.metric IN ({metrics})
 """
@@ -121,18 +121,50 @@ _BIT_VARIES = " OR ".join(
 # one read window ($pairs): with several, the last sample of one and the first of the next are a pair
 # of the scope that no summary holds. Not when the order of a pair is in doubt (repeated times, sources
 # that overlap).
+_CANDIDATE_TEST = """
+CASE WHEN s.metric = $bitmask THEN {bits}
+     WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
+          OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
+     WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
+          AND (NOT $pairs OR r.discrete OR s.unordered > 0
+               OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
+     ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
+          AND (NOT $pairs OR r.discrete OR s.unordered > 0
+               OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
+"""
+# A bitmask that could not be decoded (NULL bits) is tested on its range.
+_SERIES_BITS = f"(CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)"
 CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _cand AS
 SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN _rules r USING (metric)
-WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
-           WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
-                OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
-           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
-                AND (NOT $pairs OR r.discrete OR s.unordered > 0
-                     OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
-           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
-                AND (NOT $pairs OR r.discrete OR s.unordered > 0
-                     OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
+WHERE {_CANDIDATE_TEST.format(bits=_SERIES_BITS)}
+"""
+
+# The host stage (store/summaries.py host_summaries): the same test on each (host, metric), its entities'
+# hours combined. Every column of a host's row bounds its entities' (the highest high, the lowest low,
+# the largest rate, bits set in any and every entity), and every rule's ratio is >= 0, so an entity that
+# passes the test above makes its host pass this one: a host that fails it holds no candidate, and its
+# per-series summaries are not read. Which source follows which is per series: a (host, metric) held by
+# several sources goes on to the per-series test, which adds the pairs between them.
+HOST_SERIES_SQL = """
+CREATE OR REPLACE TEMP TABLE _host_series AS
+SELECT host, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
+       max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo, max(rate_hi) AS rate_hi,
+       sum(backwards) AS backwards, sum(repeats) AS unordered, max(pair_hi) FILTER (touches) AS pair_hi,
+       min(pair_lo) FILTER (touches) AS pair_lo, bit_or(bits_or) FILTER (touches) AS bits_or,
+       bit_and(bits_and) FILTER (touches) AS bits_and, bool_or(bits_null) FILTER (touches) AS bits_null,
+       min(source_id) <> max(source_id) AS several
+FROM (SELECT s.*, {touches} AS touches, {seen} AS seen FROM host_summaries s
+      WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host IN ({hosts}) AND s.metric IN ({metrics}))
+GROUP BY host, metric
+"""
+HOST_OBSERVED_SQL = "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _host_series"
+# A host's undecoded entities on their range, the others on their bits.
+_HOST_BITS = f"(coalesce(s.bits_null AND s.hi > s.lo, false) OR coalesce({_BIT_VARIES}, false))"
+HOST_CANDIDATES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _host_cand AS
+SELECT s.host, s.metric FROM _host_series s LEFT JOIN _rules r USING (metric)
+WHERE s.n > 0 AND (s.several OR {_CANDIDATE_TEST.format(bits=_HOST_BITS)})
 """
 # The sources that hold a candidate's samples: a candidate's samples in the windows are in hours that
 # touch them, and every such hour of every source has its summary row (summaries_cover).
@@ -226,31 +258,59 @@ def scope_from_summaries(
 ) -> int | None:
     """Fill `_scope` with the candidates' samples in the (sorted, disjoint) windows, for anomaly windows
     of at least `min_samples` samples (discrete metrics: one); `_rules` and `_ports` are loaded. Returns
-    the series observed in the windows, or None when the summaries cannot tell whether any sample falls
-    inside them (the caller then reads raw)."""
+    the series (hosts' metrics, after the host stage) observed in the windows, or None when the summaries
+    cannot tell whether any sample falls inside them (the caller then reads raw)."""
     touches = " OR ".join(["(s.last_ts >= ? AND s.first_ts <= ?)"] * len(windows))
     seen = " OR ".join(["(s.first_ts BETWEEN ? AND ?) OR (s.last_ts BETWEEN ? AND ?)"] * len(windows))
     touch_args = [t for w in windows for t in w]
     seen_args = [t for w in windows for t in (*w, *w)]
     hull = [windows[0][0], windows[-1][1]]
+    pairs = len(windows) == 1 and min_samples >= 2
+    test_args = {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs}
     conn.execute(SUMM_DDL)
+    passed = ""
+    if has_table(conn, "host_summaries"):  # migration 021; a store opened read-only before it tests every host
+        everyone = hosts + switches
+        conn.execute(
+            HOST_SERIES_SQL.format(
+                touches=touches, seen=seen, hosts=placeholders(len(everyone)), metrics=placeholders(len(metrics))
+            ),
+            [*touch_args, *seen_args, *hull, *everyone, *metrics],
+        )
+        observed, touched = one_row(
+            conn, "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _host_series"
+        )
+        if touched and not observed:
+            return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
+        conn.execute(HOST_CANDIDATES_SQL, test_args)
+        kept = {h for (h,) in conn.execute("SELECT DISTINCT host FROM _host_cand").fetchall()}
+        hosts, switches = [h for h in hosts if h in kept], [h for h in switches if h in kept]
+        metrics = [m for (m,) in conn.execute("SELECT DISTINCT metric FROM _host_cand ORDER BY 1").fetchall()]
+        passed = "SEMI JOIN _host_cand hc ON hc.host = s.host AND hc.metric = s.metric"
     ranges = "s.row_lo, s.row_hi" if scalar(conn, HAS_ROW_RANGES_SQL) else "NULL, NULL"
-    fill = {"touches": touches, "seen": seen, "ranges": ranges, "metrics": placeholders(len(metrics))}
-    conn.execute(
-        SUMM_HOSTS_SQL.format(**fill, hosts=placeholders(len(hosts))),
-        [*touch_args, *seen_args, *hull, min(hosts, default=None), max(hosts, default=None), *hosts, *metrics],
-    )
-    if switches:
+    fill = {
+        "touches": touches,
+        "seen": seen,
+        "ranges": ranges,
+        "metrics": placeholders(len(metrics)),
+        "hosts_passed": passed,
+    }
+    if hosts and metrics:
+        conn.execute(
+            SUMM_HOSTS_SQL.format(**fill, hosts=placeholders(len(hosts))),
+            [*touch_args, *seen_args, *hull, min(hosts), max(hosts), *hosts, *metrics],
+        )
+    if switches and metrics:
         conn.execute(
             SUMM_PORTS_SQL.format(**fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))),
             [*touch_args, *seen_args, *hull, min(switches), max(switches), *switches, *port_names, *metrics],
         )
     conn.execute(SERIES_SQL)
-    observed, touched = one_row(conn, "SELECT count(*) FILTER (seen), count(*) FROM _cand_series")
-    if touched and not observed:
-        return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
-    pairs = len(windows) == 1 and min_samples >= 2
-    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs})
+    if not passed:
+        observed, touched = one_row(conn, "SELECT count(*) FILTER (seen), count(*) FROM _cand_series")
+        if touched and not observed:
+            return None
+    conn.execute(CANDIDATES_SQL, test_args)
     spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
     if not _read_by_rowid(conn, spans, touch_args):
         _read_by_source(conn, spans, touch_args)

@@ -25,6 +25,7 @@ from synestra_cli.store.lake_manifest import (
     FsspecFS,
     LakeFS,
     open_fs,
+    part_source,
     read_manifest,
     read_settings,
 )
@@ -123,12 +124,27 @@ def open_reader(target: str, *, locked: bool = False) -> duckdb.DuckDBPyConnecti
         for table in _tables_with_parts(conn):
             small = table not in PARTITIONED and _scope_bytes(conn, _parts_sql(table), {}) <= MATERIALIZE_BYTES
             _view_over(conn, table, _parts_sql(table), materialize=small)
+        if not _holders(lake, "metric_summaries") <= _holders(lake, "host_summaries"):
+            # written before host summaries (migration 021): the host stage would rule out the hosts of the
+            # sources without them, so explain tests every host's series there (signals/candidates.py)
+            kind = "TABLE" if has_table(conn, "host_summaries") else "VIEW"
+            conn.execute(f"DROP {kind} host_summaries")
         if locked:
             _lock(conn, lake)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _holders(lake: Lake, table: str) -> set[int]:
+    """The sources whose rows of `table` the lake holds (in their own parts or in compacted ones)."""
+    out: set[int] = set()
+    for e in lake.entries:
+        for p in e.parts:
+            if p.table == table:
+                out |= {s for s, _ in p.sources} if p.sources else {part_source(p.path) or e.source_id}
+    return out
 
 
 def _record_parts(conn: duckdb.DuckDBPyConnection, lake: Lake) -> None:

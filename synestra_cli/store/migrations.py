@@ -11,7 +11,7 @@ import duckdb
 
 from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
 from synestra_cli.store.sql import transaction
-from synestra_cli.store.summaries import SORT_SUMMARIES_SQL, SUMMARY_DDL
+from synestra_cli.store.summaries import HOST_SUMMARIES_SQL, SORT_SUMMARIES_SQL, SUMMARY_DDL
 from synestra_cli.store.summaries import backfill as backfill_summaries
 from synestra_cli.store.summaries import sort_by_hour as sort_summaries_by_hour
 
@@ -262,6 +262,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("018_summaries_by_hour", SORT_SUMMARIES_SQL),  # store/summaries.py: a job's hours read, not the table
     ("019_list_sources_without_telemetry", LIST_SOURCES_WITHOUT_TELEMETRY),
     ("020_kept_taxes", KEPT_TAXES),
+    ("021_host_summaries", HOST_SUMMARIES_SQL),  # store/summaries.py: a big job's hosts ruled out per host
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
 AFTER_SQL = {"012_metric_summaries": backfill_summaries, "018_summaries_by_hour": sort_summaries_by_hour}

@@ -34,7 +34,7 @@ from synestra_cli.store.sql import transaction
 
 BUCKET = "INTERVAL 1 HOUR"
 # Tables derived from a source's rows, not rows it wrote: not counted as the source's rows.
-DERIVED_TABLES = ("metric_summaries", "summarised_sources")
+DERIVED_TABLES = ("metric_summaries", "host_summaries", "summarised_sources")
 
 _SUMMARY_TABLE = """
 CREATE TABLE {name} (
@@ -78,6 +78,51 @@ SUMMARY_ORDER = "bucket, host, entity, metric, source_id"
 ROW_RANGE_COLUMNS = """,
     row_lo       BIGINT,               -- the samples' rowids in metrics, first and last
     row_hi       BIGINT"""
+# One row per source, host, metric and hour: the hour's summaries of the host's entities (its 8 GPUs, its
+# NICs, a switch's ports) combined, 1/8-1/16 of metric_summaries. A big job's candidate test reads these
+# first (signals/candidates.py): each column bounds its entities' (max of the highs, min of the lows, OR
+# and AND of the bits), so a host whose every entity is quiet is ruled out without reading them, and the
+# per-series summaries are read for the few (host, metric) that remain. `bits_null`: an entity whose
+# bitmask could not be decoded (its test is then on its range).
+HOST_SUMMARY_DDL = """
+CREATE TABLE host_summaries (
+    source_id  INTEGER NOT NULL,
+    host       VARCHAR,
+    metric     VARCHAR NOT NULL,
+    bucket     TIMESTAMP NOT NULL,
+    series     BIGINT NOT NULL,      -- the entities combined
+    n          BIGINT NOT NULL,
+    lo         DOUBLE,
+    hi         DOUBLE,
+    first_ts   TIMESTAMP NOT NULL,   -- the earliest and latest sample of any entity
+    last_ts    TIMESTAMP NOT NULL,
+    rate_lo    DOUBLE,
+    rate_hi    DOUBLE,
+    backwards  BIGINT NOT NULL,
+    repeats    BIGINT NOT NULL,
+    pair_hi    DOUBLE,
+    pair_lo    DOUBLE,
+    bits_or    BIGINT,
+    bits_and   BIGINT,
+    bits_null  BOOLEAN NOT NULL
+);
+"""
+HOST_SUMMARY_ORDER = "bucket, host, metric, source_id"
+_HOST_SUMMARY_SELECT = f"""
+SELECT source_id, host, metric, bucket, count(*), sum(n), min(lo), max(hi), min(first_ts), max(last_ts),
+       min(rate_lo), max(rate_hi), sum(backwards), sum(repeats), max(pair_hi), min(pair_lo), bit_or(bits_or),
+       bit_and(bits_and), bool_or(bits_or IS NULL)
+FROM metric_summaries {{where}}
+GROUP BY source_id, host, metric, bucket
+ORDER BY {HOST_SUMMARY_ORDER}
+"""
+# Migration 021: the table, and the host summaries of every source summarised already (one aggregate over
+# metric_summaries: ~1/40 of the samples).
+HOST_SUMMARIES_SQL = HOST_SUMMARY_DDL + "INSERT INTO host_summaries " + _HOST_SUMMARY_SELECT.format(where="")
+BATCH_HOST_SUMMARY_SQL = "INSERT INTO host_summaries " + _HOST_SUMMARY_SELECT.format(
+    where="WHERE list_contains($ids, source_id) AND source_id NOT IN (SELECT source_id FROM summarised_sources)"
+)
+
 # Migration 018: the summaries already written, rewritten in that order with their row ranges. The
 # ranges are gathered one source at a time (`sort_by_hour`), as 012's backfill does: one aggregate over
 # every sample of a 2x10^8-sample store ran out of its 1 GB memory limit; then one sort of the summaries
@@ -177,6 +222,7 @@ def summarise_sources(conn: duckdb.DuckDBPyConnection, source_ids: list[int], te
         with transaction(conn):
             if telemetry:
                 conn.execute(BATCH_SUMMARY_SQL, {"ids": source_ids})
+                conn.execute(BATCH_HOST_SUMMARY_SQL, {"ids": source_ids})
             conn.execute(MARK_SQL, {"ids": source_ids})
     except duckdb.Error as exc:
         if is_interrupt(exc):
