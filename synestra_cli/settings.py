@@ -107,3 +107,9 @@ def summaries() -> bool:
     """SYNESTRA_SUMMARIES: 0 makes explain read raw samples only, ignoring the hourly summaries
     (store/summaries.py): the baseline for benchmarks, or a way to rule the summaries out."""
     return env_int("SYNESTRA_SUMMARIES", 1, 0, 1) == 1
+
+
+def reuse_kept() -> bool:
+    """SYNESTRA_KEPT: 0 makes `explain` compute every explanation, neither reusing nor keeping the ones
+    kept in the store (explain/memo.py): the benchmarks' measure of the computation itself."""
+    return env_int("SYNESTRA_KEPT", 1, 0, 1) == 1

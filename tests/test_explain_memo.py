@@ -17,7 +17,7 @@ from explain_fixtures import reactive_job_with_a_lossy_port
 import synestra_cli
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import StoreBusyError, StoreError
-from synestra_cli.explain import memo
+from synestra_cli.explain import batch, memo
 from synestra_cli.explain.api import explain_job
 from synestra_cli.store import open_store
 
@@ -67,7 +67,7 @@ def test_tax_report_keeps_the_explanations_it_computes_and_reuses_them(db_path, 
         assert not job_ids, "the kept explanation should have been reused"
         return []
 
-    monkeypatch.setattr(memo, "explain_batch", must_not_run)
+    monkeypatch.setattr(batch, "explain_batch", must_not_run)
     second = CliRunner().invoke(cli, args)
     assert second.exit_code == 0, second.stderr
     assert second.stdout == first.stdout
@@ -111,7 +111,7 @@ def test_ingest_explain_keeps_every_job_for_the_next_tax_report(db_path, tmp_pat
     with open_store(db_path, read_only=True) as c:
         (key,) = c.execute("SELECT store_key FROM explanations WHERE job_id = '42'").fetchone()
         assert key == memo.store_key(c)
-    monkeypatch.setattr(memo, "explain_batch", lambda _c, jobs, *_: [] if not jobs else pytest.fail("re-explained"))
+    monkeypatch.setattr(batch, "explain_batch", lambda _c, jobs, *_: [] if not jobs else pytest.fail("re-explained"))
     report = CliRunner().invoke(cli, ["tax-report", "--all", "--format", "json", "--db", str(db_path)])
     assert report.exit_code == 0, report.stderr
     assert json.loads(report.stdout)["jobs"][0]["job"] == "42"
@@ -127,7 +127,7 @@ def test_ingest_explain_on_a_store_without_jobs_says_so(db_path, tmp_path):
 KEY_SCRIPT = """
 import json, sys
 import synestra_cli
-from synestra_cli.explain import memo
+from synestra_cli.explain import batch, memo
 from synestra_cli.store import open_store
 with open_store(sys.argv[1], read_only=True) as c:
     key = memo.store_key(c)
@@ -184,3 +184,58 @@ def test_the_code_digest_covers_what_produces_an_explanation_and_only_that(tmp_p
     (pkg / "formats" / "syslog.py").write_bytes(b"# a parser: what it wrote is in the sources already\n")
     (pkg / "cli" / "explain_view.py").write_bytes(b"# rendering only\n")
     assert memo.code_digest(pkg) == base
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory, sample_store_template) -> Path:
+    from conftest import copy_sample_store
+
+    return copy_sample_store(sample_store_template, tmp_path_factory.mktemp("explain-kept"))
+
+
+def _explain(db: Path, *args: str, kept: bool = True) -> str:
+    env = {} if kept else {"SYNESTRA_KEPT": "0"}
+    res = CliRunner(env=env).invoke(cli, ["explain", *args, "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+@pytest.mark.parametrize("fmt", ["json", "table", "csv", "jsonl"])
+def test_explain_keeps_what_it_computes_and_prints_the_kept_explanation_alike(sample_db, fmt):
+    """A whole job's explanation is kept in the store by the explain that computed it and read back by the
+    next: every format prints the same bytes as a computation that neither reuses nor keeps (SYNESTRA_KEPT=0)."""
+    args = ["--job", "1003", "--format", fmt]
+    computed = _explain(sample_db, *args, kept=False)
+    first, second = _explain(sample_db, *args), _explain(sample_db, *args)
+    assert first == second == computed
+    with open_store(sample_db, read_only=True) as c:
+        assert ("1003",) in c.execute(
+            "SELECT job_id FROM explanations WHERE store_key = ?", [memo.store_key(c)]
+        ).fetchall()
+
+
+def test_explain_reuses_a_kept_explanation_without_computing(sample_db, monkeypatch):
+    _explain(sample_db, "--job", "1001", "--format", "json")  # computes and keeps it
+    import synestra_cli.explain.api as api
+
+    monkeypatch.setattr(api, "explain_job", lambda *_a, **_k: pytest.fail("the kept explanation was not reused"))
+    doc = json.loads(_explain(sample_db, "--job", "1001", "--format", "json"))
+    assert doc["job"] == "1001" and doc["checkpoints"]
+
+
+def test_a_view_of_one_checkpoint_or_a_window_is_computed_not_kept(sample_db, monkeypatch):
+    with open_store(sample_db) as c:
+        c.execute("DELETE FROM explanations")
+    _explain(sample_db, "--job", "1003", "--checkpoint", "1802", "--format", "json")
+    _explain(sample_db, "--job", "1003", "--since", "2026-11-02T12:00:00Z", "--format", "json")
+    _explain(sample_db, "--job", "1003", "--tax", "--format", "json")
+    with open_store(sample_db, read_only=True) as c:
+        assert c.execute("SELECT count(*) FROM explanations").fetchone() == (0,)
+
+
+def test_synestra_kept_0_neither_reads_nor_keeps(sample_db):
+    with open_store(sample_db) as c:
+        c.execute("DELETE FROM explanations")
+    _explain(sample_db, "--all", "--format", "jsonl", kept=False)
+    with open_store(sample_db, read_only=True) as c:
+        assert c.execute("SELECT count(*) FROM explanations").fetchone() == (0,)

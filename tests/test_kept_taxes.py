@@ -15,7 +15,7 @@ from explain_fixtures import reactive_job_with_a_lossy_port
 from synestra_cli.accounting import attribution, kept
 from synestra_cli.accounting.attribution import build_report
 from synestra_cli.cli.main import cli
-from synestra_cli.explain import memo
+from synestra_cli.explain import batch, memo
 from synestra_cli.store import open_store
 from synestra_cli.store.migrations import apply_migrations
 from synestra_cli.store.sources import forget
@@ -47,7 +47,7 @@ def test_a_warm_report_reads_the_kept_accounting_and_prints_the_same_bytes(db_pa
 
     monkeypatch.setattr(attribution, "report_of", must_not_run)  # no buckets recomputed
     monkeypatch.setattr(memo, "load", must_not_run)  # no explanation decoded
-    monkeypatch.setattr(memo, "explain_batch", must_not_run)
+    monkeypatch.setattr(batch, "explain_batch", must_not_run)
     assert _report(db_path, *priced) == cold
     warm_plain = _report(db_path)  # the price and grouping are applied to the kept accounting
     monkeypatch.undo()

@@ -78,6 +78,8 @@ def command(
     --format markdown writes a ticket to paste into an issue tracker: verdict, action, assets,
     the chain with file:line, the alternatives with their evidence, and the cost (tax included).
     --format csv writes one row per checkpoint (cause, confidence, action, alternatives).
+    A whole job's explanation is kept in the store and reused until an ingest or forget changes it
+    (SYNESTRA_KEPT=0: compute every time; docs/explain.md "Kept explanations").
     Exit codes: 0 explained, 5 unknown job or checkpoint, 6 store without jobs.
     JSON schema: synestra.explain/2 (docs/explain.md); one document, or a list of them for several jobs.
 
@@ -92,6 +94,7 @@ def command(
     require_one({"--job": jobs, "--all": all_jobs})
     if checkpoint is not None and (all_jobs or len(jobs) > 1):
         refuse_together({"--checkpoint": checkpoint, "--all" if all_jobs else "several --job": True})
+    from synestra_cli import settings
     from synestra_cli.explain.api import JobExplanation, explain_job
 
     explain: Callable[..., JobExplanation] = explain_job
@@ -108,6 +111,10 @@ def command(
     from synestra_cli.store import open_store
     from synestra_cli.store.connect import may_be_lake
 
+    # Whole jobs, as tax-report and `ingest --explain` keep them: a kept explanation is reused, a computed
+    # one kept (explain/memo.py). A view of one checkpoint or a time window reads only its own telemetry.
+    reuse = explain is explain_job and window == (None, None, None) and settings.reuse_kept()
+    computed: list[JobExplanation] = []
     with open_store(db, read_only=True) as conn:
         if len(jobs) == 1 and "SYNESTRA_MEMORY_LIMIT" not in os.environ:
             # One explanation reads each block of its hosts once: cached, they would only swell the RSS
@@ -119,7 +126,16 @@ def command(
 
             narrow_to_job(conn, ids[0])
         with progress_on_tty():
-            docs = explain_each(conn, ids, lambda c, j: explain(c, j, *window))
+            if reuse:
+                from synestra_cli.explain.memo import explain_reusing
+
+                docs, computed, key = explain_reusing(conn, ids)
+            else:
+                docs = explain_each(conn, ids, lambda c, j: explain(c, j, *window))
+    if computed:  # best effort, after the read: a store held by another process keeps nothing
+        from synestra_cli.explain.memo import save_to
+
+        save_to(db, key, computed)
     if fmt == "markdown":
         _markdown(docs, checkpoint, since, until)
     else:

@@ -25,15 +25,20 @@ import duckdb
 import synestra_cli
 from synestra_cli import __version__
 from synestra_cli.errors import SynestraError
-from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation, jobs_in_window
-from synestra_cli.explain.batch import explain_batch
+from synestra_cli.explain.api import (
+    CheckpointExplanation,
+    FailureExplanation,
+    JobExplanation,
+    explain_each,
+    explain_job,
+    jobs_in_window,
+)
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_of, stamp
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.signals.steps import DegradationWindow
-from synestra_cli.store import lake_kept
-from synestra_cli.store.lake import lake_target
+from synestra_cli.store.connect import is_lake_reader, may_be_lake
 from synestra_cli.store.sql import fetch_one, has_table, transaction
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
@@ -87,8 +92,12 @@ def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[
     """The kept explanations of these jobs that are current under `key`."""
     if not job_ids or not _has_table(conn):
         return {}
-    lake_kept.load_kept(conn, key)  # a lake reader: those kept on the lake (a store file has them already)
-    return {job: from_json(json.loads(doc)) for job, doc in conn.execute(LOAD_SQL, [key, job_ids]).fetchall()}
+    if is_lake_reader(conn):  # those kept on the lake (a store file has them already)
+        from synestra_cli.store import lake_kept
+
+        lake_kept.load_kept(conn, key)
+    rows = conn.execute(LOAD_SQL, [key, job_ids]).fetchall()
+    return {job: from_json(json.loads(doc, object_hook=_datetimes)) for job, doc in rows}
 
 
 def explain_jobs(
@@ -97,12 +106,30 @@ def explain_jobs(
     """Every job's whole explanation, reusing the kept ones; also those computed now (all at once:
     explain/batch.py), and the key to keep them under (see `save`). `windows`: the jobs' step-time
     degradation windows, when the caller has read them already (tax-report's buckets)."""
+    from synestra_cli.explain import batch  # the fleet's read: not imported to explain one job
+
     key = store_key(conn)
     out = load(conn, job_ids, key)
     todo = [job for job in job_ids if job not in out]
-    computed = explain_batch(conn, todo, windows)  # the fleet's rows and telemetry read once for all of them
+    computed = batch.explain_batch(conn, todo, windows)  # the fleet's rows and telemetry read once for all of them
     out.update((e.job, e) for e in computed)
     return out, computed, key
+
+
+def explain_reusing(
+    conn: duckdb.DuckDBPyConnection,
+    job_ids: list[str],
+    explain: Callable[[duckdb.DuckDBPyConnection, str], JobExplanation] = explain_job,
+) -> tuple[list[JobExplanation], list[JobExplanation], str]:
+    """`explain --job` and `--all` on whole jobs: each job's explanation in the given order, the one kept
+    under the store's current key (by tax-report, ingest --explain or an earlier explain) when there is
+    one, else `explain` run now (a few jobs at a time); also those computed, and the key to keep them
+    under (save_to). A kept explanation is that of the same code and sources: the same document."""
+    key = store_key(conn)
+    kept = load(conn, job_ids, key)
+    todo = [job for job in job_ids if job not in kept]
+    computed = dict(zip(todo, explain_each(conn, todo, explain), strict=True))
+    return [kept.get(job) or computed[job] for job in job_ids], list(computed.values()), key
 
 
 def keep_all(conn: duckdb.DuckDBPyConnection, db: str | Path | None = None) -> int:
@@ -110,7 +137,9 @@ def keep_all(conn: duckdb.DuckDBPyConnection, db: str | Path | None = None) -> i
     open for writing: `ingest --explain`; a lake's reader with `db` naming the lake: kept on the lake);
     how many were explained."""
     _, computed, key = explain_jobs(conn, jobs_in_window(conn))
-    if target := lake_target(db):
+    if target := _lake(db):
+        from synestra_cli.store import lake_kept
+
         lake_kept.keep(target, key, _docs(computed), key_for)
     else:
         save(conn, key, computed)
@@ -146,7 +175,9 @@ def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation],
     if not explanations and beside is None:
         return 0
     try:
-        if target := lake_target(db):  # beside the lake's parts (store/lake_kept.py); `beside` is not kept
+        if target := _lake(db):  # beside the lake's parts (store/lake_kept.py); `beside` is not kept
+            from synestra_cli.store import lake_kept
+
             return lake_kept.keep(target, key, _docs(explanations), key_for) if explanations else 0
         with open_store(db) as conn:
             return save(conn, key, explanations, beside)
@@ -154,14 +185,32 @@ def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation],
         return 0
 
 
+def _lake(db: str | Path | None) -> str | None:
+    """The lake `db` names, if it names one (store/lake.py is imported only when it may)."""
+    if not may_be_lake(db):
+        return None
+    from synestra_cli.store.lake import lake_target
+
+    return lake_target(db)
+
+
 def _docs(explanations: Iterable[JobExplanation]) -> list[tuple[str, str]]:
     return [(e.job, json.dumps(e.to_json(), default=_iso)) for e in explanations]
 
 
-def _iso(value: Any) -> str:
+# A datetime is kept tagged, so that it reads back as the datetime it was wherever it stands (an evidence's
+# window too, not only the document's own times): a kept explanation prints as the computed one.
+DATETIME = "$datetime"
+
+
+def _iso(value: Any) -> dict[str, str]:
     if isinstance(value, datetime):
-        return value.isoformat()
+        return {DATETIME: value.isoformat()}
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _datetimes(obj: dict[str, Any]) -> Any:
+    return datetime.fromisoformat(obj[DATETIME]) if len(obj) == 1 and DATETIME in obj else obj
 
 
 def _cause(doc: CauseDoc | None) -> Cause | None:
@@ -216,7 +265,7 @@ def _checkpoint(doc: CheckpointDoc) -> CheckpointExplanation:
 
 
 def from_json(doc: ExplainDoc) -> JobExplanation:
-    """The inverse of `JobExplanation.to_json` (datetimes inside chain evidence stay ISO strings)."""
+    """The inverse of `JobExplanation.to_json`, read back with its datetimes (load)."""
     return JobExplanation(
         doc["job"],
         doc["hosts"],

@@ -196,6 +196,14 @@ def session_limits() -> DuckConfig:
     return {"threads": settings.threads(), "memory_limit": settings.memory_limit(MEMORY_LIMIT)}
 
 
+# A lake reader lists its parts in this temp table (store/lake.py): asked without importing the lake.
+PARTS_TABLE = "_lake_parts"
+
+
+def is_lake_reader(conn: duckdb.DuckDBPyConnection) -> bool:
+    return has_table(conn, PARTS_TABLE, temporary=True)
+
+
 def may_be_lake(db: str | Path | None) -> bool:
     """False when `db` (else $SYNESTRA_DB) surely names a store file, without importing store/lake.py
     (~20 ms of start-up): lake.lake_target decides the rest (a URL, a folder, a path ending in `/`)."""

@@ -18,6 +18,7 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.errors import EmptyStoreError, StoreError
+from synestra_cli.store.connect import PARTS_TABLE, is_lake_reader
 from synestra_cli.store.lake_manifest import (
     LAKE_FILE,
     URL_SCHEMES,
@@ -59,7 +60,6 @@ WITH nodes AS (
 )
 SELECT host FROM nodes UNION SELECT switch FROM topology WHERE host IN (SELECT host FROM nodes) AND switch IS NOT NULL
 """
-PARTS_TABLE = "_lake_parts"
 # A job table (steps, checkpoints...) or a job's telemetry up to this many bytes of Parquet is read once
 # into memory: explain queries them dozens of times, and decoding the parts for each query costs ~3x
 # the CPU. Anything bigger stays a view, streamed from the parts at each query.
@@ -245,10 +245,6 @@ def _lock(conn: duckdb.DuckDBPyConnection, lake: Lake) -> None:
 def scope_parts(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     """The parts a lake reader's view of `table` reads now (after narrow_to_job: the job's)."""
     return [r[0] for r in conn.execute("SELECT url FROM _lake_scope WHERE tbl = ? ORDER BY url", [table]).fetchall()]
-
-
-def is_lake_reader(conn: duckdb.DuckDBPyConnection) -> bool:
-    return has_table(conn, PARTS_TABLE, temporary=True)
 
 
 def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import duckdb
 
-from synestra_cli.store.lake import is_lake_reader, load_lake
+from synestra_cli.store.connect import is_lake_reader
+from synestra_cli.store.lake import load_lake
 from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS, open_fs, read_manifest, staging_dir
 from synestra_cli.store.sql import quote_literal
 
