@@ -58,6 +58,19 @@ def test_the_fleet_s_rows_are_each_job_s_own_rows(sample_store):
         assert len({len(fleet[j].checkpoints) for j in jobs}) > 1  # jobs differ: nothing mixed up
 
 
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_a_job_s_inputs_read_on_several_cursors_are_those_read_on_one(sample_store, monkeypatch, workers):
+    """job_inputs and inputs_for read their five parts two at a time on cursors of their own: the same
+    rows, in the same order, as one after the other on the connection."""
+    with open_store(sample_store, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        monkeypatch.setenv("SYNESTRA_WORKERS", "1")
+        one = [job_inputs(conn, j) for j in jobs], inputs_for(conn, jobs)
+        monkeypatch.setenv("SYNESTRA_WORKERS", workers)
+        assert ([job_inputs(conn, j) for j in jobs], inputs_for(conn, jobs)) == one
+    assert any(i.incidents for i in one[0]) and any(i.windows for i in one[0])  # not vacuous
+
+
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     # sample_data has no syslog: a campaign's lanes meet GPU, link and storage faults in the kernel log,

@@ -11,7 +11,9 @@ signals/steps.py), so a job explained from the fleet's inputs is explained exact
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -19,6 +21,7 @@ from synestra_cli.explain.triggers import Checkpoint, last_iterations_for, load_
 from synestra_cli.signals.events import Incident, incidents_for
 from synestra_cli.signals.scope import JobScope, load_scope, load_scopes
 from synestra_cli.signals.steps import DegradationWindow, degradation_windows_for
+from synestra_cli.store.parallel import default_workers, map_in_threads
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,16 @@ class JobInputs:
 
 def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
     """One job's inputs; NotFoundError / EmptyStoreError when the store does not hold it."""
-    scope = load_scope(conn, job_id)  # raises first, with how to fix it
-    return _assemble(conn, {job_id: scope})[job_id]
+    jobs = [job_id]
+    reads: list[Read] = [
+        lambda c: {job_id: load_scope(c, job_id)},  # raises first, with how to fix it
+        lambda c: load_checkpoints_for(c, jobs),
+        lambda c: incidents_for(c, jobs),
+        lambda c: last_iterations_for(c, jobs),
+        lambda c: degradation_windows_for(c, jobs),
+    ]
+    scopes, checkpoints, incidents, last, windows = _read_together(conn, reads)
+    return JobInputs(scopes[job_id], checkpoints[job_id], incidents[job_id], last[job_id], windows.get(job_id, []))
 
 
 def inputs_for(
@@ -41,17 +52,21 @@ def inputs_for(
 ) -> dict[str, JobInputs]:
     """Every job's inputs in a few queries, for jobs known to be in the store (jobs_in_window);
     `windows`: their degradation windows, when read already (degradation_windows_for: tax-report's)."""
-    return _assemble(conn, load_scopes(conn, job_ids), windows)
+    reads: list[Read] = [
+        lambda c: load_scopes(c, job_ids),
+        lambda c: load_checkpoints_for(c, job_ids),
+        lambda c: incidents_for(c, job_ids),
+        lambda c: last_iterations_for(c, job_ids),
+        lambda c: degradation_windows_for(c, job_ids) if windows is None else windows,
+    ]
+    scopes, checkpoints, incidents, last, read = _read_together(conn, reads)
+    return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, [])) for j in job_ids}
 
 
-def _assemble(
-    conn: duckdb.DuckDBPyConnection,
-    scopes: dict[str, JobScope],
-    windows: dict[str, list[DegradationWindow]] | None = None,
-) -> dict[str, JobInputs]:
-    jobs = list(scopes)
-    checkpoints = load_checkpoints_for(conn, jobs)
-    incidents = incidents_for(conn, jobs)
-    last = last_iterations_for(conn, jobs)
-    windows = degradation_windows_for(conn, jobs) if windows is None else windows
-    return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], windows.get(j, [])) for j in jobs}
+# Each read is a few queries over the job views, whose cost is mostly DuckDB planning them (the views nest
+# the reconciliation of sacct and log attempts): one core each, so two run at once on their own cursors.
+Read = Callable[[duckdb.DuckDBPyConnection], dict[str, Any]]
+
+
+def _read_together(conn: duckdb.DuckDBPyConnection, reads: list[Read]) -> list[dict[str, Any]]:
+    return list(map_in_threads(conn, lambda c, read: read(c), reads, default_workers("SYNESTRA_WORKERS")))
