@@ -270,22 +270,12 @@ def scope_from_summaries(
     conn.execute(SUMM_DDL)
     passed = ""
     if has_table(conn, "host_summaries"):  # migration 021; a store opened read-only before it tests every host
-        everyone = hosts + switches
-        conn.execute(
-            HOST_SERIES_SQL.format(
-                touches=touches, seen=seen, hosts=placeholders(len(everyone)), metrics=placeholders(len(metrics))
-            ),
-            [*touch_args, *seen_args, *hull, *everyone, *metrics],
-        )
-        observed, touched = one_row(
-            conn, "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _host_series"
-        )
-        if touched and not observed:
-            return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
-        conn.execute(HOST_CANDIDATES_SQL, test_args)
-        kept = {h for (h,) in conn.execute("SELECT DISTINCT host FROM _host_cand").fetchall()}
+        window_args = [*touch_args, *seen_args, *hull]
+        staged = _host_stage(conn, touches, seen, window_args, hosts + switches, metrics, test_args)
+        if staged is None:
+            return None
+        observed, kept, metrics = staged
         hosts, switches = [h for h in hosts if h in kept], [h for h in switches if h in kept]
-        metrics = [m for (m,) in conn.execute("SELECT DISTINCT metric FROM _host_cand ORDER BY 1").fetchall()]
         passed = "SEMI JOIN _host_cand hc ON hc.host = s.host AND hc.metric = s.metric"
     ranges = "s.row_lo, s.row_hi" if scalar(conn, HAS_ROW_RANGES_SQL) else "NULL, NULL"
     fill = {
@@ -315,6 +305,29 @@ def scope_from_summaries(
     if not _read_by_rowid(conn, spans, touch_args):
         _read_by_source(conn, spans, touch_args)
     return int(observed)
+
+
+def _host_stage(
+    conn: duckdb.DuckDBPyConnection,
+    touches: str,
+    seen: str,
+    window_args: list[datetime],
+    hosts: list[str],
+    metrics: list[str],
+    test_args: dict[str, object],
+) -> tuple[int, set[str], list[str]] | None:
+    """The candidate test on each (host, metric) of host_summaries (`_host_cand`): the host-metrics
+    observed in the windows, the hosts and the metrics that pass; None when the summaries cannot tell
+    whether any sample falls inside the windows."""
+    marks = {"hosts": placeholders(len(hosts)), "metrics": placeholders(len(metrics))}
+    conn.execute(HOST_SERIES_SQL.format(touches=touches, seen=seen, **marks), [*window_args, *hosts, *metrics])
+    observed, touched = one_row(conn, HOST_OBSERVED_SQL)
+    if touched and not observed:
+        return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
+    conn.execute(HOST_CANDIDATES_SQL, test_args)
+    kept = {h for (h,) in conn.execute("SELECT DISTINCT host FROM _host_cand").fetchall()}
+    passing = [m for (m,) in conn.execute("SELECT DISTINCT metric FROM _host_cand ORDER BY 1").fetchall()]
+    return int(observed), kept, passing
 
 
 def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> bool:
