@@ -214,6 +214,17 @@ def test_explain_keeps_what_it_computes_and_prints_the_kept_explanation_alike(sa
         ).fetchall()
 
 
+def test_explain_all_computes_the_jobs_not_kept_at_once_and_prints_them_alike(sample_db):
+    """--all explains the jobs nobody kept through the fleet's read (explain/batch.py), each as alone: the
+    same bytes as one job at a time (SYNESTRA_KEPT=0), then as read back."""
+    with open_store(sample_db) as c:
+        c.execute("DELETE FROM explanations WHERE job_id <> '1003'")  # one kept, the others to compute
+    alone = _explain(sample_db, "--all", "--format", "jsonl", kept=False)
+    assert len(alone.splitlines()) >= 8
+    assert _explain(sample_db, "--all", "--format", "jsonl") == alone
+    assert _explain(sample_db, "--all", "--format", "jsonl") == alone
+
+
 def test_explain_reuses_a_kept_explanation_without_computing(sample_db, monkeypatch):
     _explain(sample_db, "--job", "1001", "--format", "json")  # computes and keeps it
     import synestra_cli.explain.api as api

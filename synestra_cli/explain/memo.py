@@ -117,19 +117,24 @@ def explain_jobs(
 
 
 def explain_reusing(
-    conn: duckdb.DuckDBPyConnection,
-    job_ids: list[str],
-    explain: Callable[[duckdb.DuckDBPyConnection, str], JobExplanation] = explain_job,
+    conn: duckdb.DuckDBPyConnection, job_ids: list[str]
 ) -> tuple[list[JobExplanation], list[JobExplanation], str]:
     """`explain --job` and `--all` on whole jobs: each job's explanation in the given order, the one kept
     under the store's current key (by tax-report, ingest --explain or an earlier explain) when there is
-    one, else `explain` run now (a few jobs at a time); also those computed, and the key to keep them
-    under (save_to). A kept explanation is that of the same code and sources: the same document."""
+    one, else computed now (several at once through the fleet's read, explain/batch.py, each exactly
+    as alone); also those computed, and the key to keep them under (save_to). A kept explanation is
+    that of the same code and sources: the same document."""
     key = store_key(conn)
     kept = load(conn, job_ids, key)
     todo = [job for job in job_ids if job not in kept]
-    computed = dict(zip(todo, explain_each(conn, todo, explain), strict=True))
-    return [kept.get(job) or computed[job] for job in job_ids], list(computed.values()), key
+    if len(todo) > 1:
+        from synestra_cli.explain import batch  # the fleet's read: not imported to explain one job
+
+        fresh = batch.explain_batch(conn, todo)
+    else:
+        fresh = explain_each(conn, todo, explain_job)
+    computed = dict(zip(todo, fresh, strict=True))
+    return [kept.get(job) or computed[job] for job in job_ids], fresh, key
 
 
 def keep_all(conn: duckdb.DuckDBPyConnection, db: str | Path | None = None) -> int:
