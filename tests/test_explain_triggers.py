@@ -5,7 +5,8 @@ from __future__ import annotations
 from explain_fixtures import SAVE_S, Scenario, healthy_job
 
 from synestra_cli.explain.api import explain_job
-from synestra_cli.explain.triggers import learn_cadence
+from synestra_cli.explain.rules import SLOW_SAVE_FACTOR
+from synestra_cli.explain.triggers import healthy_save_s, learn_cadence
 
 
 def test_cadence_is_the_interval_dividing_most_saves():
@@ -15,6 +16,17 @@ def test_cadence_is_the_interval_dividing_most_saves():
     assert learn_cadence([1000, 2000, 3000, 3400]) == 1000  # ties (1000 vs 3400 - 3000): the rounder
     assert learn_cadence([4, 9]) is None and learn_cadence([1, 800]) is None  # too little evidence
     assert learn_cadence([]) is None
+
+
+def test_healthy_save_is_the_lower_quartile_so_a_mostly_slow_filesystem_still_shows():
+    # Three of five saves at 6x (a filesystem slow for most of a short job): the median is the slow
+    # duration and would flag nothing; the lower quartile is the healthy one and flags all three.
+    saves = [30.0, 180.0, 30.0, 180.0, 180.0]
+    baseline = healthy_save_s(saves)
+    assert baseline == 30.0
+    assert [d > SLOW_SAVE_FACTOR * baseline for d in saves] == [False, True, False, True, True]
+    assert healthy_save_s([10.0, 20.0]) == 12.5  # interpolated between the two
+    assert healthy_save_s([42.0]) == 42.0 and healthy_save_s([]) is None
 
 
 def test_final_save_needs_a_finished_job_and_no_later_progress(conn):

@@ -155,3 +155,26 @@ def test_big_jobs_under_sparse_sampling_name_their_ghost_link(tmp_path, nodes, h
     score = run_scenario(tmp_path, "ghost-link", seed, nodes=nodes, hours=hours, intervals=intervals, jobs=["1001"])
     assert score.caused >= 1
     _assert_big_job(score)
+
+
+# Every fault family on a 256-host job under campus sampling (issue 11: "the same fault ... in a
+# 1,000-host job"): the fault's host among 255 peers, the straggler's among 255 waiting ones, a hot rack
+# among 64, a GPU that fell off the bus among 2,048.
+BIG_JOB_FAULTS = [
+    "straggler-compute",
+    "power-brake",
+    "thermal-rack",
+    "gpu-fell-off-bus",
+    "slow-storage",
+    "ecc-dbe",
+    "link-flap",
+    "nvlink",
+]
+
+
+@pytest.mark.campus  # ~2e7 samples each, 2-3 min apiece
+@pytest.mark.parametrize("scenario", BIG_JOB_FAULTS)
+def test_every_fault_family_on_a_256_host_job_names_its_cause(tmp_path, scenario):
+    score = run_scenario(tmp_path, scenario, 5, nodes=512, hours=3.0, intervals=CAMPUS, jobs=["1001"])
+    assert score.caused >= 1
+    _assert_targets(score)

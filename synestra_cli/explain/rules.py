@@ -52,8 +52,11 @@ SKEW_S = 30.0
 PERSIST_READ_S = 900.0
 
 # --- Checkpoint triggers (explain/triggers.py) ---------------------------------------------------
-# A save whose blocking duration exceeds the job's median save x this is "abnormally long".
+# A save whose duration exceeds the job's healthy save x this is "abnormally long". The healthy save is the
+# lower quartile of the job's saves, not their median: a filesystem slow for most of a short job (three
+# of its five saves at 6x) made the slow duration the median, and no save was slow.
 SLOW_SAVE_FACTOR = 2.0
+HEALTHY_SAVE_QUARTERS = 4  # the first of the quartiles
 # A save this close before an attempt's preemption end, or before the exit-signal handler's exit line
 # (or after a SIGTERM whose arrival is logged), is the preemption save.
 PREEMPT_SAVE_S = 600.0

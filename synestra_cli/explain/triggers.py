@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from statistics import median
+from statistics import quantiles
 
 import duckdb
 
 from synestra_cli.explain.rules import (
     EXIT_SIGNAL_MARK,
+    HEALTHY_SAVE_QUARTERS,
     OK_STATES,
     PREEMPT_SAVE_S,
     PREEMPT_STATES,
@@ -176,6 +177,13 @@ class _Context:
     last_iterations: dict[int | None, int]
 
 
+def healthy_save_s(durations: list[float]) -> float | None:
+    """The job's healthy save duration: the lower quartile of its saves (interpolated between them)."""
+    if len(durations) < 2:
+        return durations[0] if durations else None
+    return quantiles(durations, n=HEALTHY_SAVE_QUARTERS, method="inclusive")[0]
+
+
 def classify(
     conn: duckdb.DuckDBPyConnection,
     job_id: str,
@@ -205,8 +213,7 @@ def classify(
         finished,
         last_its,
     )
-    durations = [d for c in saves if (d := c.duration_s) is not None]
-    typical = median(durations) if durations else None
+    typical = healthy_save_s([d for c in saves if (d := c.duration_s) is not None])
     out = []
     for cp in checkpoints:
         trigger = _save_trigger(cp, ctx) if cp.kind == "save" else _restore_trigger(cp, ctx)
