@@ -50,7 +50,7 @@ from synestra_cli.store.lake_manifest import (
     write_checkpoint,
 )
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, find_sources, sourced_tables
-from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal, registered, scalar
+from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal, registered
 
 KEPT_IN_STAGING = ("sources", "jobs")  # what later files' ingest decisions read (skip, replace, cluster)
 PRELOADED = ("sources", "jobs", "metric_catalog")
@@ -132,6 +132,7 @@ class LakeWriter:
         if last:  # ids continue after every source the lake has seen, replaced ones included
             self.conn.execute("SELECT max(nextval('source_id_seq')) FROM range(?)", [last]).fetchall()
         self._catalog = {r[0] for r in self.conn.execute("SELECT metric FROM metric_catalog").fetchall()}
+        self._tables = [t.name for t in sourced_tables(self.conn)]  # `sources` last: read for the entry
 
     def commit(self, report: Loaded) -> None:
         """Write a loaded file's parts, then its manifest entry; then drop its rows from staging."""
@@ -145,16 +146,17 @@ class LakeWriter:
         if report.status != "loaded" or report.source_id is None:
             return None
         sid = report.source_id
+        counts = self._rows_of(sid)
         with staging_dir(self.fs) as tmp:
-            parts = self._export(sid, tmp)
+            parts = self._export(sid, counts, tmp)
             for local, part in parts:
                 self.fs.put_file(local, part.path)
         src = fetch_one(self.conn, "SELECT sha256, source_key, path, format FROM sources WHERE source_id = ?", [sid])
         if src is None:
             raise StoreError(f"lake {self.fs.root}: source {sid} was reported loaded but is not staged")
-        for table in sourced_tables(self.conn):
-            if table.name not in KEPT_IN_STAGING:
-                self.conn.execute(f"DELETE FROM {quote_ident(table.name)} WHERE source_id = ?", [sid])
+        for table in counts:
+            if table not in KEPT_IN_STAGING:
+                self.conn.execute(f"DELETE FROM {quote_ident(table)} WHERE source_id = ?", [sid])
         carried = _keyed_parts(read_manifest(self.fs).entries, report.replaced) if report.replaced else []
         return Entry(sid, src[0], src[1] or "", src[2], src[3], [p for _, p in parts] + carried, list(report.replaced))
 
@@ -168,14 +170,23 @@ class LakeWriter:
         """n source ids, in order, for a distributed ingest's files."""
         return sorted(r[0] for r in self.conn.execute("SELECT nextval('source_id_seq') FROM range(?)", [n]).fetchall())
 
-    def _export(self, sid: int, tmp: Path) -> list[tuple[Path, Part]]:
+    def _rows_of(self, sid: int) -> dict[str, int]:
+        """The staged tables holding rows of this source, and how many: one statement, so that a file
+        writes (and later deletes) only the few tables it filled, not the ~20 a store has."""
+        counts = " UNION ALL ".join(
+            f"SELECT {quote_literal(t)}, count(*) FROM {quote_ident(t)} WHERE source_id = {sid}" for t in self._tables
+        )
+        got = dict(self.conn.execute(counts).fetchall())
+        return {t: got[t] for t in self._tables if got.get(t)}  # in table order: the entry lists parts so
+
+    def _export(self, sid: int, counts: dict[str, int], tmp: Path) -> list[tuple[Path, Part]]:
         out: list[tuple[Path, Part]] = []
-        for table in sourced_tables(self.conn):
-            name = table.name
+        for name, rows in counts.items():
             if name in PARTITIONED:
                 out += self._export_partitioned(name, sid, tmp)
             else:
-                out += self._export_one(name, f"SELECT * FROM {quote_ident(name)} WHERE source_id = {sid}", sid, tmp)
+                query = f"SELECT * FROM {quote_ident(name)} WHERE source_id = {sid}"
+                out += self._export_one(name, query, sid, tmp, rows=rows)
         new = sorted(
             r[0] for r in self.conn.execute("SELECT metric FROM metric_catalog").fetchall() if r[0] not in self._catalog
         )
@@ -187,19 +198,18 @@ class LakeWriter:
         return sorted(out, key=lambda part: part[1].table == "sources")
 
     def _export_one(
-        self, table: str, query: str, sid: int, tmp: Path, params: list[Any] | None = None
+        self, table: str, query: str, sid: int, tmp: Path, params: list[Any] | None = None, rows: int | None = None
     ) -> list[tuple[Path, Part]]:
         local = tmp / f"{table}-{sid}.parquet"
         self.conn.execute(f"COPY ({query}) TO {quote_literal(local)} (FORMAT parquet, COMPRESSION zstd)", params)
-        rows = _rows_in(self.conn, [local])[0]
+        if rows is None:
+            rows = _rows_in(self.conn, [local])[0]
         if not rows:
             return []
         return [(local, Part(table, f"{table}/part-{sid:08d}.parquet", rows, local.stat().st_size))]
 
     def _export_partitioned(self, table: str, sid: int, tmp: Path) -> list[tuple[Path, Part]]:
         ts = PARTITIONED[table]
-        if not scalar(self.conn, f"SELECT count(*) FROM {quote_ident(table)} WHERE source_id = ?", [sid]):
-            return []
         folder = tmp / table
         self.conn.execute(
             f"COPY (SELECT *, {day_sql(ts)} AS day, {bucket_sql('host', self.buckets)} AS bucket "
