@@ -81,3 +81,22 @@ def test_the_follow_benchmark_ends_with_the_rows_of_a_one_shot_ingest(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["rows_equal"] and doc["follow"]["exit"] == 130 and doc["tables"]["events"]["follow"] > 0
+
+
+def test_proc_tree_counts_the_cpu_of_a_grandchild_and_passes_the_exit_code_on():
+    # the command runs a grandchild that spins ~0.6 CPU s (as a local Ray's actors run under its
+    # raylet): the tree's figure holds it, and the command's exit code is passed on
+    spin = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.6: pass')"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {spin!r}]); sys.exit(3)"
+    tree = [sys.executable, str(ROOT / "benchmarks" / "proc_tree.py"), "--every", "0.05", "--"]
+    proc = subprocess.run(
+        [*tree, sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 3
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert report["rc"] == 3
+    assert report["cpu_s"] >= 0.55
+    assert report["processes"] >= 2
