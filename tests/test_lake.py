@@ -185,6 +185,24 @@ def test_a_crash_before_a_files_manifest_entry_leaves_the_lake_as_it_was(tmp_pat
         assert conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 4
 
 
+def test_ingest_stages_in_a_duckdb_file_of_its_own_that_it_removes(tmp_path):
+    """Not :memory: (an in-memory database keeps its tables uncompressed in the buffer pool, and the
+    campus ran it out): a file under the lake's _staging/, gone when the ingest ends, nothing
+    of the staging left beside the lake's own folders."""
+    lake = f"{tmp_path}/lake/"
+    with ingest_target(lake, None) as (conn, on_report):
+        staged = Path(
+            conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+        )
+        assert staged.name == "staging.duckdb" and staged.is_file()
+        assert staged.parent.parent == Path(tmp_path, "lake", "_staging")
+        reports = ingest_paths(conn, [SAMPLE / "sacct.txt"], IngestOptions(), on_report=on_report)
+    assert [r.status for r in reports] == ["loaded"]
+    assert not staged.parent.exists()
+    with connect(lake, read_only=True) as reader:
+        assert reader.execute("SELECT count(*) FROM sources").fetchone()[0] == 1
+
+
 def test_a_changed_file_replaces_its_source_in_the_lake(tmp_path):
     lake = f"{tmp_path}/lake/"
     log = tmp_path / "node.log.gz"

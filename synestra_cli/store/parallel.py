@@ -8,8 +8,10 @@ so the per-unit temp tables (`_scope`, `prom_groups`...) never collide.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from typing import TypeVar
@@ -19,6 +21,8 @@ import duckdb
 from synestra_cli import settings
 from synestra_cli.store.connect import SESSION_SQL
 
+# Items in flight per worker beyond the one the caller consumes (map_in_threads).
+AHEAD = 2
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -64,17 +68,32 @@ def map_in_threads(
     conn: duckdb.DuckDBPyConnection, fn: Callable[[duckdb.DuckDBPyConnection, T], R], items: Iterable[T], workers: int
 ) -> Iterator[R]:
     """fn(cursor, item) for every item, `workers` at a time; results in the items' order, each as soon
-    as it and those before it are done. With one worker, fn runs on `conn` itself, lazily."""
+    as it and those before it are done. With one worker, fn runs on `conn` itself, lazily.
+
+    At most AHEAD x workers items run or wait ahead of the one the caller consumes: a caller slower
+    than its workers (a lake ingest exports each file on its own thread) holds them back, rather than
+    their results piling up in memory (the campus's DCGM files ran a lake's 858 MB pool out)."""
     items = list(items)
     if workers <= 1 or len(items) <= 1:
         yield from (fn(conn, item) for item in items)
         return
-    from concurrent.futures import ThreadPoolExecutor  # not at import: one job or file needs no pool
+    from concurrent.futures import Future, ThreadPoolExecutor  # not at import: one job or file needs no pool
 
     cursors = _Cursors(conn)
     pool = ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="synestra")
+    todo = iter(items)
+    running: deque[Future[R]] = deque()
+
+    def submit(n: int) -> None:
+        for item in itertools.islice(todo, n):
+            running.append(pool.submit(lambda it: fn(cursors.get(), it), item))
+
     try:
-        yield from pool.map(lambda item: fn(cursors.get(), item), items)
+        submit(AHEAD * workers)
+        while running:
+            result = running.popleft().result()
+            submit(1)
+            yield result
     except BaseException:  # Ctrl-C, an error, or the caller stopped early: the running units' results go
         cursors.interrupt()  # unused, so they stop at their query now, not after their whole file
         raise
