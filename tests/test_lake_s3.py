@@ -1,7 +1,8 @@
 """A lake on S3 without a network: moto's server on the loopback is the S3 endpoint (the `lake-s3` extra:
 s3fs; moto for the test). Ingest writes its parts and entries as objects, explain reads them back
 through fsspec and answers as a store file holding the same files. Skipped when s3fs or moto's server
-is not installed (CI installs `.[test,peer,dev]`)."""
+is not installed (the README's test command installs `.[test,peer,dev]`; `.ci/run` then installs
+the extra and moto's server, and runs this file)."""
 
 from __future__ import annotations
 
