@@ -186,9 +186,8 @@ def test_a_crash_before_a_files_manifest_entry_leaves_the_lake_as_it_was(tmp_pat
 
 
 def test_ingest_stages_in_a_duckdb_file_of_its_own_that_it_removes(tmp_path):
-    """Not :memory: (an in-memory database keeps its tables uncompressed in the buffer pool, and the
-    campus ran it out): a file under the lake's _staging/, gone when the ingest ends, nothing
-    of the staging left beside the lake's own folders."""
+    """Not :memory: (an in-memory database keeps its tables uncompressed in the buffer pool): a file
+    under the lake's _staging/, gone when the ingest ends."""
     lake = f"{tmp_path}/lake/"
     with ingest_target(lake, None) as (conn, on_report):
         staged = Path(

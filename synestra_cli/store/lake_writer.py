@@ -180,7 +180,7 @@ class LakeWriter:
             f"SELECT {quote_literal(t)}, count(*) FROM {quote_ident(t)} WHERE source_id = {sid}" for t in self._tables
         )
         got = dict(self.conn.execute(counts).fetchall())
-        return {t: got[t] for t in self._tables if got.get(t)}  # in table order: the entry lists parts so
+        return {t: got[t] for t in self._tables if got.get(t)}  # in table order, as the entry lists its parts
 
     def _export(self, sid: int, counts: dict[str, int], tmp: Path) -> list[tuple[Path, Part]]:
         out: list[tuple[Path, Part]] = []
@@ -364,9 +364,8 @@ def _rows_in(conn: duckdb.DuckDBPyConnection, files: list[Path]) -> list[int]:
 
 def _staging_store(home: Path) -> duckdb.DuckDBPyConnection:
     """A DuckDB file of its own in `home`, not `:memory:`: the rows of committed files wait there for
-    their export, and an in-memory database's tables stay uncompressed in the buffer pool. The campus's
-    512 DCGM files, two parsing at a time, ran the pool out (858 MB) after 211 of them; a file's blocks
-    are written out, and evicted, as a store file's are."""
+    their export, compressed and evictable as a store file's blocks are, where an in-memory database
+    keeps its tables uncompressed in the buffer pool."""
     from synestra_cli.store.connect import MEMORY_LIMIT, OFFLINE_CONFIG, SESSION_SQL
     from synestra_cli.store.migrations import apply_migrations
 
