@@ -174,7 +174,7 @@ SELECT host, entity, metric, layer, category, weight,
        last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
 FROM windows
 WHERE n >= ? OR discrete
-ORDER BY onset
+ORDER BY onset, host, entity, metric, first_bad  -- a total order: windows with one onset came either way
 """
 
 
