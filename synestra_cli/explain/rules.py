@@ -56,7 +56,7 @@ PERSIST_READ_S = 900.0
 # lower quartile of the job's saves, not their median: a filesystem slow for most of a short job (three
 # of its five saves at 6x) made the slow duration the median, and no save was slow.
 SLOW_SAVE_FACTOR = 2.0
-HEALTHY_SAVE_QUARTERS = 4  # the first of the quartiles
+HEALTHY_SAVE_QUARTERS = 4  # statistics.quantiles(n=4)[0]: the lower quartile
 # A save this close before an attempt's preemption end, or before the exit-signal handler's exit line
 # (or after a SIGTERM whose arrival is logged), is the preemption save.
 PREEMPT_SAVE_S = 600.0

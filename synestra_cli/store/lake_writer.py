@@ -136,6 +136,9 @@ class LakeWriter:
             self.conn.execute("SELECT max(nextval('source_id_seq')) FROM range(?)", [last]).fetchall()
         self._catalog = {r[0] for r in self.conn.execute("SELECT metric FROM metric_catalog").fetchall()}
         self._tables = [t.name for t in sourced_tables(self.conn)]  # `sources` last: read for the entry
+        self._count_sql = " UNION ALL ".join(  # _rows_of: every staged table's rows of one source
+            f"SELECT {quote_literal(t)}, count(*) FROM {quote_ident(t)} WHERE source_id = $sid" for t in self._tables
+        )
 
     def commit(self, report: Loaded) -> None:
         """Write a loaded file's parts, then its manifest entry; then drop its rows from staging."""
@@ -176,10 +179,7 @@ class LakeWriter:
     def _rows_of(self, sid: int) -> dict[str, int]:
         """The staged tables holding rows of this source, and how many: one statement, so that a file
         writes (and later deletes) only the few tables it filled, not the ~20 a store has."""
-        counts = " UNION ALL ".join(
-            f"SELECT {quote_literal(t)}, count(*) FROM {quote_ident(t)} WHERE source_id = {sid}" for t in self._tables
-        )
-        got = dict(self.conn.execute(counts).fetchall())
+        got = dict(self.conn.execute(self._count_sql, {"sid": sid}).fetchall())
         return {t: got[t] for t in self._tables if got.get(t)}  # in table order, as the entry lists its parts
 
     def _export(self, sid: int, counts: dict[str, int], tmp: Path) -> list[tuple[Path, Part]]:
