@@ -210,3 +210,31 @@ def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(
         whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
     assert calls
     assert whole == alone
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole table", "candidates' files"])
+def test_the_fleet_reads_its_candidates_files_or_the_whole_table_and_answers_alike(campaign, monkeypatch, whole):
+    from synestra_cli.signals import fleet_telemetry as ft
+
+    monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 0.0)  # by file
+    with open_store(campaign, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        alone = {j: _json(explain_job(conn, j)) for j in jobs}
+        chosen = []
+        monkeypatch.setattr(ft, "scan_whole_table", lambda *a: chosen.append(whole) or whole)
+        got = fleet_telemetry(conn, _reads(conn, jobs))
+        whole_batch = {e.job: _json(e) for e in explain_batch(conn, jobs)}
+    assert chosen and sum(bool(t.anomalies) for t in got.values()) >= 2
+    assert whole_batch == alone
+
+
+def test_the_whole_table_is_scanned_only_when_the_candidates_files_are_most_of_it(campaign, monkeypatch):
+    from synestra_cli.signals import fleet_telemetry as ft
+
+    with open_store(campaign, read_only=True) as conn:
+        every = [s for (s,) in conn.execute("SELECT source_id FROM sources").fetchall()]
+        hull = list(conn.execute("SELECT min(first_ts), max(last_ts) FROM sources").fetchone())
+        assert ft.scan_whole_table(conn, every, hull)
+        assert not ft.scan_whole_table(conn, every[:1], hull)
+        monkeypatch.setattr(ft, "LISTS_MAX_SHARE", 1.0)
+        assert not ft.scan_whole_table(conn, every, hull)
