@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     THRESHOLD = 7  # tax-report --fail-over: a job's tax exceeded the threshold
     STORE = 8  # the store cannot be opened, read or written: not a store, read-only, corrupt, newer, disk full
     QUERY = 9  # `synestra sql`: the query failed (syntax, unknown table, or refused: the store is read-only)
+    MEMORY = 10  # ran out of memory (SYNESTRA_MEMORY_LIMIT): the store is left whole; more memory, or fewer workers
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it); the store is left as it was
     TERMINATED = 143  # SIGTERM (128 + 15), e.g. `systemctl stop` of an `ingest --follow`; as for Ctrl-C
 
@@ -103,6 +104,26 @@ def raise_if_stopped(cause: BaseException | None = None) -> None:
     """Raise the stop a signal asked for (request_stop) again, if one did: `cause` is the error it became."""
     if _stop is not None:
         raise _stop() from cause
+
+
+# What to do when DuckDB runs out of the memory it was given (store/connect.py session_limits).
+MEMORY_ADVICE = "raise SYNESTRA_MEMORY_LIMIT (for example 4GB), or run fewer workers (SYNESTRA_INGEST_WORKERS=1)"
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """DuckDB's OutOfMemoryException, itself or the error it became (a library may wrap it: an Arrow
+    scan reports it as its own error). By name: this module does not import DuckDB."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        if type(e).__name__ == "OutOfMemoryException" or str(e).startswith("Out of Memory Error"):
+            return True
+        seen.add(id(e))
+        stack += [e.__context__, e.__cause__]
+    return False
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:

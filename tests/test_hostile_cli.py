@@ -682,3 +682,35 @@ def test_every_exit_code_is_documented_in_the_readme_and_the_runbook():
         assert re.search(rf"^\| {code.value} \| ", readme, re.MULTILINE), f"README.md: exit code {code.value}"
         assert re.search(rf"\b{code.value}\b", runbook), f"docs/runbook.md: exit code {code.value}"
     assert "1 | unexpected error (a bug" in readme
+
+
+def test_out_of_memory_exits_10_with_the_limit_to_raise_and_leaves_only_whole_files(tmp_path):
+    """DuckDB's "Out of Memory" under a too small SYNESTRA_MEMORY_LIMIT ended as "unexpected DuckDB error
+    (a bug)", exit 1: it is the limit's fault, said as such, with its own code (README, exit codes)."""
+    db = tmp_path / "s.duckdb"
+    res = run("ingest", str(SAMPLE), db=db, env={"SYNESTRA_MEMORY_LIMIT": "8MB"})
+    assert res.returncode == ExitCode.MEMORY, res.stderr
+    assert "out of memory" in res.stderr and "SYNESTRA_MEMORY_LIMIT" in res.stderr
+    assert TRACEBACK not in res.stderr and "a bug" not in res.stderr
+    again = run("ingest", str(SAMPLE), db=db)  # the default limit: what was kept is whole, the rest loads
+    assert again.returncode == 0, again.stderr
+    clean = tmp_path / "clean.duckdb"
+    assert run("ingest", str(SAMPLE), db=clean).returncode == 0
+    assert _counts(db) == _counts(clean)
+
+
+def test_an_out_of_memory_is_known_in_the_error_a_library_made_of_it():
+    # an Arrow scan reports DuckDB's as its own error: the file then fails with the limit to raise
+    from synestra_cli.errors import is_out_of_memory
+
+    class OutOfMemoryException(Exception):
+        pass
+
+    try:
+        try:
+            raise OutOfMemoryException("Out of Memory Error: could not allocate block of size 30.5 MiB")
+        except OutOfMemoryException as inner:
+            raise ValueError("offering a filter failed") from inner
+    except ValueError as outer:
+        assert is_out_of_memory(outer)
+    assert not is_out_of_memory(ValueError("out of range"))

@@ -16,12 +16,15 @@ import duckdb
 # The shared option grammar lives in cli/options.py; these names stay importable from here.
 from synestra_cli.cli.options import check_window, db_option, format_option  # noqa: E402,F401
 from synestra_cli.errors import (
+    MEMORY_ADVICE,
     ExitCode,
     SynestraError,
     Terminated,
     exit_code_for,
     forget_stop,
     is_interrupt,
+    is_out_of_memory,
+    raise_if_stopped,
     request_stop,
 )
 from synestra_cli.store.connect import as_store_error
@@ -36,6 +39,9 @@ engine_option = click.option(
 
 
 INTERRUPTED = "interrupted: nothing half-written is kept (each file loads in one transaction)"
+OUT_OF_MEMORY_KEPT = (
+    "nothing half-written is kept: an ingest keeps the files it reported loaded and loads the rest when run again"
+)
 
 
 def _fail(message: str, code: ExitCode) -> NoReturn:
@@ -89,6 +95,11 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             _fail(INTERRUPTED, ExitCode.TERMINATED if _terminated(exc) else ExitCode.INTERRUPTED)
         except duckdb.Error as exc:  # a store damaged or unwritable mid-command: one line, exit 8
+            if is_out_of_memory(exc):  # not a bug: the limit the user set (or its default) was too small
+                _fail(
+                    f"out of memory ({str(exc).strip().splitlines()[0]}): {MEMORY_ADVICE}; {OUT_OF_MEMORY_KEPT}",
+                    ExitCode.MEMORY,
+                )
             store_error = as_store_error(exc)
             if store_error is not None:
                 _fail(str(store_error), exit_code_for(store_error))
@@ -145,13 +156,16 @@ def _on_sigint(signum: int, frame: Any) -> None:
 def stop_on_signals() -> Iterator[None]:
     """SIGTERM raises Terminated where Ctrl-C raises KeyboardInterrupt, and both are remembered
     (errors.request_stop: a library that wraps the exception in its own error does not lose the stop).
-    A Ctrl-C that is ignored (a shell's background job) stays ignored. The handlers before are put back."""
+    A Ctrl-C that is ignored (a shell's background job) stays ignored. The handlers before are put back.
+    A stop whose exception something swallowed (a finalizer, where Python drops it; a library's broad
+    except) is raised when the block ends: a signalled command never ends as if it had run its course."""
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, _on_sigterm)
     if before[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         yield
+        raise_if_stopped()
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)

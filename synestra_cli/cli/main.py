@@ -29,7 +29,7 @@ COMMANDS: dict[str, str] = {
     "risks": "risks",
 }
 
-EXIT_CODES_HELP = "\n".join(f"  {c.value}  {c.name.lower()}" for c in ExitCode)
+EXIT_CODES_HELP = "\n".join(f"  {c.value:>3}  {c.name.lower()}" for c in ExitCode)
 
 
 class LazyGroup(click.Group):

@@ -23,7 +23,14 @@ from typing import NoReturn, TypeVar
 import duckdb
 
 from synestra_cli.clusters import prefix_hosts
-from synestra_cli.errors import StoreWriteError, SynestraError, is_interrupt, raise_if_stopped
+from synestra_cli.errors import (
+    MEMORY_ADVICE,
+    StoreWriteError,
+    SynestraError,
+    is_interrupt,
+    is_out_of_memory,
+    raise_if_stopped,
+)
 from synestra_cli.formats.base import (
     Format,
     IngestOptions,
@@ -154,6 +161,7 @@ class _Run:
             k = 0
             for stage, results in map_in_threads(self.conn, work, units, n):
                 for i, result in results:
+                    raise_if_stopped()  # a stop a parser's broad except swallowed ends the run here
                     if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
                         on_file(Path(getattr(result, "path", "")), k, len(items))
                     k += 1
@@ -426,10 +434,15 @@ def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]
             if _is_conflict(exc) and attempt < CONFLICT_RETRIES:
                 continue
             report.error = _driver_error(path, exc)
+            if is_out_of_memory(exc):
+                report.error += f": {MEMORY_ADVICE}, then ingest again"
         except Exception as exc:  # noqa: BLE001 - a parser bug or an input it did not foresee
             raise_if_stopped(exc)
             if is_interrupt(exc):  # DuckDB 2 reports a Ctrl-C inside a query as a RuntimeError
                 raise
+            if is_out_of_memory(exc):  # (an Arrow scan wraps DuckDB's): the limit's fault, not the file's
+                report.error = f"{path}: ran out of memory ({_first_line(exc)}): {MEMORY_ADVICE}, then ingest again"
+                return report
             # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
             # file fails, rolled back, and the others still load.
             report.error = f"{path}: could not be loaded ({_first_line(exc)}); please report this file"
