@@ -139,8 +139,9 @@ def active(s: Signal, effect: Effect) -> bool:
 
 def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
     groups: dict[tuple[str, str, str, str], list[Signal]] = {}
-    for s in signals:
-        if active(s, effect) and s.category in TEMPLATES[effect.kind]:
+    kinds = TEMPLATES[effect.kind]
+    for s in signals:  # the category first: a dict lookup, where `active` takes two datetime sums
+        if s.category in kinds and active(s, effect):
             groups.setdefault(_key(s, scope), []).append(s)
     return [_named(k, sig, scope) for k, sig in groups.items()]
 
