@@ -178,12 +178,20 @@ WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi 
                      OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
 """
 # Every series of the scope: the candidates, and each bit decoded from a bitmask candidate (sid + k).
+# A bit that never changes in the candidate's hours (never set; or always set, its `unless` never) decodes
+# to a constant series, which no baseline finds anomalous: it is not read (half the campus's decoded rows).
+# Bits the summaries could not tell (bits_or NULL) are all read.
 SERIES_IDS_SQL = """
 CREATE OR REPLACE TEMP TABLE _fseries AS
 SELECT sid, job, host, entity, metric FROM _fcand
 UNION ALL
 SELECT c.sid + d.k, c.job, c.host, c.entity, d.metric
-FROM _fcand c CROSS JOIN (VALUES {values}) d(k, metric, bit, unless) WHERE c.metric = ?
+FROM _fcand c
+JOIN _fcand_series s ON s.job = c.job AND s.host IS NOT DISTINCT FROM c.host
+     AND s.entity IS NOT DISTINCT FROM c.entity AND s.metric = c.metric
+CROSS JOIN (VALUES {values}) d(k, metric, bit, unless)
+WHERE c.metric = ? AND (s.bits_or IS NULL OR (s.bits_or & d.bit <> 0
+                        AND (coalesce(s.bits_and, 0) & d.bit = 0 OR s.bits_or & d.unless <> 0)))
 """
 # The candidates' samples inside their own job's windows (disjoint: a sample joins one window at most).
 # First by rowid, as signals/candidates.py reads one job's: the candidates' hours that touch their job's
@@ -245,7 +253,7 @@ SELECT s.sid + d.k, s.ts, CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN
 FROM (SELECT sid, ts, TRY_CAST(round(value) AS BIGINT) AS b, win FROM _fscope
       WHERE sid IN (SELECT sid FROM _fcand WHERE metric = ?)) s
 CROSS JOIN (VALUES {values}) d(k, metric, bit, unless)
-WHERE s.b IS NOT NULL AND s.b >= 0
+WHERE s.b IS NOT NULL AND s.b >= 0 AND s.sid + d.k IN (SELECT sid FROM _fseries)
 """
 # signals/counters.py _RATES and signals/anomalies.py SIGNAL_SQL, per series; with each sample's number
 # in its series (`rn`, for ANOMALIES_SQL's runs), taken in this sort rather than a second one of the
