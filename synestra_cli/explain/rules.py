@@ -57,6 +57,11 @@ PERSIST_READ_S = 900.0
 # of its five saves at 6x) made the slow duration the median, and no save was slow.
 SLOW_SAVE_FACTOR = 2.0
 HEALTHY_SAVE_QUARTERS = 4  # statistics.quantiles(n=4)[0]: the lower quartile
+# A save writes the same bytes each time, so a healthy filesystem gives like durations. When even the lower
+# quartile is slow (more than SLOW_SAVE_FACTOR x the job's fastest saves: a filesystem slow for three
+# quarters of the job), the fastest two saves within this ratio of each other are the healthy save. Two,
+# so that one save logged oddly short (a partial line) cannot make every other save slow.
+HEALTHY_SAVE_PAIR_RATIO = 1.5
 # A save this close before an attempt's preemption end, or before the exit-signal handler's exit line
 # (or after a SIGTERM whose arrival is logged), is the preemption save.
 PREEMPT_SAVE_S = 600.0

@@ -7,6 +7,7 @@ the "rounder" number, as people choose intervals like 500 or 1000, then to the l
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from statistics import quantiles
@@ -15,6 +16,7 @@ import duckdb
 
 from synestra_cli.explain.rules import (
     EXIT_SIGNAL_MARK,
+    HEALTHY_SAVE_PAIR_RATIO,
     HEALTHY_SAVE_QUARTERS,
     OK_STATES,
     PREEMPT_SAVE_S,
@@ -178,10 +180,19 @@ class _Context:
 
 
 def healthy_save_s(durations: list[float]) -> float | None:
-    """The job's healthy save duration: the lower quartile of its saves (interpolated between them)."""
+    """The job's healthy save duration: the lower quartile of its saves (interpolated between them);
+    or, when that quartile is itself slow against the job's fastest pair of like saves, that pair's
+    faster one (rules.HEALTHY_SAVE_PAIR_RATIO)."""
     if len(durations) < 2:
         return durations[0] if durations else None
-    return quantiles(durations, n=HEALTHY_SAVE_QUARTERS, method="inclusive")[0]
+    quartile = quantiles(durations, n=HEALTHY_SAVE_QUARTERS, method="inclusive")[0]
+    fast = _fastest_pair(sorted(durations))
+    return fast if fast is not None and quartile > SLOW_SAVE_FACTOR * fast else quartile
+
+
+def _fastest_pair(ordered: list[float]) -> float | None:
+    """The shortest duration that a second save comes within HEALTHY_SAVE_PAIR_RATIO of (None: no pair)."""
+    return next((a for a, b in itertools.pairwise(ordered) if b <= HEALTHY_SAVE_PAIR_RATIO * a), None)
 
 
 def classify(
