@@ -157,6 +157,51 @@ def test_explain_reads_only_its_jobs_partitions(stores, tmp_path):
         assert narrowed == json.dumps(explain_job(full, "1001").to_json(), default=str, sort_keys=True)
 
 
+def test_a_run_of_jobs_explained_together_reads_only_their_partitions(stores, tmp_path):
+    """The Ray engine explains runs of jobs at once (engine/ray_engine.py): narrowed to the run, the
+    reader keeps the union of its jobs' partitions, and the batch answers as the store does."""
+    from synestra_cli.explain.api import explain_job
+    from synestra_cli.explain.batch import explain_batch
+    from synestra_cli.store.lake import narrow_to_jobs
+
+    lake, store = stores
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    run = ["1001", "1003"]  # gpu-001 and gpu-002, one after the other
+    conn = connect(str(copy), read_only=True)
+    try:
+        narrow_to_job(conn, "1001")
+        one = {Path(u) for t in ("metrics", "events") for u in scope_parts(conn, t)}
+        narrow_to_jobs(conn, run)
+        kept = {Path(u) for t in ("metrics", "events") for u in scope_parts(conn, t)}
+        every = set(copy.glob("metrics/**/*.parquet")) | set(copy.glob("events/**/*.parquet"))
+        assert one <= kept < every, "the run reads its jobs' partitions (here, their hosts'), not all"
+        for part in every - kept:
+            dest = tmp_path / "away" / part.relative_to(copy)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            part.rename(dest)
+        batched = {e.job: json.dumps(e.to_json(), default=str, sort_keys=True) for e in explain_batch(conn, run)}
+        narrow_to_jobs(conn, [*run, "no-such-job"])  # a job of no known time or hosts: every partition
+        assert {Path(u) for u in scope_parts(conn, "metrics")} == set(copy.glob("metrics/**/*.parquet"))
+    finally:
+        conn.close()
+    with connect(store, read_only=True) as full:
+        alone = {j: json.dumps(explain_job(full, j).to_json(), default=str, sort_keys=True) for j in run}
+    assert batched == alone
+
+
+def test_runs_of_jobs_are_consecutive_a_multiple_of_the_actors_and_bounded(monkeypatch):
+    from synestra_cli.engine import ray_engine
+
+    jobs = [str(1000 + k) for k in range(10)]
+    assert ray_engine.runs_of(jobs, 2) == [jobs[:5], jobs[5:]]
+    assert ray_engine.runs_of(jobs[:1], 4) == [jobs[:1]]
+    assert ray_engine.runs_of([], 2) == []
+    monkeypatch.setattr(ray_engine, "BATCH_JOBS", 3)
+    runs = ray_engine.runs_of(jobs, 2)
+    assert [len(r) for r in runs] == [3, 3, 2, 2] and sum(runs, []) == jobs
+
+
 def test_a_crash_before_a_files_manifest_entry_leaves_the_lake_as_it_was(tmp_path, monkeypatch):
     """The manifest write of the third file fails (as a kill would stop it): the two files before it
     are in, the third has no rows anywhere a reader looks, and the next ingest loads it and the rest."""

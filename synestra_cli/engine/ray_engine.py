@@ -9,14 +9,19 @@ writing, not the commit. Each actor sees the lake as it was when the run began, 
 job log whose cluster comes from an sacct export of the same run is qualified only when the sacct
 export was ingested before (two runs), and two copies of one file in the same run both load.
 
-Explain (tax-report --all): each actor opens its own lake reader and explains one job at a time,
-narrowed to that job's partitions; the driver keeps the explanations in its reader's (in-memory)
-explanations table, so that the tax report reuses them as it reuses kept explanations, and on the lake
-(jobs already kept there under the lake's current key are not explained again).
+Explain (tax-report --all): the jobs are cut into as many runs of consecutive jobs as there are
+actors (more when a run would pass BATCH_JOBS), and each actor explains a run at once on its own lake
+reader, narrowed to the run's partitions: the local report's batch (explain/batch.py), whose telemetry
+read serves every job of the run. One job at a time, each actor read the same hosts' parts once per
+job (the campus: 107.7 s, 6.8 GB read, against 21.1 s for the local report of the same lake). The
+driver keeps the explanations in its reader's (in-memory) explanations table, so that the tax report
+reuses them as it reuses kept explanations, and on the lake (jobs already kept there under the lake's
+current key are not explained again).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -26,10 +31,11 @@ import duckdb
 
 from synestra_cli.errors import InputError
 from synestra_cli.explain import memo
-from synestra_cli.explain.api import JobExplanation, explain_job
+from synestra_cli.explain.api import JobExplanation
+from synestra_cli.explain.batch import explain_batch
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, WalkIssue, ingest_file, iter_inputs
-from synestra_cli.store.lake import narrow_to_job, open_reader
+from synestra_cli.store.lake import narrow_to_jobs, open_reader
 from synestra_cli.store.lake_manifest import Entry, LocalFS
 from synestra_cli.store.lake_writer import LakeWriter
 
@@ -64,15 +70,33 @@ class _Loader:
         return report, self.writer.stage(report)
 
 
+# Jobs explained by one actor at once, at most: a batch holds its jobs' telemetry samples in memory.
+BATCH_JOBS = 96
+
+
 class _Explainer:
-    """One explain worker: a lake reader, narrowed to each job in turn."""
+    """One explain worker: a lake reader, narrowed to each run of jobs in turn."""
 
     def __init__(self, target: str) -> None:
         self.conn = open_reader(target)
 
-    def explain(self, job: str) -> JobExplanation:
-        narrow_to_job(self.conn, job)
-        return explain_job(self.conn, job)
+    def explain(self, jobs: list[str]) -> list[JobExplanation]:
+        narrow_to_jobs(self.conn, jobs)
+        return explain_batch(self.conn, jobs)
+
+
+def runs_of(jobs: list[str], actors: int) -> list[list[str]]:
+    """The jobs (in order) cut into runs of consecutive jobs, a multiple of `actors` of them, each of
+    at most BATCH_JOBS jobs and their sizes within one of each other."""
+    if not jobs:
+        return []
+    n = max(actors, -(-len(jobs) // BATCH_JOBS))
+    n = min(len(jobs), -(-n // actors) * actors)
+    size, extra = divmod(len(jobs), n)
+    cuts = [0]
+    for k in range(n):
+        cuts.append(cuts[-1] + size + (k < extra))
+    return [jobs[a:b] for a, b in itertools.pairwise(cuts)]
 
 
 def ingest(
@@ -123,8 +147,8 @@ def explain_into(conn: duckdb.DuckDBPyConnection, target: str, job_ids: list[str
     _start(ray, workers)
     actor = ray.remote(num_cpus=1)(_Explainer)
     pool = [actor.remote(target) for _ in range(max(1, min(workers, len(todo))))]
-    futures = [pool[i % len(pool)].explain.remote(job) for i, job in enumerate(todo)]
-    docs = [_get(ray, f) for f in futures]
+    futures = [pool[i % len(pool)].explain.remote(run) for i, run in enumerate(runs_of(todo, len(pool)))]
+    docs = [doc for f in futures for doc in _get(ray, f)]
     for a in pool:
         ray.kill(a)
     memo.save(conn, key, docs)

@@ -44,21 +44,22 @@ DAY_SQL = "coalesce(strftime({ts}, '%Y-%m-%d'), '{null}')"
 # The days a job may read: its attempts' span, widened by a day on each side (explain's look-back and
 # look-ahead are minutes; a day keeps the scope a superset without knowing them).
 JOB_SPAN_SQL = """
-SELECT min(t) - INTERVAL 1 DAY, max(t) + INTERVAL 1 DAY FROM (
-    SELECT start_ts AS t FROM attempts WHERE job_id = $job UNION ALL SELECT end_ts FROM attempts WHERE job_id = $job
-    UNION ALL SELECT ts FROM steps WHERE job_id = $job
-    UNION ALL SELECT start_ts FROM checkpoints WHERE job_id = $job
-    UNION ALL SELECT end_ts FROM checkpoints WHERE job_id = $job
-    UNION ALL SELECT ts FROM job_incidents WHERE job_id = $job
+SELECT job_id, min(t) - INTERVAL 1 DAY, max(t) + INTERVAL 1 DAY FROM (
+    SELECT job_id, start_ts AS t FROM attempts UNION ALL SELECT job_id, end_ts FROM attempts
+    UNION ALL SELECT job_id, ts FROM steps
+    UNION ALL SELECT job_id, start_ts FROM checkpoints UNION ALL SELECT job_id, end_ts FROM checkpoints
+    UNION ALL SELECT job_id, ts FROM job_incidents
 )
+WHERE list_contains($jobs::VARCHAR[], job_id) AND t IS NOT NULL GROUP BY job_id
 """
 # The hosts a job's explanation reads: its nodes, and the switches that serve them (fabric counters).
 JOB_HOSTS_SQL = """
 WITH nodes AS (
-    SELECT host FROM job_nodes WHERE job_id = $job
-    UNION SELECT unnest(nodes) FROM attempts WHERE job_id = $job
+    SELECT job_id, host FROM job_nodes WHERE list_contains($jobs::VARCHAR[], job_id)
+    UNION SELECT job_id, unnest(nodes) FROM attempts WHERE list_contains($jobs::VARCHAR[], job_id)
 )
-SELECT host FROM nodes UNION SELECT switch FROM topology WHERE host IN (SELECT host FROM nodes) AND switch IS NOT NULL
+SELECT job_id, host FROM nodes WHERE host IS NOT NULL
+UNION SELECT n.job_id, t.switch FROM topology t JOIN nodes n USING (host) WHERE t.switch IS NOT NULL
 """
 # A job table (steps, checkpoints...) or a job's telemetry up to this many bytes of Parquet is read once
 # into memory: explain queries them dozens of times, and decoding the parts for each query costs ~3x
@@ -251,12 +252,20 @@ def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
     """On a lake reader, the telemetry views read only the partitions of this job's hosts (and of rows
     without a host) and of its days; on a store file, nothing. A job with no known time or hosts
     keeps every partition."""
+    narrow_to_jobs(conn, [job_id])
+
+
+def narrow_to_jobs(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> None:
+    """narrow_to_job for several jobs at once: the partitions of all their hosts, over the days from
+    the first one's start to the last one's end (a batch explained together, engine/ray_engine.py)."""
     if not is_lake_reader(conn):
         return
-    start, end = fetch_one(conn, JOB_SPAN_SQL, {"job": job_id}) or (None, None)
-    hosts = [r[0] for r in conn.execute(JOB_HOSTS_SQL, {"job": job_id}).fetchall()]
-    if start is None or not hosts:
-        return
+    spans = {j: (lo, hi) for j, lo, hi in conn.execute(JOB_SPAN_SQL, {"jobs": job_ids}).fetchall()}
+    held = conn.execute(JOB_HOSTS_SQL, {"jobs": job_ids}).fetchall()
+    if not job_ids or set(job_ids) - set(spans) or set(job_ids) - {j for j, _ in held}:
+        return  # a job with no known time or hosts keeps every partition, and so does its batch
+    start, end = min(lo for lo, _ in spans.values()), max(hi for _, hi in spans.values())
+    hosts = sorted({h for _, h in held})
     buckets = [
         r[0]
         for r in conn.execute(
