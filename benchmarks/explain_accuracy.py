@@ -2,12 +2,15 @@
 
     python benchmarks/explain_accuracy.py --seeds 101 202 303 --nodes 8 --work /tmp/acc
     python benchmarks/explain_accuracy.py --scenarios ghost-link --seeds 5 --nodes 256 --hours 3 --campus
+    python benchmarks/explain_accuracy.py --store c512.duckdb --truth c512/truth.json
 
 Each (scenario, seed) is simulated, ingested into a fresh store and every job of its truth explained and
 scored by tests/explain_truth.py, the scorer the truth tests assert with (trigger, cause category, host,
 component; routine saves blamed; decoys blamed). `--campus` samples as a campus does (DCGM 1 min, node
 exporter 2 min, SNMP and optics 5 min) whatever the size; `--jobs` scores only those jobs (the main job
 of a big campus is `1001`). Prints one row per run and the total, and writes them as JSON (--out).
+`--store DB --truth truth.json` scores a store ingested already (the 512-node campaign, whose ingest
+takes minutes) instead of simulating one.
 """
 
 from __future__ import annotations
@@ -39,6 +42,22 @@ def _print(rows: list[dict]) -> None:
         print(f"| {r['run']} | " + " | ".join(cells) + " |")
 
 
+def _score_store(store: Path, truth_path: Path, jobs: list[str] | None) -> None:
+    """Every job of the truth (or those in `jobs`) explained from a store ingested already, scored."""
+    from synestra_cli.store import open_store
+    from tests.explain_truth import score_job
+
+    truth = json.loads(truth_path.read_text())
+    total = Score()
+    with open_store(store, read_only=True) as conn:
+        for job in truth["jobs"]:
+            if jobs is None or job["job"] in jobs:
+                total.add(score_job(conn, job, truth.get("decoys", []), job["job"]))
+    _print([_row(f"{truth['scenario']} s{truth['seed']} n{truth['nodes']} ({store.name})", total)])
+    for miss in total.misses:
+        print(f"miss: {miss}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", nargs="*", default=sorted(SCENARIOS), help="default: every scenario")
@@ -49,7 +68,16 @@ def main() -> None:
     ap.add_argument("--jobs", nargs="*", help="score only these jobs (default: every job of the truth)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/synestra-accuracy"))
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--store", type=Path, help="score this store, already ingested, against --truth (no simulation): a campus"
+    )
+    ap.add_argument("--truth", type=Path, help="the truth.json of the simulation --store was ingested from")
     args = ap.parse_args()
+    if args.store:
+        if not args.truth:
+            ap.error("--store needs --truth")
+        _score_store(args.store, args.truth, args.jobs)
+        return
     unknown = sorted(set(args.scenarios) - set(SCENARIOS))
     if unknown:
         ap.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(sorted(SCENARIOS))}")
