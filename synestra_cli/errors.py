@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 from typing import NoReturn
 
@@ -110,20 +111,27 @@ def raise_if_stopped(cause: BaseException | None = None) -> None:
 MEMORY_ADVICE = "raise SYNESTRA_MEMORY_LIMIT (for example 4GB), or run fewer workers (SYNESTRA_INGEST_WORKERS=1)"
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """DuckDB's OutOfMemoryException, itself or the error it became (a library may wrap it: an Arrow
-    scan reports it as its own error). By name: this module does not import DuckDB."""
+def in_chain(exc: BaseException, test: Callable[[BaseException], bool]) -> bool:
+    """Whether `exc` or any error it was raised from or during (__cause__, __context__) passes `test`."""
     seen: set[int] = set()
     stack: list[BaseException | None] = [exc]
     while stack:
         e = stack.pop()
         if e is None or id(e) in seen:
             continue
-        if type(e).__name__ == "OutOfMemoryException" or str(e).startswith("Out of Memory Error"):
+        if test(e):
             return True
         seen.add(id(e))
         stack += [e.__context__, e.__cause__]
     return False
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """DuckDB's OutOfMemoryException, itself or the error it became (a library may wrap it: an Arrow
+    scan reports it as its own error). By name: this module does not import DuckDB."""
+    return in_chain(
+        exc, lambda e: type(e).__name__ == "OutOfMemoryException" or str(e).startswith("Out of Memory Error")
+    )
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:

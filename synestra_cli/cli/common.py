@@ -22,6 +22,7 @@ from synestra_cli.errors import (
     Terminated,
     exit_code_for,
     forget_stop,
+    in_chain,
     is_interrupt,
     is_out_of_memory,
     raise_if_stopped,
@@ -62,19 +63,7 @@ def _quiet_broken_pipe() -> NoReturn:
 def _terminated(exc: BaseException) -> bool:
     """SIGTERM (Terminated) received, or anywhere in the chain: the query it stopped may have raised
     DuckDB's own interrupt, and a cleanup on the way out (a rollback, a stage dropped) another over that."""
-    if Terminated.received:
-        return True
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        e = stack.pop()
-        if e is None or id(e) in seen:
-            continue
-        if isinstance(e, Terminated):
-            return True
-        seen.add(id(e))
-        stack += [e.__context__, e.__cause__]
-    return False
+    return Terminated.received or in_chain(exc, lambda e: isinstance(e, Terminated))
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
