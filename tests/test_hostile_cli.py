@@ -714,3 +714,47 @@ def test_an_out_of_memory_is_known_in_the_error_a_library_made_of_it():
     except ValueError as outer:
         assert is_out_of_memory(outer)
     assert not is_out_of_memory(ValueError("out of range"))
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["the batch", "one file alone"])
+def test_a_batch_whose_checks_run_out_of_memory_is_checked_file_by_file(tmp_path, monkeypatch, alone):
+    """The checks of a batch (duplicates, times out of range) ran over all its files at once, and an
+    out-of-memory there ended the whole ingest. Every check is per file: the batch is checked again file
+    by file, with the same verdicts; a file that alone runs out fails with the limit to raise."""
+    import duckdb
+
+    from synestra_cli.formats.base import IngestOptions
+    from synestra_cli.ingest import batch, ingest_paths
+    from synestra_cli.store import open_store
+
+    checks, calls = batch.check_sources, []
+
+    def short_of_memory(conn, ids, *args):
+        calls.append(list(ids))
+        first_alone = next(c for c in calls if len(c) == 1) if len(ids) == 1 else None
+        if len(ids) > 1 or (alone and ids == first_alone):  # every batch; and the first file alone
+            raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256.0 KiB")
+        return checks(conn, ids, *args)
+
+    monkeypatch.setattr(batch, "check_sources", short_of_memory)
+    monkeypatch.setenv("SYNESTRA_INGEST_WORKERS", "1")
+    db = tmp_path / "s.duckdb"
+    with open_store(db) as conn:
+        reports = ingest_paths(conn, [SAMPLE], IngestOptions(year=2026))
+    assert any(len(c) > 1 for c in calls) and any(len(c) == 1 for c in calls)
+    failed = [r for r in reports if r.status == "failed"]
+    if alone:
+        assert len(failed) == 1 and "ran out of memory" in failed[0].error
+        assert "SYNESTRA_MEMORY_LIMIT" in failed[0].error
+    else:
+        assert not failed
+    monkeypatch.setattr(batch, "check_sources", checks)
+    with open_store(db) as conn:  # what was kept is whole: the rest loads, and the store is a clean one's
+        assert not [r for r in ingest_paths(conn, [SAMPLE], IngestOptions(year=2026)) if r.status == "failed"]
+    clean = tmp_path / "clean.duckdb"
+    with open_store(clean) as conn:
+        ingest_paths(conn, [SAMPLE], IngestOptions(year=2026))
+    assert _counts(db) == _counts(clean)
+    with open_store(db, read_only=True) as a, open_store(clean, read_only=True) as b:
+        rejects = "SELECT count(*), sum(rejected) FROM sources"
+        assert a.execute(rejects).fetchall() == b.execute(rejects).fetchall()

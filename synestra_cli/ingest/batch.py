@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from synestra_cli.clusters import other_form_notes, qualify_batch
-from synestra_cli.errors import InputError
+from synestra_cli.errors import MEMORY_ADVICE, InputError
 from synestra_cli.formats.base import Format, IngestOptions, LoadResult
 from synestra_cli.ingest.plan import SKIP, Known, Plan, Source, decide, waits_for_pending
 from synestra_cli.ingest.report import FileReport
@@ -112,10 +112,11 @@ def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOption
     if batch.prepared or not batch.files:
         batch.prepared = True
         return []
-    stage = batch.stage
-    checks = check_sources(conn, [s.source_id for s in batch.files], stage, batch.tables)
-    failed, seen = [], set()
+    checks, failed = _checks(conn, batch)
+    seen, ran_out = set(), {s.source_id for s in failed}
     for s in batch.files:
+        if s.source_id in ran_out:
+            continue
         key = (s.plan.digest.sha, s.fmt.name, s.options)
         if key in seen:  # a copy of a file before it in the batch (parsed at once, in two threads)
             s.report.status, s.report.error = "skipped", "already in the store (same content)"
@@ -134,6 +135,31 @@ def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOption
         _bookkeeping(conn, batch)
     batch.prepared = True
     return failed
+
+
+def _checks(conn: duckdb.DuckDBPyConnection, batch: Batch) -> tuple[dict[int, CheckResult], list[Staged]]:
+    """check_sources over the batch at once, in one transaction of its stage. Out of memory (a big
+    batch under a small SYNESTRA_MEMORY_LIMIT) rolls it back, and each file is checked alone: every
+    check is per source, so the verdicts are the same. A file that alone runs out fails, with the
+    limit to raise, and the others go on (its rows are dropped with the batch's failures)."""
+    ids = [s.source_id for s in batch.files]
+    try:
+        with transaction(conn):
+            return dict(check_sources(conn, ids, batch.stage, batch.tables)), []
+    except duckdb.OutOfMemoryException:
+        pass
+    checks: dict[int, CheckResult] = {}
+    failed = []
+    for s in batch.files:
+        try:
+            with transaction(conn):
+                checks |= check_sources(conn, [s.source_id], batch.stage, batch.tables)
+        except duckdb.OutOfMemoryException as exc:
+            s.report.status = "failed"
+            first = str(exc).strip().splitlines()[0]  # DuckDB adds lines of its own advice
+            s.report.error = f"{s.path}: ran out of memory in its checks ({first}): {MEMORY_ADVICE}, then ingest again"
+            failed.append(s)
+    return checks, failed
 
 
 def _apply(result: LoadResult, checked: CheckResult) -> None:
