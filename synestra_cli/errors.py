@@ -111,6 +111,13 @@ def raise_if_stopped(cause: BaseException | None = None) -> None:
 MEMORY_ADVICE = "raise SYNESTRA_MEMORY_LIMIT (for example 4GB), or run fewer workers (SYNESTRA_INGEST_WORKERS=1)"
 
 
+def out_of_memory_message(exc: BaseException) -> str:
+    """What an out-of-memory says, for a file or a command: DuckDB's first line (the lines after it are
+    DuckDB's own advice, about settings a user cannot reach) and what to do."""
+    lines = str(exc).strip().splitlines()
+    return f"ran out of memory ({lines[0] if lines else type(exc).__name__}): {MEMORY_ADVICE}"
+
+
 def in_chain(exc: BaseException, test: Callable[[BaseException], bool]) -> bool:
     """Whether `exc` or any error it was raised from or during (__cause__, __context__) passes `test`."""
     seen: set[int] = set()

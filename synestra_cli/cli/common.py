@@ -16,7 +16,6 @@ import duckdb
 # The shared option grammar lives in cli/options.py; these names stay importable from here.
 from synestra_cli.cli.options import check_window, db_option, format_option  # noqa: E402,F401
 from synestra_cli.errors import (
-    MEMORY_ADVICE,
     ExitCode,
     SynestraError,
     Terminated,
@@ -25,6 +24,7 @@ from synestra_cli.errors import (
     in_chain,
     is_interrupt,
     is_out_of_memory,
+    out_of_memory_message,
     raise_if_stopped,
     request_stop,
 )
@@ -85,10 +85,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(INTERRUPTED, ExitCode.TERMINATED if _terminated(exc) else ExitCode.INTERRUPTED)
         except duckdb.Error as exc:  # a store damaged or unwritable mid-command: one line, exit 8
             if is_out_of_memory(exc):  # not a bug: the limit the user set (or its default) was too small
-                _fail(
-                    f"out of memory ({str(exc).strip().splitlines()[0]}): {MEMORY_ADVICE}; {OUT_OF_MEMORY_KEPT}",
-                    ExitCode.MEMORY,
-                )
+                _fail(f"{out_of_memory_message(exc)}; {OUT_OF_MEMORY_KEPT}", ExitCode.MEMORY)
             store_error = as_store_error(exc)
             if store_error is not None:
                 _fail(str(store_error), exit_code_for(store_error))

@@ -19,7 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from synestra_cli.clusters import other_form_notes, qualify_batch
-from synestra_cli.errors import MEMORY_ADVICE, InputError
+from synestra_cli.errors import InputError, out_of_memory_message
 from synestra_cli.formats.base import Format, IngestOptions, LoadResult
 from synestra_cli.ingest.plan import SKIP, Known, Plan, Source, decide, waits_for_pending
 from synestra_cli.ingest.report import FileReport
@@ -156,8 +156,7 @@ def _checks(conn: duckdb.DuckDBPyConnection, batch: Batch) -> tuple[dict[int, Ch
                 checks |= check_sources(conn, [s.source_id], batch.stage, batch.tables)
         except duckdb.OutOfMemoryException as exc:
             s.report.status = "failed"
-            first = str(exc).strip().splitlines()[0]  # DuckDB adds lines of its own advice
-            s.report.error = f"{s.path}: ran out of memory in its checks ({first}): {MEMORY_ADVICE}, then ingest again"
+            s.report.error = f"{s.path}: its checks {out_of_memory_message(exc)}, then ingest again"
             failed.append(s)
     return checks, failed
 

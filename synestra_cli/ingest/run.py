@@ -24,11 +24,11 @@ import duckdb
 
 from synestra_cli.clusters import prefix_hosts
 from synestra_cli.errors import (
-    MEMORY_ADVICE,
     StoreWriteError,
     SynestraError,
     is_interrupt,
     is_out_of_memory,
+    out_of_memory_message,
     raise_if_stopped,
 )
 from synestra_cli.formats.base import (
@@ -433,15 +433,13 @@ def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]
             # fails, at its insert or its commit. Retried, it sees the other's row.
             if _is_conflict(exc) and attempt < CONFLICT_RETRIES:
                 continue
-            report.error = _driver_error(path, exc)
-            if is_out_of_memory(exc):
-                report.error += f": {MEMORY_ADVICE}, then ingest again"
+            report.error = _out_of_memory(path, exc) if is_out_of_memory(exc) else _driver_error(path, exc)
         except Exception as exc:  # noqa: BLE001 - a parser bug or an input it did not foresee
             raise_if_stopped(exc)
             if is_interrupt(exc):  # DuckDB 2 reports a Ctrl-C inside a query as a RuntimeError
                 raise
             if is_out_of_memory(exc):  # (an Arrow scan wraps DuckDB's): the limit's fault, not the file's
-                report.error = f"{path}: ran out of memory ({_first_line(exc)}): {MEMORY_ADVICE}, then ingest again"
+                report.error = _out_of_memory(path, exc)
                 return report
             # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
             # file fails, rolled back, and the others still load.
@@ -565,6 +563,10 @@ def _is_conflict(exc: duckdb.Error) -> bool:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def _out_of_memory(path: Path, exc: BaseException) -> str:
+    return f"{path}: {out_of_memory_message(exc)}, then ingest again"
 
 
 def _driver_error(path: Path, exc: duckdb.Error) -> str:
