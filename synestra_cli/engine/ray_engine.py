@@ -93,9 +93,7 @@ def runs_of(jobs: list[str], actors: int) -> list[list[str]]:
     n = max(actors, -(-len(jobs) // BATCH_JOBS))
     n = min(len(jobs), -(-n // actors) * actors)
     size, extra = divmod(len(jobs), n)
-    cuts = [0]
-    for k in range(n):
-        cuts.append(cuts[-1] + size + (k < extra))
+    cuts = [0, *itertools.accumulate(size + (k < extra) for k in range(n))]
     return [jobs[a:b] for a, b in itertools.pairwise(cuts)]
 
 

@@ -485,12 +485,13 @@ def _read_by_source(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) 
     """The candidates' samples in their jobs' windows into `_fscope`, from the row groups of their files,
     or from the whole table when their files are most of it."""
     held = conn.execute(CAND_SOURCES_SQL).fetchall()
-    sources, hosts = sorted({r[0] for r in held}), sorted({r[1] for r in held})
-    names = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _fcand ORDER BY 1").fetchall()]
+    sources = sorted({r[0] for r in held})
     hull = [min(r.windows[0][0] for r in reads.values()), max(r.windows[-1][1] for r in reads.values())]
     if sources and scan_whole_table(conn, sources, hull):
         conn.execute(SCOPE_ALL_SQL, hull)
-    elif sources:
+    elif sources:  # the lists the scan prunes row groups by
+        hosts = sorted({r[1] for r in held})
+        names = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _fcand ORDER BY 1").fetchall()]
         marks = {"sources": placeholders(len(sources)), "hosts": placeholders(len(hosts))}
         sql = SCOPE_SQL.format(**marks, metrics=placeholders(len(names)))
         conn.execute(sql, [*sources, *hosts, *names, *hull])
