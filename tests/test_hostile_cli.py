@@ -628,9 +628,10 @@ def test_a_closed_pipe_ends_quietly_with_0(store, args):
     assert proc.returncode == 0 and err.decode() == ""
 
 
-def _long_syslog(path: Path, lines: int) -> Path:
-    """A syslog big enough that its parse outlasts a signal sent while it runs (~1 s a file)."""
-    body = "gpu-001 kernel: [ 12.000000] NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.\n"
+def _long_syslog(path: Path, lines: int, host: str = "gpu-001") -> Path:
+    """A syslog big enough that its parse outlasts a signal sent while it runs (~1-3 s a file). Each of
+    several must name its own host: files of the same bytes are one file, the copies skipped unparsed."""
+    body = f"{host} kernel: [ 12.000000] NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus.\n"
     path.write_text("".join(f"Nov  3 {h:02d}:{m:02d}:{sec:02d} {body}" for h, m, sec in _clock(lines)))
     return path
 
@@ -647,9 +648,12 @@ def _clock(lines: int):
 def test_ctrl_c_or_sigterm_during_ingest_exits_130_or_143_and_leaves_the_store_whole(tmp_path, sig, code, said):
     """Small files load many at a time, so sample_data alone commits before a signal can land: three big
     syslogs after it keep the ingest parsing when Ctrl-C (or `kill`, systemd's stop) comes, after the
-    first commit. SIGTERM used to kill the one-shot ingest outright (exit -15, no message)."""
+    first commit. SIGTERM used to kill the one-shot ingest outright (exit -15, no message). The three
+    were once the same bytes: two were skipped as copies, the ingest ended ~3 s after the first commit,
+    and on a fast machine the signal came after the end (exit 0)."""
     db = tmp_path / "s.duckdb"
-    inputs = [str(SAMPLE), *(str(_long_syslog(tmp_path / f"big-{k}.log", 400_000)) for k in range(3))]
+    bigs = [_long_syslog(tmp_path / f"big-{k}.log", 400_000, f"gpu-00{k + 1}") for k in range(3)]
+    inputs = [str(SAMPLE), *map(str, bigs)]
     proc = subprocess.Popen(
         [SYNESTRA, "ingest", *inputs, "--year", "2026", "--db", str(db)],
         stdout=subprocess.PIPE,
