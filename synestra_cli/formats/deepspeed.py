@@ -38,7 +38,7 @@ DIST_LINE = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[(?:INFO|WARNING|ERROR|
 
 
 def sniff(head: str) -> float:
-    if not joblog.has_line(head, DIST_LINE):
+    if not joblog.has_line(head, DIST_LINE, "] [INFO] [", "] [WARNING] [", "] [ERROR] [", "] [DEBUG] ["):
         return 0.0
     # DLRover and others reuse DeepSpeed's logger format: claim it firmly only when DeepSpeed speaks.
     return 0.8 if "DeepSpeed" in head or "log_dist" in head else 0.5

@@ -392,10 +392,15 @@ def _plain(head: str) -> str:
     return ANSI.sub("", head)
 
 
-def has_line(head: str, pattern: str) -> bool:
+def has_line(head: str, pattern: str, *needles: str) -> bool:
     """Whether a line of the head matches pattern, colour codes removed (torchtitan colours its step
-    lines). The first match answers: detection sniffs every file's head with several of these."""
-    return re.search(pattern, _plain(head), re.MULTILINE) is not None
+    lines). The first match answers: detection sniffs every file's head with several of these.
+    `needles`: literals one of which every match contains. A head holding none is answered without the
+    regex, whose `^` is tried at every character (most heads detection sniffs are not this format's)."""
+    plain = _plain(head)
+    if needles and not any(n in plain for n in needles):
+        return False
+    return re.search(pattern, plain, re.MULTILINE) is not None
 
 
 SYSLOG_ENVELOPE = re.compile(

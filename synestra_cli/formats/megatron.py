@@ -122,14 +122,16 @@ def sniff(head: str) -> float:
         head,
         r"^(?:\[rank\d+\]:)?\s*(?:\[[\d\- :.]+\]\s*)?iteration\s+\d+/\s*\d+ "
         r"\| consumed samples:",
+        "| consumed samples:",
     ):
         return 0.9
-    if joblog.has_line(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t"):
+    if joblog.has_line(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t", "\tJob ID: "):
         return 0.9
     if joblog.has_line(
         head,
         r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
         r"(at|from \S+ at) iteration",
+        "checkpoint ",
     ):
         return 0.7
     # A job that died (or ended) before its first logged iteration still printed Megatron's banner.
@@ -137,6 +139,8 @@ def sniff(head: str) -> float:
         head,
         r"^\s*(?:\[[\d\- :.]+\]\s*)?(using world size: \d+, data-parallel size|"
         r"\[after megatron is initialized\] datetime:)",
+        "using world size: ",
+        "[after megatron is initialized] datetime:",
     ):
         return 0.6
     return 0.0

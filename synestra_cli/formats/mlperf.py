@@ -56,7 +56,7 @@ SELECT sid, pos, lineno, 'job' AS fact, value->>'$' AS job_name FROM jl_mllog WH
 
 
 def sniff(head: str) -> float:
-    return 0.95 if joblog.has_line(head, r"^(?:\S+: )?:::MLLOG \{") else 0.0
+    return 0.95 if joblog.has_line(head, r"^(?:\S+: )?:::MLLOG \{", ":::MLLOG {") else 0.0
 
 
 FORMAT = joblog.job_log_format(

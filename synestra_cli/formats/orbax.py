@@ -25,7 +25,8 @@ WHERE contains(body, '] [process=') AND regexp_matches(body, '\] \[process=\d+\]
 
 
 def sniff(head: str) -> float:
-    return 0.6 if joblog.has_line(head, r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ checkpoint_manager\.py:\d+\]") else 0.0
+    manager_line = r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ checkpoint_manager\.py:\d+\]"
+    return 0.6 if joblog.has_line(head, manager_line, "checkpoint_manager.py:") else 0.0
 
 
 FORMAT = joblog.job_log_format(

@@ -385,6 +385,8 @@ def detect(head: str) -> tuple[Envelope | None, float]:
             score = min(1.0, 2 * score)  # half the lines may be unindented continuations
         if score > best[1]:
             best = (env, score)
+        if score >= 1.0:  # every line fits: no later envelope can score more (ties keep the first)
+            break
     if best[1] < 0.5 and all(NOTIME_SNIFF.match(ln) for ln in lines):
         return NOTIME, 0.6
     return best

@@ -65,7 +65,7 @@ WHERE contains(body, ' - INFO - Starting job: ') AND regexp_matches(body, '\] .*
 
 def sniff(head: str) -> float:
     step_line = r"^(?:\[rank\d+\]:)?(?:\[titan\] )?\d{4}-.* - step:\s*\d+\s+loss:"
-    return 0.9 if joblog.has_line(head, step_line) else 0.0
+    return 0.9 if joblog.has_line(head, step_line, " - step:") else 0.0
 
 
 FORMAT = joblog.job_log_format(
