@@ -364,7 +364,9 @@ def _fits(env: Envelope, match: re.Match | None) -> bool:
 DETECT_LINES = 200  # the lines of the head detect reads
 
 
-@functools.lru_cache(maxsize=128)  # sniffing a unit of files detects their envelopes, then loading: once
+# Ingest sniffs a unit of files (up to 256: ingest/run.py UNIT_FILES), then loads them: each head is detected
+# once if the cache holds two units' heads (two workers), at most 64 KiB each.
+@functools.lru_cache(maxsize=512)
 def detect(head: str) -> tuple[Envelope | None, float]:
     """The envelope most lines of the head carry, and the fraction of (non-continuation) lines it fits."""
     lines = head.splitlines()

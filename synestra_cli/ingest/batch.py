@@ -100,10 +100,11 @@ class Batch:
     tables: list[SourcedTable]  # the stage's sourced tables
     files: list[Staged] = field(default_factory=list)
     prepared: bool = False
+    input_bytes: int = 0  # of its files, kept as they come: ingest measures the batch after every file
 
-    @property
-    def input_bytes(self) -> int:
-        return sum(s.input_bytes for s in self.files)
+    def add(self, staged: Staged) -> None:
+        self.files.append(staged)
+        self.input_bytes += staged.input_bytes
 
 
 def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOptions) -> list[Staged]:
@@ -193,6 +194,7 @@ def _drop(conn: duckdb.DuckDBPyConnection, batch: Batch, files: list[Staged]) ->
     delete_sources(conn, [s.source_id for s in files], batch.stage, batch.tables)
     gone = {s.source_id for s in files}
     batch.files = [s for s in batch.files if s.source_id not in gone]
+    batch.input_bytes = sum(s.input_bytes for s in batch.files)
 
 
 def _bookkeeping(conn: duckdb.DuckDBPyConnection, batch: Batch) -> None:

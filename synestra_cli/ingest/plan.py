@@ -156,7 +156,7 @@ class Known:
     """The sources a plan is made against: the store's, plus those staged and not yet committed
     (`pending`: a plan that would replace or extend one of them waits for its commit)."""
 
-    by_path: dict[tuple[str, str], list[Source]] = field(default_factory=dict)
+    by_path: dict[str, list[Source]] = field(default_factory=dict)  # every format read from the path
     by_content: dict[tuple[str, str], list[Source]] = field(default_factory=dict)
     pending: set[int] = field(default_factory=set)
 
@@ -168,26 +168,20 @@ class Known:
         return known
 
     def add(self, source: Source, pending: bool = False) -> None:
-        self.by_path.setdefault((source.path, source.format), []).append(source)
+        self.by_path.setdefault(source.path, []).append(source)
         self.by_content.setdefault((source.sha, source.format), []).append(source)
         if pending:
             self.pending.add(source.source_id)
 
     def earlier(self, path: str, fmt: str, options: IngestOptions) -> list[Source]:
         """Sources read from this path as this format with these options, oldest first."""
-        found = [s for s in list(self.by_path.get((path, fmt), ())) if reads_the_same(s.options, options)]
+        found = [s for s in self.by_path.get(path, ()) if s.format == fmt and reads_the_same(s.options, options)]
         return sorted(found, key=lambda s: s.source_id)
 
     def as_other_formats(self, path: str, fmt: str, options: IngestOptions) -> list[Source]:
         """Sources read from this path with these options as another format than `fmt`: the same file,
         recognised otherwise before it grew (a job log whose MLPerf lines come after its NeMo ones)."""
-        found = [
-            s
-            for (p, f), sources in self.by_path.items()
-            if p == path and f != fmt
-            for s in sources
-            if reads_the_same(s.options, options)
-        ]
+        found = [s for s in self.by_path.get(path, ()) if s.format != fmt and reads_the_same(s.options, options)]
         return sorted(found, key=lambda s: s.source_id)
 
     def same_content(self, sha: str, fmt: str) -> list[Source]:

@@ -229,7 +229,7 @@ class _Run:
         if stage is not None:
             self.consumed[stage] += 1
         if isinstance(result, Staged):
-            next(b for b in self.batches if b.stage == stage).files.append(result)
+            next(b for b in self.batches if b.stage == stage).add(result)
         else:
             self._final(index, result)
         current = self.batches[-1]
