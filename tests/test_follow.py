@@ -19,6 +19,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from children import default_sigint
 
 from synestra_cli import errors
 from synestra_cli.cli.common import stop_on_signals
@@ -253,9 +254,6 @@ def _spawn(tmp_path: Path, logs: Path) -> subprocess.Popen:
     ]
     cmd += ["--db", str(tmp_path / "s.duckdb"), "--year", "2026"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    # SIGINT at its default in the child: a suite started as a shell's background job has it ignored, and
-    # an ignored SIGINT is inherited (Python then installs no Ctrl-C handler)
-    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
     return subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=default_sigint)
 
 

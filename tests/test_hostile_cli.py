@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from children import default_sigint
 from click.testing import CliRunner
 from explain_fixtures import Scenario, at, reactive_job_with_a_lossy_port
 from hypothesis import given, settings
@@ -660,6 +661,7 @@ def test_ctrl_c_or_sigterm_during_ingest_exits_130_or_143_and_leaves_the_store_w
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "SYNESTRA_INGEST_WORKERS": "1"},
+        preexec_fn=default_sigint,  # Ctrl-C as at a terminal, however the suite was started
     )
     for line in proc.stderr:  # the first files are in: interrupt the rest
         if "rows" in line:
