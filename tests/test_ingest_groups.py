@@ -3,6 +3,8 @@ and still one source per file, all or nothing per file, rejects at their own fil
 
 from __future__ import annotations
 
+import gzip
+import os
 import shutil
 from pathlib import Path
 
@@ -259,3 +261,23 @@ def test_job_logs_ingested_again_in_a_group_add_nothing(monkeypatch):
     again = ingest_paths(conn, JOB_LOGS, IngestOptions(), workers=1)
     assert {r.status for r in again} == {"skipped"}
     assert _job_rows(conn) == before
+
+
+def test_units_are_cut_by_text_so_gzipped_files_share_units_as_their_lines_weigh(tmp_path, monkeypatch):
+    """A unit's memory is its lines: a gzip file counts what its trailer says it holds, not its bytes on
+    disk (~9x fewer); a FIFO is not opened."""
+    monkeypatch.setattr(run, "UNIT_TEXT_BYTES", 100_000)
+    lines = "".join(f"2026-11-02T00:00:{i % 60:02d}Z,gpu-001,mlx5_0,optics_rx_power_dbm,-1.5\n" for i in range(1000))
+    plain, packed = [], []
+    for k in range(4):
+        (p := tmp_path / f"plain-{k}.csv").write_text(lines)  # ~60 kB of text each
+        (g := tmp_path / f"packed-{k}.csv.gz").write_bytes(gzip.compress(lines.encode()))
+        plain.append(p)
+        packed.append(g)
+    assert all(g.stat().st_size < 10_000 for g in packed)  # on disk, ten would fit in a unit
+    assert run._units(plain) == [[0], [1], [2], [3]]
+    assert run._units(packed) == [[0], [1], [2], [3]]  # as their lines weigh
+    monkeypatch.setattr(run, "UNIT_TEXT_BYTES", 130_000)
+    assert run._units(packed) == [[0, 1], [2, 3]]
+    os.mkfifo(fifo := tmp_path / "fifo")
+    assert run._sizes(fifo) == (0, 0)  # answered without opening it (which would block)
