@@ -39,14 +39,13 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.errors import StoreBusyError, raise_if_stopped
-from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.base import GZIP_MAGIC, IngestOptions
 from synestra_cli.ingest import FileReport, ProgressFn, ReportFn, WalkIssue, ingest_into, iter_inputs
 from synestra_cli.ingest.staging import Stores
 from synestra_cli.store import open_store, resolve_db_path
 from synestra_cli.store.sql import transaction
 
 DEFAULT_INTERVAL_S = 5.0
-GZIP_MAGIC = b"\x1f\x8b"
 
 LINEAGE_SQL = """
 SELECT path, arg_max(sha256, source_id), arg_max(bytes, source_id), max(source_id)

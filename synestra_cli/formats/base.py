@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import os
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
@@ -175,10 +176,29 @@ class Format:
         return self.appendable(path) if callable(self.appendable) else self.appendable
 
 
-def open_binary(path: Path):
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: Path) -> bool:
     with open(path, "rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+        return f.read(2) == GZIP_MAGIC
+
+
+def open_binary(path: Path):
+    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+
+
+def text_bytes(path: Path) -> int:
+    """What a regular file holds once decompressed: a gzip file's trailer (ISIZE) gives its last member's
+    size, mod 4 GiB (an estimate); any other file's size on disk."""
+    on_disk = path.stat().st_size
+    if not path.is_file() or on_disk < 18:  # a FIFO or device is not opened (it would block)
+        return on_disk
+    with open(path, "rb") as f:
+        if f.read(2) != GZIP_MAGIC:
+            return on_disk
+        f.seek(-4, os.SEEK_END)
+        return max(on_disk, int.from_bytes(f.read(4), "little"))
 
 
 def content_mtime(path: Path) -> datetime:
@@ -186,7 +206,7 @@ def content_mtime(path: Path) -> datetime:
     it: it survives copies and checkouts that reset the file's own), else the file's mtime."""
     with open(path, "rb") as f:
         header = f.read(8)
-    if header[:2] == b"\x1f\x8b" and len(header) == 8:
+    if header[:2] == GZIP_MAGIC and len(header) == 8:
         stamp = int.from_bytes(header[4:8], "little")
         if stamp:
             return datetime.fromtimestamp(stamp, UTC).replace(tzinfo=None)

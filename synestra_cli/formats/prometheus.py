@@ -13,9 +13,7 @@ import zlib
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels, prom_text
-from synestra_cli.formats.base import Format, LoadContext, LoadResult
-
-GZIP_MAGIC = b"\x1f\x8b"
+from synestra_cli.formats.base import GZIP_MAGIC, Format, LoadContext, LoadResult
 
 # `name value`, `name{labels} value`, `{__name__=...} value` (dumps); blanks (spaces or TABs) before `{` and after
 # `}` are optional; an optional integer or decimal timestamp.

@@ -19,7 +19,7 @@ import duckdb
 
 from synestra_cli import formats
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import UTF8_BOM, Format, IngestOptions, decode, read_head, utf16_codec
+from synestra_cli.formats.base import UTF8_BOM, Format, IngestOptions, decode, is_gzip, read_head, utf16_codec
 from synestra_cli.store.sql import quote_ident
 
 PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
@@ -122,11 +122,6 @@ def pick_format(head: str, options: IngestOptions, path: Path) -> Format:
         return found
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from exc
-
-
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
 
 
 def reads_the_same(stored: str | None, options: IngestOptions) -> bool:

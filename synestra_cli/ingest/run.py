@@ -38,6 +38,8 @@ from synestra_cli.formats.base import (
     LoadResult,
     TrackedOptions,
     content_mtime,
+    is_gzip,
+    text_bytes,
     transcode_to_utf8,
 )
 from synestra_cli.ingest.batch import Batch, Staged, commit, prepare
@@ -49,7 +51,6 @@ from synestra_cli.ingest.plan import (
     check_unchanged,
     decide,
     digest_for,
-    is_gzip,
     pick_format,
 )
 from synestra_cli.ingest.report import FileReport
@@ -308,7 +309,6 @@ Result = FileReport | Staged
 UNIT_FILES = 256
 UNIT_TEXT_BYTES = 32 << 20
 UNIT_ALONE_BYTES = 1 << 20
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _units(items: list[Path | WalkIssue]) -> list[list[int]]:
@@ -331,17 +331,9 @@ def _units(items: list[Path | WalkIssue]) -> list[list[int]]:
 
 
 def _sizes(path: Path) -> tuple[int, int]:
-    """The file's bytes on disk, and of text: a gzip file's trailer (ISIZE) gives its last member's size
-    (mod 4 GiB: an estimate, for the small files that share units)."""
+    """The file's bytes on disk and of text (0, 0: unreadable, it fails when planned)."""
     try:
-        on_disk = path.stat().st_size
-        if not path.is_file() or on_disk < 18:  # a FIFO or device is not opened here (it would block)
-            return on_disk, on_disk
-        with open(path, "rb") as f:
-            if f.read(2) != GZIP_MAGIC:
-                return on_disk, on_disk
-            f.seek(-4, os.SEEK_END)
-            return on_disk, max(on_disk, int.from_bytes(f.read(4), "little"))
+        return path.stat().st_size, text_bytes(path)
     except OSError:
         return 0, 0
 
