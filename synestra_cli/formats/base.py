@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import os
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
@@ -191,8 +192,9 @@ def open_binary(path: Path):
 def text_bytes(path: Path) -> int:
     """What a regular file holds once decompressed: a gzip file's trailer (ISIZE) gives its last member's
     size, mod 4 GiB (an estimate); any other file's size on disk."""
-    on_disk = path.stat().st_size
-    if not path.is_file() or on_disk < 18:  # a FIFO or device is not opened (it would block)
+    st = path.stat()
+    on_disk = st.st_size
+    if not stat.S_ISREG(st.st_mode) or on_disk < 18:  # a FIFO or device is not opened (it would block)
         return on_disk
     with open(path, "rb") as f:
         if f.read(2) != GZIP_MAGIC:

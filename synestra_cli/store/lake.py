@@ -258,11 +258,11 @@ def narrow_to_job(conn: duckdb.DuckDBPyConnection, job_id: str) -> None:
 def narrow_to_jobs(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> None:
     """narrow_to_job for several jobs at once: the partitions of all their hosts, over the days from
     the first one's start to the last one's end (a batch explained together, engine/ray_engine.py)."""
-    if not is_lake_reader(conn):
+    if not job_ids or not is_lake_reader(conn):
         return
     spans = {j: (lo, hi) for j, lo, hi in conn.execute(JOB_SPAN_SQL, {"jobs": job_ids}).fetchall()}
     held = conn.execute(JOB_HOSTS_SQL, {"jobs": job_ids}).fetchall()
-    if not job_ids or set(job_ids) - set(spans) or set(job_ids) - {j for j, _ in held}:
+    if set(job_ids) - set(spans) or set(job_ids) - {j for j, _ in held}:
         return  # a job with no known time or hosts keeps every partition, and so does its batch
     start, end = min(lo for lo, _ in spans.values()), max(hi for _, hi in spans.values())
     hosts = sorted({h for _, h in held})
