@@ -22,6 +22,12 @@ _SAMPLE = re.compile(
     r"(\S+)(?:[ \t]+-?\d+(?:\.\d+)?)?[ \t]*$"
 )
 _FOREIGN = re.compile(r"^\s|^\{(?!__name__)")
+# The gzip check inflates the whole file for its CRC (DuckDB read a gzip with one byte flipped without an
+# error) and keeps its last bytes: 64 KB of text at a time, each dropped but its tail. Unbounded, each
+# 1 MB read was ~35 MB of text to allocate and join: 0.075 s per campus DCGM file, against 0.038.
+INSPECT_BLOCK = 1 << 16
+INSPECT_TEXT = 1 << 16
+TAIL_BYTES = 64
 
 
 def sniff(head: str) -> float:
@@ -70,18 +76,22 @@ def _inspect(ctx: LoadContext) -> tuple[str | None, bytes]:
     """
     with open(ctx.path, "rb") as f:
         if f.read(2) != GZIP_MAGIC:
-            f.seek(max(0, ctx.path.stat().st_size - 64))
+            f.seek(max(0, ctx.path.stat().st_size - TAIL_BYTES))
             return "none", f.read()
     inflater, tail = zlib.decompressobj(16 + zlib.MAX_WBITS), b""
     try:
         with open(ctx.path, "rb") as f:
-            while block := f.read(1 << 20):
-                tail = (tail + inflater.decompress(block))[-64:]
+            while not inflater.eof and (block := f.read(INSPECT_BLOCK)):
+                while block and not inflater.eof:
+                    tail = (tail + inflater.decompress(block, INSPECT_TEXT)[-TAIL_BYTES:])[-TAIL_BYTES:]
+                    block = inflater.unconsumed_tail
+            tail = (tail + inflater.flush()[-TAIL_BYTES:])[-TAIL_BYTES:]  # the text a full buffer held back
+            more = bool(inflater.unused_data) or bool(f.read(1))  # another gzip member, or bytes after it
     except zlib.error as exc:
         raise InputError(f"{ctx.display}: truncated or corrupt gzip ({exc})") from exc
     if not inflater.eof:
         raise InputError(f"{ctx.display}: truncated or corrupt gzip (stream ends early)")
-    return (None if inflater.unused_data else "gzip"), tail
+    return (None if more else "gzip"), tail
 
 
 FORMAT = Format(
