@@ -255,9 +255,25 @@ def test_a_truncated_gzip_is_refused_with_a_clear_message_and_multi_member_gzip_
     assert report.status == "failed"
     assert "truncated or corrupt gzip" in report.error
     assert conn.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
+    bad = bytearray(gzip.compress(body))
+    bad[-8] ^= 0xFF  # the CRC of the text: inflating succeeds, the check fails (DuckDB's reader does not look)
+    crc = tmp_path / "crc.prom.gz"
+    crc.write_bytes(bytes(bad))
+    report = ingest_file(conn, crc, IngestOptions(format="prometheus"))
+    assert report.status == "failed" and "truncated or corrupt gzip" in report.error
+    assert conn.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
     two = tmp_path / "two.prom.gz"
     two.write_bytes(gzip.compress(body[:40]) + gzip.compress(body[40:80]))  # two whole lines, one per member
     assert ingest(conn, two).rows == 2
+
+
+def test_a_gzipped_openmetrics_file_is_told_by_its_last_line(conn, tmp_path):
+    # the text's tail is read as the gzip is checked: 200,000 lines (~7 MB of text) end with `# EOF`
+    lines = "".join(f'x{{Hostname="h",gpu="{i % 8}"}} {i} {1795000000 + i // 8}\n' for i in range(200_000))
+    path = tmp_path / "om.txt.gz"
+    path.write_bytes(gzip.compress(("# TYPE x gauge\n" + lines + "# EOF\n").encode()))
+    assert ingest(conn, path).rows == 200_000
+    assert metric(conn, "x")[0][3] == datetime(2026, 11, 18, 11, 6, 40)  # seconds, not milliseconds
 
 
 def test_openmetrics_integer_timestamps_are_seconds(conn, tmp_path):
