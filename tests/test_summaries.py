@@ -14,7 +14,9 @@ from conftest import copy_sample_store
 
 from synestra_cli.explain.api import explain_job, jobs_in_window
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import batch as batch_module
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.ingest import run as run_module
 from synestra_cli.signals import candidates
 from synestra_cli.signals.anomalies import anomalies, build_scope
 from synestra_cli.signals.scope import JobScope
@@ -22,7 +24,13 @@ from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, METRIC_RULES
 from synestra_cli.store.connect import connect
 from synestra_cli.store.migrations import apply_migrations
 from synestra_cli.store.sources import forget, sourced_tables
-from synestra_cli.store.summaries import DERIVED_TABLES, SUMMARY_DDL, summarise_source
+from synestra_cli.store.summaries import (
+    DERIVED_TABLES,
+    SUMMARY_DDL,
+    repeatable_sources,
+    summarise_source,
+    summarise_stage,
+)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
 T0 = datetime(2026, 11, 2)
@@ -392,6 +400,104 @@ def test_ingest_writes_a_batch_of_summaries_in_hour_order(tmp_path):
     order = [r[0] for r in conn.execute("SELECT bucket FROM metric_summaries ORDER BY rowid").fetchall()]
     conn.close()
     assert len(set(order)) > 1 and order == sorted(order)
+
+
+def _summaries(path: Path) -> tuple[list, list, int]:
+    """A store's summaries (every column, row ranges too), host summaries, and summarised sources."""
+    conn = connect(path)
+    try:
+        rows = [
+            sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+            for table in ("metric_summaries", "host_summaries")
+        ]
+        listed = conn.execute("SELECT count(*) FROM summarised_sources").fetchone()[0]
+        held = conn.execute(ROWS_HELD_SQL).fetchone()
+        assert held == (0, True)  # each range holds its hour's samples
+    finally:
+        conn.close()
+    return rows[0], rows[1], listed
+
+
+ROWS_HELD_SQL = (
+    "SELECT count(*) FILTER (WHERE s.row_lo IS NULL), sum(s.n) = sum((SELECT count(*) FROM metrics m "
+    "WHERE m.rowid BETWEEN s.row_lo AND s.row_hi AND m.source_id = s.source_id AND m.metric = s.metric "
+    "AND m.host IS NOT DISTINCT FROM s.host AND m.entity IS NOT DISTINCT FROM s.entity "
+    "AND time_bucket(INTERVAL 1 HOUR, m.ts) = s.bucket AND m.value IS NOT NULL)) FROM metric_summaries s"
+)
+
+
+def test_summaries_computed_in_the_stage_are_those_of_the_store(tmp_path, monkeypatch):
+    """Ingest summarises a batch in its stage, outside the store's lock, and moves the row ranges to where
+    the rows landed. Row for row (ranges too) they are the summaries computed from the store after the
+    commit; a batch whose stage lost rows after they were summarised (here a copy of a file dropped
+    from its batch) is summarised from the store instead, with the same result."""
+    copy = tmp_path / "in" / "copy.prom.gz"
+    copy.parent.mkdir()
+    copy.write_bytes(sorted((SAMPLE / "dcgm").iterdir())[0].read_bytes())  # read just before its original
+    inputs = [copy] + [SAMPLE / p for p in ("dcgm", "node_exporter", "optics", "snmp", "jobs")]
+    used: list[bool] = []
+    staged = batch_module.copy_stage_summaries
+
+    def spy(*args):
+        used.append(staged(*args))
+        return used[-1]
+
+    monkeypatch.setattr(batch_module, "copy_stage_summaries", spy)
+    monkeypatch.setattr(run_module, "BATCH_FILES", 6)  # several batches: the copy and its original share the first
+    reports = ingest_paths(tmp_path / "staged.duckdb", inputs, IngestOptions(), workers=1)
+    assert {r.status for r in reports} == {"loaded", "skipped"}
+    assert True in used and False in used  # staged batches, and the one that lost its copy's rows
+    monkeypatch.setattr(batch_module, "summarise_stage", lambda *a: False)
+    ingest_paths(tmp_path / "from-store.duckdb", inputs, IngestOptions(), workers=1)
+    staged_rows = _summaries(tmp_path / "staged.duckdb")
+    assert staged_rows == _summaries(tmp_path / "from-store.duckdb")
+    assert len(staged_rows[0]) > 1000 and staged_rows[1] and staged_rows[2] == len(reports) - 1
+    bits = [r for r in staged_rows[0] if r[3] == CLOCK_EVENT_METRIC]
+    assert bits and all(r[20] is not None for r in bits)  # bits_or: the bitmask read as one
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_source_with_a_duplicate_sample_is_checked_for_them(conn, seed):
+    """Ingest checks for duplicate samples (one series, one time, twice) only the sources the stage's
+    summaries cannot clear: every source that holds one is among them, whatever its values (NaN, NULL,
+    infinite) and however its samples interleave; a source of finite samples at distinct times is not."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    kinds = ["clean", "repeat", "nan", "null", "inf", "clean", "repeat", "nan"]
+    odd_values = {"nan": float("nan"), "null": None, "inf": float("inf")}
+    for sid, kind in enumerate(kinds, 1):
+        repeated = int(rng.integers(0, 2)) if kind == "repeat" else None  # the entity with a time twice
+        for k, entity in enumerate(("gpu0", "gpu1")):
+            times = [T0 + timedelta(seconds=30 * i) for i in range(50)]
+            if k == repeated:
+                times.insert(int(rng.integers(1, 50)), times[int(rng.integers(0, 50))])
+            for ts in rng.permutation(np.array(times, dtype=object)):  # in no order
+                rows.append((ts, "h1", entity, "gpu_temp_celsius", float(rng.normal(60, 5)), sid))
+        if kind in odd_values:
+            rows.append((T0 - timedelta(seconds=30), "h1", "gpu0", "gpu_temp_celsius", odd_values[kind], sid))
+    columns = [list(c) for c in zip(*rows, strict=True)]
+    conn.execute(
+        "INSERT INTO metrics SELECT unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+        "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::INTEGER[])",
+        columns,
+    )
+    stage = f"{conn.execute('SELECT current_database()').fetchone()[0]}.main"
+    assert summarise_stage(conn, stage, "")
+    checked = repeatable_sources(conn, stage)
+    duplicated = {
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT source_id FROM metrics GROUP BY source_id, host, entity, metric, ts HAVING count(*) > 1"
+        ).fetchall()
+    }
+    odd = {
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT source_id FROM metrics WHERE NOT isfinite(value) OR value IS NULL"
+        ).fetchall()
+    }
+    assert duplicated | odd == checked  # each source that could hold one, and no other
+    assert duplicated == {2, 7} and checked == {2, 3, 4, 5, 7, 8}
 
 
 def test_forgetting_a_source_removes_its_summary_and_counts_only_its_rows(sample_store):

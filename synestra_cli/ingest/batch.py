@@ -27,7 +27,13 @@ from synestra_cli.ingest.resume import chain_duplicates
 from synestra_cli.store.checks import CheckResult, check_sources
 from synestra_cli.store.sources import SourcedTable, delete_sources, qualified
 from synestra_cli.store.sql import quote_ident, scalar, transaction
-from synestra_cli.store.summaries import summarise_sources
+from synestra_cli.store.summaries import (
+    DERIVED_TABLES,
+    copy_stage_summaries,
+    repeatable_sources,
+    summarise_sources,
+    summarise_stage,
+)
 
 MAX_HOSTS_LISTED = 1000
 SHARED_TABLES = ("metric_catalog",)  # rows every source may add once (ON CONFLICT DO NOTHING)
@@ -100,6 +106,7 @@ class Batch:
     tables: list[SourcedTable]  # the stage's sourced tables
     files: list[Staged] = field(default_factory=list)
     prepared: bool = False
+    summarised: bool = False  # its metrics' summaries are in its stage (store/summaries.py summarise_stage)
     input_bytes: int = 0  # of its files, kept as they come: ingest measures the batch after every file
 
     def add(self, staged: Staged) -> None:
@@ -107,13 +114,18 @@ class Batch:
         self.input_bytes += staged.input_bytes
 
 
-def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOptions) -> list[Staged]:
-    """Checks, verdicts and bookkeeping rows of the batch, in its stage (the store is not needed).
-    Returns the files that failed, or were skipped as copies of another (removed from the batch)."""
+def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOptions, evidence: str) -> list[Staged]:
+    """Checks, verdicts, bookkeeping rows and summaries of the batch, in its stage (the store is not needed;
+    `evidence` prefixes what the stage sees of it: ingest/staging.py). Returns the files that failed, or
+    were skipped as copies of another (removed from the batch)."""
     if batch.prepared or not batch.files:
         batch.prepared = True
         return []
-    checks, failed = _checks(conn, batch)
+    # Summarised first: the summaries tell which files could hold a duplicate sample, the costliest check.
+    # A row a check deletes then leaves them stale, and the commit summarises from the store instead.
+    stage = f"{quote_ident(batch.stage)}.main"
+    batch.summarised = summarise_stage(conn, stage, evidence)
+    checks, failed = _checks(conn, batch, repeatable_sources(conn, stage) if batch.summarised else None)
     seen, ran_out = set(), {s.source_id for s in failed}
     for s in batch.files:
         if s.source_id in ran_out:
@@ -138,15 +150,18 @@ def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOption
     return failed
 
 
-def _checks(conn: duckdb.DuckDBPyConnection, batch: Batch) -> tuple[dict[int, CheckResult], list[Staged]]:
-    """check_sources over the batch at once, in one transaction of its stage. Out of memory (a big
+def _checks(
+    conn: duckdb.DuckDBPyConnection, batch: Batch, repeatable: set[int] | None
+) -> tuple[dict[int, CheckResult], list[Staged]]:
+    """check_sources over the batch at once (`repeatable`: the files whose samples could hold a duplicate,
+    None: any), in one transaction of its stage. Out of memory (a big
     batch under a small SYNESTRA_MEMORY_LIMIT) rolls it back, and each file is checked alone: every
     check is per source, so the verdicts are the same. A file that alone runs out fails, with the
     limit to raise, and the others go on (its rows are dropped with the batch's failures)."""
     ids = [s.source_id for s in batch.files]
     try:
         with transaction(conn):
-            return dict(check_sources(conn, ids, batch.stage, batch.tables)), []
+            return dict(check_sources(conn, ids, batch.stage, batch.tables, repeatable)), []
     except duckdb.OutOfMemoryException:
         pass
     checks: dict[int, CheckResult] = {}
@@ -154,7 +169,7 @@ def _checks(conn: duckdb.DuckDBPyConnection, batch: Batch) -> tuple[dict[int, Ch
     for s in batch.files:
         try:
             with transaction(conn):
-                checks |= check_sources(conn, [s.source_id], batch.stage, batch.tables)
+                checks |= check_sources(conn, [s.source_id], batch.stage, batch.tables, repeatable)
         except duckdb.OutOfMemoryException as exc:
             s.report.status = "failed"
             s.report.error = f"{s.path}: its checks {out_of_memory_message(exc)}, then ingest again"
@@ -275,7 +290,7 @@ def commit(
     _check_chains(conn, store, batch, [c for c in chains if c[0] in kept])
     filled = _copy(conn, store, batch, options) if batch.files else set()
     if batch.files:  # summaries are of metrics only; a batch without any still lists its sources
-        _summarise(conn, store, [s.source_id for s in batch.files], "metrics" in filled)
+        _summarise(conn, store, batch, "metrics" in filled)
     mixed = other_form_notes(conn, store, [s.source_id for s in batch.files], options.cluster)
     for s in batch.files:
         rep = s.report
@@ -306,11 +321,14 @@ def _check_chains(
 
 
 def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: IngestOptions) -> set[str]:
-    """Append the stage's rows to the store, in one transaction; returns the tables that had rows."""
+    """Append the stage's rows to the store (its summaries apart: _summarise), in one transaction; returns
+    the tables that had rows."""
     stage = batch.stage
     qualify_batch(conn, stage, store, [(s.source_id, s.fmt.name) for s in batch.files], options.cluster)
     filled = {name for (name,) in conn.execute(FILLED_SQL, {"stage": stage}).fetchall()}
-    tables = [t.name for t in batch.tables if t.name in filled or t.name == "sources"]
+    tables = [
+        t.name for t in batch.tables if (t.name in filled or t.name == "sources") and t.name not in DERIVED_TABLES
+    ]
     replaced = sorted({sid for s in batch.files for sid in s.plan.replaces})
     with transaction(conn):
         delete_sources(conn, replaced, store)
@@ -324,12 +342,17 @@ def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: In
     return filled
 
 
-def _summarise(conn: duckdb.DuckDBPyConnection, store: str, source_ids: list[int], telemetry: bool) -> None:
-    """The committed files' hourly summaries (store/summaries.py), in a transaction after the batch's: a
-    source left without one (a crash in between) is read raw, with the same answers."""
+def _summarise(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, telemetry: bool) -> None:
+    """The committed files' hourly summaries (store/summaries.py), in a transaction after the batch's: those
+    computed in its stage when they still hold, else from the store. A source left without one (a crash in
+    between) is read raw, with the same answers."""
+    ids = [s.source_id for s in batch.files]
+    stage, target = f"{quote_ident(batch.stage)}.main", f"{quote_ident(store)}.main"
+    if batch.summarised and copy_stage_summaries(conn, stage, target, ids):
+        return
     home = scalar(conn, "SELECT current_database()")
     conn.execute(f"USE {quote_ident(store)}")
     try:
-        summarise_sources(conn, source_ids, telemetry)
+        summarise_sources(conn, ids, telemetry)
     finally:
         conn.execute(f"USE {quote_ident(home)}")

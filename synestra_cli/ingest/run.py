@@ -255,7 +255,7 @@ class _Run:
         if not ready:
             return
         for batch in ready:
-            for failed in prepare(self.conn, batch, self.options):
+            for failed in prepare(self.conn, batch, self.options, self.stores.evidence):
                 self._final(failed.index, failed.report)
         again: list[Staged] = []
         with self._store(wait) as attached:

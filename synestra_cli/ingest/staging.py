@@ -47,6 +47,7 @@ EVIDENCE_TABLES = (
     ("sources", "source_id, path, first_ts, last_ts, hosts"),  # dated evidence for a yearless log
     ("source_years", "source_id, basis"),
     ("gpus", "source_id, host, uuid"),  # a hostless scrape's host, by its GPUs' UUIDs
+    ("metric_catalog", "metric, kind"),  # a batch's summaries, computed in its stage (store/summaries.py)
 )
 
 

@@ -14,6 +14,7 @@ costs the same dozen statements as one file.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import duckdb
@@ -26,19 +27,21 @@ TS_MAX = "TIMESTAMP '9999-12-31 23:59:59.999999'"
 SAMPLES = 20
 
 # Series with a repeated time: grouped (not windowed) first, so that the common case (no repeats)
-# costs one hash aggregate over the batch's samples and nothing is kept of them.
-DUP_KEYS_SQL = """
+# costs one hash aggregate over the batch's samples and nothing is kept of them. Grouped by a hash of
+# the series' names, not the names (16 campus DCGM files, 4.6 M samples: 0.8-1.4 -> 0.6-0.9 s): series
+# whose hashes collide only make a key to look at, their rows then told apart by name (DUP_ROWS_SQL).
+SERIES_HASH = "hash({m}host, {m}entity, {m}metric)"
+DUP_KEYS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _dup_keys AS
-SELECT source_id, host, entity, metric, ts FROM {metrics}
+SELECT source_id, {SERIES_HASH.format(m="")} AS series, ts FROM {{metrics}}
 WHERE list_contains($ids, source_id) GROUP BY ALL HAVING count(*) > 1
 """
-DUP_ROWS_SQL = """
+DUP_ROWS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _dup_rows AS
 SELECT m.rowid AS rid, m.source_id, m.host, m.entity, m.metric, m.ts, m.value,
        row_number() OVER w AS k, first(m.value) OVER w AS kept
-FROM {metrics} m JOIN _dup_keys d
-  ON m.source_id = d.source_id AND m.host IS NOT DISTINCT FROM d.host
- AND m.entity IS NOT DISTINCT FROM d.entity AND m.metric = d.metric AND m.ts = d.ts
+FROM {{metrics}} m JOIN _dup_keys d
+  ON m.source_id = d.source_id AND {SERIES_HASH.format(m="m.")} = d.series AND m.ts = d.ts
 WINDOW w AS (PARTITION BY m.source_id, m.host, m.entity, m.metric, m.ts ORDER BY m.rowid
              ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 """
@@ -74,16 +77,21 @@ def check_sources(
     ids: list[int],
     catalog: str | None = None,
     tables: list[SourcedTable] | None = None,
+    repeatable: Collection[int] | None = None,
 ) -> Checked:
     """Remove the rows of these sources (in `catalog`, whose sourced `tables` are these when given) that
-    must not be stored; say, per source, what was removed (a source with nothing removed is absent)."""
+    must not be stored; say, per source, what was removed (a source with nothing removed is absent).
+    `repeatable`: the sources whose samples could hold a duplicate, when the caller knows (default: all);
+    the duplicate check, a hash aggregate over every sample, reads only theirs."""
     out: Checked = defaultdict(CheckResult)
     if not ids:
         return out
     for table in tables if tables is not None else sourced_tables(conn, catalog):
         if table.ts_columns and table.name not in ("sources", "rejects"):
             _out_of_range(conn, catalog, table, ids, out)
-    _duplicate_samples(conn, catalog, ids, out)
+    suspects = ids if repeatable is None else [i for i in ids if i in repeatable]
+    if suspects:
+        _duplicate_samples(conn, catalog, suspects, out)
     return out
 
 

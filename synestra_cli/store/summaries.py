@@ -30,7 +30,7 @@ from __future__ import annotations
 import duckdb
 
 from synestra_cli.errors import is_interrupt
-from synestra_cli.store.sql import transaction
+from synestra_cli.store.sql import one_row, transaction
 
 BUCKET = "INTERVAL 1 HOUR"
 # Tables derived from a source's rows, not rows it wrote: not counted as the source's rows.
@@ -112,15 +112,20 @@ _HOST_SUMMARY_SELECT = f"""
 SELECT source_id, host, metric, bucket, count(*), sum(n), min(lo), max(hi), min(first_ts), max(last_ts),
        min(rate_lo), max(rate_hi), sum(backwards), sum(repeats), max(pair_hi), min(pair_lo), bit_or(bits_or),
        bit_and(bits_and), bool_or(bits_or IS NULL)
-FROM metric_summaries {{where}}
+FROM {{summaries}} {{where}}
 GROUP BY source_id, host, metric, bucket
 ORDER BY {HOST_SUMMARY_ORDER}
 """
 # Migration 021: the table, and the host summaries of every source summarised already (one aggregate over
 # metric_summaries: ~1/40 of the samples).
-HOST_SUMMARIES_SQL = HOST_SUMMARY_DDL + "INSERT INTO host_summaries " + _HOST_SUMMARY_SELECT.format(where="")
+HOST_SUMMARIES_SQL = (
+    HOST_SUMMARY_DDL
+    + "INSERT INTO host_summaries "
+    + _HOST_SUMMARY_SELECT.format(summaries="metric_summaries", where="")
+)
 BATCH_HOST_SUMMARY_SQL = "INSERT INTO host_summaries " + _HOST_SUMMARY_SELECT.format(
-    where="WHERE list_contains($ids, source_id) AND source_id NOT IN (SELECT source_id FROM summarised_sources)"
+    summaries="metric_summaries",
+    where="WHERE list_contains($ids, source_id) AND source_id NOT IN (SELECT source_id FROM summarised_sources)",
 )
 
 # Migration 018: the summaries already written, rewritten in that order with their row ranges. The
@@ -167,7 +172,7 @@ WITH s AS (
            CASE WHEN c.kind = 'bitmask' AND isfinite(m.value) THEN TRY_CAST(round(m.value) AS BIGINT) END AS bits,
            lag(CASE WHEN isfinite(m.value) THEN m.value END IGNORE NULLS) OVER w AS pv,
            lag(CASE WHEN isfinite(m.value) THEN m.ts END IGNORE NULLS) OVER w AS pts
-    FROM metrics m LEFT JOIN metric_catalog c ON c.metric = m.metric
+    FROM {{metrics}} m LEFT JOIN {{catalog}} c ON c.metric = m.metric
     WHERE m.value IS NOT NULL {{where}}
     WINDOW w AS (PARTITION BY m.source_id, m.host, m.entity, m.metric ORDER BY m.ts)
 )
@@ -183,10 +188,12 @@ FROM s GROUP BY ALL
 {{order}}
 """
 SOURCE_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(
-    where="AND m.source_id = $sid", order="", ranges=""
+    metrics="metrics", catalog="metric_catalog", where="AND m.source_id = $sid", order="", ranges=""
 )
 # Ingest's form: the sources of one committed batch not summarised yet, in one statement.
 BATCH_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(
+    metrics="metrics",
+    catalog="metric_catalog",
     where="AND list_contains($ids, m.source_id) AND m.source_id NOT IN (SELECT source_id FROM summarised_sources)",
     order=f"ORDER BY {SUMMARY_ORDER}",  # a big batch's row groups each hold a few of its hours
     ranges=", min(rid), max(rid)",
@@ -228,4 +235,95 @@ def summarise_sources(conn: duckdb.DuckDBPyConnection, source_ids: list[int], te
         if is_interrupt(exc):
             raise
         return False
+    return True
+
+
+# --- a batch's summaries, computed in ingest's stage ------------------------------------------------------
+# Ingest computes a batch's summaries in its stage (ingest/staging.py) before the store is attached, the
+# stage's rowids as row ranges; once the batch's samples are committed, the summaries follow in a short
+# transaction, the ranges moved to where those rows landed. The window over the samples (~0.13 s per campus
+# DCGM file) then runs outside the store's lock. When the stage's rows changed since (the commit dropped a
+# file, or a grown file's repeated samples), or did not land as one run in their order, the commit
+# summarises from the store instead (summarise_sources).
+# The stage's catalog holds only the metrics its files catalogued; the store's (its snapshot) the rest.
+_STAGE_CATALOG = """(
+    SELECT metric, CASE WHEN bool_or(kind = 'bitmask') THEN 'bitmask' END AS kind
+    FROM (SELECT metric, kind FROM {stage}.metric_catalog UNION ALL SELECT metric, kind FROM {evidence}metric_catalog)
+    GROUP BY metric)"""
+# The sources whose samples could hold a duplicate (one series, one time, twice: store/checks.py): a pair
+# of finite samples at the same time (`repeats`), or a sample the summaries skip (NULL, NaN, infinite). In
+# any other source every series' samples are finite and, in time order, no two neighbours share a time.
+REPEATABLE_SQL = """
+SELECT source_id FROM {stage}.metric_summaries WHERE repeats > 0
+UNION SELECT source_id FROM {stage}.metrics WHERE value IS NULL OR NOT isfinite(value)
+"""
+STAGE_ROWS_SQL = "SELECT count(*), min(rowid), max(rowid), count(value) FROM {stage}.metrics"
+STAGE_SUMMED_SQL = "SELECT coalesce(sum(n), 0) FROM {stage}.metric_summaries"
+LANDED_SQL = "SELECT count(*), min(rowid), max(rowid) FROM {store}.metrics WHERE list_contains($ids, source_id)"
+COPY_SUMMARIES_SQL = f"""
+INSERT INTO {{store}}.metric_summaries BY NAME
+SELECT * REPLACE (row_lo + $shift AS row_lo, row_hi + $shift AS row_hi) FROM {{stage}}.metric_summaries
+ORDER BY {SUMMARY_ORDER}
+"""
+COPY_HOST_SUMMARIES_SQL = (
+    f"INSERT INTO {{store}}.host_summaries BY NAME SELECT * FROM {{stage}}.host_summaries ORDER BY {HOST_SUMMARY_ORDER}"
+)
+COPY_MARK_SQL = "INSERT OR IGNORE INTO {store}.summarised_sources SELECT unnest($ids::INTEGER[])"
+
+
+def summarise_stage(conn: duckdb.DuckDBPyConnection, stage: str, evidence: str) -> bool:
+    """Write the summaries of the metrics in `stage` (`catalog.schema`) into its own summary tables, in one
+    transaction of the stage; `evidence` prefixes the store's catalog as the stage sees it. False (nothing
+    written) when that fails: the commit then summarises from the store."""
+    catalog = _STAGE_CATALOG.format(stage=stage, evidence=evidence)
+    metric_sql = f"INSERT INTO {stage}.metric_summaries " + _SUMMARY_SELECT.format(
+        metrics=f"{stage}.metrics", catalog=catalog, where="", order="", ranges=", min(rid), max(rid)"
+    )
+    host_sql = f"INSERT INTO {stage}.host_summaries " + _HOST_SUMMARY_SELECT.format(
+        summaries=f"{stage}.metric_summaries", where=""
+    )
+    try:
+        with transaction(conn):
+            conn.execute(metric_sql)
+            conn.execute(host_sql)
+    except duckdb.Error as exc:
+        if is_interrupt(exc):
+            raise
+        return False
+    return True
+
+
+def repeatable_sources(conn: duckdb.DuckDBPyConnection, stage: str) -> set[int]:
+    """The sources of the stage (summarised: summarise_stage) whose samples could hold a duplicate."""
+    return {sid for (sid,) in conn.execute(REPEATABLE_SQL.format(stage=stage)).fetchall()}
+
+
+def copy_stage_summaries(conn: duckdb.DuckDBPyConnection, stage: str, store: str, ids: list[int]) -> bool:
+    """Once the stage's metrics are committed to `store` (both `catalog.schema`), in a transaction of its own:
+    the stage's summaries (summarise_stage) into the store's, their row ranges moved to where the rows
+    landed, and `ids` listed as summarised. False (nothing written) when the summaries no longer match the
+    stage's rows (some deleted since), the rows did not land as one run, or the write failed."""
+    try:
+        with transaction(conn):
+            return _copy_stage_summaries(conn, stage, store, ids)
+    except duckdb.Error as exc:
+        if is_interrupt(exc):
+            raise
+        return False
+
+
+def _copy_stage_summaries(conn: duckdb.DuckDBPyConnection, stage: str, store: str, ids: list[int]) -> bool:
+    n, lo, hi, valued = one_row(conn, STAGE_ROWS_SQL.format(stage=stage))
+    if one_row(conn, STAGE_SUMMED_SQL.format(stage=stage)) != (valued,):
+        return False
+    if n:
+        if hi - lo + 1 != n:  # rows deleted in between: their rowids left holes the copy closed
+            return False
+        # committed rowids: a transaction's own new rows have temporary ones until it commits
+        landed, first, last = one_row(conn, LANDED_SQL.format(store=store), {"ids": ids})
+        if landed != n or last - first + 1 != n:
+            return False
+        conn.execute(COPY_SUMMARIES_SQL.format(store=store, stage=stage), {"shift": first - lo})
+        conn.execute(COPY_HOST_SUMMARIES_SQL.format(store=store, stage=stage))
+    conn.execute(COPY_MARK_SQL.format(store=store), {"ids": ids})
     return True
