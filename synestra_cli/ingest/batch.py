@@ -154,10 +154,10 @@ def _checks(
     conn: duckdb.DuckDBPyConnection, batch: Batch, repeatable: set[int] | None
 ) -> tuple[dict[int, CheckResult], list[Staged]]:
     """check_sources over the batch at once (`repeatable`: the files whose samples could hold a duplicate,
-    None: any), in one transaction of its stage. Out of memory (a big
-    batch under a small SYNESTRA_MEMORY_LIMIT) rolls it back, and each file is checked alone: every
-    check is per source, so the verdicts are the same. A file that alone runs out fails, with the
-    limit to raise, and the others go on (its rows are dropped with the batch's failures)."""
+    None: any), in one transaction of its stage. Out of memory (a big batch under a small
+    SYNESTRA_MEMORY_LIMIT) rolls it back, and each file is checked alone: every check is per source, so
+    the verdicts are the same. A file that alone runs out fails, with the limit to raise, and the others
+    go on (its rows are dropped with the batch's failures)."""
     ids = [s.source_id for s in batch.files]
     try:
         with transaction(conn):
