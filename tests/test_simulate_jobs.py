@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from synestra_cli.formats.base import IngestOptions
@@ -93,6 +93,14 @@ disturbance_st = st.one_of(
     st.integers(7, 400),
     st.floats(0.5, 10.0),
     st.floats(1800, 20_000),
+)
+@example(  # a slowdown that ended during the steps before its reactive save (CI, 2026-12-04): IndexError
+    [Disturbance("slowdown", at(0.0), at(11.5), 2.0, cause=LINK), Disturbance("preempt", at(0.0), cause=PREEMPT)],
+    9979197,
+    50,
+    7,
+    6.0,
+    1800.0,
 )
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_buckets_partition_the_wall_time_exactly(disturbances, seed, iters, every, step_s, limit_s):

@@ -293,6 +293,7 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
         n_factor = int(np.searchsorted(starts, run.next_boundary(run.t), "left"))
         n_pre = int(np.searchsorted(ends, sigterm, "left")) + 1 if sigterm is not None else n + 1
         n_react, streak = _reactive_count(run, starts, ends, d)
+        slowing = _unreacted(run)  # taken before the steps: the slowdown may end during them
         c = min(n, n_crash, n_factor, n_pre, n_react)
         _commit(run, base["number"], starts, ends, streak, c)
         if n_pre == c:  # Megatron acts on SIGTERM after the step in progress: save, then exit
@@ -302,7 +303,7 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
                 run, base, "PREEMPTED", first_step, sigterm=sigterm, cause=cause
             )
         if n_react == c < n:
-            index = _unreacted(run)[0]
+            index = slowing[0]
             run.reacted.add(index)
             failed = _save(run, base, "reactive", spec.disturbances[index].cause, limit, first_step)
         elif n_crash == c < n:
