@@ -242,9 +242,9 @@ def summarise_sources(conn: duckdb.DuckDBPyConnection, source_ids: list[int], te
 # Ingest computes a batch's summaries in its stage (ingest/staging.py) before the store is attached, the
 # stage's rowids as row ranges; once the batch's samples are committed, the summaries follow in a short
 # transaction, the ranges moved to where those rows landed. The window over the samples (~0.13 s per campus
-# DCGM file) then runs outside the store's lock. When the stage's rows changed since (the commit dropped a
-# file, or a grown file's repeated samples), or did not land as one run in their order, the commit
-# summarises from the store instead (summarise_sources).
+# DCGM file) then runs outside the store's lock. When the stage's rows changed since (a check deleted some,
+# a file was dropped from the batch, a grown file's samples repeated its earlier lines'), or did not land
+# as one run in their order, the commit summarises from the store instead (summarise_sources).
 # The stage's catalog holds only the metrics its files catalogued; the store's (its snapshot) the rest.
 _STAGE_CATALOG = """(
     SELECT metric, CASE WHEN bool_or(kind = 'bitmask') THEN 'bitmask' END AS kind
