@@ -51,6 +51,14 @@ SERIES = [
     (CLOCK_EVENT_METRIC, "gpu1", "bits"),
 ]
 
+# Every summary has its row range, and the range holds exactly its hour's samples of its series.
+ROWS_HELD_SQL = (
+    "SELECT count(*) FILTER (WHERE s.row_lo IS NULL), sum(s.n) = sum((SELECT count(*) FROM metrics m "
+    "WHERE m.rowid BETWEEN s.row_lo AND s.row_hi AND m.source_id = s.source_id AND m.metric = s.metric "
+    "AND m.host IS NOT DISTINCT FROM s.host AND m.entity IS NOT DISTINCT FROM s.entity "
+    "AND time_bucket(INTERVAL 1 HOUR, m.ts) = s.bucket AND m.value IS NOT NULL)) FROM metric_summaries s"
+)
+
 
 def _series(rng: np.random.Generator, kind: str, n: int) -> np.ndarray:
     if kind == "counter":
@@ -333,13 +341,7 @@ def test_migration_018_keeps_the_summaries_in_hour_order_with_their_row_ranges(s
     order = [r[0] for r in c.execute("SELECT bucket FROM metric_summaries ORDER BY rowid").fetchall()]
     assert len(set(order)) > 3 and order == sorted(order)
     assert sorted(c.execute(f"SELECT {cols} FROM metric_summaries").fetchall(), key=repr) == before
-    in_range = c.execute(
-        "SELECT count(*) FILTER (WHERE s.row_lo IS NULL), sum(s.n) = sum((SELECT count(*) FROM metrics m "
-        "WHERE m.rowid BETWEEN s.row_lo AND s.row_hi AND m.source_id = s.source_id AND m.metric = s.metric "
-        "AND m.host IS NOT DISTINCT FROM s.host AND m.entity IS NOT DISTINCT FROM s.entity "
-        "AND time_bucket(INTERVAL 1 HOUR, m.ts) = s.bucket AND m.value IS NOT NULL)) FROM metric_summaries s"
-    ).fetchone()
-    assert in_range == (0, True)
+    assert c.execute(ROWS_HELD_SQL).fetchone() == (0, True)
     not_null = c.execute(
         "SELECT count(*) FROM duckdb_constraints() "
         "WHERE table_name = 'metric_summaries' AND constraint_type = 'NOT NULL'"
@@ -416,14 +418,6 @@ def _summaries(path: Path) -> tuple[list, list, int]:
     finally:
         conn.close()
     return rows[0], rows[1], listed
-
-
-ROWS_HELD_SQL = (
-    "SELECT count(*) FILTER (WHERE s.row_lo IS NULL), sum(s.n) = sum((SELECT count(*) FROM metrics m "
-    "WHERE m.rowid BETWEEN s.row_lo AND s.row_hi AND m.source_id = s.source_id AND m.metric = s.metric "
-    "AND m.host IS NOT DISTINCT FROM s.host AND m.entity IS NOT DISTINCT FROM s.entity "
-    "AND time_bucket(INTERVAL 1 HOUR, m.ts) = s.bucket AND m.value IS NOT NULL)) FROM metric_summaries s"
-)
 
 
 def test_summaries_computed_in_the_stage_are_those_of_the_store(tmp_path, monkeypatch):
