@@ -109,6 +109,11 @@ class Batch:
     summarised: bool = False  # its metrics' summaries are in its stage (store/summaries.py summarise_stage)
     input_bytes: int = 0  # of its files, kept as they come: ingest measures the batch after every file
 
+    @property
+    def schema(self) -> str:
+        """Its stage's tables' schema, as SQL (`"_stage1".main`)."""
+        return f"{quote_ident(self.stage)}.main"
+
     def add(self, staged: Staged) -> None:
         self.files.append(staged)
         self.input_bytes += staged.input_bytes
@@ -123,9 +128,8 @@ def prepare(conn: duckdb.DuckDBPyConnection, batch: Batch, options: IngestOption
         return []
     # Summarised first: the summaries tell which files could hold a duplicate sample, the costliest check.
     # A row a check deletes then leaves them stale, and the commit summarises from the store instead.
-    stage = f"{quote_ident(batch.stage)}.main"
-    batch.summarised = summarise_stage(conn, stage, evidence)
-    checks, failed = _checks(conn, batch, repeatable_sources(conn, stage) if batch.summarised else None)
+    batch.summarised = summarise_stage(conn, batch.schema, evidence)
+    checks, failed = _checks(conn, batch, repeatable_sources(conn, batch.schema) if batch.summarised else None)
     seen, ran_out = set(), {s.source_id for s in failed}
     for s in batch.files:
         if s.source_id in ran_out:
@@ -213,7 +217,7 @@ def _drop(conn: duckdb.DuckDBPyConnection, batch: Batch, files: list[Staged]) ->
 
 
 def _bookkeeping(conn: duckdb.DuckDBPyConnection, batch: Batch) -> None:
-    stage = f"{quote_ident(batch.stage)}.main"
+    stage = batch.schema
     ids = [s.source_id for s in batch.files]
     spans = {sid: rest for sid, *rest in conn.execute(SPAN_SQL.format(c=stage), {"ids": ids}).fetchall()}
     rejects, sources = [], []
@@ -305,7 +309,7 @@ def _check_chains(
     """A grown file's new samples that repeat its earlier lines' go as in one source (ingest/resume.py);
     its `sources` row and report say so."""
     checked = chain_duplicates(conn, batch.stage, store, chains)
-    stage = f"{quote_ident(batch.stage)}.main"
+    stage = batch.schema
     for s in batch.files:
         found = checked.get(s.source_id)
         if not found:
@@ -347,8 +351,7 @@ def _summarise(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, teleme
     computed in its stage when they still hold, else from the store. A source left without one (a crash in
     between) is read raw, with the same answers."""
     ids = [s.source_id for s in batch.files]
-    stage, target = f"{quote_ident(batch.stage)}.main", f"{quote_ident(store)}.main"
-    if batch.summarised and copy_stage_summaries(conn, stage, target, ids):
+    if batch.summarised and copy_stage_summaries(conn, batch.schema, f"{quote_ident(store)}.main", ids):
         return
     home = scalar(conn, "SELECT current_database()")
     conn.execute(f"USE {quote_ident(store)}")
