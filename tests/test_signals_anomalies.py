@@ -61,6 +61,20 @@ def test_gauges_against_own_history_rx_power_drop_and_temperature_rise(conn):
     }
 
 
+def test_two_anomalous_samples_either_side_of_the_gap_between_read_windows_are_not_in_a_row(conn):
+    # Hot from 1200 to 1500 every minute; the read windows end at 1200 and start again at 1500, so the
+    # scope holds 1200 and 1500 side by side with four unread samples between: not two in a row.
+    sc = Scenario(conn).cluster()
+    sc.series("gpu-004", "gpu1", "gpu_temp_celsius", -1800, 3600, 60, 62.0, (1200, 1560, 88.0))
+    sc.series("gpu-003", "gpu1", "gpu_temp_celsius", -1800, 3600, 60, 62.0, (1140, 1560, 88.0))
+    sc.attempt(1, 0, 3600, "COMPLETED")
+    windows = [(at(-1800), at(1200)), (at(1500), at(3600))]
+    build_scope(conn, load_scope(conn, "100"), windows)
+    # gpu-003's 1140 and 1200 are in a row inside its first window: its run goes on across the gap
+    [a] = anomalies(conn, windows=windows)
+    assert (a.host, a.first_bad, a.end, a.samples) == ("gpu-003", at(1140), at(1500), 3)
+
+
 def test_only_the_jobs_hosts_and_their_switch_ports_are_in_scope(conn):
     sc = Scenario(conn).cluster()
     sc.series(OTHER, "mlx5_0", "ib_port_symbol_errors_total", -1800, 3600, 60, 0.0, (600, 3600, 1.0), True)

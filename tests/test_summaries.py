@@ -136,7 +136,7 @@ def _both_ways(conn, windows):
     return summarised, (observed > 0, fast), (raw_observed > 0, raw)
 
 
-# One read window (the two-in-a-row test on gauges applies), and two (it does not: a pair spans the gap).
+# One read window, and two (a run of anomalous samples does not bridge the gap between them).
 WINDOWS = {
     "one": [(T0 + timedelta(minutes=100), T0 + timedelta(minutes=155))],
     "two": [
@@ -157,8 +157,8 @@ def test_anomalies_from_the_summaries_are_those_of_the_raw_samples(conn, seed, w
 
 def test_the_seeds_hold_anomalies_of_every_kind(conn):
     """The comparison above is not vacuous: across its seeds, counters, gauges and decoded bits are
-    anomalous, and the summaries leave out counters and (in one window, by the two-in-a-row test)
-    gauges whose range alone would have kept them."""
+    anomalous, and the summaries leave out counters and (by the two-in-a-row test, in one window or
+    two) gauges whose range alone would have kept them."""
     kinds = set()
     dropped: dict[str, int] = {}
     for seed in range(8):
@@ -177,11 +177,31 @@ def test_the_seeds_hold_anomalies_of_every_kind(conn):
             ).fetchall():
                 dropped[f"{name} {kind}"] = dropped.get(f"{name} {kind}", 0) + n
     assert {("rate", False), ("gauge", False), ("gauge", True)} <= kinds
-    assert (
-        dropped.get("one counter")
-        and dropped.get("two counter")
-        and dropped.get("one gauge") > dropped.get("two gauge", 0)
-    ), dropped
+    assert all(dropped.get(f"{n} {kind}") for n in WINDOWS for kind in ("counter", "gauge")), dropped
+
+
+def test_a_hot_pair_across_the_gap_between_two_windows_is_neither_a_candidate_nor_a_run(conn):
+    """The pair test drops a gauge whose only hot samples are the last of one read window and the first
+    of the next, with cool ones unread between: so the anomaly test must not count those two as in a
+    row either (signals/anomalies.py cuts runs at a window's edge), or the summaries would lose it."""
+    _fill(conn, 0)
+    (_, end1), (start2, _) = WINDOWS["two"]
+    ts = [T0 + timedelta(seconds=60 * i) for i in range(300)]
+    edges = (max(t for t in ts if t <= end1), min(t for t in ts if t >= start2))
+    conn.execute(
+        "INSERT INTO metrics SELECT unnest(?::TIMESTAMP[]), 'h1', 'gpu7', 'gpu_temp_celsius', unnest(?::DOUBLE[]), 900",
+        [ts, [95.0 if t in edges else 60.0 for t in ts]],
+    )
+    conn.execute(
+        "INSERT INTO sources (source_id, path, sha256, format, bytes, rows, rejected, first_ts, last_ts) "
+        "VALUES (900, 'p900', 's900', 'prometheus', 0, 300, 0, ?, ?)",
+        [ts[0], ts[-1]],
+    )
+    assert summarise_source(conn, 900)
+    assert ("h1", "gpu7", "gpu_temp_celsius") not in _candidates(conn, WINDOWS["two"])
+    _, fast, raw = _both_ways(conn, WINDOWS["two"])
+    assert fast == raw
+    assert not [a for a in raw[1] if a.entity == "gpu7"]
 
 
 def _candidates(conn, windows) -> set[tuple]:

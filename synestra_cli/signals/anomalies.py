@@ -14,7 +14,8 @@ a million rows through window functions:
 Each entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
 fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
 it crosses both the rule's absolute floor and the baseline by the rule's ratio and margin. Consecutive
-anomalous samples form a window (gaps and islands).
+anomalous samples form a window (gaps and islands), with at least two of them in a row inside one read
+window (a discrete metric: one).
 """
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
 # what is bad going up, the highest upper quartile for what is bad going down), not of all windows
 # pooled: a fault that persists through the job's later windows (a ghost link stays for hours) would
 # otherwise become its own baseline. A window needs MIN_BASELINE_SAMPLES to speak; else all pooled.
+# An anomaly window is a run of samples past the threshold with `min_samples` of them in a row inside one
+# read window: the scope holds the last sample of one window beside the first of the next, but the
+# samples between were not read, so those two alone are not known to be in a row (nor could the
+# summaries' pair test bound them). A run that has its samples in a row goes on across the gap, as a
+# fault still there after it.
 # A series' threshold from its baseline b, kept when its range crosses it, and a sample past it: one text
 # for the per-job read below and the fleet's (fleet_telemetry.py).
 LIMITS_SQL = """CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
@@ -151,19 +157,22 @@ WITH pooled AS (
 ), flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
            {BAD_SAMPLE_SQL},
-           row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts) AS rn
+           row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts) AS rn, w.w AS win
     FROM _sig s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
+    LEFT JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
 ), islands AS (
     SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY ts) AS island
     FROM flagged WHERE bad
+), pieces AS (
+    SELECT *, count(*) OVER (PARTITION BY host, entity, metric, island, win) AS piece FROM islands
 ), windows AS (
     SELECT host, entity, metric, any_value(layer) AS layer, any_value(category) AS category,
            any_value(weight) AS weight, min(ts) AS first_bad, max(ts) AS last, any_value(b) AS b,
            median(x) AS after, CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak,
-           count(*) AS n, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0,
-           any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
+           count(*) AS n, max(piece) AS in_a_row, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0,
+           arg_min(x, ts) AS x0, any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
            list(x ORDER BY ts)[2:] AS rest  -- the window's own rate comes after its first sample
-    FROM islands GROUP BY host, entity, metric, island
+    FROM pieces GROUP BY host, entity, metric, island
 )
 SELECT host, entity, metric, layer, category, weight,
        -- The change happened between the last normal sample and the first anomalous one. A counter
@@ -173,7 +182,7 @@ SELECT host, entity, metric, layer, category, weight,
        {ONSET_SQL},
        last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
 FROM windows
-WHERE n >= ? OR discrete
+WHERE in_a_row >= ? OR discrete
 ORDER BY onset, host, entity, metric, first_bad  -- a total order: windows with one onset came either way
 """
 

@@ -116,11 +116,10 @@ _BIT_VARIES = " OR ".join(
     f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
     for _, bit, unless in CLOCK_EVENT_SIGNALS
 )
-# A gauge's window of anomalous samples needs two of them in a row (unless its metric is discrete), both
-# across the rule: so the level both samples of a pair reach (pair_hi, pair_lo) must cross it. Only with
-# one read window ($pairs): with several, the last sample of one and the first of the next are a pair
-# of the scope that no summary holds. Not when the order of a pair is in doubt (repeated times, sources
-# that overlap).
+# A gauge's window of anomalous samples needs two of them in a row inside one read window (unless its
+# metric is discrete; signals/anomalies.py), both across the rule: so the level both samples of a pair
+# reach (pair_hi, pair_lo) must cross it. Not when the order of a pair is in doubt (repeated times,
+# sources that overlap), nor when one sample makes a window ($pairs false: min_samples 1).
 _CANDIDATE_TEST = """
 CASE WHEN s.metric = $bitmask THEN {bits}
      WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
@@ -265,7 +264,7 @@ def scope_from_summaries(
     touch_args = [t for w in windows for t in w]
     seen_args = [t for w in windows for t in (*w, *w)]
     hull = [windows[0][0], windows[-1][1]]
-    pairs = len(windows) == 1 and min_samples >= 2
+    pairs = min_samples >= 2
     test_args = {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs}
     conn.execute(SUMM_DDL)
     passed = ""

@@ -55,12 +55,11 @@ RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _frules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
     ratio DOUBLE, delta DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE, discrete BOOLEAN)
 """
-# Per job: its hull (first window's start to last window's end) and whether one window only ($pairs of
-# CANDIDATES_SQL); its windows; its hosts (every entity) and the switch ports cabled to them.
+# Per job: its hull (first window's start to last window's end); its windows; its hosts (every entity)
+# and the switch ports cabled to them.
 JOBS_DDL = """
 CREATE OR REPLACE TEMP TABLE _fjobs AS
-SELECT unnest($jobs::VARCHAR[]) AS job, unnest($lo::TIMESTAMP[]) AS lo, unnest($hi::TIMESTAMP[]) AS hi,
-       unnest($pairs::BOOLEAN[]) AS pairs
+SELECT unnest($jobs::VARCHAR[]) AS job, unnest($lo::TIMESTAMP[]) AS lo, unnest($hi::TIMESTAMP[]) AS hi
 """
 WINDOWS_DDL = """
 CREATE OR REPLACE TEMP TABLE _fwin AS
@@ -159,22 +158,22 @@ _BIT_VARIES = " OR ".join(
     f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
     for _, bit, unless in CLOCK_EVENT_SIGNALS
 )
-# signals/candidates.py CANDIDATES_SQL, per job ($pairs is the job's own). Each candidate gets a series
+# signals/candidates.py CANDIDATES_SQL, per job. Each candidate gets a series
 # id (`sid`, with room after it for the bits decoded from a clocks-event bitmask): every later step
 # partitions and joins by one integer, not by job, host, entity and metric.
 CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _fcand AS
 SELECT row_number() OVER (ORDER BY s.job, s.host, s.entity, s.metric) * $stride AS sid, s.job, s.host, s.entity,
        s.metric
-FROM _fcand_series s JOIN _fjobs j USING (job) LEFT JOIN _frules r USING (metric)
+FROM _fcand_series s LEFT JOIN _frules r USING (metric)
 WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
            WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
                 OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
            WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
-                AND (NOT j.pairs OR r.discrete OR s.unordered > 0
+                AND (NOT $pairs OR r.discrete OR s.unordered > 0
                      OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
            ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
-                AND (NOT j.pairs OR r.discrete OR s.unordered > 0
+                AND (NOT $pairs OR r.discrete OR s.unordered > 0
                      OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
 """
 # Every series of the scope: the candidates, and each bit decoded from a bitmask candidate (sid + k).
@@ -295,15 +294,18 @@ WITH pooled AS (
     SELECT *, {LIMITS_SQL}
 ), flagged AS (
     SELECT s.sid, s.ts, s.prev_ts, s.x,
-           {BAD_SAMPLE_SQL}, s.rn
+           {BAD_SAMPLE_SQL}, s.rn, s.win
     FROM _fsig s JOIN limits l USING (sid)
 ), islands AS (
     SELECT *, rn - row_number() OVER (PARTITION BY sid ORDER BY ts) AS island
     FROM flagged WHERE bad
+), pieces AS (
+    SELECT *, count(*) OVER (PARTITION BY sid, island, win) AS piece FROM islands
 ), runs AS (
     SELECT sid, min(ts) AS first_bad, max(ts) AS last, median(x) AS after, max(x) AS x_hi, min(x) AS x_lo,
-           count(*) AS n, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0, list(x ORDER BY ts)[2:] AS rest
-    FROM islands GROUP BY sid, island
+           count(*) AS n, max(piece) AS in_a_row, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0,
+           list(x ORDER BY ts)[2:] AS rest
+    FROM pieces GROUP BY sid, island
 ), windows AS (
     SELECT r.*, l.job, l.host, l.entity, l.metric, l.layer, l.category, l.weight, l.b, l.kind, l.threshold,
            l.discrete, CASE WHEN l.direction = 'up' THEN r.x_hi ELSE r.x_lo END AS peak
@@ -313,7 +315,7 @@ SELECT job, host, entity, metric, layer, category, weight,
        {ONSET_SQL},
        last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
 FROM windows
-WHERE n >= ? OR discrete
+WHERE in_a_row >= ? OR discrete
 ORDER BY job, onset, host, entity, metric, first_bad  -- the order of signals/anomalies.py, a total one
 """
 # signals/events.py EVENTS_SQL, per job: each job's events on its hosts in its own time range, the
@@ -415,7 +417,6 @@ def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> None:
             "jobs": jobs,
             "lo": [reads[j].windows[0][0] for j in jobs],
             "hi": [reads[j].windows[-1][1] for j in jobs],
-            "pairs": [len(reads[j].windows) == 1 and MIN_ANOMALY_SAMPLES >= 2 for j in jobs],
         },
     )
     conn.execute(WINDOWS_DDL, {k: [w[i] for w in wins] for i, k in enumerate(("jobs", "w", "lo", "hi"))})
@@ -442,7 +443,8 @@ def _anomalies(
     conn.execute(SUMM_PORTS_SQL.format(ranges=ranges), metrics)
     conn.execute(SERIES_SQL)
     counts = {j: (seen, touched) for j, seen, touched in conn.execute(OBSERVED_SQL).fetchall()}
-    conn.execute(CANDIDATES_SQL, {"bitmask": CLOCK_EVENT_METRIC, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
+    test = {"bitmask": CLOCK_EVENT_METRIC, "stride": len(CLOCK_EVENT_SIGNALS) + 1, "pairs": MIN_ANOMALY_SAMPLES >= 2}
+    conn.execute(CANDIDATES_SQL, test)
     values = ", ".join(["(?, ?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
     bits = [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
     conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
