@@ -157,6 +157,33 @@ def test_a_job_whose_hours_hold_an_unsummarised_file_reads_alone_and_the_others_
     assert whole == alone
 
 
+def test_the_fleet_tests_each_job_s_hosts_before_their_series_and_answers_as_without_that_stage(
+    campaign, tmp_path, monkeypatch
+):
+    import shutil
+
+    from synestra_cli.signals import fleet_telemetry as ft
+
+    monkeypatch.setattr(ft, "TEMP_TABLES", ())  # the read's tables stay, to be counted
+    db = tmp_path / "before-021.duckdb"  # a store opened read-only before host_summaries existed
+    shutil.copy(campaign, db)
+    with open_store(db) as conn:
+        conn.execute("DROP TABLE host_summaries")
+    got, summaries = {}, {}
+    for stage, path in (("hosts first", campaign), ("series only", db)):
+        with open_store(path, read_only=True) as conn:
+            jobs = jobs_in_window(conn)
+            got[stage] = fleet_telemetry(conn, _reads(conn, jobs))
+            summaries[stage] = conn.execute("SELECT count(*) FROM _fsumm").fetchone()[0]
+            if stage == "series only":
+                alone = {j: _json(explain_job(conn, j)) for j in jobs}
+                whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
+    assert got["hosts first"] == got["series only"]
+    assert sum(bool(t.anomalies) for t in got["hosts first"].values()) >= 2
+    assert 0 < summaries["hosts first"] < summaries["series only"]  # quiet hosts' series were not read
+    assert whole == alone
+
+
 def test_the_fleet_s_read_reports_its_progress_to_whoever_listens(campaign):
     from synestra_cli import progress
 

@@ -112,7 +112,7 @@ WHERE s.n > 0
 
 # A decoded clocks-event bit can vary only if it is set in some sample and, in another, clear or
 # overridden by one of its `unless` bits (signals/anomalies.py CLOCK_BITS_SQL).
-_BIT_VARIES = " OR ".join(
+BIT_VARIES = " OR ".join(
     f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
     for _, bit, unless in CLOCK_EVENT_SIGNALS
 )
@@ -120,7 +120,7 @@ _BIT_VARIES = " OR ".join(
 # metric is discrete; signals/anomalies.py), both across the rule: so the level both samples of a pair
 # reach (pair_hi, pair_lo) must cross it. Not when the order of a pair is in doubt (repeated times,
 # sources that overlap), nor when one sample makes a window ($pairs false: min_samples 1).
-_CANDIDATE_TEST = """
+CANDIDATE_TEST = """
 CASE WHEN s.metric = $bitmask THEN {bits}
      WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
           OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
@@ -132,11 +132,11 @@ CASE WHEN s.metric = $bitmask THEN {bits}
                OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
 """
 # A bitmask that could not be decoded (NULL bits) is tested on its range.
-_SERIES_BITS = f"(CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)"
+SERIES_BITS = f"(CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {BIT_VARIES} END)"
 CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _cand AS
 SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN _rules r USING (metric)
-WHERE {_CANDIDATE_TEST.format(bits=_SERIES_BITS)}
+WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 """
 
 # The host stage (store/summaries.py host_summaries): the same test on each (host, metric), its entities'
@@ -159,11 +159,11 @@ GROUP BY host, metric
 """
 HOST_OBSERVED_SQL = "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _host_series"
 # A host's undecoded entities on their range, the others on their bits.
-_HOST_BITS = f"(coalesce(s.bits_null AND s.hi > s.lo, false) OR coalesce({_BIT_VARIES}, false))"
+HOST_BITS = f"(coalesce(s.bits_null AND s.hi > s.lo, false) OR coalesce({BIT_VARIES}, false))"
 HOST_CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _host_cand AS
 SELECT s.host, s.metric FROM _host_series s LEFT JOIN _rules r USING (metric)
-WHERE s.n > 0 AND (s.several OR {_CANDIDATE_TEST.format(bits=_HOST_BITS)})
+WHERE s.n > 0 AND (s.several OR {CANDIDATE_TEST.format(bits=HOST_BITS)})
 """
 # The sources that hold a candidate's samples: a candidate's samples in the windows are in hours that
 # touch them, and every such hour of every source has its summary row (summaries_cover).

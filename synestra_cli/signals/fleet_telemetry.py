@@ -34,7 +34,14 @@ import duckdb
 
 from synestra_cli import progress, settings
 from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, ONSET_SQL, Anomaly
-from synestra_cli.signals.candidates import CAND_HOURS, HAS_ROW_RANGES_SQL, read_hours_by_rowid
+from synestra_cli.signals.candidates import (
+    CAND_HOURS,
+    CANDIDATE_TEST,
+    HAS_ROW_RANGES_SQL,
+    HOST_BITS,
+    SERIES_BITS,
+    read_hours_by_rowid,
+)
 from synestra_cli.signals.events import EVENT_KEPT_SQL, EVENT_STATE_SQL, EVENT_TYPING_SQL, Event, typing_params
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
@@ -83,20 +90,51 @@ UNSUMMARISED_SQL = """
 SELECT s.first_ts, s.last_ts FROM sources s ANTI JOIN summarised_sources u USING (source_id)
 """
 
+# A summary row's hour against each of its job's windows (`_fjobs.wins`), in the row itself: its samples
+# overlap one (`touches`), one of them is surely inside one (`seen`: its first or last).
+TOUCHES = "list_bool_or([s.last_ts >= w.lo AND s.first_ts <= w.hi FOR w IN j.wins])"
+SEEN = "list_bool_or([(s.first_ts BETWEEN w.lo AND w.hi) OR (s.last_ts BETWEEN w.lo AND w.hi) FOR w IN j.wins])"
+# signals/candidates.py's host stage for every job: each job's (host, metric) from host_summaries (a
+# host's entities combined), its switches included; only those that pass the candidate test (or that
+# several sources hold) have their per-series summaries read (`_fhost_cand`).
+JOB_HOSTS_SQL = """
+CREATE OR REPLACE TEMP TABLE _fjob_hosts AS SELECT job, host FROM _fhosts UNION SELECT job, host FROM _fports
+"""
+HOST_SERIES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _fhost_series AS
+SELECT job, host, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
+       max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo, max(rate_hi) AS rate_hi,
+       sum(backwards) AS backwards, sum(repeats) AS unordered, max(pair_hi) FILTER (touches) AS pair_hi,
+       min(pair_lo) FILTER (touches) AS pair_lo, bit_or(bits_or) FILTER (touches) AS bits_or,
+       bit_and(bits_and) FILTER (touches) AS bits_and, bool_or(bits_null) FILTER (touches) AS bits_null,
+       min(source_id) <> max(source_id) AS several
+FROM (SELECT h.job, s.*, {TOUCHES} AS touches, {SEEN} AS seen
+      FROM host_summaries s JOIN _fjob_hosts h ON h.host = s.host
+      JOIN _fjobs j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi
+      WHERE s.host IN (SELECT host FROM _fjob_hosts) AND s.metric IN (SELECT unnest($metrics::VARCHAR[])))
+GROUP BY job, host, metric
+"""
+HOST_CANDIDATES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _fhost_cand AS
+SELECT s.job, s.host, s.metric FROM _fhost_series s LEFT JOIN _frules r USING (metric)
+WHERE s.n > 0 AND (s.several OR {CANDIDATE_TEST.format(bits=HOST_BITS)})
+"""
+HOST_OBSERVED_SQL = """
+SELECT job, count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _fhost_series GROUP BY job
+"""
+HOSTS_PASSED = "SEMI JOIN _fhost_cand hc ON hc.job = h.job AND hc.host = s.host AND hc.metric = s.metric"
+
 # signals/candidates.py _SUMM for every job: a summary row once per job whose hull it falls in, with
-# `touches` and `seen` tested against each of that job's windows (`_fjobs.wins`), in the row itself. A
-# row is one source, series and hour (its key), so nothing is grouped: a join to the windows and a
-# GROUP BY job and key took 2.0 of the campus's 17 s, the list 0.65 s.
-_SUMM = """
+# `touches` and `seen` in the row itself. A row is one source, series and hour (its key), so nothing is
+# grouped: a join to the windows and a GROUP BY job and key took 2.0 of the campus's 17 s, the list 0.65 s.
+_SUMM = f"""
 INSERT INTO _fsumm
-SELECT h.job, s.source_id, s.host, s.entity, s.metric, s.bucket, {ranges},
-       list_bool_or([s.last_ts >= w.lo AND s.first_ts <= w.hi FOR w IN j.wins]),
-       list_bool_or([(s.first_ts BETWEEN w.lo AND w.hi) OR (s.last_ts BETWEEN w.lo AND w.hi) FOR w IN j.wins]),
+SELECT h.job, s.source_id, s.host, s.entity, s.metric, s.bucket, {{ranges}}, {TOUCHES}, {SEEN},
        s.n, s.lo, s.hi, s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards,
        s.repeats, s.pair_hi, s.pair_lo, s.bits_or, s.bits_and
-FROM metric_summaries s {join}
-JOIN _fjobs j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi
-WHERE s.host IN (SELECT host FROM {table}) AND s.metric IN (SELECT unnest($metrics::VARCHAR[]))
+FROM metric_summaries s {{join}}
+JOIN _fjobs j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi {{passed}}
+WHERE s.host IN (SELECT host FROM {{table}}) AND s.metric IN (SELECT unnest($metrics::VARCHAR[]))
 """
 SUMM_DDL = """
 CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR,
@@ -104,9 +142,14 @@ CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, source_id INTEGER, host VARCHA
     fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE,
     backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
 """
-SUMM_HOSTS_SQL = _SUMM.format(join="JOIN _fhosts h ON h.host = s.host", table="_fhosts", ranges="{ranges}")
+SUMM_HOSTS_SQL = _SUMM.format(
+    join="JOIN _fhosts h ON h.host = s.host", table="_fhosts", ranges="{ranges}", passed="{passed}"
+)
 SUMM_PORTS_SQL = _SUMM.format(
-    join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity", table="_fports", ranges="{ranges}"
+    join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity",
+    table="_fports",
+    ranges="{ranges}",
+    passed="{passed}",
 )
 # Where each hour's samples are (migration 018); a store opened read-only before it reads by file.
 ROW_RANGES = "s.row_lo, s.row_hi"
@@ -154,10 +197,6 @@ WHERE s.n > 0
 """
 OBSERVED_SQL = "SELECT job, count(*) FILTER (seen), count(*) FROM _fcand_series GROUP BY job"
 
-_BIT_VARIES = " OR ".join(
-    f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
-    for _, bit, unless in CLOCK_EVENT_SIGNALS
-)
 # signals/candidates.py CANDIDATES_SQL, per job. Each candidate gets a series
 # id (`sid`, with room after it for the bits decoded from a clocks-event bitmask): every later step
 # partitions and joins by one integer, not by job, host, entity and metric.
@@ -166,15 +205,7 @@ CREATE OR REPLACE TEMP TABLE _fcand AS
 SELECT row_number() OVER (ORDER BY s.job, s.host, s.entity, s.metric) * $stride AS sid, s.job, s.host, s.entity,
        s.metric
 FROM _fcand_series s LEFT JOIN _frules r USING (metric)
-WHERE CASE WHEN s.metric = $bitmask THEN (CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {_BIT_VARIES} END)
-           WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
-                OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
-           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
-                AND (NOT $pairs OR r.discrete OR s.unordered > 0
-                     OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
-           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
-                AND (NOT $pairs OR r.discrete OR s.unordered > 0
-                     OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
+WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 """
 # Every series of the scope: the candidates, and each bit decoded from a bitmask candidate (sid + k).
 # A bit that never changes in the candidate's hours (never set; or always set, its `unless` never) decodes
@@ -356,7 +387,8 @@ WHERE {EVENT_KEPT_SQL}
 ORDER BY t._job, t.ts
 """
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
-TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fsumm", "_fcand_series")
+TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fjob_hosts", "_fhost_series")
+TEMP_TABLES += ("_fhost_cand", "_fsumm", "_fcand_series")
 TEMP_TABLES += ("_fcand", "_fseries", "_fcand_hours", "_fcand_rows", "_fscope", "_fsig", "_fev", "_fevent_rules")
 
 
@@ -438,13 +470,20 @@ def _anomalies(
     _load(conn, reads)
     metrics = {"metrics": _metrics()}
     ranges = ROW_RANGES if scalar(conn, HAS_ROW_RANGES_SQL) else NO_ROW_RANGES
+    test = {"bitmask": CLOCK_EVENT_METRIC, "pairs": MIN_ANOMALY_SAMPLES >= 2}
+    staged = has_table(conn, "host_summaries")  # migration 021; a store opened read-only before it tests every host
+    if staged:
+        conn.execute(JOB_HOSTS_SQL)
+        conn.execute(HOST_SERIES_SQL, metrics)
+        conn.execute(HOST_CANDIDATES_SQL, test)
+    fill = {"ranges": ranges, "passed": HOSTS_PASSED if staged else ""}
     conn.execute(SUMM_DDL)
-    conn.execute(SUMM_HOSTS_SQL.format(ranges=ranges), metrics)
-    conn.execute(SUMM_PORTS_SQL.format(ranges=ranges), metrics)
+    conn.execute(SUMM_HOSTS_SQL.format(**fill), metrics)
+    conn.execute(SUMM_PORTS_SQL.format(**fill), metrics)
     conn.execute(SERIES_SQL)
-    counts = {j: (seen, touched) for j, seen, touched in conn.execute(OBSERVED_SQL).fetchall()}
-    test = {"bitmask": CLOCK_EVENT_METRIC, "stride": len(CLOCK_EVENT_SIGNALS) + 1, "pairs": MIN_ANOMALY_SAMPLES >= 2}
-    conn.execute(CANDIDATES_SQL, test)
+    observed = conn.execute(HOST_OBSERVED_SQL if staged else OBSERVED_SQL).fetchall()
+    counts = {j: (seen, touched) for j, seen, touched in observed}
+    conn.execute(CANDIDATES_SQL, {**test, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
     values = ", ".join(["(?, ?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
     bits = [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
     conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
