@@ -8,8 +8,9 @@ hosts' row groups again and again (a row group holds a host's whole day: the tim
 nothing). Here the same steps run once for every job, with the job as the first key of every
 partition, grouping and join:
 
-1. the summaries of every job's hosts and ports over its hours (`_fsumm`), each job's series and
-   candidates from them (`_fcand_series`, `_fcand`): the per-job tests of signals/candidates.py;
+1. each job's hosts and switches tested on their host summaries over its hours (`_fhost_cand`), the
+   series summaries of those that pass (`_fsumm`), each job's series and candidates from them
+   (`_fcand_series`, `_fcand`): the per-job tests of signals/candidates.py;
 2. the raw samples of every job's candidates inside its own read windows (`_fscope`), the clocks-event
    bits decoded: by rowid from their hours' row ranges, as signals/candidates.py reads one job's (the
    same SQL text), when that probes fewer rows than the candidates' files hold; else in one scan of
