@@ -270,7 +270,7 @@ def test_the_whole_table_is_scanned_only_when_the_candidates_files_are_most_of_i
 def test_clock_event_bits_that_never_change_are_not_read_and_the_batch_answers_alike(tmp_path):
     # a power brake sets one bit of the clocks-event mask on a host; the other bits (and the other hosts'
     # mask) never change, decode to constant series, and are left out of the fleet's read
-    from synestra_cli.signals import fleet_telemetry as ft
+    from synestra_cli.signals.thresholds import CLOCK_EVENT_SIGNALS
     from synestra_cli.simulate.scenarios import simulate
 
     simulate(tmp_path / "b", "power-brake", seed=3, nodes=4, hours=6)
@@ -283,6 +283,6 @@ def test_clock_event_bits_that_never_change_are_not_read_and_the_batch_answers_a
         whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
         got = fleet_telemetry(conn, _reads(conn, jobs))
     assert whole == alone
-    decoded = {name for name, _, _ in ft.CLOCK_EVENT_SIGNALS}
+    decoded = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
     assert any(a.metric in decoded for t in got.values() for a in t.anomalies)  # the brake's bit is read
     assert "gpu_clock_event_hw_power_brake" in json.dumps(list(alone.values()))
