@@ -145,16 +145,20 @@ WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 # passes the test above makes its host pass this one: a host that fails it holds no candidate, and its
 # per-series summaries are not read. Which source follows which is per series: a (host, metric) held by
 # several sources goes on to the per-series test, which adds the pairs between them.
-HOST_SERIES_SQL = """
-CREATE OR REPLACE TEMP TABLE _host_series AS
-SELECT host, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
+# A (host, metric)'s hours combined, as _cand_series combines a series' (one text for the per-job host stage
+# and the fleet's: signals/fleet_candidates.py).
+HOST_SERIES_COLUMNS = """
+       bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
        max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo, max(rate_hi) AS rate_hi,
        sum(backwards) AS backwards, sum(repeats) AS unordered, max(pair_hi) FILTER (touches) AS pair_hi,
        min(pair_lo) FILTER (touches) AS pair_lo, bit_or(bits_or) FILTER (touches) AS bits_or,
        bit_and(bits_and) FILTER (touches) AS bits_and, bool_or(bits_null) FILTER (touches) AS bits_null,
-       min(source_id) <> max(source_id) AS several
-FROM (SELECT s.*, {touches} AS touches, {seen} AS seen FROM host_summaries s
-      WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host IN ({hosts}) AND s.metric IN ({metrics}))
+       min(source_id) <> max(source_id) AS several"""
+HOST_SERIES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _host_series AS
+SELECT host, metric, {HOST_SERIES_COLUMNS}
+FROM (SELECT s.*, {{touches}} AS touches, {{seen}} AS seen FROM host_summaries s
+      WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host IN ({{hosts}}) AND s.metric IN ({{metrics}}))
 GROUP BY host, metric
 """
 HOST_OBSERVED_SQL = "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _host_series"

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import duckdb
 
-from synestra_cli.signals.candidates import CANDIDATE_TEST, HAS_ROW_RANGES_SQL, HOST_BITS, SERIES_BITS
+from synestra_cli.signals.candidates import (
+    CANDIDATE_TEST,
+    HAS_ROW_RANGES_SQL,
+    HOST_BITS,
+    HOST_SERIES_COLUMNS,
+    SERIES_BITS,
+)
 from synestra_cli.signals.thresholds import (
     CLOCK_EVENT_METRIC,
     CLOCK_EVENT_SIGNALS,
@@ -33,12 +39,7 @@ CREATE OR REPLACE TEMP TABLE _fjob_hosts AS SELECT job, host FROM _fhosts UNION 
 """
 HOST_SERIES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _fhost_series AS
-SELECT job, host, metric, bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
-       max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo, max(rate_hi) AS rate_hi,
-       sum(backwards) AS backwards, sum(repeats) AS unordered, max(pair_hi) FILTER (touches) AS pair_hi,
-       min(pair_lo) FILTER (touches) AS pair_lo, bit_or(bits_or) FILTER (touches) AS bits_or,
-       bit_and(bits_and) FILTER (touches) AS bits_and, bool_or(bits_null) FILTER (touches) AS bits_null,
-       min(source_id) <> max(source_id) AS several
+SELECT job, host, metric, {HOST_SERIES_COLUMNS}
 FROM (SELECT h.job, s.*, {TOUCHES} AS touches, {SEEN} AS seen
       FROM host_summaries s JOIN _fjob_hosts h ON h.host = s.host
       JOIN _fjobs j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi
