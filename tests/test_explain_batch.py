@@ -178,7 +178,11 @@ def test_the_fleet_tests_each_job_s_hosts_before_their_series_and_answers_as_wit
             if stage == "series only":
                 alone = {j: _json(explain_job(conn, j)) for j in jobs}
                 whole = {e.job: _json(e) for e in explain_batch(conn, jobs)}
-    assert got["hosts first"] == got["series only"]
+    # the stage decides which series are read: each job's anomalies (its events, in no set order among
+    # equal times, are not read by it)
+    assert {j: (t.windows, t.observed, t.anomalies) for j, t in got["hosts first"].items()} == {
+        j: (t.windows, t.observed, t.anomalies) for j, t in got["series only"].items()
+    }
     assert sum(bool(t.anomalies) for t in got["hosts first"].values()) >= 2
     assert 0 < summaries["hosts first"] < summaries["series only"]  # quiet hosts' series were not read
     assert whole == alone
