@@ -113,21 +113,22 @@ class JobExplanation:
     tax: ExplainTaxDoc | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
     failures: list[FailureExplanation] = field(default_factory=list)
 
-    def to_json(self) -> ExplainDoc:
-        """The `synestra.explain/2` document (datetimes still as datetime: render serialises them)."""
+    def to_json(self, copied: bool = True) -> ExplainDoc:
+        """The `synestra.explain/2` document (datetimes still as datetime: render serialises them);
+        `copied` False: its evidence is the explanation's own, for a caller that only serialises it."""
         return {
             "schema": SCHEMA,
             "job": self.job,
             "hosts": self.hosts,
             "attempts": self.attempts,
             "save_cadence_iterations": self.cadence,
-            "checkpoints": [_checkpoint_json(c) for c in self.checkpoints],
-            "failures": [_failure_json(f) for f in self.failures],
+            "checkpoints": [_checkpoint_json(c, copied) for c in self.checkpoints],
+            "failures": [_failure_json(f, copied) for f in self.failures],
             "tax": self.tax,
         }
 
 
-def _cause_json(c: Cause) -> CauseDoc:
+def _cause_json(c: Cause, copied: bool) -> CauseDoc:
     return {
         "category": c.category,
         "host": c.host,
@@ -137,11 +138,11 @@ def _cause_json(c: Cause) -> CauseDoc:
         "reported_healthy": c.reported_healthy,
         "assets": list(c.assets),
         "action": c.action,
-        "evidence": [link_doc(lk) for lk in c.evidence],
+        "evidence": [link_doc(lk, copied) for lk in c.evidence],
     }
 
 
-def _checkpoint_json(c: CheckpointExplanation) -> CheckpointDoc:
+def _checkpoint_json(c: CheckpointExplanation, copied: bool) -> CheckpointDoc:
     return {
         "kind": c.kind,
         "attempt": c.attempt,
@@ -151,23 +152,23 @@ def _checkpoint_json(c: CheckpointExplanation) -> CheckpointDoc:
         "duration_s": c.duration_s,
         "trigger": c.trigger,
         "slow": c.slow,
-        "cause": _cause_json(c.cause) if c.cause else None,
-        "chain": [link_doc(lk) for lk in c.chain],
-        "alternatives": [_cause_json(a) for a in c.alternatives],
+        "cause": _cause_json(c.cause, copied) if c.cause else None,
+        "chain": [link_doc(lk, copied) for lk in c.chain],
+        "alternatives": [_cause_json(a, copied) for a in c.alternatives],
         "tax": c.tax,
     }
 
 
-def _failure_json(f: FailureExplanation) -> FailureDoc:
+def _failure_json(f: FailureExplanation, copied: bool) -> FailureDoc:
     return {
         "attempt": f.attempt,
         "at": f.at,
         "end": f.end,
         "state": f.state,
         "exit_code": f.exit_code,
-        "cause": _cause_json(f.cause) if f.cause else None,
-        "chain": [link_doc(lk) for lk in f.chain],
-        "alternatives": [_cause_json(a) for a in f.alternatives],
+        "cause": _cause_json(f.cause, copied) if f.cause else None,
+        "chain": [link_doc(lk, copied) for lk in f.chain],
+        "alternatives": [_cause_json(a, copied) for a in f.alternatives],
     }
 
 

@@ -132,16 +132,21 @@ def _precedence(s: Signal, effect: Effect) -> float:
     return max(0.2, 0.7 - 0.5 * (lead - PRE_WINDOW_S) / (2 * PRE_WINDOW_S))
 
 
+def _since(effect: Effect) -> datetime:
+    return effect.at - timedelta(seconds=PRE_WINDOW_S)
+
+
 def active(s: Signal, effect: Effect) -> bool:
     """A signal still active within the window before the effect (a long-running fault counts)."""
-    return s.end >= effect.at - timedelta(seconds=PRE_WINDOW_S) and _onset(s) < effect.deadline
+    return s.end >= _since(effect) and _onset(s) < effect.deadline
 
 
 def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
     groups: dict[tuple[str, str, str, str], list[Signal]] = {}
     kinds = TEMPLATES[effect.kind]
-    for s in signals:  # the category first: a dict lookup, where `active` takes two datetime sums
-        if s.category in kinds and active(s, effect):
+    since, deadline = _since(effect), effect.deadline  # `active`, its bounds taken once: a job's signals x its effects
+    for s in signals:  # the category first: a dict lookup
+        if s.category in kinds and s.end >= since and _onset(s) < deadline:
             groups.setdefault(_key(s, scope), []).append(s)
     return [_named(k, sig, scope) for k, sig in groups.items()]
 
@@ -165,21 +170,22 @@ def _excess(c: Candidate) -> float:
     return max(_magnitude(s) for s in c.signals)
 
 
-def _peers(c: Candidate, cands: list[Candidate]) -> int:
-    """Candidates of c's category (c included) whose strongest signal is within SPREAD_PEER_DECADES of
-    c's. Many ports alike is the fabric's (or the fleet's background), and each weighs less; one port
-    orders of magnitude past all the others is specific however many stray errors a big job shows
-    elsewhere (2,048 NICs always hold a few)."""
-    floor = _excess(c) - 0.15 * SPREAD_PEER_DECADES  # _magnitude: 0.15 per decade of excess
-    return sum(1 for o in cands if o.category == c.category and _excess(o) >= floor)
+def _peers(cands: list[Candidate]) -> list[int]:
+    """For each candidate, those of its category (itself included) whose strongest signal is within
+    SPREAD_PEER_DECADES of its own. Many ports alike is the fabric's (or the fleet's background), and
+    each weighs less; one port orders of magnitude past all the others is specific however many stray
+    errors a big job shows elsewhere (2,048 NICs always hold a few)."""
+    excess = [(c.category, _excess(c)) for c in cands]  # once each: every pair of candidates is compared
+    spread = 0.15 * SPREAD_PEER_DECADES  # _magnitude: 0.15 per decade of excess
+    return [sum(1 for cat, e in excess if cat == mine and e >= top - spread) for mine, top in excess]
 
 
 def score_all(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
     """Every candidate with its score, best first (ties: the earlier first signal, then by name, so that
     the same store always gives the same answer, whatever order the rows came in)."""
     cands = _group(signals, scope, effect)
-    for c in cands:
-        c.score = _score(c, effect, _peers(c, cands))
+    for c, peers in zip(cands, _peers(cands), strict=True):
+        c.score = _score(c, effect, peers)
     return sorted(cands, key=lambda c: (-c.score, c.first_signal, c.category, c.host or "", c.component or ""))
 
 

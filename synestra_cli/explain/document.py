@@ -111,14 +111,14 @@ class ExplainDoc(TypedDict):
     tax: ExplainTaxDoc | None  # explain --tax
 
 
-def link_doc(lk: ChainLink) -> LinkDoc:
+def link_doc(lk: ChainLink, copied: bool = True) -> LinkDoc:
     return {
         "time": lk.time,
         "layer": lk.layer,
         "host": lk.host,
         "entity": lk.entity,
         "signal": lk.signal,
-        "evidence": _copied(lk.evidence),  # the document is the caller's to change
+        "evidence": _copied(lk.evidence) if copied else lk.evidence,  # the document is the caller's to change
     }
 
 

@@ -200,7 +200,7 @@ def _lake(db: str | Path | None) -> str | None:
 
 
 def _docs(explanations: Iterable[JobExplanation]) -> list[tuple[str, str]]:
-    return [(e.job, json.dumps(e.to_json(), default=_iso)) for e in explanations]
+    return [(e.job, json.dumps(e.to_json(copied=False), default=_iso)) for e in explanations]
 
 
 # A datetime is kept tagged, so that it reads back as the datetime it was wherever it stands (an evidence's
