@@ -13,7 +13,8 @@ from conftest import REAL_SAMPLES
 
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.formats.prom_labels import install_macros
-from synestra_cli.ingest import ingest_file
+from synestra_cli.ingest import ingest_file, ingest_paths
+from synestra_cli.store import open_store
 from synestra_cli.store.connect import memory_store
 
 DCGM = REAL_SAMPLES / "dcgm"
@@ -394,6 +395,28 @@ def test_a_scrape_without_a_host_takes_the_host_its_gpu_uuid_has_in_the_store(co
     assert hosts == [("gpu-node-7",)]
     assert conn.execute("SELECT count(DISTINCT metric) FROM metrics").fetchone()[0] >= series
     assert conn.execute("SELECT host, uuid FROM gpus WHERE source_id <> 900").fetchall() == [("gpu-node-7", uuid)]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_hostless_scrape_takes_its_host_from_a_scrape_of_the_same_run_whatever_the_order(tmp_path, workers):
+    # The raw scrape comes first and both are small enough to be parsed together: were it parsed before the
+    # other is in the store, its series would have no host. The other is the same GPU as dcgm-exporter 2.x
+    # and later label it (`Hostname`), scraped an hour later.
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    raw = DCGM / "dcgm-exporter_README_metrics_blank-sentinel.prom"
+    uuid = 'UUID="GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"'
+    (inputs / "a-raw.prom").write_text(raw.read_text())
+    (inputs / "z-node-7.prom").write_text(raw.read_text().replace(uuid, f'{uuid}, Hostname="gpu-node-7"'))
+    for name, at in (("a-raw.prom", 1_700_000_000), ("z-node-7.prom", 1_700_003_600)):
+        os.utime(inputs / name, (at, at))
+    db = tmp_path / "store.duckdb"
+    reports = ingest_paths(db, [inputs], IngestOptions(), workers=workers)
+    assert [(Path(r.path).name, r.status) for r in reports] == [("a-raw.prom", "loaded"), ("z-node-7.prom", "loaded")]
+    assert any(n.startswith("no host label: host gpu-node-7 taken from the UUID") for n in reports[0].notes)
+    with open_store(db, read_only=True) as conn:
+        hosts = conn.execute("SELECT DISTINCT host FROM metrics WHERE source_id = ?", [reports[0].source_id]).fetchall()
+    assert hosts == [("gpu-node-7",)]
 
 
 def test_a_uuid_two_hosts_claim_gives_no_host(conn):

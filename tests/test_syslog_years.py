@@ -10,10 +10,12 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from conftest import REAL_SAMPLES
 
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import ingest_file
+from synestra_cli.ingest import ingest_file, ingest_paths
+from synestra_cli.store import open_store
 
 SYSLOG = REAL_SAMPLES / "syslog"
 COPIED = datetime(2026, 11, 18, 12, 0, 0)  # long after every sample was written
@@ -165,3 +167,53 @@ def test_a_journal_header_across_a_new_year(conn, tmp_path):
     got = [r[0] for r in conn.execute("SELECT ts FROM events WHERE line > 1 ORDER BY line").fetchall()]
     assert got == [datetime(2023, 12, 31, 23, 59, 44), datetime(2024, 1, 1, 0, 0, 5)]
     assert basis(conn, report.source_id) == ("file", 2023)
+
+
+SACCT_ON_THE_HOST = (  # sacct --parsable2's layout: Slurm prints the year; the syslog's host and day (May 15 2020)
+    "JobID|JobName|User|State|ExitCode|Start|End|Elapsed|NodeList|AllocTRES\n"
+    "4242|train|ana|FAILED|1:0|2020-05-15T22:00:00|2020-05-15T23:10:00|01:10:00|ubuntu-s-1vcpu-2gb-ams3-01|"
+    "billing=8,cpu=8,gres/gpu=8,node=1\n"
+)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("store", ["path", "connection"])
+def test_dated_evidence_ingested_in_the_same_run_dates_a_yearless_log_whatever_the_order(tmp_path, workers, store):
+    # The syslog comes first, and both files are small enough to be parsed together: were the log parsed
+    # before the sacct export is in the store, its year would be its mtime's. It waits for the run's others.
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    log = copied_later(inputs, "gh-docker-for-linux-1001_rfc3164_oom-killed-new-format.log")
+    log.rename(inputs / "a-messages.log")
+    (inputs / "z-sacct.txt").write_text(SACCT_ON_THE_HOST)
+    db = tmp_path / "store.duckdb"
+    if store == "path":  # the store attached for each commit only, files parsed apart from it
+        reports = ingest_paths(db, [inputs], IngestOptions(), workers=workers)
+    else:  # the store attached the whole run
+        with open_store(db) as conn:
+            reports = ingest_paths(conn, [inputs], IngestOptions(), workers=workers)
+    assert [(Path(r.path).name, r.status) for r in reports] == [("a-messages.log", "loaded"), ("z-sacct.txt", "loaded")]
+    with open_store(db, read_only=True) as conn:
+        assert years(conn, reports[0].source_id) == [2020]
+        assert basis(conn, reports[0].source_id) == ("store", 2020)
+    assert "dated evidence in the store for the same hosts" in year_note(reports[0])
+
+
+def test_a_yearless_log_is_no_evidence_for_another_whatever_dated_it(tmp_path):
+    # The borg line dates one log of the host (2022); another, with no evidence of its own, comes later. Were
+    # the first evidence, the second's year would hang on which of two files of one run was committed first
+    # (both wait for the run's dated files, then go in any order): a yearless log dates no other.
+    dated, plain = tmp_path / "dated.log", tmp_path / "plain.log"
+    dated.write_text(
+        "Oct 31 16:01:24 backupclient backup.sh[5108]: Keeping archive: etc_backup-2022-10-31_16-01-05"
+        "       Mon, 2022-10-31 16:01:07 [f0c...2eea2d]\n"
+    )
+    plain.write_text("Oct 31 17:01:24 backupclient systemd[1]: Started My backup service.\n")
+    for path in (dated, plain):
+        os.utime(path, (COPIED.replace(tzinfo=UTC).timestamp(),) * 2)
+    db = tmp_path / "store.duckdb"
+    [first] = ingest_paths(db, [dated], IngestOptions())
+    [second] = ingest_paths(db, [plain], IngestOptions())
+    with open_store(db, read_only=True) as conn:
+        assert basis(conn, first.source_id) == ("file", 2022)
+        assert basis(conn, second.source_id) == ("mtime", 2026)

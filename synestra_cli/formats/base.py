@@ -171,6 +171,11 @@ class Format:
     # The highest score sniff ever returns: detection skips a format that cannot beat the best score found
     # (a sniff scans the 64 KiB head with regexes, up to ~10 ms each: the cost of a small file).
     top: float = 1.0
+    # Whether a file with this head (and these options) may take a fact from other files (`evidence`: a
+    # yearless log's year from dated sources of its hosts, a hostless scrape's host from its GPUs' UUIDs).
+    # Ingest parses such a file once the run's other files are in the store, so that what it takes does not
+    # depend on which of them happened to be committed first.
+    leans_on_others: Callable[[str, IngestOptions], bool] | None = None
 
     def resumes(self, path: Path) -> bool:
         """Whether this file, grown, loads only its new lines (else it is read again whole)."""

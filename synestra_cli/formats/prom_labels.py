@@ -14,11 +14,13 @@ zonemaps prune by host, without sorting a million rows.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import duckdb
 
 from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
+from synestra_cli.formats.base import IngestOptions
 from synestra_cli.formats.hosts import record_full_names_sql, short_host_sql
 from synestra_cli.store.sql import drop_temp, one_row, scalar, temp_table
 
@@ -209,6 +211,16 @@ def create_lookups(conn: duckdb.DuckDBPyConnection) -> None:
             "description": ("VARCHAR", [m.description for m in CANONICAL]),
         },
     )
+
+
+# A label that names the host (RESOLVE_SQL), as exposition text (`Hostname="n1"`) or API JSON (`"instance":`) writes it.
+HOST_LABEL_RE = re.compile(r'\b(?:Hostname|hostname|instance)"?\s*[=:]')
+
+
+def may_lack_a_host(head: str, options: IngestOptions) -> bool:
+    """No --host, and no label naming a host in the head: series may take their host from other files'
+    GPUs (UUID_HOSTS_SQL), which ingest then lets in first (formats/base.py Format.leans_on_others)."""
+    return not options.host and HOST_LABEL_RE.search(head) is None
 
 
 HOSTLESS_SQL = """

@@ -36,6 +36,7 @@ from synestra_cli.formats import years
 from synestra_cli.formats.base import (
     MAX_REJECT_SAMPLES,
     Format,
+    IngestOptions,
     LoadContext,
     LoadResult,
     decode,
@@ -595,6 +596,12 @@ def appendable(path: Path) -> bool:
     return _APPENDABLE[key]
 
 
+def yearless(head: str, options: IngestOptions) -> bool:
+    """Stamps without a year and no --year: the year may come from other files (formats/years.py)."""
+    envelope, _ = env.detect(head)
+    return not options.year and envelope is not None and envelope.time_kind == "noyear"
+
+
 FORMAT = Format(
     "syslog",
     (
@@ -607,4 +614,5 @@ FORMAT = Format(
     load_group=load_group,
     appendable=appendable,
     top=0.9,
+    leans_on_others=yearless,
 )

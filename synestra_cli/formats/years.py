@@ -9,9 +9,11 @@ goes down, one year later: formats/syslog.py). Which base year is right is then 
    (`-- Logs begin at Fr 2015-08-07 13:03:13 CEST, end at Mi 2015-09-30 16:29:34 CEST. --`, systemd 246+
    `-- Journal begins at ..., ends at ... --`): the file's last line falls at or before its end.
 3. Dated evidence in the store for the same hosts: other sources that name one of its hosts and whose stamps
-   carry a year (journald JSON, RFC 3339, DCGM scrapes with timestamps, sacct on those nodes; not those dated
-   by their own mtime), by the time span each source covers. The base year whose placement of the file
-   overlaps them (or comes nearest, within STORE_NEAR_DAYS) wins.
+   carry a year (journald JSON, RFC 3339, DCGM scrapes with timestamps, sacct on those nodes; not another
+   yearless log, whatever dated it, unless by --year), by the time span each source covers. The base year
+   whose placement of the file overlaps them (or comes nearest, within STORE_NEAR_DAYS) wins. Ingest parses
+   yearless logs after the run's other files are committed (ingest/run.py), and none dates another: so the
+   year does not depend on the order in which a run's files were parsed or committed.
 4. The file's mtime: its last line falls in the mtime's year, or the year before when its month is later.
 
 Each source records where its year came from (`source_years`), and the ingest report says it.
@@ -60,7 +62,7 @@ HEADER_RE = re.compile(
 )
 # Other sources that name one of the file's hosts, with their time span: read from `sources` (each source's
 # first/last time and hosts, kept at ingest), never by scanning their rows: one such query per batch of files
-# is cheap on a store of 10^8 samples. Sources dated by their mtime are no evidence.
+# is cheap on a store of 10^8 samples. A yearless log is no evidence (its year is itself inferred), but by --year.
 STORE_SQL = """
 WITH h AS (
     SELECT source_id AS sid, list(DISTINCT host) AS hosts FROM events
@@ -68,7 +70,7 @@ WITH h AS (
 )
 SELECT h.sid, s.path, s.first_ts, s.last_ts FROM {evidence}sources s JOIN h ON s.source_id <> h.sid
 WHERE s.first_ts IS NOT NULL AND s.last_ts IS NOT NULL AND list_has_any(s.hosts, h.hosts)
-  AND s.source_id NOT IN (SELECT source_id FROM {evidence}source_years WHERE basis = 'mtime')
+  AND s.source_id NOT IN (SELECT source_id FROM {evidence}source_years WHERE basis <> 'option')
 ORDER BY h.sid, s.source_id
 """
 

@@ -4,6 +4,10 @@ A batch closes after BATCH_SECONDS of parsing (or BATCH_FILES files, or BATCH_BY
 commits as soon as the files in flight for it are done and the store is free. While a reader holds
 the store, parsing goes on into the next stage and the commit is tried again after the next file;
 only when PENDING_BATCHES batches (or PENDING_BYTES of input) wait does ingest wait for the store.
+
+A file that may take a fact from other files (Format.leans_on_others: a yearless log's year, a hostless
+scrape's host) is parsed in a second pass, once every other file of the run is committed: what it
+takes then does not depend on which files the threads and the readers let in first.
 """
 
 from __future__ import annotations
@@ -142,9 +146,30 @@ class _Run:
         if not items:
             return []
         self.ids = ids or self._start(len(items))
-        units = _units(items)
-        n = workers or default_workers("SYNESTRA_INGEST_WORKERS")  # read (and checked) even for one unit
-        n = n if len(units) > 1 else 1
+        workers = workers or default_workers("SYNESTRA_INGEST_WORKERS")  # read (and checked) even for one unit
+        self.done = 0
+        try:
+            self._open_batch()
+            later = self._pass(items, list(range(len(items))), on_file, workers, defer=True)
+            if later:  # their evidence committed first, whatever the order the threads took
+                self._finish()
+                self._pass(items, later, on_file, workers, defer=False)
+            self._finish()
+        finally:
+            for batch in self.batches:
+                self.stores.drop_stage(batch.stage)
+        if on_file:
+            on_file(Path(""), len(items), len(items))
+        return [self.reports[i] for i in sorted(self.reports)]
+
+    def _pass(
+        self, items: list[Path | WalkIssue], chosen: list[int], on_file: ProgressFn | None, workers: int, defer: bool
+    ) -> list[int]:
+        """Parse the chosen inputs into stages, committing batches as they fill; the files left for a
+        second pass (`defer`: those that lean on others), by index."""
+        units = _units(items, chosen)
+        n = workers if len(units) > 1 else 1
+        later: list[int] = []
 
         def work(cur: duckdb.DuckDBPyConnection, unit: list[int]) -> tuple[str | None, list[tuple[int, Result]]]:
             first = items[unit[0]]
@@ -155,25 +180,22 @@ class _Run:
                 self.dispatched[stage] += len(unit)
             files = [(i, path, self.ids[i]) for i in unit if isinstance(path := items[i], Path)]
             progress = on_file if on_file and n <= 1 else None
-            return stage, stage_unit(cur, self.stores, stage, files, self.options, self.known, progress, len(items))
+            return stage, stage_unit(
+                cur, self.stores, stage, files, self.options, self.known, progress, len(items), defer
+            )
 
-        try:
-            self._open_batch()
-            k = 0
-            for stage, results in map_in_threads(self.conn, work, units, n):
-                for i, result in results:
-                    raise_if_stopped()  # a stop a parser's broad except swallowed ends the run here
-                    if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
-                        on_file(Path(getattr(result, "path", "")), k, len(items))
-                    k += 1
-                    self._take(stage, i, result)
-            self._finish()
-        finally:
-            for batch in self.batches:
-                self.stores.drop_stage(batch.stage)
-        if on_file:
-            on_file(Path(""), len(items), len(items))
-        return [self.reports[i] for i in sorted(self.reports)]
+        for stage, results in map_in_threads(self.conn, work, units, n):
+            for i, result in results:
+                raise_if_stopped()  # a stop a parser's broad except swallowed ends the run here
+                if isinstance(result, Later):
+                    later.append(i)
+                    self.consumed[str(stage)] += 1  # back, though not staged
+                    continue
+                if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
+                    on_file(Path(getattr(result, "path", "")), self.done, len(items))
+                self.done += 1
+                self._take(stage, i, result)
+        return later
 
     def _start(self, n: int) -> list[int]:
         """Reserve the run's source ids (in file order) and read what the store holds."""
@@ -299,7 +321,15 @@ class _Run:
 
 # --- files into a stage ------------------------------------------------------------------------------
 
-Result = FileReport | Staged
+
+@dataclass(frozen=True)
+class Later:
+    """A file left for the run's second pass (it leans on other files)."""
+
+    path: Path
+
+
+Result = FileReport | Staged | Later
 # Consecutive small files are handed to a worker together, up to UNIT_FILES or UNIT_TEXT_BYTES of text: those
 # of a format that loads many at once (Format.load_group) are then parsed by the same statements. Text, not
 # bytes on disk: a unit's memory is its lines, and gzip holds ~9x more per byte. Units of 16 MB of gzipped
@@ -311,12 +341,13 @@ UNIT_TEXT_BYTES = 32 << 20
 UNIT_ALONE_BYTES = 1 << 20
 
 
-def _units(items: list[Path | WalkIssue]) -> list[list[int]]:
-    """The indices of the inputs, cut into units of work (a WalkIssue alone)."""
+def _units(items: list[Path | WalkIssue], chosen: list[int] | None = None) -> list[list[int]]:
+    """The indices of the inputs (those chosen, in order), cut into units of work (a WalkIssue alone)."""
     units: list[list[int]] = []
     unit: list[int] = []
     size = 0
-    for i, item in enumerate(items):
+    for i in range(len(items)) if chosen is None else chosen:
+        item = items[i]
         on_disk, text = (0, 0) if isinstance(item, WalkIssue) else _sizes(item)
         if isinstance(item, WalkIssue) or on_disk > UNIT_ALONE_BYTES:  # alone, in order
             units += [unit, [i]] if unit else [[i]]
@@ -349,6 +380,7 @@ class _Planned:
     codec: str | None
     plan: Plan
     report: FileReport
+    leans: bool = False  # on other files (Format.leans_on_others): parsed once the run's others are committed
 
 
 def stage_unit(
@@ -360,10 +392,12 @@ def stage_unit(
     known: Known,
     progress: ProgressFn | None = None,
     total: int = 0,
+    defer: bool = False,
 ) -> list[tuple[int, Result]]:
     """Parse files (index, path, source id) into `stage`: those of a format with a load_group together,
     in one transaction of the stage; if that fails, each on its own (a bad file fails alone). The
-    others one by one. Each file's Staged, or its report (skipped or failed)."""
+    others one by one. Each file's Staged, or its report (skipped or failed); with `defer`, Later for
+    a file that leans on others, not parsed."""
     out: dict[int, Result] = {}
     groups: dict[object, list[_Planned]] = {}
     for index, path, source_id in files:
@@ -371,7 +405,9 @@ def stage_unit(
             progress(path, index, total)
         report = FileReport(path=str(path), status="failed")
         planned = _guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
-        if isinstance(planned, _Planned):
+        if isinstance(planned, _Planned) and defer and planned.leans:
+            out[index] = Later(path)
+        elif isinstance(planned, _Planned):
             planned.index, planned.source_id = index, source_id
             groups.setdefault(_group_key(planned), []).append(planned)
         else:
@@ -391,7 +427,7 @@ def _group_key(p: _Planned) -> object:
 
 def _stage_one(
     cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, p: _Planned, options: IngestOptions
-) -> Result:
+) -> FileReport | Staged:
     p.report.status = "failed"
     return _guarded(stores, p.path, p.report, lambda: _load(cur, stores, stage, p, options))
 
@@ -411,7 +447,7 @@ def stage_file(
     cannot be written."""
     report = FileReport(path=str(path), status="failed")
 
-    def attempt() -> Result:
+    def attempt() -> FileReport | Staged:
         planned = _plan(path, options, known, report)
         if isinstance(planned, FileReport):
             return planned
@@ -467,7 +503,8 @@ def _plan(path: Path, options: IngestOptions, known: Known, report: FileReport) 
     if plan is SKIP:
         report.status, report.error = "skipped", "already in the store (same content)"
         return report
-    return _Planned(-1, path, -1, fmt, codec, plan, report)
+    leans = fmt.leans_on_others is not None and fmt.leans_on_others(head, options)
+    return _Planned(-1, path, -1, fmt, codec, plan, report, leans)
 
 
 def _context(
