@@ -272,7 +272,7 @@ def test_a_file_rotated_while_it_loads_fails_and_its_content_loads_at_the_next_i
     were of the new file under the old content's sha256, so the moved content was then skipped as
     already in the store and its lines were lost (issue 16's 25-minute follow run). Now the file fails,
     nothing of it is kept, and the next ingest loads every line."""
-    from synestra_cli.ingest import run
+    from synestra_cli.ingest import parse
 
     lines = (DATA / "real_data/loghub-2k/Linux/Linux_2k.log").read_bytes().splitlines(keepends=True)[:302]
     watched = tmp_path / "watched"
@@ -284,7 +284,7 @@ def test_a_file_rotated_while_it_loads_fails_and_its_content_loads_at_the_next_i
     with log.open("ab") as f:
         f.write(b"".join(lines[200:300]))
 
-    digest_for = run.digest_for
+    digest_for = parse.digest_for
 
     def rotated_after_hashing(*args):
         digest = digest_for(*args)
@@ -295,10 +295,10 @@ def test_a_file_rotated_while_it_loads_fails_and_its_content_loads_at_the_next_i
         log.write_bytes(b"".join(lines[300:]))  # the writer's first lines in the new file
         return digest
 
-    monkeypatch.setattr(run, "digest_for", rotated_after_hashing)
+    monkeypatch.setattr(parse, "digest_for", rotated_after_hashing)
     (report,) = ingest_paths(db, [log], OPTIONS)
     assert report.status == "failed" and "while it loaded" in report.error
-    monkeypatch.setattr(run, "digest_for", digest_for)
+    monkeypatch.setattr(parse, "digest_for", digest_for)
     ingest_paths(db, [moved, log], OPTIONS)
     with open_store(db, read_only=True) as c:
         kept = c.execute("SELECT count(*) FROM events").fetchone()[0]

@@ -12,14 +12,15 @@ batches, each file whole or not at all, in short transactions of the store (batc
 the store is released for readers (run.py). Every exception inside one file's load is that file's
 failure and the rest go on; a store that cannot be written stops the run (StoreWriteError).
 
-Modules: walk (the files), plan (skip, grow or replace), staging (stage and store), batch (checks and
-commit), run (the threads and the batches), report (FileReport).
+Modules: walk (the files), plan (skip, grow or replace), parse (files into a stage), staging (stage and
+store), batch (checks and commit), run (the threads, the passes and the batches), report (FileReport).
 """
 
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest.parse import ProgressFn
 from synestra_cli.ingest.plan import Digest, file_digest
 from synestra_cli.ingest.report import FileReport
-from synestra_cli.ingest.run import ProgressFn, ReportFn, ingest_file, ingest_into, ingest_paths
+from synestra_cli.ingest.run import ReportFn, ingest_file, ingest_into, ingest_paths
 from synestra_cli.ingest.walk import WalkIssue, iter_inputs
 
 __all__ = [
