@@ -132,21 +132,16 @@ def _precedence(s: Signal, effect: Effect) -> float:
     return max(0.2, 0.7 - 0.5 * (lead - PRE_WINDOW_S) / (2 * PRE_WINDOW_S))
 
 
-def _since(effect: Effect) -> datetime:
-    return effect.at - timedelta(seconds=PRE_WINDOW_S)
-
-
 def active(s: Signal, effect: Effect) -> bool:
     """A signal still active within the window before the effect (a long-running fault counts)."""
-    return s.end >= _since(effect) and _onset(s) < effect.deadline
+    return s.end >= effect.at - timedelta(seconds=PRE_WINDOW_S) and _onset(s) < effect.deadline
 
 
 def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
     groups: dict[tuple[str, str, str, str], list[Signal]] = {}
     kinds = TEMPLATES[effect.kind]
-    since, deadline = _since(effect), effect.deadline  # `active`, its bounds taken once: a job's signals x its effects
-    for s in signals:  # the category first: a dict lookup
-        if s.category in kinds and s.end >= since and _onset(s) < deadline:
+    for s in signals:  # the category first: a dict lookup, where `active` takes two datetime sums
+        if s.category in kinds and active(s, effect):
             groups.setdefault(_key(s, scope), []).append(s)
     return [_named(k, sig, scope) for k, sig in groups.items()]
 
