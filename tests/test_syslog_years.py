@@ -217,3 +217,27 @@ def test_a_yearless_log_is_no_evidence_for_another_whatever_dated_it(tmp_path):
     with open_store(db, read_only=True) as conn:
         assert basis(conn, first.source_id) == ("file", 2022)
         assert basis(conn, second.source_id) == ("mtime", 2026)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_progress_counts_each_file_once_up_to_the_total_when_a_log_waits_for_the_second_pass(
+    tmp_path, monkeypatch, workers
+):
+    from synestra_cli.ingest import parse
+
+    monkeypatch.setattr(parse, "UNIT_FILES", 1)  # a unit per file: two workers take them
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    copied_later(inputs, "gh-docker-for-linux-1001_rfc3164_oom-killed-new-format.log").rename(inputs / "a.log")
+    (inputs / "z-sacct.txt").write_text(SACCT_ON_THE_HOST)
+    seen: list[tuple[str, int, int]] = []
+    ingest_paths(
+        tmp_path / "s.duckdb",
+        [inputs],
+        IngestOptions(),
+        on_file=lambda p, i, n: seen.append((p.name, i, n)),
+        workers=workers,
+    )
+    assert [i for _, i, _ in seen] == sorted(i for _, i, _ in seen)  # never back
+    assert seen[-1] == ("", 2, 2)
+    assert sorted(name for name, _, _ in seen[:-1]) == ["a.log", "z-sacct.txt"]  # each once

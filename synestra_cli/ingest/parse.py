@@ -139,13 +139,14 @@ def stage_unit(
     out: dict[int, Result] = {}
     groups: dict[object, list[_Planned]] = {}
     for index, path, source_id in files:
-        if progress:
-            progress(path, index, total)
         report = FileReport(path=str(path), status="failed")
         planned = _guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
         if isinstance(planned, _Planned) and defer and planned.leans:
             out[index] = Later(path)
-        elif isinstance(planned, _Planned):
+            continue  # shown when its pass comes
+        if progress:
+            progress(path, index, total)
+        if isinstance(planned, _Planned):
             planned.index, planned.source_id = index, source_id
             groups.setdefault(_group_key(planned), []).append(planned)
         else:

@@ -130,7 +130,7 @@ class _Run:
             return []
         self.ids = ids or self._start(len(items))
         workers = workers or default_workers("SYNESTRA_INGEST_WORKERS")  # read (and checked) even for one unit
-        self.done = 0
+        self.done = self.shown = 0  # files back from the workers; files shown parsing (one worker)
         try:
             self._open_batch()
             later = self._pass(items, list(range(len(items))), on_file, workers, defer=True)
@@ -162,7 +162,7 @@ class _Run:
                 stage = self.batches[-1].stage
                 self.dispatched[stage] += len(unit)
             files = [(i, path, self.ids[i]) for i in unit if isinstance(path := items[i], Path)]
-            progress = on_file if on_file and n <= 1 else None
+            progress = self._counted(on_file) if on_file and n <= 1 else None
             return stage, stage_unit(
                 cur, self.stores, stage, files, self.options, self.known, progress, len(items), defer
             )
@@ -179,6 +179,15 @@ class _Run:
                 self.done += 1
                 self._take(stage, i, result)
         return later
+
+    def _counted(self, on_file: ProgressFn) -> ProgressFn:
+        """One worker's progress: each file as it is parsed, numbered across both passes."""
+
+        def show(path: Path, _index: int, total: int) -> None:
+            on_file(path, self.shown, total)
+            self.shown += 1
+
+        return show
 
     def _start(self, n: int) -> list[int]:
         """Reserve the run's source ids (in file order) and read what the store holds."""
