@@ -436,14 +436,14 @@ def test_10_corruption_found_mid_query_is_one_clear_error():
 
 
 def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, monkeypatch):
-    from synestra_cli.formats import syslog
+    from synestra_cli.formats import syslog_clock
 
     f = tmp_path / "messages"
     months = ["Nov", "Dec", "Jan", "Feb", "Dec", "Jan"]  # two new years, one at a batch boundary
     f.write_text("".join(f"{m} 29 10:00:00 gpu-017 kernel: line {i}\n" for i, m in enumerate(months, 1)))
     found = {}
     for rows in (1 << 20, 2, 1):
-        monkeypatch.setattr(syslog, "CLOCK_BATCH_ROWS", rows)
+        monkeypatch.setattr(syslog_clock, "CLOCK_BATCH_ROWS", rows)
         with open_store(f"{tmp_path}/s{rows}.duckdb") as c:
             ingest_file(c, f, IngestOptions(year=2025))
             found[rows] = c.execute("SELECT year(ts), month(ts) FROM events ORDER BY line").fetchall()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,13 +43,13 @@ from synestra_cli.formats.base import (
     read_head,
 )
 from synestra_cli.formats.hosts import record_full_names_sql
+from synestra_cli.formats.syslog_clock import ClockScan, clock_order
 from synestra_cli.store.connect import SESSION_SQL
 from synestra_cli.store.sql import fetch_one, one_row
 
 STAGE_CHUNK_ROWS = 122_880
 CHUNK_BYTES = 64 * 1024 * 1024  # lines staged at a time (~600k syslog lines): bounded memory
 FROM_MTIME = ("uptime", "relative", "none")  # envelopes' time kinds placed from the file's last line and mtime
-CLOCK_BATCH_ROWS = 1 << 17  # the clock-order scan reads this many lines at a time: memory flat in file size
 EVENT_BATCH_ROWS = 122_880  # a chunk's events stream into the file's transaction this many rows at a time
 # Files at most this big (on disk) are staged together, one statement per step for all of them: a
 # statement costs ~1-60 ms to plan whatever its rows (the classifier ~60 ms), so a small file alone
@@ -133,7 +132,7 @@ DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
 ZONED_MACRO_SQL = "CREATE OR REPLACE TEMP MACRO zoned(ts, tz) AS CASE WHEN tz = 'UTC' THEN ts ELSE to_utc(ts, tz) END"
 TIMED_SQL = {
     # The years passed: those before the chunk (wrapped), else from the last new year at or before the
-    # line (_syslog_wraps: where the month goes down; _ClockScan finds them on two narrow columns).
+    # line (_syslog_wraps: where the month goes down; syslog_clock.py finds them on two narrow columns).
     "noyear": """
 timed AS NOT MATERIALIZED (
     SELECT s.* REPLACE (zoned(s.ts + to_years(CAST(f.year - 2000 + f.wrapped AS INTEGER)), $tz) AS ts)
@@ -172,12 +171,6 @@ INSERT INTO events (ts, host, component, kind, code, severity, message, fields, 
 SELECT * FROM _syslog_events
 """
 ORDER_BY = "ORDER BY sid, host, ts, lineno"
-# The stage's clock in storage order, as numpy arrays (see _clock_order), and each file's number of hosts.
-CLOCK_SQL = "SELECT sid, lineno, coalesce(epoch_us(ts), 0) AS us, coalesce(month(ts), 0) AS mon FROM _syslog_stage"
-HOSTS_SQL = (
-    "SELECT sid, count(DISTINCT host) + coalesce(max(CASE WHEN host IS NULL THEN 1 ELSE 0 END), 0) "
-    "FROM _syslog_stage GROUP BY sid"
-)
 REBOOTS_SQL = """
 SELECT sid, min(lineno), count(*)
 FROM (SELECT sid, lineno, up < lag(up) OVER (PARTITION BY sid ORDER BY lineno) AS back FROM _syslog_stage)
@@ -235,7 +228,7 @@ class _File:
     def __init__(self, ctx: LoadContext, envelope: env.Envelope, fast: bool) -> None:
         self.ctx, self.envelope, self.fast = ctx, envelope, fast
         self.sid = ctx.source_id
-        self.clock = _ClockScan(envelope.time_kind == "noyear")
+        self.clock = ClockScan(envelope.time_kind == "noyear")
         self.result = LoadResult()
         self.year_choice: years.YearChoice | None = None
         # the options this file's parser reads (ingest keys the source on them): the zone, the host,
@@ -414,7 +407,7 @@ def _insert_events(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnect
     kind = first.envelope.time_kind
     in_order = False  # uptime-based clocks: always sorted (small dmesg files)
     if kind in ("noyear", "local", "utc"):
-        in_order = _clock_order(work, files)
+        in_order = clock_order(work, {f.sid: f.clock for f in files})
     timed = TIMED_SQL[kind]
     if kind != "local" and kind != "utc":
         wraps = [f.clock.take_wraps() for f in files]
@@ -471,89 +464,6 @@ def _place_years(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
         choices = years.place_many(conn, placing, files[0].ctx.evidence)
         for f in files:
             f.year_choice = choices.get(f.sid)
-
-
-def _clock_order(conn: duckdb.DuckDBPyConnection, files: list[_File]) -> bool:
-    """Feed this chunk's clock to each file's scan (the line numbers where the month goes down: a new
-    year, for noyear files; the last line's month), and say whether the stage is stored in (host, ts)
-    order: one host per file, lines stored in order, no time going back but at a new year. That is the
-    norm for one node's log, and spares sorting the wide rows. Vectorised numpy over three narrow
-    columns, streamed in batches (a window over lineno would sort them, ~0.1 s per 1M; the whole
-    columns at once cost 24 bytes a line: 1.4 GB at 60M lines)."""
-    conn.complete()  # a relation streams only once the last execute() result is done
-    clocks = {f.sid: f.clock for f in files}
-    before = {sid: clock.copy() for sid, clock in clocks.items()}
-    _feed_clocks(clocks, conn.sql(CLOCK_SQL).to_arrow_reader(CLOCK_BATCH_ROWS))
-    stored_in_order = all(c.in_line_order for c in clocks.values())
-    if not stored_in_order:  # rare: rescan in line order (DuckDB sorts, spilling beyond its memory limit)
-        for sid, clock in clocks.items():
-            clock.restore(before[sid])
-        _feed_clocks(clocks, conn.sql(CLOCK_SQL + " ORDER BY sid, lineno").to_arrow_reader(CLOCK_BATCH_ROWS))
-    hosts = max((n for _, n in conn.execute(HOSTS_SQL).fetchall()), default=0)
-    return stored_in_order and not any(c.back for c in clocks.values()) and hosts <= 1
-
-
-def _feed_clocks(clocks: dict[int, _ClockScan], reader: pa.RecordBatchReader) -> None:
-    """Each file's run of rows (in storage order) to its own scan: a Python step per run, not per line."""
-    for clock in clocks.values():
-        clock.begin()
-    for batch in reader:
-        sid, lineno, us, mon = (batch.column(n).to_numpy(zero_copy_only=False) for n in ("sid", "lineno", "us", "mon"))
-        cuts = [0, *(np.flatnonzero(np.diff(sid)) + 1).tolist(), len(sid)]
-        for a, b in itertools.pairwise(cuts):
-            if b > a:
-                clocks[int(sid[a])].feed(lineno[a:b], us[a:b], mon[a:b])
-
-
-class _ClockScan:
-    """_clock_order's running state over batches: each batch is compared with the last line before it.
-    What it keeps across chunks is fixed in size: the last line, the new years passed (a count)."""
-
-    def __init__(self, noyear: bool) -> None:
-        self.noyear = noyear
-        self.prev: tuple[int, int, int] | None = None  # (lineno, us, month) of the last line seen
-        self.in_line_order = True  # of the current chunk
-        self.back = False  # of the current chunk
-        self.wrapped = 0  # new years (the month going down) in the chunks before the current one
-        self.found: list[np.ndarray] = []  # the current chunk's: the line numbers where the month goes down
-        self.last_month: int | None = None
-
-    def copy(self) -> _ClockScan:
-        other = _ClockScan(self.noyear)
-        other.restore(self)
-        return other
-
-    def restore(self, other: _ClockScan) -> None:
-        self.prev, self.wrapped, self.last_month = other.prev, other.wrapped, other.last_month
-        self.begin()
-
-    def begin(self) -> None:
-        """A new scan of the current chunk."""
-        self.in_line_order, self.back, self.found = True, False, []
-
-    def take_wraps(self) -> tuple[int, np.ndarray]:
-        """The new years passed before the current chunk, and the chunk's own (line numbers); the scan then
-        counts them as passed."""
-        found = np.concatenate(self.found) if self.found else np.empty(0, dtype=np.int64)
-        before = self.wrapped
-        self.wrapped, self.found = before + len(found), []
-        return before, found
-
-    def feed(self, lineno: np.ndarray, us: np.ndarray, mon: np.ndarray) -> None:
-        if not len(lineno):
-            return
-        if self.prev is not None:
-            lineno, us, mon = (np.concatenate(([p], a)) for p, a in zip(self.prev, (lineno, us, mon), strict=True))
-        self.in_line_order &= not np.any(np.diff(lineno) < 0)
-        down = mon[1:] < mon[:-1]
-        back = us[1:] < us[:-1]
-        if self.noyear:
-            back &= ~down
-        self.back |= bool(back.any())
-        if down.any():
-            self.found.append(lineno[1:][down])
-        self.prev = (int(lineno[-1]), int(us[-1]), int(mon[-1]))
-        self.last_month = int(mon[-1])
 
 
 def _note_reboots(conn: duckdb.DuckDBPyConnection, by_sid: dict[int, _File]) -> None:
