@@ -62,9 +62,7 @@ ProgressFn = Callable[[Path, int, int], None]
 
 @dataclass(frozen=True)
 class Later:
-    """A file left for the run's second pass (it leans on other files)."""
-
-    path: Path
+    """A file left for the run's second pass (it leans on other files): its index says which."""
 
 
 Result = FileReport | Staged | Later
@@ -142,7 +140,7 @@ def stage_unit(
         report = FileReport(path=str(path), status="failed")
         planned = _guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
         if isinstance(planned, _Planned) and defer and planned.leans:
-            out[index] = Later(path)
+            out[index] = Later()
             continue  # shown when its pass comes
         if progress:
             progress(path, index, total)

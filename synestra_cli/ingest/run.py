@@ -171,12 +171,11 @@ class _Run:
             for i, result in results:
                 raise_if_stopped()  # a stop a parser's broad except swallowed ends the run here
                 if isinstance(result, Later):
-                    later.append(i)
-                    self.consumed[str(stage)] += 1  # back, though not staged
-                    continue
-                if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
-                    on_file(Path(getattr(result, "path", "")), self.done, len(items))
-                self.done += 1
+                    later.append(i)  # shown and counted in its own pass
+                else:
+                    if on_file and n > 1:  # callbacks stay on this thread: the progress bar is not thread-safe
+                        on_file(Path(getattr(result, "path", "")), self.done, len(items))
+                    self.done += 1
                 self._take(stage, i, result)
         return later
 
@@ -240,9 +239,11 @@ class _Run:
         if self.on_report:
             self.on_report(report)
 
-    def _take(self, stage: str | None, index: int, result: FileReport | Staged) -> None:
+    def _take(self, stage: str | None, index: int, result: Result) -> None:
         if stage is not None:
-            self.consumed[stage] += 1
+            self.consumed[stage] += 1  # back from its worker (a file left for the second pass too)
+        if isinstance(result, Later):
+            return
         if isinstance(result, Staged):
             next(b for b in self.batches if b.stage == stage).add(result)
         else:
