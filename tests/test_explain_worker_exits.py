@@ -11,7 +11,10 @@ import pytest
 from conftest import REAL_SAMPLES
 from explain_fixtures import HOSTS, LOG, Scenario, at
 
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.api import explain_job, telemetry_windows, unexplained_failures
+from synestra_cli.explain.inputs import job_inputs
+from synestra_cli.explain.reason import Evidence, plan_attempt_failure
+from synestra_cli.explain.triggers import classify
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 
@@ -147,6 +150,21 @@ def test_a_real_torchrun_sigkill_is_a_likely_oom_kill_at_low_confidence(conn):
     [f] = explain_job(conn, job).failures
     assert f.cause.category == "host.oom" and f.cause.confidence <= 0.4
     assert any("exit code -9 (SIGKILL): likely an OOM kill" in lk.signal for lk in f.chain)
+
+
+def test_a_failure_nothing_dates_has_no_effect_to_attribute(conn):
+    # The same real log: no stamp on any line, no sacct. Nothing dates the failure, so there is no effect to
+    # read telemetry around or to score causes against (once an effect in year 1, which a window before it
+    # overflowed); the verdict of its workers' exit codes stands, with no time.
+    ingest_paths(conn, [TRAINING / "gh-colossalai-3514_torchrun-pylogging_exitcode-9.log"], IngestOptions())
+    [job] = [r[0] for r in conn.execute("SELECT DISTINCT job_id FROM job_incidents").fetchall()]
+    inputs = job_inputs(conn, job)
+    scope, inc = inputs.scope, inputs.incidents
+    classified = classify(conn, job, scope.attempts, inc, inputs.checkpoints, inputs.last_iterations)
+    [att] = unexplained_failures(scope, classified, inc)
+    p = plan_attempt_failure(att, Evidence(scope, [], inputs.windows, inc))
+    assert p.effect is None and p.fallback.category == "host.oom" and p.fallback.first_signal is None
+    assert telemetry_windows(conn, inputs) == []
 
 
 def test_a_real_childfailederror_exit_code_1_is_a_python_exception(conn):

@@ -202,8 +202,7 @@ def _telemetry_windows(plans: list[Plan | None]) -> list[tuple[datetime, datetim
     checkpoint; overlapping windows merged, so each sample is read once."""
     spans = []
     for p in plans:
-        # an attempt failure with no time at all (a real log's worker failure, no sacct) has nothing to read
-        if p is not None and p.effect is not None and p.effect.at != datetime.min:
+        if p is not None and p.effect is not None:
             lo = p.effect.at - timedelta(seconds=PRE_WINDOW_S + LOOKBACK_S)
             # past the checkpoint: the samples that show a change begun before it come scrapes later
             spans.append((lo, p.effect.deadline + timedelta(seconds=max(POST_WINDOW_S, PERSIST_READ_S))))

@@ -134,14 +134,19 @@ def _precedence(s: Signal, effect: Effect) -> float:
 
 def active(s: Signal, effect: Effect) -> bool:
     """A signal still active within the window before the effect (a long-running fault counts)."""
-    return s.end >= effect.at - timedelta(seconds=PRE_WINDOW_S) and _onset(s) < effect.deadline
+    return _active(s, effect.at - timedelta(seconds=PRE_WINDOW_S), effect.deadline)
+
+
+def _active(s: Signal, since: datetime, deadline: datetime) -> bool:
+    return s.end >= since and _onset(s) < deadline
 
 
 def _group(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
     groups: dict[tuple[str, str, str, str], list[Signal]] = {}
     kinds = TEMPLATES[effect.kind]
-    for s in signals:  # the category first: a dict lookup, where `active` takes two datetime sums
-        if s.category in kinds and active(s, effect):
+    since = effect.at - timedelta(seconds=PRE_WINDOW_S)  # once per effect, not once per signal
+    for s in signals:  # the category first: a dict lookup
+        if s.category in kinds and _active(s, since, effect.deadline):
             groups.setdefault(_key(s, scope), []).append(s)
     return [_named(k, sig, scope) for k, sig in groups.items()]
 

@@ -250,11 +250,11 @@ def _plan_failure(
     crash_times = [i.ts for i in crashes if i.ts]
     end = failed.end if failed else None
     times = crash_times + ([end] if end else [])
-    at = min(times) if times else (deadline or datetime.min)
+    at = min(times) if times else deadline  # None: nothing dates the failure (a real log's worker exit alone)
     verdict, worker_links = _worker_verdict(ev, failed, att_no)
     links = [ch.from_incident(i) for i in crashes if i.kind != WORKER] + worker_links
     links += [ch.from_attempt_end(failed)] if failed and end else []
-    links += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and w.end <= at]
+    links += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and at is not None and w.end <= at]
     links += [tail] if tail else []
     kinds = {i.kind for i in crashes}
     host = next((i.host for i in crashes if i.host), _first_node(failed))
@@ -266,8 +266,9 @@ def _plan_failure(
         fallback = Cause("host.oom", host, None, at, 0.6)
     else:
         fallback = _fallback("unknown")
-    if fallback.category == "scheduler.preemption":
-        return Plan(None, att_no, links, fallback)  # the scheduler stopped it: no host of the job to blame
+    if fallback.category == "scheduler.preemption" or at is None:
+        # the scheduler stopped it: no host of the job to blame; or no time to read any telemetry around
+        return Plan(None, att_no, links, fallback)
     # without a restore, anything up to the attempt's end (plus skew) may have caused it
     limit = deadline + timedelta(seconds=SKEW_S) if tail is None and deadline else (deadline or at)
     return Plan(effect_window(at, end, limit, "crash"), att_no, links, fallback)
