@@ -9,6 +9,7 @@ skew), magnitude (how far past its own baseline) and specificity (one component 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -175,9 +176,14 @@ def _peers(cands: list[Candidate]) -> list[int]:
     SPREAD_PEER_DECADES of its own. Many ports alike is the fabric's (or the fleet's background), and
     each weighs less; one port orders of magnitude past all the others is specific however many stray
     errors a big job shows elsewhere (2,048 NICs always hold a few)."""
-    excess = [(c.category, _excess(c)) for c in cands]  # once each: every pair of candidates is compared
+    excess = [(c.category, _excess(c)) for c in cands]
     spread = 0.15 * SPREAD_PEER_DECADES  # _magnitude: 0.15 per decade of excess
-    return [sum(1 for cat, e in excess if cat == mine and e >= top - spread) for mine, top in excess]
+    ranked: dict[str, list[float]] = {}  # per category, sorted: a count by bisection, not by every pair
+    for cat, e in excess:
+        ranked.setdefault(cat, []).append(e)
+    for es in ranked.values():
+        es.sort()
+    return [len(ranked[cat]) - bisect_left(ranked[cat], top - spread) for cat, top in excess]
 
 
 def score_all(signals: list[Signal], scope: JobScope, effect: Effect) -> list[Candidate]:
