@@ -56,7 +56,8 @@ from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sql import scalar
 
 if TYPE_CHECKING:  # the fleet's read (explain/batch.py) is not imported to explain one job
-    from synestra_cli.signals.fleet_telemetry import EventRead, JobTelemetry
+    from synestra_cli.signals.fleet_events import EventRead
+    from synestra_cli.signals.fleet_telemetry import JobTelemetry
 
 JOBS_IN_WINDOW_SQL = """
 SELECT job_id FROM (

@@ -36,21 +36,19 @@ import duckdb
 from synestra_cli import progress, settings
 from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, ONSET_SQL, Anomaly
 from synestra_cli.signals.candidates import CAND_HOURS, read_hours_by_rowid
-from synestra_cli.signals.events import EVENT_KEPT_SQL, EVENT_STATE_SQL, EVENT_TYPING_SQL, Event, typing_params
+from synestra_cli.signals.events import Event
 from synestra_cli.signals.fleet_candidates import clock_bits, fleet_candidates
+from synestra_cli.signals.fleet_events import EVENT_TABLES, EventRead, fleet_events
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import (
     CLOCK_EVENT_METRIC,
     DISCRETE_METRICS,
-    EVENT_RULES,
     METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
-    RECOVERY,
 )
 from synestra_cli.store.sql import has_table, insert_rows, placeholders, scalar
 
 Window = tuple[datetime, datetime]
-EventRead = tuple[list[str], datetime, datetime]
 
 RULES_DDL = """
 CREATE OR REPLACE TEMP TABLE _frules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
@@ -210,47 +208,10 @@ FROM windows
 WHERE in_a_row >= ? OR discrete
 ORDER BY job, onset, host, entity, metric, first_bad  -- the order of signals/anomalies.py, a total one
 """
-# signals/events.py EVENTS_SQL, per job: each job's events on its hosts in its own time range, the
-# repeats counted and the recoveries found within it.
-EVENT_RULES_DDL = """
-CREATE OR REPLACE TEMP TABLE _fevent_rules (kind VARCHAR, layer VARCHAR, category VARCHAR, weight DOUBLE,
-    recovery VARCHAR)
-"""
-EVENT_READS_DDL = """
-CREATE OR REPLACE TEMP TABLE _fev AS
-SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host, unnest($lo::TIMESTAMP[]) AS lo,
-       unnest($hi::TIMESTAMP[]) AS hi
-"""
-EVENTS_SQL = f"""
-WITH e AS (
-    SELECT j.job AS _job, j.hi AS _end, e.*, {EVENT_STATE_SQL}
-    FROM events e JOIN _fev j ON j.host = e.host AND e.ts BETWEEN j.lo AND j.hi
-    WHERE e.host IN (SELECT host FROM _fev)
-), typed AS (
-    SELECT e.*,
-        {EVENT_TYPING_SQL},
-        count(*) OVER (PARTITION BY e._job, e.host, e.component, e.kind, e.corrected) AS repeats, r.recovery
-    FROM e LEFT JOIN _fevent_rules r ON r.kind = e.kind
-)
-SELECT t._job, t.ts, t.host, t.component, coalesce(g.entity, t.component) AS entity, t.kind, t.code,
-       t.message, s.path, t.line, t.layer, t.category, t.weight,
-       CASE WHEN t.recovery IS NULL THEN t.ts ELSE coalesce(r.ts, t._end) END AS end_ts
-FROM typed t
-ASOF LEFT JOIN (SELECT j.job, e.host, e.component, e.kind, e.ts
-                FROM events e JOIN _fev j ON j.host = e.host AND e.ts BETWEEN j.lo AND j.hi
-                WHERE e.host IN (SELECT host FROM _fev) AND e.kind IN (SELECT recovery FROM _fevent_rules)) r
-       ON r.job = t._job AND r.host = t.host AND r.component IS NOT DISTINCT FROM t.component
-          AND r.kind = t.recovery AND r.ts >= t.ts
-LEFT JOIN (SELECT DISTINCT host, entity, pci_bus_id FROM gpus) g
-       ON g.host = t.host AND upper(g.pci_bus_id) = upper(t.component)
-LEFT JOIN sources s ON s.source_id = t.source_id
-WHERE {EVENT_KEPT_SQL}
-ORDER BY t._job, t.ts
-"""
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
 TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fjob_hosts", "_fhost_series")
 TEMP_TABLES += ("_fhost_cand", "_fsumm", "_fcand_series")
-TEMP_TABLES += ("_fcand", "_fseries", "_fcand_hours", "_fcand_rows", "_fscope", "_fsig", "_fev", "_fevent_rules")
+TEMP_TABLES += ("_fcand", "_fseries", "_fcand_hours", "_fcand_rows", "_fscope", "_fsig", *EVENT_TABLES)
 
 
 @dataclass(frozen=True)
@@ -379,19 +340,6 @@ def _read_by_source(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) 
         conn.execute(EMPTY_SCOPE_SQL)
 
 
-def _events(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[str, list[Event]]:
-    """Each job's typed events, as `typed_events` reads them for its hosts and time range alone."""
-    conn.execute(EVENT_RULES_DDL)
-    insert_rows(conn, "_fevent_rules", [(k, *v, RECOVERY.get(k)) for k, v in EVENT_RULES.items()])
-    rows = [(j, h, r.event_read[1], r.event_read[2]) for j, r in reads.items() for h in r.event_read[0]]
-    conn.execute(EVENT_READS_DDL, {k: [w[i] for w in rows] for i, k in enumerate(("jobs", "hosts", "lo", "hi"))})
-    params = typing_params()
-    out: dict[str, list[Event]] = {j: [] for j in reads}
-    for j, *row in conn.execute(EVENTS_SQL, params).fetchall():
-        out[j].append(Event(*row))
-    return out
-
-
 def fleet_telemetry(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> dict[str, JobTelemetry]:
     """Each job's telemetry in its read windows and its events, as explain reads them for that job
     alone, for all the jobs in a dozen statements. Jobs without read windows are left out; a job whose
@@ -399,7 +347,10 @@ def fleet_telemetry(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) 
     reads = {j: r for j, r in reads.items() if r.windows}
     if not reads:
         return {}
-    steps: list[Callable[[], Any]] = [lambda: _anomalies(conn, reads), lambda: _events(conn, reads)]
+    steps: list[Callable[[], Any]] = [
+        lambda: _anomalies(conn, reads),
+        lambda: fleet_events(conn, {j: r.event_read for j, r in reads.items()}),
+    ]
     try:  # the first step is most of a cold report: a bar with its elapsed time on a terminal (cli/progress.py)
         found, events = progress.track("reading the jobs' telemetry", (step() for step in steps), len(steps))
     finally:
