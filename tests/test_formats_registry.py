@@ -98,16 +98,16 @@ def test_detection_skipping_formats_that_cannot_win_picks_what_trying_every_one_
 
 
 def test_a_sniffers_needles_never_change_its_score_on_the_real_corpus(monkeypatch):
-    """joblog.has_line skips its regex when the head holds none of its needles (literals every match
+    """joblog_sniff.has_line skips its regex when the head holds none of its needles (literals every match
     contains): each sniff scores every file of the real corpus as the regex alone would."""
-    from synestra_cli.formats import joblog
+    from synestra_cli.formats import joblog_sniff
 
     files = real_corpus.claimed_files()
     heads = [decode(read_head(path)) for path in files]
     registry = formats.registry()
     with_needles = [{name: fmt.sniff(head) for name, fmt in registry.items()} for head in heads]
-    has_line = joblog.has_line
-    monkeypatch.setattr(joblog, "has_line", lambda head, pattern, *needles: has_line(head, pattern))
+    has_line = joblog_sniff.has_line
+    monkeypatch.setattr(joblog_sniff, "has_line", lambda head, pattern, *needles: has_line(head, pattern))
     without = [{name: fmt.sniff(head) for name, fmt in registry.items()} for head in heads]
     assert sum(any(s.values()) for s in with_needles) > 20  # the corpus is sniffed, not skipped
     for path, a, b in zip(files, with_needles, without, strict=True):

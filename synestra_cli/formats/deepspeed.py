@@ -11,7 +11,7 @@ Older releases say "Checkpoint {tag} is begin to save!". The iteration is taken 
 
 from __future__ import annotations
 
-from synestra_cli.formats import joblog
+from synestra_cli.formats import joblog, joblog_sniff
 
 STEP_SQL = r"""
 SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
@@ -38,7 +38,7 @@ DIST_LINE = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[(?:INFO|WARNING|ERROR|
 
 
 def sniff(head: str) -> float:
-    if not joblog.has_line(head, DIST_LINE, "] [INFO] [", "] [WARNING] [", "] [ERROR] [", "] [DEBUG] ["):
+    if not joblog_sniff.has_line(head, DIST_LINE, "] [INFO] [", "] [WARNING] [", "] [ERROR] [", "] [DEBUG] ["):
         return 0.0
     # DLRover and others reuse DeepSpeed's logger format: claim it firmly only when DeepSpeed speaks.
     return 0.8 if "DeepSpeed" in head or "log_dist" in head else 0.5

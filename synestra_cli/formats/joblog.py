@@ -18,7 +18,6 @@ so a group costs each statement once, not once per file, and each file gets the 
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, groups_by_text_size, lines_to_table
+from synestra_cli.formats.joblog_sniff import looks_like_syslog
 from synestra_cli.store.sql import drop_temp, registered, temp_table
 
 # What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, and
@@ -382,34 +382,3 @@ def job_log_format(
         load_group=load_job_logs,
         top=top,
     )
-
-
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-@functools.lru_cache(maxsize=16)  # every job-log format asks it of the same head
-def _plain(head: str) -> str:
-    return ANSI.sub("", head)
-
-
-def has_line(head: str, pattern: str, *needles: str) -> bool:
-    """Whether a line of the head matches pattern, colour codes removed (torchtitan colours its step
-    lines). The first match answers: detection sniffs every file's head with several of these.
-    `needles`: literals one of which every match contains. A head holding none is answered without the
-    regex, whose `^` is tried at every character (most heads detection sniffs are not this format's)."""
-    plain = _plain(head)
-    if needles and not any(n in plain for n in needles):
-        return False
-    return re.search(pattern, plain, re.MULTILINE) is not None
-
-
-SYSLOG_ENVELOPE = re.compile(
-    r"^(?:<\d+>)?[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [^:\s]+(?:\[\d+\])?:", re.MULTILINE
-)
-
-
-@functools.lru_cache(maxsize=16)  # every job-log format asks it of the same head
-def looks_like_syslog(head: str) -> bool:
-    """A syslog envelope (`Mon DD HH:MM:SS host tag:`) on most lines: the syslog parser's file."""
-    lines = [ln for ln in head.splitlines()[:200] if ln.strip()]
-    return bool(lines) and len(SYSLOG_ENVELOPE.findall("\n".join(lines))) * 2 > len(lines)

@@ -17,7 +17,7 @@ the interval (step_time_s as printed), and the first one after a (re)start inclu
 
 from __future__ import annotations
 
-from synestra_cli.formats import joblog
+from synestra_cli.formats import joblog, joblog_sniff
 
 ITER_RE = r" iteration\s+(\d+)/\s*\d+ \|"
 
@@ -118,16 +118,16 @@ FROM p WHERE tflops IS NOT NULL AND it IS NOT NULL
 
 
 def sniff(head: str) -> float:
-    if joblog.has_line(
+    if joblog_sniff.has_line(
         head,
         r"^(?:\[rank\d+\]:)?\s*(?:\[[\d\- :.]+\]\s*)?iteration\s+\d+/\s*\d+ "
         r"\| consumed samples:",
         "| consumed samples:",
     ):
         return 0.9
-    if joblog.has_line(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t", "\tJob ID: "):
+    if joblog_sniff.has_line(head, r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\t", "\tJob ID: "):
         return 0.9
-    if joblog.has_line(
+    if joblog_sniff.has_line(
         head,
         r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
         r"(at|from \S+ at) iteration",
@@ -135,7 +135,7 @@ def sniff(head: str) -> float:
     ):
         return 0.7
     # A job that died (or ended) before its first logged iteration still printed Megatron's banner.
-    if joblog.has_line(
+    if joblog_sniff.has_line(
         head,
         r"^\s*(?:\[[\d\- :.]+\]\s*)?(using world size: \d+, data-parallel size|"
         r"\[after megatron is initialized\] datetime:)",

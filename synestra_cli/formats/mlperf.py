@@ -14,7 +14,7 @@ by the other job-log rules.
 
 from __future__ import annotations
 
-from synestra_cli.formats import joblog
+from synestra_cli.formats import joblog, joblog_sniff
 
 EVENTS_SQL = r"""
 CREATE OR REPLACE TEMP VIEW jl_mllog AS
@@ -56,7 +56,7 @@ SELECT sid, pos, lineno, 'job' AS fact, value->>'$' AS job_name FROM jl_mllog WH
 
 
 def sniff(head: str) -> float:
-    return 0.95 if joblog.has_line(head, r"^(?:\S+: )?:::MLLOG \{", ":::MLLOG {") else 0.0
+    return 0.95 if joblog_sniff.has_line(head, r"^(?:\S+: )?:::MLLOG \{", ":::MLLOG {") else 0.0
 
 
 FORMAT = joblog.job_log_format(

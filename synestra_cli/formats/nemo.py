@@ -15,7 +15,7 @@ The "Successfully saved checkpoint from iteration" line is Megatron-core's (mega
 
 from __future__ import annotations
 
-from synestra_cli.formats import joblog
+from synestra_cli.formats import joblog, joblog_sniff
 
 CKPT_SQL = r"""
 WITH n AS (
@@ -65,10 +65,10 @@ WHERE contains(body, 'Training epoch ') AND regexp_matches(body, 'Training epoch
 
 
 def sniff(head: str) -> float:
-    if joblog.has_line(head, r"^(?:\[rank\d+\]:)?\[NeMo [IWE] \d{4}-\d\d-\d\d [\d:]{8} ", "[NeMo "):
+    if joblog_sniff.has_line(head, r"^(?:\[rank\d+\]:)?\[NeMo [IWE] \d{4}-\d\d-\d\d [\d:]{8} ", "[NeMo "):
         return 0.85
     epoch_line = r"^(?:\S+ )?Training epoch \d+, iteration \d+/\d+ \| "
-    return 0.8 if joblog.has_line(head, epoch_line, "Training epoch ") else 0.0
+    return 0.8 if joblog_sniff.has_line(head, epoch_line, "Training epoch ") else 0.0
 
 
 FORMAT = joblog.job_log_format(

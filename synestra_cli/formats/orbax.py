@@ -9,7 +9,7 @@ Only the lines seen in a real capture are read (log-formats.md E).
 
 from __future__ import annotations
 
-from synestra_cli.formats import joblog
+from synestra_cli.formats import joblog, joblog_sniff
 
 CKPT_SQL = r"""
 SELECT sid, pos, lineno, ts, ts_precision,
@@ -26,7 +26,7 @@ WHERE contains(body, '] [process=') AND regexp_matches(body, '\] \[process=\d+\]
 
 def sniff(head: str) -> float:
     manager_line = r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ checkpoint_manager\.py:\d+\]"
-    return 0.6 if joblog.has_line(head, manager_line, "checkpoint_manager.py:") else 0.0
+    return 0.6 if joblog_sniff.has_line(head, manager_line, "checkpoint_manager.py:") else 0.0
 
 
 FORMAT = joblog.job_log_format(

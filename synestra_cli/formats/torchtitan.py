@@ -17,7 +17,7 @@ process then receives the request; "Submitted checkpoint save request" is that p
 
 from __future__ import annotations
 
-from synestra_cli.formats import joblog
+from synestra_cli.formats import joblog, joblog_sniff
 
 STEP_SQL = r"""
 SELECT sid, pos, lineno, rank, 'step' AS fact, ts, ts_precision,
@@ -65,7 +65,7 @@ WHERE contains(body, ' - INFO - Starting job: ') AND regexp_matches(body, '\] .*
 
 def sniff(head: str) -> float:
     step_line = r"^(?:\[rank\d+\]:)?(?:\[titan\] )?\d{4}-.* - step:\s*\d+\s+loss:"
-    return 0.9 if joblog.has_line(head, step_line, " - step:") else 0.0
+    return 0.9 if joblog_sniff.has_line(head, step_line, " - step:") else 0.0
 
 
 FORMAT = joblog.job_log_format(
