@@ -68,10 +68,8 @@ def _onset(s: Signal) -> datetime:
 def _cable(s: Signal, scope: JobScope) -> tuple[str, str | None] | None:
     """The host end (host, nic) of the cable a network signal sits on, from either end (topology)."""
     entity = (s.entity or "").split(":")[0] or None
-    for lk in scope.links:
-        if (lk.switch, lk.switch_port) == (s.host, s.entity) or (lk.host, lk.nic) == (s.host, entity):
-            return lk.host, lk.nic
-    return None
+    lk = scope.link_at((s.host, s.entity), (s.host, entity))
+    return (lk.host, lk.nic) if lk else None
 
 
 def _key(s: Signal, scope: JobScope) -> tuple[str, str, str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 import duckdb
 
@@ -65,6 +66,9 @@ class Link:
     rack: str | None
 
 
+End = tuple[str | None, str | None]  # a link's (switch, port) or (host, nic)
+
+
 @dataclass
 class JobScope:
     job_id: str
@@ -82,7 +86,27 @@ class JobScope:
         return max((a.end for a in self.attempts if a.end), default=None)
 
     def rack_of(self, host: str) -> str | None:
-        return next((lk.rack for lk in self.links if lk.host == host and lk.rack), None)
+        return self._ends[2].get(host)
+
+    def link_at(self, switch_end: End, host_end: End) -> Link | None:
+        """The first link whose (switch, port) is `switch_end` or whose (host, nic) is `host_end`."""
+        by_switch, by_host, _ = self._ends
+        i = min(by_switch.get(switch_end, len(self.links)), by_host.get(host_end, len(self.links)))
+        return self.links[i] if i < len(self.links) else None
+
+    @cached_property
+    def _ends(self) -> tuple[dict[End, int], dict[End, int], dict[str, str]]:
+        """Each link end to its first link (links are ordered), and each host to the first rack a link of it
+        names: explain asks these once per signal, and a 1,024-host job has ~8,000 links to scan."""
+        by_switch: dict[End, int] = {}
+        by_host: dict[End, int] = {}
+        racks: dict[str, str] = {}
+        for i, lk in enumerate(self.links):
+            by_switch.setdefault((lk.switch, lk.switch_port), i)
+            by_host.setdefault((lk.host, lk.nic), i)
+            if lk.rack:
+                racks.setdefault(lk.host, lk.rack)
+        return by_switch, by_host, racks
 
 
 def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
