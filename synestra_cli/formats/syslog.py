@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +32,6 @@ from synestra_cli.formats import kernel_events as kev
 from synestra_cli.formats import syslog_envelope as env
 from synestra_cli.formats import years
 from synestra_cli.formats.base import (
-    MAX_REJECT_SAMPLES,
     Format,
     IngestOptions,
     LoadContext,
@@ -44,6 +42,7 @@ from synestra_cli.formats.base import (
 )
 from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.formats.syslog_clock import ClockScan, clock_order
+from synestra_cli.formats.syslog_loose import resolve_loose
 from synestra_cli.store.connect import SESSION_SQL
 from synestra_cli.store.sql import fetch_one, one_row
 
@@ -85,46 +84,6 @@ WRAPS_SQL = "CREATE OR REPLACE TEMP TABLE _syslog_wraps AS SELECT * FROM _syslog
 
 KINDS_SQL = "SELECT source_id, kind, count(*) FROM events WHERE list_contains($sids, source_id) GROUP BY ALL"
 SLOW_COUNT_SQL = "SELECT count(*) FROM _syslog_stage WHERE ok IS NULL"
-
-# Lines the envelope does not fit: continuation (folded into the message before), marker, or reject.
-LOOSE_SQL = """
-SELECT count(*) FROM _syslog_stage WHERE NOT ok
-"""
-MARK_LOOSE_SQL = """
-CREATE OR REPLACE TEMP TABLE _syslog_loose AS
-SELECT c.sid, c.lineno, c.msg, h.lineno AS head,
-    CASE WHEN starts_with(c.msg, '-- ') AND ends_with(rtrim(c.msg), '--') THEN 'marker'
-         WHEN h.lineno IS NULL THEN 'orphan'
-         WHEN $loose OR regexp_matches(c.msg, '^\\s') THEN 'continuation'
-         ELSE 'reject' END AS what
-FROM (SELECT sid, lineno, msg FROM _syslog_stage WHERE NOT ok) c
-ASOF LEFT JOIN (SELECT sid, lineno FROM _syslog_stage WHERE ok) h ON c.sid = h.sid AND c.lineno > h.lineno
-"""
-FOLD_SQL = """
-UPDATE _syslog_stage s SET msg = s.msg || chr(10) || f.txt
-FROM (SELECT sid, head, string_agg(msg, chr(10) ORDER BY lineno) AS txt FROM _syslog_loose
-      WHERE what = 'continuation' GROUP BY sid, head) f
-WHERE s.sid = f.sid AND s.lineno = f.head
-"""
-# A journal marker takes the time and host of the message that follows it (at the end: the one before).
-MARKER_SQL = """
-UPDATE _syslog_stage s SET ok = true, ts = n.ts, up = n.up, host = n.host
-FROM (SELECT c.sid, c.lineno, coalesce(nx.ts, pv.ts) AS ts, coalesce(nx.up, pv.up) AS up,
-             CASE WHEN nx.nl IS NULL THEN pv.host ELSE nx.host END AS host
-      FROM (SELECT sid, lineno FROM _syslog_loose WHERE what = 'marker') c
-      ASOF LEFT JOIN (SELECT sid, lineno AS nl, ts, up, host FROM _syslog_stage WHERE ok) nx
-          ON c.sid = nx.sid AND c.lineno <= nx.nl
-      ASOF LEFT JOIN (SELECT sid, lineno AS pl, ts, up, host FROM _syslog_stage WHERE ok) pv
-          ON c.sid = pv.sid AND c.lineno >= pv.pl) n
-WHERE s.sid = n.sid AND s.lineno = n.lineno
-"""
-REJECT_COUNT_SQL = "SELECT sid, count(*) FROM _syslog_loose WHERE what IN ('reject', 'orphan') GROUP BY sid"
-REJECT_SAMPLE_SQL = f"""
-SELECT sid, lineno, what, msg FROM _syslog_loose WHERE what IN ('reject', 'orphan')
-QUALIFY row_number() OVER (PARTITION BY sid ORDER BY lineno) <= {MAX_REJECT_SAMPLES}
-ORDER BY sid, lineno
-"""
-DELETE_LOOSE_SQL = "DELETE FROM _syslog_stage WHERE NOT ok"
 
 # The UTC time of each staged message, per envelope time kind (see syslog_envelope); per-file values
 # (year, new years before the chunk, mtime) from _syslog_files.
@@ -264,7 +223,7 @@ def _load_run(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnection, 
         batches.clear()  # staged: the lines are not kept (here or in _chunks) while the chunk is parsed
         if not last:
             work.execute(CARRY_SQL)
-        _resolve_loose(work, envelope, files)
+        resolve_loose(work, envelope, {f.sid: f.result for f in files})
         _insert_events(conn, work, files)
         work.execute(HOSTS_SEEN_SQL)
     _finish(conn, work, files)
@@ -378,27 +337,6 @@ def _stage(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, fast: bool, 
         conn.execute(sql, params)
     if fast and one_row(conn, SLOW_COUNT_SQL)[0]:
         conn.execute(env.slow_sql(envelope), regex_params)
-
-
-def _resolve_loose(conn: duckdb.DuckDBPyConnection, envelope: env.Envelope, files: list[_File]) -> None:
-    (n,) = one_row(conn, LOOSE_SQL)
-    if not n:
-        return
-    conn.execute(MARK_LOOSE_SQL, {"loose": envelope.loose})
-    conn.execute(FOLD_SQL)
-    conn.execute(MARKER_SQL)
-    reasons = {
-        "reject": f"does not match the {envelope.name} envelope of this file",
-        "orphan": "continuation line before any message",
-    }
-    by_sid = {f.sid: f.result for f in files}
-    sampled: Counter[int] = Counter()
-    for sid, lineno, what, text in conn.execute(REJECT_SAMPLE_SQL).fetchall():
-        by_sid[sid].reject(lineno, reasons[what], text)
-        sampled[sid] += 1
-    for sid, counted in conn.execute(REJECT_COUNT_SQL).fetchall():
-        by_sid[sid].rejected += counted - sampled[sid]
-    conn.execute(DELETE_LOOSE_SQL)
 
 
 def _insert_events(conn: duckdb.DuckDBPyConnection, work: duckdb.DuckDBPyConnection, files: list[_File]) -> None:
