@@ -1,8 +1,8 @@
 """Syslog lines the envelope does not fit (formats/syslog.py, step 2): a continuation line (indented, or
 any line of an envelope whose messages run on: the fabric manager's dumps) is folded into the message
 before it; a journal marker (`-- Boot ... --`) is kept as its own line, with the time and host of the
-message after it (at the end of a file: before it); anything else is rejected with its line number, as is a continuation line before any
-message."""
+message after it (at the end of a file: before it); anything else is rejected with its line number,
+as is a continuation line before any message."""
 
 from __future__ import annotations
 
