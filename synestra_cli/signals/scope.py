@@ -86,27 +86,33 @@ class JobScope:
         return max((a.end for a in self.attempts if a.end), default=None)
 
     def rack_of(self, host: str) -> str | None:
-        return self._ends[2].get(host)
+        return self._racks.get(host)
 
     def link_at(self, switch_end: End, host_end: End) -> Link | None:
         """The first link whose (switch, port) is `switch_end` or whose (host, nic) is `host_end`."""
-        by_switch, by_host, _ = self._ends
+        by_switch, by_host = self._link_ends
         i = min(by_switch.get(switch_end, len(self.links)), by_host.get(host_end, len(self.links)))
         return self.links[i] if i < len(self.links) else None
 
+    # Indexes built on first use: explain asks once per signal, and a 1,024-host job has ~8,000 links to scan.
     @cached_property
-    def _ends(self) -> tuple[dict[End, int], dict[End, int], dict[str, str]]:
-        """Each link end to its first link (links are ordered), and each host to the first rack a link of it
-        names: explain asks these once per signal, and a 1,024-host job has ~8,000 links to scan."""
+    def _link_ends(self) -> tuple[dict[End, int], dict[End, int]]:
+        """Each (switch, port) and each (host, nic) to its first link (links are ordered)."""
         by_switch: dict[End, int] = {}
         by_host: dict[End, int] = {}
-        racks: dict[str, str] = {}
         for i, lk in enumerate(self.links):
             by_switch.setdefault((lk.switch, lk.switch_port), i)
             by_host.setdefault((lk.host, lk.nic), i)
+        return by_switch, by_host
+
+    @cached_property
+    def _racks(self) -> dict[str, str]:
+        """Each host to the rack of its first link that names one."""
+        racks: dict[str, str] = {}
+        for lk in self.links:
             if lk.rack:
                 racks.setdefault(lk.host, lk.rack)
-        return by_switch, by_host, racks
+        return racks
 
 
 def load_scope(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobScope:
