@@ -119,8 +119,8 @@ class LoadContext:
         return self.options.host or (self.envelope.host if self.envelope is not None else None)
 
     def text_with_command(self) -> str:
-        """read_text(), with the command the envelope took off echoed back on its line (`$ ethtool -S
-        eth0`): the snapshot formats read their device from it."""
+        """read_text(), with the prompt line the envelope took off back on its line (`$ ethtool -S eth0`):
+        the snapshot formats read their device from the echoed command."""
         text = self.read_text()
         echoed = self.echoed_command()
         if echoed is None or self.offset:
@@ -128,7 +128,7 @@ class LoadContext:
         line, command = echoed
         lines = text.split("\n")
         if 0 < line <= len(lines) and not lines[line - 1].strip():
-            lines[line - 1] = f"$ {command}"
+            lines[line - 1] = self.envelope.command_text if self.envelope else f"$ {command}"
         return "\n".join(lines)
 
     def echoed_command(self) -> tuple[int, str] | None:

@@ -57,23 +57,94 @@ PREFIXES = (
     Prefix("stream_tag", r"^(?:(?P<host>[\w.-]+) )?\[(?P<stream>stdout|stderr)\] (?P<body>.*)$", "] "),
     Prefix("stream", r"^(?P<stream>stdout|stderr): (?P<body>.*)$", ": "),
     Prefix("srun_task", r"^ *(?P<rank>\d{1,6}): (?P<body>.*)$", ": "),
-    Prefix("ray", r"^(?:\x1b\[[0-9;]*m)?\((?P<tag>[A-Za-z_]\w*)(?: pid=\d+)?(?:, ip=(?P<host>[\d.]+))?\)"
-           r"(?:\x1b\[0m)? (?P<body>.*)$", "pid="),
+    Prefix(
+        "ray",
+        r"^(?:\x1b\[[0-9;]*m)?\((?P<tag>[A-Za-z_]\w*)(?: pid=\d+)?(?:, ip=(?P<host>[\d.]+))?\)"
+        r"(?:\x1b\[0m)? (?P<body>.*)$",
+        "pid=",
+    ),
     Prefix("rank", r"^\[rank(?P<rank>\d+)\]: ?(?P<body>.*)$", "[rank"),
     Prefix("host_bracket", r"^\[(?P<host>[A-Za-z][\w.-]*)\]: (?P<body>.*)$", "]: "),
     Prefix("host", r"^(?P<host>[A-Za-z][\w.-]*[\w]): (?P<body>.*)$", ": "),
     # another logger's header in front of a trainer's own: `2025-06-25 12:56:09,436 - INFO - [titan] …`
-    Prefix("logger_header", r"^(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\S* .{0,80}?(?P<body>\[titan\] .*)$",
-           "[titan] "),
+    Prefix(
+        "logger_header",
+        r"^(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\S* .{0,80}?(?P<body>\[titan\] .*)$",
+        "[titan] ",
+    ),
 )
 BY_KIND = {p.kind: p for p in PREFIXES}
+# Prefixes every job-log format already reads behind (formats/joblog.py RANK_PREFIX): alone, they are no
+# reason to read a file another way than its sniffer recognised it.
+NATIVE_PREFIXES = ("rank", "ray")
 # Words a kernel or a tool puts first on its own lines (`NVRM: Xid …`, `kernel: …`, `srun: error: …`): not
 # the host names a pdsh/clush prefix carries.
 NOT_HOSTS = frozenset(
-    "NVRM kernel nfs Lustre LustreError LNet LNetError pcieport audit systemd mlx5_core ERROR Error error WARNING "
-    "Warning warning WARN INFO Info info DEBUG Debug debug NOTE Note note Traceback File srun slurmstepd sbatch "
-    "salloc NCCL RuntimeError ValueError KeyError Exception raise what iteration Iteration Epoch epoch step Step "
-    "loss Loss time Time Date date Host host Name name Driver Version Total Usage usage Example example".split()
+    [
+        "NVRM",
+        "kernel",
+        "nfs",
+        "Lustre",
+        "LustreError",
+        "LNet",
+        "LNetError",
+        "pcieport",
+        "audit",
+        "systemd",
+        "mlx5_core",
+        "ERROR",
+        "Error",
+        "error",
+        "WARNING",
+        "Warning",
+        "warning",
+        "WARN",
+        "INFO",
+        "Info",
+        "info",
+        "DEBUG",
+        "Debug",
+        "debug",
+        "NOTE",
+        "Note",
+        "note",
+        "Traceback",
+        "File",
+        "srun",
+        "slurmstepd",
+        "sbatch",
+        "salloc",
+        "NCCL",
+        "RuntimeError",
+        "ValueError",
+        "KeyError",
+        "Exception",
+        "raise",
+        "what",
+        "iteration",
+        "Iteration",
+        "Epoch",
+        "epoch",
+        "step",
+        "Step",
+        "loss",
+        "Loss",
+        "time",
+        "Time",
+        "Date",
+        "date",
+        "Host",
+        "host",
+        "Name",
+        "name",
+        "Driver",
+        "Version",
+        "Total",
+        "Usage",
+        "usage",
+        "Example",
+        "example",
+    ]
 )
 FIT = 0.8  # a prefix must be on this share of the head's non-blank lines (continuation lines are the rest)
 # Prefixes a launcher puts on each line it relays: a line without one after a line with one is that line
@@ -101,6 +172,7 @@ class Envelope:
     prompt_lines: tuple[int, ...] = ()  # 1-based numbers of the prompt lines (leading echo, trailing prompt)
     command: str | None = None  # the echoed command (`ethtool -S eth0`): formats read their device from it
     command_line: int = 0  # its line number
+    command_text: str = ""  # that line as written (its prompt kept): what a format reading commands sees
     prompt_host: str | None = None  # the host a prompt names (`root@gpu-7:~#`)
     prefix: str | None = None  # Prefix.kind of the per-line prefix
     wrap_width: int = 0  # lines this long were cut at a terminal's width: joined with the next line
@@ -108,6 +180,13 @@ class Envelope:
 
     def __bool__(self) -> bool:
         return bool(self.quote or self.indent or self.prompt_lines or self.prefix or self.wrap_width)
+
+    @property
+    def only_native(self) -> bool:
+        """Nothing but a prefix the formats read behind anyway (`[rank3]:`, Ray's `(pid=…)`)."""
+        return self.prefix in NATIVE_PREFIXES and not (
+            self.quote or self.indent or self.prompt_lines or self.wrap_width
+        )
 
     @property
     def host(self) -> str | None:
@@ -155,7 +234,7 @@ def _prompt(line: str) -> re.Match[str] | None:
     return m
 
 
-def _prompts(lines: list[str]) -> tuple[tuple[int, ...], str | None, int, str | None]:
+def _prompts(lines: list[str]) -> tuple[tuple[int, ...], str | None, int, str | None]:  # noqa: C901
     """(prompt line numbers, echoed command, its line, the prompt's host): the first non-blank line when it
     is a prompt with its command, and a last line that is a bare prompt waiting for the next command."""
     found: list[int] = []
@@ -186,8 +265,8 @@ def _prefix(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
         if len(matched) < max(MIN_LINES, fit * len(filled)):
             continue
         if p.kind in ("host", "host_bracket"):
-            hosts = Counter(m.group("host") for m in matched)
-            if hosts.keys() & NOT_HOSTS or len(hosts) > max(4, len(matched) // 5):
+            seen = Counter(m.group("host") for m in matched)
+            if seen.keys() & NOT_HOSTS or len(seen) > max(4, len(matched) // 5):
                 continue
         hosts = tuple(sorted({m.group("host") for m in matched if "host" in rx.groupindex and m.group("host")}))
         return p.kind, hosts
@@ -196,14 +275,15 @@ def _prefix(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
 
 def _wrap_width(lines: list[str]) -> int:
     """A terminal's width the text was cut at: the longest length, shared by 3 or more lines whose next
-    line does not start like them (a cut record goes on, a new record starts as the others do)."""
-    lengths = Counter(len(line) for line in lines if line.strip())
+    line does not start like them (a cut record goes on, a new record starts as the others do). A line
+    ending in a blank was padded to the width, not cut (a progress printer's fixed-width lines)."""
+    lengths = Counter(len(line) for line in lines if line.strip() and not line[-1].isspace())
     if not lengths:
         return 0
     width = max(lengths)
     if width < WRAP_MIN or lengths[width] < 3:
         return 0
-    cut = [i for i, line in enumerate(lines[:-1]) if len(line) == width]
+    cut = [i for i, line in enumerate(lines[:-1]) if len(line) == width and not line[-1].isspace()]
     starts = Counter(lines[i][:2] for i in cut)
     head2 = starts.most_common(1)[0][0]
     goes_on = sum(1 for i in cut if lines[i + 1].strip() and not lines[i + 1].startswith(head2))
@@ -223,7 +303,8 @@ def detect(head: str) -> Envelope | None:
     body = [line if i + 1 not in prompts else "" for i, line in enumerate(lines)]
     prefix, hosts = _prefix(body)
     width = _wrap_width(body) if prefix not in ("cri", "docker_json") else 0
-    env = Envelope(quote, indent, prompts, command, command_line, prompt_host, prefix, width, hosts)
+    text = lines[command_line - 1] if command_line else ""
+    env = Envelope(quote, indent, prompts, command, command_line, text, prompt_host, prefix, width, hosts)
     return env if env else None
 
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,7 +52,8 @@ WITH b AS (
         WHEN prev IS NULL THEN NULL
         WHEN prev_partial THEN ''
         WHEN trim(body) = '' OR trim(prev) = '' THEN NULL
-        WHEN $width > 0 AND length(prev_l) = $width AND NOT starts_with(l, left(prev_l, 2)) THEN ''
+        WHEN $width > 0 AND length(prev_l) = $width AND NOT ends_with(prev_l, ' ')
+             AND NOT starts_with(l, left(prev_l, 2)) THEN ''
         WHEN {continued} AND NOT ({starts}) THEN
             CASE WHEN ends_with(prev, ' ') OR starts_with(body, ' ') THEN '' ELSE ' ' END
         WHEN $line_prefix AND prev_hit AND NOT hit THEN
@@ -150,9 +152,14 @@ def columns_of(table: pa.Table) -> pa.Table | None:
 
 def _text(lines: pa.ChunkedArray) -> bytes:
     """The lines joined with newlines, from Arrow buffers (no Python string per line)."""
-    joined = pc.binary_join_element_wise(lines, pa.scalar("", lines.type), "\n")
-    return b"".join(chunk.buffers()[2].to_pybytes()[chunk.offsets[0].as_py() : chunk.offsets[-1].as_py()]
-                    for chunk in pa.chunked_array(joined).chunks if len(chunk))
+    sep = pa.scalar("\n", lines.type)
+    joined = pa.chunked_array(pc.binary_join_element_wise(lines, pa.scalar("", lines.type), sep))
+    out = []
+    for chunk in joined.chunks:
+        if len(chunk):
+            offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int64)[chunk.offset : chunk.offset + len(chunk) + 1]
+            out.append(chunk.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]])
+    return b"".join(out)
 
 
 def write_copy(conn: duckdb.DuckDBPyConnection, src: Path, dst: Path, env: Envelope) -> pa.Table | None:

@@ -12,6 +12,7 @@ The output of another command pasted before it (`ethtool -i`: driver, bus-info) 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.snapshot import MetricRows, fallback_host, snapshot_time, to_float
@@ -88,7 +89,16 @@ def load(ctx: LoadContext) -> LoadResult:
     return result
 
 
-def _add(rows: MetricRows, ts, host, entity, bracket_q, prefix_q, name, value) -> None:  # noqa: ANN001
+def _add(
+    rows: MetricRows,
+    ts: datetime,
+    host: str | None,
+    entity: str | None,
+    bracket_q: str | None,
+    prefix_q: str | None,
+    name: str,
+    value: str,
+) -> None:
     queue = bracket_q or prefix_q
     if queue is None and (found := _queue(name)):
         queue, name = found

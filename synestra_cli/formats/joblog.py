@@ -271,8 +271,10 @@ def _envelope_columns(files: Sequence[LogFile]) -> pa.Table:
             n = cols.num_rows
             sid = pa.array(np.full(n, f.sid, dtype=np.int64))
             tables.append(
-                pa.table([sid, cols["lineno"], cols["rank"].cast(pa.int32()), cols["ts"].cast(pa.timestamp("us"))],
-                         schema=ENV_SCHEMA)
+                pa.table(
+                    [sid, cols["lineno"], cols["rank"].cast(pa.int32()), cols["ts"].cast(pa.timestamp("us"))],
+                    schema=ENV_SCHEMA,
+                )
             )
     return pa.concat_tables(tables)
 

@@ -103,14 +103,16 @@ def check_readable(path: Path) -> tuple[str, str | None]:
     return text, codec
 
 
-_SNIFFED: dict[tuple[bytes, tuple[Format, ...], str | None], tuple[Format, Envelope | None]] = {}  # a followed file's head is sniffed at every poll
+_SNIFFED: dict[
+    tuple[bytes, tuple[Format, ...], str | None], tuple[Format, Envelope | None]
+] = {}  # a followed file's head is sniffed at every poll
 _SNIFFED_MAX = 4096
 
 
 def pick_format(head: str, options: IngestOptions, path: Path) -> tuple[Format, Envelope | None]:
     """The file's format, and the envelope to take off before it loads (None: read as it is). The
-    envelope is taken off only when the format it reveals scores higher than the text as it is: a file a
-    sniffer already recognises is never read another way."""
+    envelope is taken off only when the text without it is recognised as well as with it, as the same
+    format, or better: a file a sniffer recognises is never read as another format for its envelope."""
     try:
         key = (
             hashlib.blake2b(head.encode(errors="replace"), digest_size=16).digest(),
@@ -137,7 +139,10 @@ def _pick(head: str, forced: str | None) -> tuple[Format, Envelope | None]:
     raw, raw_score = formats.detect_scored(head)
     if env is not None:
         bare, score = formats.detect_scored(envelope_sql.normalise_head(head, env))
-        if bare is not None and score > raw_score:
+        # another format only when it reads better; the same format reads the text unwrapped (a watchdog
+        # line cut at the terminal's width is still a torch log, and only whole gives its collective)
+        same = bare is raw and score == raw_score and not env.only_native
+        if bare is not None and (score > raw_score or same):
             return bare, env
     if raw is None:
         raise UnknownFormatError(formats.unknown_message(head))
