@@ -33,12 +33,13 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "sonic_fec_stats": ("FEC_CORR", "FEC_UNCORR", "IFACE"),
     "topology_csv": ("host,nic,switch",),
     "metrics_long": ("timestamp,host,entity,metric,value",),
+    "gnmic_event": ("openconfig", '"tags"', '"values"'),
 }
 
 
 def nearest(head: str) -> str | None:
-    """The format with the most marker words in the head (at least two), else None."""
+    """The format with the most marker words in the head, if one has more than any other, else None."""
     sample = head[:65536]
-    scores = {name: sum(1 for word in words if word in sample) for name, words in MARKERS.items()}
-    name, hits = max(scores.items(), key=lambda item: item[1])
-    return name if hits >= 2 else None
+    scores = sorted(((sum(1 for w in words if w in sample), name) for name, words in MARKERS.items()), reverse=True)
+    (best, name), (second, _) = scores[0], scores[1]
+    return name if best > second else None
