@@ -24,6 +24,9 @@ UNCLAIMED = {
     "real_samples/fabric/gh-telegraf-12831_gnmi-proto_transceiver-output-power_decimal_val.txt": (
         "a fragment of gNMI protobuf text: not a whole export"
     ),
+    "real_samples/envelopes/gh-cri-o-3181_root-prompt_cri-log-stderr-F.log": (
+        "a CRI container log of an oauth proxy: the envelope is read, the content is no format of Synestra's"
+    ),
     "real_samples/training/gh-saforem2-mmm-docs_markdown-indented-6_rank-traceback_mpiexec.log": (
         "a plain Python traceback: refused, naming torch_log"
     ),

@@ -132,10 +132,10 @@ def pick_format(head: str, options: IngestOptions, path: Path) -> tuple[Format, 
 
 def _pick(head: str, forced: str | None) -> tuple[Format, Envelope | None]:
     env = envelope.detect(head)
-    if forced:  # a forced format reads the text without its envelope when that reads better
+    if forced:  # a forced format reads the text without its envelope, unless the text as it is reads better
         fmt = formats.by_name(forced)
-        better = env is not None and fmt.sniff(envelope_sql.normalise_head(head, env)) > fmt.sniff(head)
-        return fmt, env if better else None
+        bare = env is not None and fmt.sniff(envelope_sql.normalise_head(head, env)) >= fmt.sniff(head)
+        return fmt, env if bare else None
     raw, raw_score = formats.detect_scored(head)
     if env is not None:
         bare, score = formats.detect_scored(envelope_sql.normalise_head(head, env))
