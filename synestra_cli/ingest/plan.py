@@ -134,8 +134,8 @@ def _pick(head: str, forced: str | None) -> tuple[Format, Envelope | None]:
     env = envelope.detect(head)
     if forced:  # a forced format reads the text without its envelope, unless the text as it is reads better
         fmt = formats.by_name(forced)
-        bare = env is not None and fmt.sniff(envelope_sql.normalise_head(head, env)) >= fmt.sniff(head)
-        return fmt, env if bare else None
+        unwrapped = env is not None and fmt.sniff(envelope_sql.normalise_head(head, env)) >= fmt.sniff(head)
+        return fmt, env if unwrapped else None
     raw, raw_score = formats.detect_scored(head)
     if env is not None:
         bare, score = formats.detect_scored(envelope_sql.normalise_head(head, env))
