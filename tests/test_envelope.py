@@ -5,6 +5,7 @@ user's line, and what no format reads refused naming the nearest one."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import duckdb
@@ -150,3 +151,18 @@ def test_a_file_as_the_tool_wrote_it_has_no_envelope():
         REAL_SAMPLES / "training" / "tdhock-slurm_sacct-P_array-steps_pending-range.txt",
     ):
         assert envelope.detect(path.read_text(encoding="utf-8")) is None, path.name
+
+
+@pytest.mark.parametrize("wrap", ["gzip", "utf-16"])
+def test_a_compressed_or_utf16_paste_is_read_through_its_envelope_too(tmp_path, wrap):
+    src = SYSLOG / "gh-akash-support-244_root-prompt_dmesg-T-grep-nvrm.log"
+    path = tmp_path / (src.name + (".gz" if wrap == "gzip" else ""))
+    text = src.read_text(encoding="utf-8")
+    path.write_bytes(gzip.compress(text.encode()) if wrap == "gzip" else text.encode("utf-16"))
+    conn, report = _ingest(path)
+    assert report.rejected == 0
+    assert conn.execute("SELECT line, host, code FROM events WHERE kind = 'xid' ORDER BY line LIMIT 1").fetchone() == (
+        5,
+        "node4",
+        43,
+    )
