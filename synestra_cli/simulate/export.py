@@ -69,7 +69,7 @@ def host_loads(cl: Cluster, timelines: list[JobTimeline]) -> dict[str, HostLoad]
     """What each host does, from the jobs' attempts, saves and slowdown windows."""
     loads = {h: HostLoad() for h in cl.hosts}
     for tl in timelines:
-        for a in tl.attempts:
+        for a in tl.launches:
             segs = _attempt_segments(tl, a)
             for h in tl.spec.hosts:
                 for seg in segs:
@@ -85,7 +85,7 @@ def _attempt_segments(tl: JobTimeline, a) -> list[tuple[float, float, int, float
             lo = max(s(a.first_step), _utc(d.start))
             hi = min(s(a.last_progress), _utc(d.end) if d.end else s(a.last_progress))
             segs.append((lo, hi, COMPUTE, d.factor))
-    segs += [(s(c.start), s(c.end), IO, 1.0) for c in tl.checkpoints if c.attempt == a.number and c.kind == "save"]
+    segs += [(s(c.start), s(c.end), IO, 1.0) for c in tl.checkpoints if c.launch == a.number and c.kind == "save"]
     crashed = a.failure is not None and a.failure.incident is not None
     segs.append((s(a.last_progress), s(a.end), HANG if crashed else IO, 1.0))
     return segs
