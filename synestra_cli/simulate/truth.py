@@ -169,7 +169,9 @@ def restart_stages(tl: JobTimeline) -> list[dict]:
     for prev, nxt in zip(tl.launches, tl.launches[1:], strict=False):
         restore = next((c for c in tl.checkpoints if c.kind == "restore" and c.launch == nxt.number), None)
         starts = tl.steps.start[tl.steps.launch == nxt.number]
-        fault = prev.sigterm if prev.state == "PREEMPTED" else (prev.failure.at if prev.failure else prev.end)
+        fault = prev.failure.at if prev.failure else prev.end
+        if prev.state == "PREEMPTED" and prev.sigterm is not None:
+            fault = prev.sigterm  # the scheduler's SIGTERM is where that restart began
         out.append(
             {
                 "attempt": nxt.attempt,
