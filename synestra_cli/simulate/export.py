@@ -16,13 +16,13 @@ from synestra_cli.simulate import faults as F
 from synestra_cli.simulate import syslog
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.fabric import write_node_exporter, write_optics, write_snmp, write_topology
-from synestra_cli.simulate.joblog import write_megatron_log
 from synestra_cli.simulate.jobs import US, JobTimeline, simulate_job
 from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad
 from synestra_cli.simulate.model import AS_USUAL, Disturbance, JobSpec, Rendering
 from synestra_cli.simulate.promtext import sink
 from synestra_cli.simulate.sacct import write_sacct
 from synestra_cli.simulate.telemetry import Grid, write_dcgm
+from synestra_cli.simulate.trainers import write_job_log
 
 OPTICS_HEADER = b"timestamp,host,entity,metric,value\n"
 
@@ -153,8 +153,9 @@ def write_syslogs(
 
 
 def write_jobs(root: Path, timelines: list[JobTimeline], render: Rendering = AS_USUAL) -> None:
-    """Each job's Megatron-LM log (attempts appended) and one ``sacct -P -D`` file, by the job model."""
+    """Each job's log (its trainer, launcher and Slurm's lines; attempts appended) and one ``sacct -P -D``
+    file, by the job model."""
     (root / "jobs").mkdir(parents=True, exist_ok=True)
     for tl in timelines:
-        write_megatron_log(root / "jobs", tl, render)
+        write_job_log(root / "jobs", tl, render)
     write_sacct(root / "sacct.txt", timelines)

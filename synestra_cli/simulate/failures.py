@@ -103,6 +103,7 @@ def ending_lines(
     slurm_notice: bool = True,
     stacks: Stacks = MEGATRON_STACKS,
     agent_line: bool = True,
+    timeout_notice: bool = True,
 ) -> list[Line]:
     """What the log shows at the end of the launch (`say` writes a rank-0 line; `slurm_notice`: Slurm's
     cancellation notice reaches this log, as in a batch script's own stdout; `agent_line`: torchrun's
@@ -120,7 +121,7 @@ def ending_lines(
             say(max(saves), f"[exiting program after receiving SIGTERM.] datetime: {stamp(max(saves))[:19]} ", 5)
         ]
     if a.state == "TIMEOUT":
-        return [_slurm(spec.job_id, spec.hosts[0], a.end, "TIME LIMIT")] if slurm_notice else []
+        return [_slurm(spec.job_id, spec.hosts[0], a.end, "TIME LIMIT")] if timeout_notice else []
     return crash_lines(tl, a, stacks, agent_line)
 
 
@@ -165,7 +166,7 @@ def crash_lines(
             size = _seed(tl) % 90_000_000 + 10_000_000
             tail = [f"IndexError: index {size} is out of bounds for axis 0 with size {size}"]
             stack = stacks.train + stacks.data
-        lines += _traceback(culprit, f.at + 400_000, stack, tail)
+        lines += _traceback(culprit, f.at + (0 if f.message else 400_000), stack, tail)
         if f.message:
             return lines  # it died in its start-up: nobody was waiting in a collective yet
         if agent_line:

@@ -82,6 +82,12 @@ def _crash(start: float, cause: Cause, incident: str, hang_s: float = NCCL_TIMEO
     return Disturbance("crash", dt(start), hang_s=hang_s, incident=incident, cause=cause)
 
 
+def _lost(d: Disturbance, back: float, error: str) -> Disturbance:
+    """The GPU is unusable until the node is back from its reboot: a worker restarted on it in place dies
+    with CUDA's `error` (cudaGetErrorString wording)."""
+    return replace(d, lost_until=dt(back), lost_error=error)
+
+
 def _reboot(host: str, at: float, down_s: float = 420.0) -> Effect:
     return Effect("reboot", host, at, at + down_s)
 
@@ -113,9 +119,9 @@ def gpu_fell_off_bus(cl: Cluster, host: str, gpu: int, start: float, rng: np.ran
         Effect("gpu_stop", host, start, reboot_at, gpu),
         _reboot(host, reboot_at),
     )
-    return Fault(
-        "gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs), _crash(start, cause, "nccl_timeout"), reboot_at
-    )
+    # off the bus, the GPU is gone from the PCIe tree: a restarted worker's device index is past the count
+    crash = _lost(_crash(start, cause, "nccl_timeout"), reboot_at + 420.0, "invalid device ordinal")
+    return Fault("gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs), crash, reboot_at)
 
 
 def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
@@ -149,7 +155,7 @@ def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Gener
         cause,
         effects,
         tuple(logs),
-        _crash(start, cause, "cuda_error", hang_s=5.0),
+        _lost(_crash(start, cause, "cuda_error", hang_s=5.0), reboot_at + 420.0, "uncorrectable ECC error encountered"),
         reboot_at,
     )
 
@@ -178,7 +184,9 @@ def nvlink(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Genera
         effects.append(_reboot(host, end))
         dist = _crash(start, cause, "cuda_error", hang_s=5.0)  # cudaErrorNvlinkUncorrectable
         cause = replace(cause, first_signal=dt(start - 120.0))
-        dist = replace(dist, cause=cause)
+        dist = _lost(
+            replace(dist, cause=cause), end + 420.0, "uncorrectable NVLink error detected during the execution"
+        )
     else:
         cause = replace(cause, first_signal=dt(start - 120.0))
         dist = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.3, 1.5)), cause=cause)

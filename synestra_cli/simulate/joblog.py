@@ -35,17 +35,18 @@ def megatron_log_lines(tl: JobTimeline, render: Rendering = AS_USUAL) -> list[st
     return lines
 
 
-def launch_lines(
-    tl: JobTimeline, a: Launch, render: Rendering = AS_USUAL, slurm_notice: bool | None = None, agent_line: bool = True
-) -> list[Line]:
-    """The lines of one launch of Megatron (start-up, loads and saves, iterations, how it ended)."""
+def launch_lines(tl: JobTimeline, a: Launch, render: Rendering = AS_USUAL, legacy: bool = True) -> list[Line]:
+    """The lines of one launch of Megatron (start-up, loads and saves, iterations, how it ended).
+
+    `legacy`: today's rendering, Slurm's notices and torchrun's `failed (exitcode: 1)` line included; else
+    those are left to simulate/slurmlines.py and simulate/launchers.py."""
     say = mega if render.launcher_stamps else _undated
-    notice = render.slurm_notice if slurm_notice is None else slurm_notice
+    notice = render.slurm_notice and legacy
     return (
         _startup(tl, a, say)
         + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
         + _iterations(tl, a)
-        + ending_lines(tl, a, say, notice, agent_line=agent_line)
+        + ending_lines(tl, a, say, notice, agent_line=legacy, timeout_notice=legacy)
     )
 
 
