@@ -124,6 +124,32 @@ def gpu_fell_off_bus(cl: Cluster, host: str, gpu: int, start: float, rng: np.ran
     return Fault("gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs), crash, reboot_at)
 
 
+def gpu_fell_off_bus_rebooted(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
+    """Xid 79 at a site whose automation power-cycles a node 1-3 min after a GPU falls off the bus, before
+    NCCL's watchdog fires: slurmctld declares the node down when its slurmd comes back with a new boot
+    time, 2.5-5 min later; the job ends NODE_FAIL (no traceback, no watchdog: the processes died with the
+    node) and, submitted with --requeue, Slurm requeues it (job_mgr.c: NODE_FAIL in the accounting)."""
+    f = gpu_fell_off_bus(cl, host, gpu, start, rng)
+    reboot_at = start + float(rng.uniform(60, 180))
+    declared = reboot_at + float(rng.uniform(150, 300))
+    effects = (
+        Effect("xid", host, start, None, gpu, 79),
+        Effect("gpu_stop", host, start, reboot_at, gpu),
+        _reboot(host, reboot_at),
+    )
+    crash = Disturbance(
+        "crash",
+        dt(start),
+        hang_s=declared - start,
+        incident="node_failure",
+        exit_state="NODE_FAIL",
+        cause=f.cause,
+        lost_until=dt(reboot_at + 420.0),
+        lost_error="invalid device ordinal",
+    )
+    return replace(f, effects=effects, disturbance=crash, end=reboot_at)
+
+
 def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
     """Double-bit ECC error: Xid 48 then a row-remap Xid 63 (64 when remapping fails); CUDA error."""
     cause = Cause("gpu.memory", (host,), f"gpu{gpu}", dt(start))

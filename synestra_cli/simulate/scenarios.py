@@ -127,6 +127,13 @@ def gpu_fell_off_bus(p: Plan) -> None:
     _device_fault(p, F.gpu_fell_off_bus)
 
 
+def gpu_fell_off_bus_reboot(p: Plan) -> None:
+    """The GPU falls off the bus and the site reboots the node before NCCL's watchdog: Slurm ends the job
+    NODE_FAIL and requeues it; its output carries srun's and slurmstepd's node-failure lines."""
+    _device_fault(p, F.gpu_fell_off_bus_rebooted)
+    p.render = replace(p.render, slurm_lines=True)
+
+
 def ecc_dbe(p: Plan) -> None:
     _device_fault(p, F.ecc_dbe)
 
@@ -234,6 +241,7 @@ SCENARIOS: dict[str, Callable[[Plan], None]] = {
     "power-brake": power_brake,
     "slow-storage-journald": slow_storage_journald,
     "preemption-exit-signal": preemption_exit_signal,
+    "gpu-fell-off-bus-reboot": gpu_fell_off_bus_reboot,
 }
 
 
