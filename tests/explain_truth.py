@@ -45,6 +45,15 @@ class Score:
     decoy_blamed: int = 0
     misses: list[str] = field(default_factory=list)
     right_confidences: list[float] = field(default_factory=list)  # of the causes named fully right
+    # tests/trainer_truth.py: the same save reported more than once, tax buckets and restores checked
+    found: int = 0
+    duplicates: int = 0
+    buckets_ok: int = 0
+    buckets_scored: int = 0
+    jobs_buckets_ok: int = 0
+    jobs_scored: int = 0
+    restores_ok: int = 0
+    restores_scored: int = 0
 
     def add(self, other: Score) -> None:
         for k in (
@@ -58,6 +67,14 @@ class Score:
             "component_ok",
             "routine_blamed",
             "decoy_blamed",
+            "found",
+            "duplicates",
+            "buckets_ok",
+            "buckets_scored",
+            "jobs_buckets_ok",
+            "jobs_scored",
+            "restores_ok",
+            "restores_scored",
         ):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.misses += other.misses
@@ -105,9 +122,10 @@ def _rack_named(cause, truth: dict) -> bool:
     return cause.host is None and cause.category in RACK_CATEGORIES and cause.component == truth["component"]
 
 
-def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
+def score_job(conn, truth_job: dict, decoys: list[dict], label: str, mine: list | None = None) -> Score:
+    """`mine`: explain's checkpoints when the caller already has them (tests/trainer_truth.py)."""
     sc = Score()
-    mine = explain_job(conn, truth_job["job"]).checkpoints
+    mine = explain_job(conn, truth_job["job"]).checkpoints if mine is None else mine
     for t in truth_job["checkpoints"]:
         start = _ts(t["start"])
         same = [c for c in mine if c.kind == t["kind"] and c.iteration == t["iteration"]]
@@ -117,6 +135,7 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         if got is None:
             sc.misses.append(f"{where}: not found")
             continue
+        sc.found += 1
         sc.trigger_ok += got.trigger == t["trigger"]
         if got.trigger != t["trigger"]:
             sc.misses.append(f"{where}: trigger {got.trigger} != {t['trigger']}")
