@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REAL_DATA, REAL_SAMPLES
 
-from synestra_cli.formats import syslog
+from synestra_cli.formats import envelope, syslog
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.connect import memory_store
@@ -59,8 +59,12 @@ def file_year(path: Path, month: int) -> int:
 def test_every_real_sample_loads_every_line(conn, path):
     report = load(conn, path)
     assert report.rejected == 0
-    # Each non-empty line is an event or folded into the event before it: nothing dropped.
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln]
+    # Each non-empty line is an event or folded into the event before it: nothing dropped (but the prompt
+    # and echoed command a paste starts with: formats/envelope.py).
+    text = path.read_text(encoding="utf-8")
+    env = envelope.detect(text)
+    prompts = set(env.prompt_lines) if env else set()
+    lines = [ln for i, ln in enumerate(text.splitlines(), start=1) if ln and i not in prompts]
     stored = sum(1 + (e["message"] or "").count("\n") for e in events(conn, path))
     assert stored == len(lines)
 
