@@ -11,6 +11,8 @@ OBJECT_KIND = re.compile(rf"""^\s*"?kind"?\s*:\s*"?(?:{KINDS}(?:List)?|List)"?,?
 API_VERSION = re.compile(r"""^\s*-?\s*"?apiVersion"?\s*:\s*"?[\w.\-/]*v\d\w*"?,?\s*$""", re.M)
 # An events.k8s.io/v1 or core/v1 Event item without its kind (as an API EventList holds them).
 EVENT_FIELDS = re.compile(r""""(?:involvedObject|regarding)"\s*:\s*\{""")
+# The same in compact JSON (`jq -c`, a watch stream written one object a line).
+JSON_KIND = re.compile(r'"kind"\s*:\s*"(?:' + KINDS + r'(?:List)?|List)"')
 STARTS = re.compile(r"\A\s*(?:[\[{]|---|apiVersion:|kind:|items:)")
 
 
@@ -18,5 +20,7 @@ def sniff(head: str) -> float:
     if not STARTS.match(head):
         return 0.0
     if OBJECT_KIND.search(head) and (API_VERSION.search(head) or head.lstrip().startswith("{")):
+        return 0.95
+    if head.lstrip().startswith(("{", "[")) and '"apiVersion"' in head and JSON_KIND.search(head):
         return 0.95
     return 0.9 if head.lstrip().startswith(("{", "[")) and EVENT_FIELDS.search(head) else 0.0
