@@ -89,11 +89,11 @@ def compress(hosts: list[str] | tuple[str, ...]) -> str:
             order.append(key)
         groups[key].append(int(m.group(2)))
     parts = []
-    for key in order:
-        if isinstance(key, str):
-            parts.append(key)
+    for item in order:
+        if isinstance(item, str):
+            parts.append(item)
             continue
-        prefix, width = key
+        prefix, width = key = item
         nums = sorted(set(groups[key]))
         runs: list[list[int]] = []
         for n in nums:

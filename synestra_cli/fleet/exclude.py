@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli.explain.chain import from_signal
-from synestra_cli.explain.document import link_doc
+from synestra_cli.explain.document import LinkDoc, link_doc
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.lemons import NOT_A_COMPONENT, FleetReport, FleetRow
 from synestra_cli.fleet.risks import RiskReport
@@ -140,16 +140,16 @@ class ExclusionList:
         }
 
 
-def _evidence(links: list[dict[str, Any]], fallback: str) -> str:
+def _evidence(links: list[LinkDoc], fallback: str) -> str:
     """A short id of the first evidence: the log line (file:line), else the metric and where it was read."""
     for lk in links:
-        ev = lk.get("evidence") or {}
+        ev = lk["evidence"] or {}
         if ev.get("type") == "log" and ev.get("source"):
             name = str(ev["source"]).rsplit("/", 1)[-1]
             return f"{name}:{ev['line']}" if ev.get("line") else name
         if ev.get("type") == "metric":
-            when = lk["time"].strftime("%Y-%m-%dT%H:%M:%SZ") if lk.get("time") else ""
-            return f"{ev.get('metric') or lk.get('signal')} {lk.get('host')}:{lk.get('entity') or ''} {when}".strip()
+            when = lk["time"].strftime("%Y-%m-%dT%H:%M:%SZ") if lk["time"] else ""
+            return f"{ev.get('metric') or lk['signal']} {lk['host']}:{lk['entity'] or ''} {when}".strip()
     return fallback
 
 
