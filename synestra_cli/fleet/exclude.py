@@ -148,7 +148,8 @@ def _evidence(links: list[LinkDoc], fallback: str) -> str:
             name = str(ev["source"]).rsplit("/", 1)[-1]
             return f"{name}:{ev['line']}" if ev.get("line") else name
         if ev.get("type") == "metric":
-            when = lk["time"].strftime("%Y-%m-%dT%H:%M:%SZ") if lk["time"] else ""
+            t = lk["time"]
+            when = t.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(t, datetime) else str(t or "")
             return f"{ev.get('metric') or lk['signal']} {lk['host']}:{lk['entity'] or ''} {when}".strip()
     return fallback
 
