@@ -9,7 +9,7 @@ import click
 
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import format_option
-from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
+from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, SCHEDULERS, simulate
 
 
 @click.command("simulate")
@@ -29,6 +29,14 @@ from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
 @click.option("--gpus-per-node", type=click.IntRange(1, 8), default=8, show_default=True)
 @click.option("--gzip", "gz", is_flag=True, help="Compress the telemetry and syslog files (.gz; ingest reads them).")
 @click.option("--force", is_flag=True, help="Replace a simulation already in OUTDIR.")
+@click.option(
+    "--scheduler",
+    type=click.Choice(SCHEDULERS),
+    default="slurm",
+    show_default=True,
+    help="How the jobs are told: Slurm (sacct, job logs) or Kubernetes (pods, events, node conditions, "
+    "container logs; job ids namespace/name).",
+)
 @format_option("json", default="json")
 @handle_errors
 def command(
@@ -40,6 +48,7 @@ def command(
     gpus_per_node: int,
     gz: bool,
     force: bool,
+    scheduler: str,
     fmt: str,
 ) -> None:
     """Simulate a GPU cluster that fails in a known way: OUTDIR/exports/ holds syslog, DCGM, fabric
@@ -52,8 +61,17 @@ def command(
     Example:
       synestra simulate /tmp/sim --scenario ghost-link --seed 3 --nodes 16 --hours 6
       synestra ingest /tmp/sim/exports && synestra explain --job 1001
+      synestra simulate /tmp/k8s --scenario preemption --scheduler kubernetes --nodes 8 --hours 4
     """
     meta = simulate(
-        outdir, scenario, seed=seed, nodes=nodes, hours=hours, gpus_per_node=gpus_per_node, overwrite=force, gz=gz
+        outdir,
+        scenario,
+        seed=seed,
+        nodes=nodes,
+        hours=hours,
+        gpus_per_node=gpus_per_node,
+        overwrite=force,
+        gz=gz,
+        scheduler=scheduler,
     )
     click.echo(json.dumps({"schema": "synestra.simulate/1", **meta}))

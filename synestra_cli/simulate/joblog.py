@@ -28,17 +28,19 @@ MODEL_BUILD_US = 4 * US  # building the model and optimizer, between initialisat
 def megatron_log_lines(tl: JobTimeline, render: Rendering = AS_USUAL) -> list[str]:
     """All lines of the job's log, attempt after attempt. Without launcher stamps only the lines that
     carry Megatron's own time (iteration lines, `[...] datetime:` lines) are dated."""
+    return [text for a in tl.attempts for _, _, text in attempt_lines(tl, a, render)]
+
+
+def attempt_lines(tl: JobTimeline, a: Attempt, render: Rendering = AS_USUAL) -> list[Line]:
+    """One attempt's lines with their times, in order (a container log writes each with its own time)."""
     say = mega if render.launcher_stamps else _undated
-    lines: list[str] = []
-    for a in tl.attempts:
-        events = (
-            _startup(tl, a, say)
-            + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
-            + _iterations(tl, a)
-            + ending_lines(tl, a, say, render.slurm_notice)
-        )
-        lines.extend(text for _, _, text in sorted(events, key=lambda e: (e[0], e[1])))
-    return lines
+    events = (
+        _startup(tl, a, say)
+        + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
+        + _iterations(tl, a)
+        + ending_lines(tl, a, say, render.slurm_notice)
+    )
+    return sorted(events, key=lambda e: (e[0], e[1]))
 
 
 def write_megatron_log(outdir: Path, tl: JobTimeline, render: Rendering = AS_USUAL) -> Path:

@@ -72,6 +72,7 @@ class Rendering:
     #                                syslog socket with the printk stamp still in MESSAGE
     dcgm_46_names: bool = False  # DCGM 4.6 field names (CLOCKS_EVENT_REASONS, ...), the bitmask as a float
     dcgm_every_s: float | None = None  # DCGM sampling interval (None: the cluster size's default)
+    scheduler: str = "slurm"  # slurm (sacct, job logs) | kubernetes (pods, events, container logs: kubernetes.py)
 
 
 AS_USUAL = Rendering()

@@ -30,6 +30,7 @@ WITH r AS (
                     THEN 'PREEMPTED'
                 WHEN r.disruption IN ('DeletionByTaintManager', 'NodeLost', 'NodeAffinity', 'Terminated')
                     THEN 'NODE_FAIL'
+                WHEN r.disruption = 'DeadlineExceeded' THEN 'TIMEOUT'
                 WHEN r.reason = 'OOMKilled' THEN 'OUT_OF_MEMORY'
                 WHEN r.exit_code = 0 THEN 'COMPLETED'
                 ELSE 'FAILED' END AS run_state
