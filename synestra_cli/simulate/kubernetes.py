@@ -139,7 +139,7 @@ class Pods:
             **({"training.kubeflow.org/job-role": "master"} if r == 0 else {}),
             "kueue.x-k8s.io/queue-name": QUEUE,
         }
-        owner = {
+        owner: dict[str, object] = {
             "apiVersion": "kubeflow.org/v1",
             "kind": "PyTorchJob",
             "name": self.name,
