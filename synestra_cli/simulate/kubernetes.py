@@ -128,7 +128,7 @@ class Pods:
                 "jobset.sigs.k8s.io/restart-attempt": gen,
                 "kueue.x-k8s.io/queue-name": QUEUE,
             }
-            owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": _uid(job, gen)}
+            owner: dict[str, object] = {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": _uid(job, gen)}
             return labels, {"jobset.sigs.k8s.io/restart-attempt": gen}, [{**owner, "controller": True}]
         rtype, index = ("master", 0) if r == 0 else ("worker", r - 1)
         labels = {
@@ -139,7 +139,7 @@ class Pods:
             **({"training.kubeflow.org/job-role": "master"} if r == 0 else {}),
             "kueue.x-k8s.io/queue-name": QUEUE,
         }
-        owner: dict[str, object] = {
+        owner = {
             "apiVersion": "kubeflow.org/v1",
             "kind": "PyTorchJob",
             "name": self.name,
