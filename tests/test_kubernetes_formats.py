@@ -239,3 +239,25 @@ def test_the_same_runs_in_two_snapshots_are_read_once(conn, tmp_path):
     assert att == [(1, datetime(2026, 3, 1, 11), "FAILED", "1:0"), (2, None, "RUNNING", None)]
     # each file's own reading stays a scheduler's: no log attempt segments
     assert conn.execute("SELECT count(*) FROM log_attempts").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("path", "job"),
+    [
+        ("var/log/pods/team-a_llama-master-0_5e518659-4437-8b62-7881-1f11eba6a53e/pytorch/3.log", "team-a/llama"),
+        ("pods/training_gpt-1001-worker-12_5e518659-4437-8b62-7881-1f11eba6a53e/pytorch/0.log", "training/gpt-1001"),
+        # JobSet: <jobset>-<replicatedjob>-<job index>-<pod index>-<generated>
+        (
+            "p/default_example-jobset-rs-a-0-0-x2277_2e9d0d20-18a2-4877-b03a-ddf0266e4528/c/0.log",
+            "default/example-jobset",
+        ),
+        # the MPI launcher's batch Job (kueue#8471's pod name)
+        ("p/default_pi-launcher-tntsp_2e9d0d20-18a2-4877-b03a-ddf0266e4528/mpi-launcher/1.log", "default/pi"),
+        ("var/log/containers/llama-worker-0_team-a_pytorch-" + "ab" * 32 + ".log", "team-a/llama"),
+        ("logs/1001.log", "1001"),
+    ],
+)
+def test_a_container_logs_path_names_its_kubernetes_job(path, job):
+    from synestra_cli.formats.joblog import job_id_from_name
+
+    assert job_id_from_name(Path(path)) == job
