@@ -248,7 +248,7 @@ def test_the_same_runs_in_two_snapshots_are_read_once(conn, tmp_path):
         ("pods/training_gpt-1001-worker-12_5e518659-4437-8b62-7881-1f11eba6a53e/pytorch/0.log", "training/gpt-1001"),
         # JobSet: <jobset>-<replicatedjob>-<job index>-<pod index>-<generated>
         (
-            "p/default_example-jobset-rs-a-0-0-x2277_2e9d0d20-18a2-4877-b03a-ddf0266e4528/c/0.log",
+            "p/default_example-jobset-workers-0-0-x2277_2e9d0d20-18a2-4877-b03a-ddf0266e4528/c/0.log",
             "default/example-jobset",
         ),
         # the MPI launcher's batch Job (kueue#8471's pod name)
