@@ -159,12 +159,16 @@ def run_scenario(
     keep: bool = False,
     intervals: Intervals | None = None,
     jobs: list[str] | None = None,
+    scheduler: str = "slurm",
 ) -> Score:
     """Simulate, ingest into a fresh store, explain every job of the truth (or those in `jobs`) and score
-    it. `intervals` sets the exporters' sampling (default: what the cluster's size implies). The run's
+    it. `intervals` sets the exporters' sampling (default: what the cluster's size implies); `scheduler` how the
+    jobs are told (slurm, or kubernetes: pods, events and container logs). The run's
     exports and store (hundreds of MB at 32 nodes) are deleted afterwards unless `keep`."""
     out = workdir / f"{scenario}-{seed}-{nodes}"
-    simulate(out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True, intervals=intervals)
+    simulate(
+        out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True, intervals=intervals, scheduler=scheduler
+    )
     db = out / "store.duckdb"
     db.unlink(missing_ok=True)
     conn = connect(db)
