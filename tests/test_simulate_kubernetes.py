@@ -52,9 +52,13 @@ def test_every_truth_attempt_is_a_scheduler_attempt_with_its_times_state_and_nod
     kinds = set()
     for conn, truth, out in rendered.values():
         pods = (out / "exports" / "kubernetes" / "pods.watch.json").read_text()
-        kinds |= {kind for kind, label in (("PyTorchJob", "training.kubeflow.org/job-name"),
-                                             ("JobSet", "jobset.sigs.k8s.io/jobset-name")) if f'"{label}"' in pods}
-            k for k in ("PyTorchJob", "JobSet") if '"jobset.sigs.k8s.io/jobset-name"' in pods or k == "PyTorchJob"
+        kinds |= {
+            kind
+            for kind, label in (
+                ("PyTorchJob", "training.kubeflow.org/job-name"),
+                ("JobSet", "jobset.sigs.k8s.io/jobset-name"),
+            )
+            if f'"{label}"' in pods
         }
         for job in truth["jobs"]:
             got = conn.execute(
