@@ -84,14 +84,16 @@ def test_kubectl_lines_parse_as_kubectl_arguments(sample_db):
 def test_json_document_carries_its_schema_and_every_command(sample_db):
     doc = json.loads(_run(sample_db, "--format", "json"))
     assert doc["schema"] == SCHEMA == "synestra.exclude/1"
-    assert doc["slurm"]["exclude"] == "--exclude=" + compress([n["node"] for n in doc["nodes"]])
-    gpu = [c for n in doc["nodes"] for c in n["causes"] if c["gpu"]]
+    assert doc["slurm"]["exclude"] == "--exclude=" + compress([n["name"] for n in doc["hosts"]])
+    gpu = [c for n in doc["hosts"] for c in n["causes"] if c["gpu"]]
     assert gpu and all(c["gpu"]["uuid"].startswith("GPU-") and c["kind"] == "gpu" for c in gpu)
 
 
-def test_slurm_format_without_exclude_is_a_usage_error(sample_db):
-    result = CliRunner().invoke(cli, ["fleet", "--db", str(sample_db), "--format", "slurm"])
-    assert result.exit_code == 2 and "--exclude" in result.output
+def test_a_command_format_implies_exclude_and_csv_is_refused_with_it(sample_db):
+    result = CliRunner().invoke(cli, ["fleet", "--db", str(sample_db), "--format", "hostlist"])
+    assert result.exit_code == 0 and result.output.strip() == _run(sample_db, "--format", "hostlist").strip()
+    refused = CliRunner().invoke(cli, ["fleet", "--exclude", "--db", str(sample_db), "--format", "csv"])
+    assert refused.exit_code == 2
 
 
 def _row(category: str, what: str) -> FleetRow:

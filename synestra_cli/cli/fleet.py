@@ -140,8 +140,6 @@ def _exclude(db, since, until, fmt: str, exclude: bool, by: str) -> None:
     from synestra_cli.fleet.exclude import exclusion_list
     from synestra_cli.store import open_store
 
-    if not exclude:
-        raise click.UsageError(f"--format {fmt} is an exclusion list: add --exclude")
     if fmt == "csv" or by != "component":
         raise click.UsageError("--exclude prints nodes: use --format slurm|kubernetes|hostlist|json|table, no --by")
     with open_store(db, read_only=True) as conn:
@@ -183,7 +181,7 @@ def _exclude(db, since, until, fmt: str, exclude: bool, by: str) -> None:
     is_flag=True,
     help="Print the nodes to keep out of the next job (lemons and parts degrading at the window's end) as "
     "commands to run by hand: --format slurm (scontrol drain lines, an --exclude= hostlist), kubernetes "
-    "(kubectl cordon/taint/annotate), hostlist, json, table.",
+    "(kubectl cordon/taint/annotate), hostlist (these three imply --exclude), json, table.",
 )
 @db_option
 @format_option("table", "json", "csv", "slurm", "kubernetes", "hostlist")

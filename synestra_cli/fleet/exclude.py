@@ -114,10 +114,10 @@ class ExclusionList:
             "since": self.since,
             "until": self.until,
             "at": self.at,
-            "nodes": [
+            "hosts": [
                 {
-                    "node": n.name,
                     "host": n.host,
+                    "name": n.name,
                     "cluster": n.cluster,
                     "reason": n.reason,
                     "taint": f"{TAINT_KEY}={n.taint_value}:{TAINT_EFFECT}",
