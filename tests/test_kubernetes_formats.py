@@ -261,3 +261,37 @@ def test_a_container_logs_path_names_its_kubernetes_job(path, job):
     from synestra_cli.formats.joblog import job_id_from_name
 
     assert job_id_from_name(Path(path)) == job
+
+
+def test_a_namespace_slash_name_job_id_works_in_every_command_and_with_a_cluster(tmp_path):
+    from click.testing import CliRunner
+
+    from synestra_cli.cli.main import cli
+
+    first = _term("2026-03-01T10:01:00Z", "2026-03-01T11:00:00Z", 137, "OOMKilled")
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            _pod(
+                "llama-master-0",
+                "gpu-001",
+                "Master/0",
+                [first, {"running": {"startedAt": "2026-03-01T11:20:00Z"}}],
+                "u1",
+            )
+        ],
+    }
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps(doc))
+    db = str(tmp_path / "s.duckdb")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["ingest", str(path), "--db", db, "--cluster", "a100"]).exit_code == 0
+    jobs = runner.invoke(cli, ["jobs", "--job", "team-a/llama", "--db", db, "--format", "json"])
+    assert jobs.exit_code == 0, jobs.output
+    attempts = json.loads(jobs.stdout)["attempts"]
+    assert [a["job"] for a in attempts] == ["a100:team-a/llama"] * 2 and attempts[0]["state"] == "OUT_OF_MEMORY"
+    for command in (["explain", "--format", "json"], ["tax-report", "--format", "json"], ["annotations"]):
+        res = runner.invoke(cli, [command[0], "--job", "team-a/llama", "--db", db, *command[1:]])
+        assert res.exit_code in (0, 6), (command, res.output)  # 6: a job with no log yet has nothing to explain
+        assert "unknown job" not in res.output
