@@ -24,10 +24,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from synestra_cli.simulate import faults as F
+from synestra_cli.simulate import launchers, trainers
 from synestra_cli.simulate.cluster import Cluster
-from synestra_cli.simulate.joblog import attempt_lines
+from synestra_cli.simulate.joblog import launch_lines
 from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
-from synestra_cli.simulate.logfmt import EPOCH
+from synestra_cli.simulate.logfmt import EPOCH, Line
 from synestra_cli.simulate.model import Rendering
 
 NAMESPACE = "training"
@@ -41,6 +42,7 @@ DISRUPTION = {"PREEMPTED": "PreemptionByScheduler", "NODE_FAIL": "DeletionByTain
 EXIT = {
     "COMPLETED": (0, "Completed"),
     "FAILED": (1, "Error"),
+    "REQUEUED": (1, "Error"),
     "NODE_FAIL": (137, "Error"),
     "PREEMPTED": (143, "Error"),
     "TIMEOUT": (143, "Error"),
@@ -255,10 +257,24 @@ def write_pods(path: Path, timelines: list[JobTimeline], seed: int) -> list[Pods
     return every
 
 
+def attempt_events(tl: JobTimeline, a: Attempt, render: Rendering) -> list[Line]:
+    """Rank 0's lines of one attempt with their times: its trainer's, and its launcher's around each launch."""
+    if trainers.legacy(render):
+        events = [e for x in tl.launches_of(a.number) for e in launch_lines(tl, x, render)]
+    else:
+        write, launches = trainers.WRITERS[render.trainer], list(tl.launches)
+        outs = launchers.attempt_start(tl, a, render)
+        for x in tl.launches_of(a.number):
+            nxt = next((y for y in launches if y.number == x.number + 1), None)
+            outs += write(tl, x, render) + launchers.launch_end(tl, x, nxt, render)
+        events = [(o[0], o[1], o[2]) for o in outs]  # (time, order, text): the node a line came from is rank 0's
+    return sorted(events, key=lambda e: (e[0], e[1]))
+
+
 def container_lines(tl: JobTimeline, a: Attempt, render: Rendering) -> list[str]:
     """Rank 0's output of one attempt as the kubelet's CRI log holds it: each line with its time and stream."""
     out = []
-    for us, _, text in attempt_lines(tl, a, render):
+    for us, _, text in attempt_events(tl, a, render):
         stream = (
             "stderr" if text.startswith(("[rank", "E", "W", "Traceback")) and not text.startswith("Epoch") else "stdout"
         )
