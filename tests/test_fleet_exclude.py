@@ -27,6 +27,7 @@ QUALIFIED = re.compile(
     r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+HEAVY = pytest.mark.heavy  # sample_data ingested and its fleet explained
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,7 @@ def _run(db, *args):
     return result.output
 
 
+@HEAVY
 def test_slurm_lines_are_scontrol_drains_with_cause_and_evidence_and_the_hostlist_reads_back(sample_db):
     out = _run(sample_db, "--format", "slurm").splitlines()
     drains = [shlex.split(line) for line in out if not line.startswith("#")]
@@ -59,6 +61,7 @@ def test_slurm_lines_are_scontrol_drains_with_cause_and_evidence_and_the_hostlis
     assert "gpu.fell_off_bus gpu-002:gpu0 (GPU-" in gpu002
 
 
+@HEAVY
 def test_kubectl_lines_parse_as_kubectl_arguments(sample_db):
     lines = _run(sample_db, "--format", "kubernetes").splitlines()
     verbs = {"cordon": 0, "taint": 0, "annotate": 0}
@@ -81,6 +84,7 @@ def test_kubectl_lines_parse_as_kubectl_arguments(sample_db):
     assert verbs["cordon"] == verbs["taint"] == verbs["annotate"] > 0
 
 
+@HEAVY
 def test_json_document_carries_its_schema_and_every_command(sample_db):
     doc = json.loads(_run(sample_db, "--format", "json"))
     assert doc["schema"] == SCHEMA == "synestra.exclude/1"
@@ -89,6 +93,7 @@ def test_json_document_carries_its_schema_and_every_command(sample_db):
     assert gpu and all(c["gpu"]["uuid"].startswith("GPU-") and c["kind"] == "gpu" for c in gpu)
 
 
+@HEAVY
 def test_a_command_format_implies_exclude_and_csv_is_refused_with_it(sample_db):
     result = CliRunner().invoke(cli, ["fleet", "--db", str(sample_db), "--format", "hostlist"])
     assert result.exit_code == 0 and result.output.strip() == _run(sample_db, "--format", "hostlist").strip()

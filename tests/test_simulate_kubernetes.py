@@ -33,6 +33,9 @@ def _kube_only(root: Path) -> list[Path]:
     return sorted((root / "exports" / "kubernetes").iterdir())
 
 
+pytestmark = pytest.mark.heavy  # four simulations (no telemetry) read back
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     made = {}
@@ -116,17 +119,17 @@ def test_a_rebooted_node_goes_not_ready_as_the_node_controller_says(rendered):
     assert all(ts > _ts(fault["start"]) for h, ts in rows if h == fault["hosts"][0])
 
 
+# One case per scenario, as the Slurm matrix (test_explain_truth.py), at one held-out seed and its 6 h.
 @pytest.mark.truth
 @needs_container_logs
-def test_every_scenario_rendered_on_kubernetes_meets_the_targets(tmp_path):
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_scenario_rendered_on_kubernetes_meets_the_targets(name):
     from test_explain_truth import _assert_targets
 
-    total = Score()
-    for name in SCENARIOS:
-        total.add(run_scenario(tmp_path, name, 101, nodes=8, scheduler="kubernetes"))  # the matrix's 6 h
-    _assert_targets(total)
+    _assert_targets(run_scenario(None, name, 101, nodes=8, scheduler="kubernetes"))
 
 
+@pytest.mark.heavy
 @needs_container_logs
 def test_sample_datas_kubernetes_jobs_are_explained_as_their_truth_says(tmp_path):
     truth = json.loads((SAMPLE / "truth.json").read_text())

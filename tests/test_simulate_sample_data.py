@@ -6,6 +6,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from synestra_cli.simulate.scenarios import simulate
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
@@ -36,6 +38,7 @@ def test_sample_data_regenerates_byte_identical_from_its_seed(tmp_path):
     assert digest(tmp_path) == mine
 
 
+@pytest.mark.heavy
 def test_the_kubernetes_campaign_regenerates_byte_identical_from_its_seed(tmp_path):
     meta = json.loads((SAMPLE / "kubernetes" / "truth.json").read_text())
     assert meta["scenario"] == "campaign" and meta["scheduler"] == "kubernetes" and len(meta["jobs"]) >= 4
