@@ -181,19 +181,24 @@ def run_scenario(
     keep: bool = False,
     intervals: Intervals | None = None,
     jobs: list[str] | None = None,
+    scheduler: str = "slurm",
 ) -> Score:
     """Simulate, ingest into a fresh store, explain every job of the truth (or those in `jobs`) and score
-    it. `intervals` sets the exporters' sampling (default: what the cluster's size implies).
+    it. `intervals` sets the exporters' sampling (default: what the cluster's size implies); `scheduler` how the
+    jobs are told (slurm, or kubernetes: pods, events and container logs).
 
     workdir None: the simulation and its store come from the tests' shared cache (tests/simcache.py),
     built once per code version for every module and worker. Otherwise they are made under workdir and
     deleted afterwards unless `keep` (campus-sized runs: hundreds of MB, not worth keeping)."""
     if workdir is None:
-        sim = simcache.simulation(scenario, seed=seed, nodes=nodes, hours=hours, intervals=intervals)
+        on = {"scheduler": scheduler} if scheduler != "slurm" else {}  # Slurm's runs keep their cache key
+        sim = simcache.simulation(scenario, seed=seed, nodes=nodes, hours=hours, intervals=intervals, **on)
         with open_store(simcache.ingested(sim), read_only=True) as conn:
             return _score_all(conn, simcache.truth(sim), f"{scenario}/s{seed}/n{nodes}", jobs)
     out = workdir / f"{scenario}-{seed}-{nodes}"
-    simulate(out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True, intervals=intervals)
+    simulate(
+        out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True, intervals=intervals, scheduler=scheduler
+    )
     db = out / "store.duckdb"
     db.unlink(missing_ok=True)
     conn = connect(db)

@@ -41,6 +41,8 @@ BY_PREFIX = [
     ("real_samples/prometheus/", "prometheus"),
     ("real_samples/training/sacct_", "sacct"),
     ("real_samples/training/tdhock-slurm_sacct", "sacct"),
+    ("real_samples/kubernetes/events-table", "kube_events_table"),
+    ("real_samples/kubernetes/", "kubernetes"),
 ]
 BY_NAME = {
     "ceems-jobstats_sacct-P_cluster-column.txt": "sacct",

@@ -21,6 +21,8 @@ NAMES = [
     "gnmic_event",
     "ib_counters",
     "ibnetdiscover",
+    "kube_events_table",
+    "kubernetes",
     "megatron",
     "metrics_long",
     "mlperf",

@@ -10,7 +10,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import format_option
 from synestra_cli.simulate.model import LAUNCHERS, TRAINERS
-from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
+from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, SCHEDULERS, simulate
 
 
 @click.command("simulate")
@@ -57,6 +57,14 @@ from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
     help="Slurm's own job-end lines in the job's output (the batch script then requeues the job itself) "
     "[default: the scenario's; off but for gpu-fell-off-bus-reboot].",
 )
+@click.option(
+    "--scheduler",
+    type=click.Choice(SCHEDULERS),
+    default="slurm",
+    show_default=True,
+    help="How the jobs are told: Slurm (sacct, job logs) or Kubernetes (pods, events, node conditions, "
+    "container logs; job ids namespace/name).",
+)
 @format_option("json", default="json")
 @handle_errors
 def command(
@@ -73,6 +81,7 @@ def command(
     launcher: str | None,
     srun_label: bool | None,
     slurm_lines: bool | None,
+    scheduler: str,
     fmt: str,
 ) -> None:
     """Simulate a GPU cluster that fails in a known way: OUTDIR/exports/ holds syslog, DCGM, fabric
@@ -87,6 +96,7 @@ def command(
       synestra simulate /tmp/sim --scenario ghost-link --seed 3 --nodes 16 --hours 6
       synestra simulate /tmp/sim2 --scenario ecc-dbe --trainer nemo2 --launcher torchrun --slurm-lines
       synestra ingest /tmp/sim/exports && synestra explain --job 1001
+      synestra simulate /tmp/k8s --scenario preemption --scheduler kubernetes --nodes 8 --hours 4
     """
     meta = simulate(
         outdir,
@@ -102,5 +112,6 @@ def command(
         launcher=launcher,
         srun_label=srun_label,
         slurm_lines=slurm_lines,
+        scheduler=scheduler,
     )
     click.echo(json.dumps({"schema": "synestra.simulate/1", **meta}))

@@ -173,6 +173,7 @@ StoreTable = Literal[
     "checkpoints",
     "job_incidents",
     "sacct_rows",
+    "kube_runs",
 ]
 
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, groups_by_text_size, lines_to_table
 from synestra_cli.formats.joblog_sniff import looks_like_syslog
+from synestra_cli.formats.kube_logs import job_of_container_log
 from synestra_cli.store.sql import drop_temp, registered, temp_table
 
 # What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, and
@@ -300,7 +301,11 @@ def prepare_lines(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> 
 
 
 def job_id_from_name(path: Path) -> str | None:
-    """`<jobid>.log`, `slurm-<jobid>.out`, `slurm-<jobid>_<task>.out` (array task kept)."""
+    """`<jobid>.log`, `slurm-<jobid>.out`, `slurm-<jobid>_<task>.out` (array task kept); a kubelet container log
+    `.../<namespace>_<pod>_<uid>/<container>/N.log`: its job's `namespace/name` (kube_logs.py)."""
+    kube = job_of_container_log(path)
+    if kube:
+        return kube
     name = path.name[:-3] if path.name.endswith(".gz") else path.name
     m = FILE_JOB_RE.match(name)
     return m.group(1) if m else None

@@ -90,6 +90,7 @@ class Rendering:
     launcher: str = "srun"  # srun | torchrun (torchrun: the elastic agent restarts the workers in place)
     srun_label: bool = False  # `srun -l`: every task's line prefixed with its task id (`3: `)
     slurm_lines: bool = False  # Slurm's own job-end lines (slurmstepd's, srun's) in the job's output
+    scheduler: str = "slurm"  # slurm (sacct, job logs) | kubernetes (pods, events, container logs: kubernetes.py)
 
 
 AS_USUAL = Rendering()

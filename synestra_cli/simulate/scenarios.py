@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from synestra_cli.errors import InputError
-from synestra_cli.simulate import export, groundtruth, trainers
+from synestra_cli.simulate import export, groundtruth, kubernetes, trainers
 from synestra_cli.simulate import faults as F
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.jobs import US
@@ -26,6 +26,7 @@ from synestra_cli.simulate.model import AS_USUAL, Cause, JobSpec, Rendering
 EPOCH = 1793577600.0  # 2026-11-02T00:00:00Z: fixed, so output depends on the seed alone
 MAIN_JOB = "1001"
 MIN_NODES = 4  # the main job on two, a decoy outside it
+SCHEDULERS = ("slurm", "kubernetes")
 ELASTIC_RESTARTS = 3  # torchrun --max-restarts under the torchrun launcher
 
 
@@ -320,6 +321,7 @@ def simulate(
     gz: bool = False,
     intervals: export.Intervals | None = None,
     telemetry: bool = True,
+    scheduler: str = "slurm",
     **rendering: object,
 ) -> dict:
     """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
@@ -333,13 +335,16 @@ def simulate(
     ``intervals`` overrides the sampling the cluster's size implies (Intervals.for_size), so that a
     test can put a small job under a campus's sparse sampling. ``telemetry=False`` writes only the job
     logs and sacct (the accounting's inputs, the same bytes as in a full run): the metrics and syslogs
-    are most of a run's time and are not written.
+    are most of a run's time and are not written. ``scheduler="kubernetes"``: the same faults seen through
+    pods, events, node conditions and container logs instead of sacct and job logs (kubernetes.py).
 
     Everything is written into a scratch folder inside outdir and moved into place at the end: an
     interrupted run leaves no half-written simulation behind.
     """
     if scenario not in SCENARIOS:
         raise InputError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    if scheduler not in SCHEDULERS:
+        raise InputError(f"unknown scheduler {scheduler!r}; known: {', '.join(SCHEDULERS)}")
     if nodes < MIN_NODES:
         raise InputError(f"--nodes must be at least {MIN_NODES}: the job and a decoy outside it")
     outdir = Path(outdir)
@@ -349,7 +354,9 @@ def simulate(
     outdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".simulating-", dir=outdir))
     try:
-        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals, telemetry, rendering)
+        meta = _generate(
+            scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals, telemetry, rendering, scheduler
+        )
         for t in targets:
             if t.is_dir():
                 shutil.rmtree(t)
@@ -387,12 +394,15 @@ def _generate(
     intervals: export.Intervals | None = None,
     telemetry: bool = True,
     rendering: dict | None = None,
+    scheduler: str = "slurm",
 ) -> dict:
     cl = Cluster(nodes, gpus_per_node, seed=seed)
     rng = np.random.default_rng([seed, 1])
     plan = base_plan(cl, hours, rng)
     SCENARIOS[scenario](plan)
     _render_as(plan, {k: v for k, v in (rendering or {}).items() if v is not None})
+    if scheduler == "kubernetes":
+        kubernetes.on_kubernetes(plan)
     timelines = export.run_jobs(plan, seed)
     # the exports cover every job to its end (a requeued job may outlive the nominal window)
     plan.t1 = max(plan.t1, float(np.ceil(max(tl.attempts[-1].end for tl in timelines) / US / 3600.0) * 3600.0))
@@ -420,7 +430,10 @@ def _generate(
         )
         logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
         export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz, plan.render)
-    export.write_jobs(root, timelines, plan.render)
+    if scheduler == "kubernetes":
+        kubernetes.write_kubernetes(root, cl, timelines, effects, plan.render, seed)
+    else:
+        export.write_jobs(root, timelines, plan.render)
     meta = {
         "scenario": scenario,
         "seed": seed,
@@ -431,6 +444,7 @@ def _generate(
         "start": groundtruth.iso(plan.t0),
         "end": groundtruth.iso(plan.t1),
         "main_job": plan.main.job_id,
+        **({"scheduler": scheduler} if scheduler != "slurm" else {}),
         "metric_samples": samples,
         "rendering": {k: getattr(plan.render, k) for k in RENDERING_KEYS},
     }
