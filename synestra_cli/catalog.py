@@ -50,6 +50,15 @@ CANONICAL: list[Metric] = [
     Metric("gpu_thermal_violation_us_total", "us", "counter", "time throttled by temperature"),
     Metric("gpu_fb_used_mib", "MiB", "gauge", "frame buffer used"),
     Metric("gpu_fb_free_mib", "MiB", "gauge", "frame buffer free"),
+    # nvidia-smi -q / --query-gpu (formats/nvidia_smi_q.py, nvidia_smi_csv.py)
+    Metric("gpu_power_limit_watts", "W", "gauge", "enforced power limit"),
+    Metric("gpu_pcie_link_gen", "generation", "gauge", "PCIe link generation in use (drops at idle)"),
+    Metric("gpu_pcie_link_gen_max", "generation", "gauge", "highest PCIe generation of the GPU and host"),
+    Metric("gpu_pcie_link_width", "lanes", "gauge", "PCIe link width in use"),
+    Metric("gpu_pcie_link_width_max", "lanes", "gauge", "PCIe link width the GPU supports"),
+    Metric("gpu_row_remap_pending", "flag", "gauge", "row remapping pending a GPU reset (1)"),
+    Metric("gpu_retired_pages_pending", "flag", "gauge", "page retirement pending a reboot (1)"),
+    Metric("gpu_retired_pages_sbe", "pages", "gauge", "pages retired for repeated SBE"),
     # --- InfiniBand HCA / switch port (PMA counters: perfquery, sysfs, node_exporter) ---
     Metric("ib_port_rcv_data_bytes_total", "bytes", "counter", "received data (PMA words x 4)"),
     Metric("ib_port_xmit_data_bytes_total", "bytes", "counter", "transmitted data (PMA words x 4)"),

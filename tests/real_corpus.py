@@ -66,6 +66,12 @@ BY_NAME = {
     "gh-megatron-lm-756_iteration-lines_ts-seconds.log": "megatron",
     "gh-swiss-ai-megatron-pr46_progress-txt.log": "megatron",
 }
+# Newer families (issue 35): the format by a part of the file name, in folders holding several formats.
+BY_NAME_PART = [
+    ("_nvidia-smi-q_", "nvidia_smi_q"),
+    ("_nvidia-smi-a_", "nvidia_smi_q"),
+    ("_nvidia-smi-query-gpu_", "nvidia_smi_csv"),
+]
 TORCH_LOG = "torch_log"  # every other training gh-*.log: a failure log without framework lines
 
 
@@ -73,6 +79,9 @@ def expected_format(rel: str) -> str:
     name = rel.rsplit("/", 1)[-1]
     if name in BY_NAME:
         return BY_NAME[name]
+    for part, fmt in BY_NAME_PART:
+        if part in name:
+            return fmt
     for prefix, fmt in BY_PREFIX:
         if rel.startswith(prefix):
             return fmt

@@ -25,6 +25,8 @@ NAMES = [
     "mlperf",
     "mlxlink",
     "nemo",
+    "nvidia_smi_csv",
+    "nvidia_smi_q",
     "orbax_log",
     "prom_api_json",
     "prometheus",
