@@ -71,6 +71,9 @@ BY_NAME_PART = [
     ("_nvidia-smi-q_", "nvidia_smi_q"),
     ("_nvidia-smi-a_", "nvidia_smi_q"),
     ("_nvidia-smi-query-gpu_", "nvidia_smi_csv"),
+    ("nvrx-fr-dumps_", "flight_recorder"),
+    ("nvrx-fr-attribution_", "fr_trace"),
+    ("_torchfrtrace-", "fr_trace"),
 ]
 TORCH_LOG = "torch_log"  # every other training gh-*.log: a failure log without framework lines
 
@@ -80,7 +83,7 @@ def expected_format(rel: str) -> str:
     if name in BY_NAME:
         return BY_NAME[name]
     for part, fmt in BY_NAME_PART:
-        if part in name:
+        if part in rel:
             return fmt
     for prefix, fmt in BY_PREFIX:
         if rel.startswith(prefix):

@@ -17,6 +17,8 @@ from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 NAMES = [
     "deepspeed",
     "ethtool_stats",
+    "flight_recorder",
+    "fr_trace",
     "gnmic_event",
     "ib_counters",
     "ibnetdiscover",
