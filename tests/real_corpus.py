@@ -35,6 +35,7 @@ BY_PREFIX = [
     ("real_samples/prometheus/", "prometheus"),
     ("real_samples/training/sacct_", "sacct"),
     ("real_samples/training/tdhock-slurm_sacct", "sacct"),
+    ("real_samples/slurm/", "slurm_log"),
 ]
 BY_NAME = {
     "ceems-jobstats_sacct-P_cluster-column.txt": "sacct",

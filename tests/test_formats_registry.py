@@ -33,6 +33,7 @@ NAMES = [
     "prom_api_json",
     "prometheus",
     "sacct",
+    "slurm_log",
     "sonic_fec_stats",
     "syslog",
     "topology_csv",
