@@ -72,6 +72,8 @@ BY_NAME_PART = [
     ("_nvidia-smi-q_", "nvidia_smi_q"),
     ("_nvidia-smi-a_", "nvidia_smi_q"),
     ("_nvidia-smi-query-gpu_", "nvidia_smi_csv"),
+    ("_dcgmi-diag", "dcgmi_diag"),
+    ("_TestDiagManagerStrings_", "dcgmi_diag"),
     ("nvrx-fr-dumps_", "flight_recorder"),
     ("nvrx-fr-attribution_", "fr_trace"),
     ("_torchfrtrace-", "fr_trace"),

@@ -15,6 +15,7 @@ from synestra_cli.ingest import ingest_file
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 
 NAMES = [
+    "dcgmi_diag",
     "deepspeed",
     "ethtool_stats",
     "flight_recorder",
