@@ -50,6 +50,20 @@ PMA: list[tuple[str, str, str]] = [
     ("VL15Dropped", "VL15_dropped", "ib_port_vl15_dropped_total"),
     ("PortXmitWait", "port_xmit_wait", "ib_port_xmit_wait_total"),
 ]
+# perfquery -E (PortRcvErrorDetails: what PortRcvErrors counted, by cause) and -D (PortXmitDiscardDetails: what
+# PortXmitDiscards counted): 16-bit counters of the IBA attributes of those names.
+DETAILS: dict[str, str] = {
+    "PortLocalPhysicalErrors": "ib_port_rcv_local_physical_errors_total",
+    "PortMalformedPktErrors": "ib_port_rcv_malformed_packet_errors_total",
+    "PortBufferOverrunErrors": "ib_port_rcv_buffer_overrun_errors_total",
+    "PortDLIDMappingErrors": "ib_port_rcv_dlid_mapping_errors_total",
+    "PortVLMappingErrors": "ib_port_rcv_vl_mapping_errors_total",
+    "PortLoopingErrors": "ib_port_rcv_looping_errors_total",
+    "PortInactiveDiscards": "ib_port_xmit_inactive_discards_total",
+    "PortNeighborMTUDiscards": "ib_port_xmit_neighbor_mtu_discards_total",
+    "PortSwLifetimeLimitDiscards": "ib_port_xmit_sw_lifetime_limit_discards_total",
+    "PortSwHOQLifetimeLimitDiscards": "ib_port_xmit_sw_hoq_lifetime_limit_discards_total",
+}
 WORD_COUNTERS = {"ib_port_xmit_data_bytes_total", "ib_port_rcv_data_bytes_total"}
 # Widths of the legacy PortCounters error counters (IBA PortCounters attribute; sysfs counters/ reads them too):
 # such a counter stops at 2^w - 1 and stays there, so that value is no count (nor a rate): it is left out.
@@ -66,15 +80,18 @@ LEGACY_BITS = {
     "ib_port_local_link_integrity_errors_total": 4,
     "ib_port_excessive_buffer_overrun_errors_total": 4,
     "ib_port_vl15_dropped_total": 16,
+    **{metric: 16 for metric in DETAILS.values()},
 }
 # What the kernel's sysfs prints for a PMA counter of a device without a PMA (drivers/infiniband/core/sysfs.c).
 NO_PMA = "N/A (no PMA)"
-PERFQUERY_MAP = {pq: canonical for pq, _, canonical in PMA}
+PERFQUERY_MAP = {pq: canonical for pq, _, canonical in PMA} | DETAILS
 SYSFS_MAP = {fs: canonical for _, fs, canonical in PMA}
 # perfquery fields that select counters rather than count anything.
 PERFQUERY_SELECTORS = {"PortSelect", "CounterSelect", "CounterSelect2"}
 
-PQ_HEADER = re.compile(r"^# Port (?:extended )?counters: Lid (\d+) (?:port (\d+)|all ports)")
+# `# Port counters:`, `# Port extended counters:` (-x), `# PortRcvErrorDetails counters:` (-E),
+# `# PortXmitDiscardDetails counters:` (-D): perfquery.c prints each attribute's name before `counters`.
+PQ_HEADER = re.compile(r"^# Port\w*(?: extended)? counters: Lid (\d+) (?:port (\d+)|all ports)")
 PQ_COMMAND = re.compile(r"perfquery\b.*?(?:-C|--Ca)[ =]?(\S+)")
 PQ_FIELD = re.compile(r"^(\w+):\.*(\S+)\s*$")
 IQE_NODE = re.compile(r'^Errors for (?:(0x[0-9a-fA-F]+) )?"([^"]*)"')
@@ -82,7 +99,7 @@ IQE_PORT = re.compile(r"^\s*GUID (0x[0-9a-fA-F]+) port (\d+|ALL):(.*)$")
 IQE_COUNTER = re.compile(r"\[(\w+) == (\d+)(?: \([^)]*\))?\]")
 IQE_DECORATIVE = re.compile(r"^\s*(?:Link info:.*|##.*|Data Counters for .*|ibwarn:.*|)$")
 SYSFS_LINE = re.compile(r"^(?:\S*?/infiniband/)?([\w-]+)/(?:ports/(\d+)/)?([\w/]+?):\s?(.*)$")
-PQ_SNIFF = re.compile(r"^# Port (?:extended )?counters: Lid \d+", re.MULTILINE)
+PQ_SNIFF = re.compile(r"^# Port\w*(?: extended)? counters: Lid \d+", re.MULTILINE)
 IQE_SNIFF = re.compile(r"^\s*GUID 0x[0-9a-fA-F]+ port (?:\d+|ALL): \[\w+ == \d+", re.MULTILINE)
 SYSFS_SNIFF = re.compile(r"^(?:\S*?/infiniband/)?[\w-]+/ports/\d+/(?:hw_)?counters/\w+:", re.MULTILINE)
 # ibstat (infiniband-diags ibstat.c) prints the logical and physical port states by name; the numbers are the
@@ -112,7 +129,7 @@ def _dialect(head: str) -> Dialect | None:
     # each pattern only where its literal part occurs: every file's head is sniffed with these
     if "CA '" in head and IBSTAT_SNIFF.search(head):
         return _ibstat
-    if "# Port " in head and PQ_SNIFF.search(head):
+    if "# Port" in head and PQ_SNIFF.search(head):
         return _perfquery
     if "GUID 0x" in head and IQE_SNIFF.search(head):
         return _ibqueryerrors
