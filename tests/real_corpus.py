@@ -77,6 +77,7 @@ BY_NAME_PART = [
     ("fabric/sonic-utilities_", "sonic_counters"),
     ("_ibswinfo", "ibswinfo"),
     ("_perfquery-E_", "ib_counters"),
+    ("nccl-inspector_", "nccl_inspector"),
     ("nvrx-fr-dumps_", "flight_recorder"),
     ("nvrx-fr-attribution_", "fr_trace"),
     ("_torchfrtrace-", "fr_trace"),

@@ -28,6 +28,7 @@ NAMES = [
     "metrics_long",
     "mlperf",
     "mlxlink",
+    "nccl_inspector",
     "nemo",
     "nvidia_smi_csv",
     "nvidia_smi_q",
