@@ -32,6 +32,7 @@ NAMES = [
     "nemo",
     "nvidia_smi_csv",
     "nvidia_smi_q",
+    "nvrx_log",
     "orbax_log",
     "prom_api_json",
     "prometheus",
@@ -53,7 +54,7 @@ def test_every_module_defining_a_format_is_registered_under_its_name():
     defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
     assert defined == sorted(formats.registry()) == NAMES
     job_logs = {f.name for f in formats.job_log_formats()}
-    assert job_logs == {"deepspeed", "megatron", "mlperf", "nemo", "orbax_log", "torch_log", "torchtitan"}
+    assert job_logs == {"deepspeed", "megatron", "mlperf", "nemo", "nvrx_log", "orbax_log", "torch_log", "torchtitan"}
     assert all(f.facts for f in formats.job_log_formats())
 
 

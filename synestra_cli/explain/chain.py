@@ -99,7 +99,13 @@ def from_incident(i: Incident) -> ChainLink:
 
 
 def from_laggard(lag: Laggard) -> ChainLink:
-    """A rank the Flight Recorder finds behind: the collective its peers wait in, and where it runs."""
+    """A rank the Flight Recorder finds behind: the collective its peers wait in, and where it runs; or a rank
+    NVRx's straggler detection named."""
+    if lag.found_by == "nvrx_straggler_detection":
+        where = f" on {lag.host}" if lag.host else ""
+        what = f"rank {lag.rank}{where} is a straggler: NVRx straggler detection named it"
+        more = {"kind": "straggler", "rank": lag.rank, "host_basis": lag.host_basis}
+        return ChainLink(lag.ts, "job", lag.host, f"rank{lag.rank}", what, _log(lag.path, lag.line, what, **more))
     group = " ".join(x for x in (lag.pg_desc, f"(process group {lag.pg})" if lag.pg else "") if x)
     peers = f"; {lag.waiting} peer(s) wait in it" if lag.waiting else ""
     where = f" on {lag.host}" if lag.host else ""

@@ -8,6 +8,9 @@ enqueued, and which members never enqueued it. Those ranks are behind; their hos
 A rank's host is taken, in order, from a log line of the job that names both (torchrun's ChildFailedError
 entry, srun's task line: `logged`), else from the attempt's allocation (`allocation`: the world size the
 dumps give, split evenly over the attempt's sorted nodes, ranks assigned in blocks as torchrun and srun do).
+
+NVRx's straggler detection names slow ranks outright (`STRAGGLER DETECTION WARNING ... Affected ranks`, with
+their node): they are the ones their peers wait for, taken with the same host rules (found_by says which).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class Laggard:
     ts: datetime | None  # when the first peer enqueued it (the hang's start, at the latest)
     path: str | None
     line: int | None
-    found_by: str  # flight_recorder (the dumps) | fr_trace | nvrx_collective_analyzer
+    found_by: str  # flight_recorder (the dumps) | fr_trace | nvrx_collective_analyzer | nvrx_straggler_detection
 
 
 def laggards_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> dict[str, list[Laggard]]:

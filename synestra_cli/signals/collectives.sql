@@ -1,12 +1,13 @@
 -- Ranks behind in a collective, per job: from the Flight Recorder dumps of all ranks (formats/flight_recorder.py)
--- and from the analysers' reports (formats/fr_trace.py). In each process group the furthest collective any rank
+-- and from the analysers' reports (formats/fr_trace.py); and the ranks NVRx's straggler detection named
+-- (formats/nvrx.py: slow, so the ones the others wait for). In each process group the furthest collective any rank
 -- enqueued is the front; if no rank that reached it saw it complete, the group is stuck there, and every member
 -- whose dump is present but never enqueued it is behind (fr_trace's "missing ranks"). A rank whose dump is
 -- empty recorded nothing: it is behind in every group it belongs to.
 WITH inc AS (
     SELECT i.job_id, i.kind, i.rank, i.collective, i.seq, i.ts, i.fields, i.line, s.path
     FROM job_incidents_reconciled i LEFT JOIN sources s ON s.source_id = i.source_id
-    WHERE i.job_id IN (SELECT unnest($jobs)) AND i.kind IN ('fr_dump', 'fr_last_collective', 'fr_missing_rank')
+    WHERE i.job_id IN (SELECT unnest($jobs)) AND i.kind IN ('fr_dump', 'fr_last_collective', 'fr_missing_rank', 'straggler')
 ), dumps AS (
     SELECT job_id, rank, any_value(path) AS path, max(TRY_CAST(fields->>'world_size' AS INTEGER)) AS world
     FROM inc WHERE kind = 'fr_dump' GROUP BY job_id, rank
@@ -33,6 +34,9 @@ WITH inc AS (
     SELECT job_id, rank, fields->>'pg', fields->>'pg_desc', collective, seq, NULL::BIGINT, ts, path, line,
            fields->>'analyser'
     FROM inc WHERE kind = 'fr_missing_rank' AND rank IS NOT NULL
+    UNION ALL
+    SELECT job_id, rank, NULL, NULL, NULL, NULL, NULL::BIGINT, ts, path, line, 'nvrx_straggler_detection'
+    FROM inc WHERE kind = 'straggler' AND rank IS NOT NULL
 ), behind AS (
     SELECT * FROM from_dumps UNION ALL SELECT * FROM reported
 ), per_rank AS (
