@@ -113,3 +113,32 @@ def test_perfquery_rcv_error_details_are_the_causes_of_rcv_errors(conn, path, en
         "ib_port_rcv_vl_mapping_errors_total": 0.0,
         "ib_port_rcv_looping_errors_total": 0.0,
     }
+
+
+def test_ibswinfo_a_stray_line_and_a_value_that_is_no_number_are_rejects_with_their_lines(conn, tmp_path):
+    lines = IBSW_VITALS.read_text().splitlines()
+    fan = next(i for i, line in enumerate(lines) if line.startswith("fan#1"))
+    lines[fan] = lines[fan].split(":")[0] + ": 54x"  # a paste mangled the number
+    lines.insert(fan + 1, "garbage line without separator")
+    cut = tmp_path / "ibswinfo.txt"
+    cut.write_text("\n".join(lines) + "\n")
+    report = ingest_file(conn, cut, IngestOptions(host="ib-sw-1"))
+    assert (report.status, report.rejected) == ("loaded", 2)
+    assert [(line, reason) for line, reason, _ in report.reject_samples] == [
+        (fan + 1, "ibswinfo value is not a number"),
+        (fan + 2, "not an ibswinfo `key | value` (or `key : value`) line"),
+    ]
+    assert conn.execute("SELECT count(*) FROM metrics WHERE entity = 'fan1'").fetchone() == (0,)
+
+
+def test_perfquery_details_cut_mid_line_keep_the_counters_before_and_reject_the_cut_one(conn, tmp_path):
+    lines = PQ_E.read_text().splitlines()
+    cut = tmp_path / "perfquery-E.txt"
+    cut.write_text("\n".join([*lines[:5], lines[5][:12]]) + "\n")  # `PortBufferOv`
+    report = ingest_file(conn, cut, IngestOptions(host="n1"))
+    assert (report.format, report.rejected) == ("ib_counters", 1)
+    assert report.reject_samples[0][:2] == (6, "not a perfquery `Name:....value` line after its `# Port` header")
+    assert set(_values(conn, "lid2052")) == {
+        "ib_port_rcv_local_physical_errors_total",
+        "ib_port_rcv_malformed_packet_errors_total",
+    }

@@ -52,7 +52,7 @@ FROM c;
 
 CREATE OR REPLACE TEMP TABLE _ibsw_metrics AS
 WITH v AS (
-    SELECT key, psu, value, TRY_CAST(regexp_extract(value, '^(-?[0-9.]+)$', 1) AS DOUBLE) AS number,
+    SELECT lineno, key, psu, value, TRY_CAST(regexp_extract(value, '^(-?[0-9.]+)$', 1) AS DOUBLE) AS number,
            regexp_extract(value, '^(\d+)d-(\d+):(\d+):(\d+)$', ['d', 'h', 'm', 's']) AS up
     FROM _ibsw WHERE key IS NOT NULL
 )
@@ -69,8 +69,13 @@ SELECT $ts AS ts, $host AS host,
        CASE WHEN key = 'uptime (d-h:m:s)'
             THEN TRY_CAST(up.d AS DOUBLE) * 86400 + TRY_CAST(up.h AS DOUBLE) * 3600 + TRY_CAST(up.m AS DOUBLE) * 60
                  + TRY_CAST(up.s AS DOUBLE)
-            ELSE number END AS value
+            ELSE number END AS value, lineno, value AS raw
 FROM v;
+
+-- a measurement whose value is no number (a cut line, a stray word) is a reject; `N/A` and blank are no data
+UPDATE _ibsw SET reason = 'ibswinfo value is not a number'
+WHERE lineno IN (SELECT lineno FROM _ibsw_metrics
+                 WHERE metric IS NOT NULL AND value IS NULL AND coalesce(raw, '') NOT IN ('', 'N/A', 'n/a'));
 
 CREATE OR REPLACE TEMP TABLE _ibsw_events AS
 WITH inv AS (

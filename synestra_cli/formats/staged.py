@@ -9,13 +9,8 @@ Python.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-import pyarrow as pa
-
 from synestra_cli.formats.base import LoadContext, LoadResult
-from synestra_cli.formats.snapshot import _CATALOG
+from synestra_cli.formats.snapshot import CATALOG_TABLE
 from synestra_cli.store.sql import quote_ident, registered, scalar
 
 INSERT_METRICS_SQL = """
@@ -50,7 +45,7 @@ def write_metrics(ctx: LoadContext, rel: str) -> int:
     metrics; rows without a value are not samples (a tool's `N/A`)."""
     name = quote_ident(rel)
     ctx.conn.execute(f"DELETE FROM {name} WHERE value IS NULL OR metric IS NULL OR ts IS NULL")
-    with registered(ctx.conn, "staged_catalog", _CATALOG):
+    with registered(ctx.conn, "staged_catalog", CATALOG_TABLE):
         ctx.conn.execute(INSERT_METRICS_SQL.format(rel=name), {"sid": ctx.source_id})
         ctx.conn.execute(INSERT_CATALOG_SQL.format(rel=name))
     return int(scalar(ctx.conn, f"SELECT count(*) FROM {name}"))
@@ -67,8 +62,3 @@ def rejects(ctx: LoadContext, result: LoadResult, rel: str) -> None:
     """The lines of `rel` (lineno, line, reason) whose reason is set, counted and sampled with file:line."""
     name = quote_ident(rel)
     result.rejects_from(ctx.conn, REJECT_SAMPLES_SQL.format(rel=name), REJECT_COUNT_SQL.format(rel=name))
-
-
-def json_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Dicts as an Arrow table of one JSON text column `doc` (parsed by DuckDB, not by Python)."""
-    return pa.table({"doc": pa.array([json.dumps(r) for r in rows], pa.string())})
