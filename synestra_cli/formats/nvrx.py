@@ -146,7 +146,7 @@ FROM m WHERE who.rank <> '' AND (hb.hb <> '' OR sec.section <> '' OR oos.open <>
 
 SNIFF_LINE = (
     r"GPU (?:relative|individual) performance:\s*$|STRAGGLER DETECTION WARNING|\sRank=\d+ Node=\S+ Score=\d"
-    r"|\[RankMon(?:itor)?Server\S*:\d+\] .*(?:heartbeat\. Waited|has been open for|out of section for)"
+    r"|(?:^|\] )\[RankMon(?:itor)?Server\S*:\d+\] .*(?:heartbeat\. Waited|has been open for|out of section for)"
     r"|\] \[ft_launcher@[^\]\s]+\] "
 )
 
