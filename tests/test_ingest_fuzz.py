@@ -128,6 +128,7 @@ def store(tmp_path_factory):
         yield conn, path.parent
 
 
+@pytest.mark.heavy
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

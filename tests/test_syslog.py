@@ -647,6 +647,7 @@ def _has_fast_path(path: Path) -> bool:
     return envelope is not None and bool(envelope.fast)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", [p for p in SAMPLES + [LINUX] if _has_fast_path(p)], ids=lambda p: p.name[:40])
 def test_fast_path_agrees_with_the_pattern_on_real_samples(path, monkeypatch):
     # Forced both ways: the fast path (and the UPDATE for the lines it leaves) against the pattern alone.
@@ -678,6 +679,7 @@ Nov  1 00:00:07 n1 kernel: Link is up on some other driver
 """
 
 
+@pytest.mark.heavy
 def test_candidate_prefilter_drops_no_typed_event(tmp_path, monkeypatch):
     # With the prefilter made always true, every line goes through the matchers: same events.
     path = write(tmp_path, "edges.log", EDGES, mtime=datetime(2026, 11, 2))

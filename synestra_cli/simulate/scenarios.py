@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from synestra_cli.errors import InputError
-from synestra_cli.simulate import export, groundtruth
+from synestra_cli.simulate import export, groundtruth, trainers
 from synestra_cli.simulate import faults as F
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.jobs import US
@@ -26,6 +26,7 @@ from synestra_cli.simulate.model import AS_USUAL, Cause, JobSpec, Rendering
 EPOCH = 1793577600.0  # 2026-11-02T00:00:00Z: fixed, so output depends on the seed alone
 MAIN_JOB = "1001"
 MIN_NODES = 4  # the main job on two, a decoy outside it
+ELASTIC_RESTARTS = 3  # torchrun --max-restarts under the torchrun launcher
 
 
 @dataclass
@@ -124,6 +125,13 @@ def _device_fault(p: Plan, fault: DeviceFault) -> None:
 
 def gpu_fell_off_bus(p: Plan) -> None:
     _device_fault(p, F.gpu_fell_off_bus)
+
+
+def gpu_fell_off_bus_reboot(p: Plan) -> None:
+    """The GPU falls off the bus and the site reboots the node before NCCL's watchdog: Slurm ends the job
+    NODE_FAIL and requeues it; its output carries srun's and slurmstepd's node-failure lines."""
+    _device_fault(p, F.gpu_fell_off_bus_rebooted)
+    p.render = replace(p.render, slurm_lines=True)
 
 
 def ecc_dbe(p: Plan) -> None:
@@ -233,6 +241,7 @@ SCENARIOS: dict[str, Callable[[Plan], None]] = {
     "power-brake": power_brake,
     "slow-storage-journald": slow_storage_journald,
     "preemption-exit-signal": preemption_exit_signal,
+    "gpu-fell-off-bus-reboot": gpu_fell_off_bus_reboot,
 }
 
 
@@ -311,8 +320,15 @@ def simulate(
     gz: bool = False,
     intervals: export.Intervals | None = None,
     telemetry: bool = True,
+    **rendering: object,
 ) -> dict:
     """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
+
+    ``rendering`` overrides the scenario's Rendering fields (``trainer``, ``launcher``, ``slurm_lines``,
+    ``srun_label``, ``trainer_version``; None keeps the scenario's): the job's log is written by that
+    trainer under that launcher. torchrun restarts a failed worker group in place (``--max-restarts 3``),
+    and with Slurm's lines the batch script requeues the job itself: both change the job's history, and
+    truth.json follows.
 
     ``intervals`` overrides the sampling the cluster's size implies (Intervals.for_size), so that a
     test can put a small job under a campus's sparse sampling. ``telemetry=False`` writes only the job
@@ -333,7 +349,7 @@ def simulate(
     outdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".simulating-", dir=outdir))
     try:
-        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals, telemetry)
+        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals, telemetry, rendering)
         for t in targets:
             if t.is_dir():
                 shutil.rmtree(t)
@@ -343,6 +359,21 @@ def simulate(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return meta
+
+
+RENDERING_KEYS = ("trainer", "trainer_version", "launcher", "srun_label", "slurm_lines")
+
+
+def _render_as(plan: Plan, overrides: dict) -> None:
+    """The rendering asked for, and what it changes in the jobs: torchrun restarts in place, a batch
+    script that prints Slurm's lines requeues itself."""
+    unknown = set(overrides) - set(RENDERING_KEYS)
+    if unknown:
+        raise InputError(f"unknown rendering option(s): {', '.join(sorted(unknown))}")
+    plan.render = replace(plan.render, **overrides)
+    trainers.check(plan.render)
+    restarts = ELASTIC_RESTARTS if plan.render.launcher == "torchrun" else 0
+    plan.jobs[:] = [replace(j, elastic_restarts=restarts, self_requeue=plan.render.slurm_lines) for j in plan.jobs]
 
 
 def _generate(
@@ -355,11 +386,13 @@ def _generate(
     gz: bool,
     intervals: export.Intervals | None = None,
     telemetry: bool = True,
+    rendering: dict | None = None,
 ) -> dict:
     cl = Cluster(nodes, gpus_per_node, seed=seed)
     rng = np.random.default_rng([seed, 1])
     plan = base_plan(cl, hours, rng)
     SCENARIOS[scenario](plan)
+    _render_as(plan, {k: v for k, v in (rendering or {}).items() if v is not None})
     timelines = export.run_jobs(plan, seed)
     # the exports cover every job to its end (a requeued job may outlive the nominal window)
     plan.t1 = max(plan.t1, float(np.ceil(max(tl.attempts[-1].end for tl in timelines) / US / 3600.0) * 3600.0))
@@ -399,6 +432,7 @@ def _generate(
         "end": groundtruth.iso(plan.t1),
         "main_job": plan.main.job_id,
         "metric_samples": samples,
+        "rendering": {k: getattr(plan.render, k) for k in RENDERING_KEYS},
     }
     groundtruth.write(outdir / "truth.json", meta, timelines, plan.faults)
     return meta
