@@ -223,6 +223,9 @@ def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]
             if is_out_of_memory(exc):  # (an Arrow scan wraps DuckDB's): the limit's fault, not the file's
                 report.error = _out_of_memory(path, exc)
                 return report
+            if isinstance(exc, OSError):  # removed, replaced or made unreadable since it was walked
+                report.error = f"{path}: cannot be read ({exc.strerror or exc})"
+                return report
             # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
             # file fails, rolled back, and the others still load.
             report.error = f"{path}: could not be loaded ({_first_line(exc)}); please report this file"
