@@ -64,6 +64,9 @@ def cli() -> None:
     Example:
       synestra ingest sample_data/exports && synestra explain --job 1003 --tax
     """
+    from synestra_cli import settings
+
+    settings.check_all()  # every SYNESTRA_* variable, once: a malformed one is exit 2 before any work
 
 
 def main() -> None:  # pragma: no cover - console-script shim

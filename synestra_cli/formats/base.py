@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
+from synestra_cli.formats.inflate import BoundedGzipFile
 from synestra_cli.store.sql import scalar
 
 HEAD_BYTES = 64 * 1024
@@ -191,7 +192,8 @@ def is_gzip(path: Path) -> bool:
 
 
 def open_binary(path: Path):
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    """The file's bytes; a gzip stream's text, bounded against decompression bombs (formats/inflate.py)."""
+    return BoundedGzipFile(path) if is_gzip(path) else open(path, "rb")
 
 
 def text_bytes(path: Path) -> int:

@@ -20,6 +20,7 @@ import duckdb
 
 from synestra_cli.clusters import prefix_hosts
 from synestra_cli.errors import (
+    SettingsError,
     StoreWriteError,
     SynestraError,
     is_interrupt,
@@ -202,6 +203,8 @@ def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
             return fn()
+        except SettingsError:
+            raise  # a malformed variable is the command's usage error (exit 2), not this file's
         except SynestraError as exc:
             raise_if_stopped(exc)
             report.error = str(exc)

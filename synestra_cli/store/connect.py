@@ -19,7 +19,7 @@ from synestra_cli.store.sql import fetch_one, has_table
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
 # SYNESTRA_MEMORY_LIMIT's default: the process's budget; DuckDB's pool gets 900 MB of it (settings.memory_limit).
-MEMORY_LIMIT = "1.5GB"
+MEMORY_LIMIT = settings.DEFAULT_MEMORY_LIMIT
 T = TypeVar("T")
 # A DuckDB file: bytes 8..12 of its first block. Anything else (a SQLite file, a log) is refused before
 # DuckDB sees it: DuckDB would otherwise try to download the extension that reads it.

@@ -23,7 +23,6 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli import settings
-from synestra_cli.settings import env_int
 from synestra_cli.store.lake import KEYED
 from synestra_cli.store.lake_manifest import (
     COMPACT,
@@ -41,8 +40,9 @@ from synestra_cli.store.sql import quote_ident, quote_literal
 
 SMALL_BYTES = 32 << 20  # a part under this is small: compacted with its neighbours
 TARGET_BYTES = 256 << 20  # a compacted part gathers at most this many bytes of parts
-MIN_RUN = 8  # an ingest compacts a run of this many small parts in a row; `synestra compact`, 2
-RETAIN_S = 3600  # how long a retired part is kept for the readers that may still read it
+# an ingest compacts a run of this many small parts in a row; `synestra compact`, 2
+MIN_RUN = settings.DEFAULT_LAKE_COMPACT_RUN
+RETAIN_S = settings.DEFAULT_LAKE_RETAIN_S  # how long a retired part is kept for the readers still on it
 
 
 @dataclass(frozen=True)
@@ -66,13 +66,13 @@ class Compaction:
 
 
 def retain_s() -> int:
-    return env_int("SYNESTRA_LAKE_RETAIN", RETAIN_S, 0, 10**9)
+    return settings.lake_retain_s()
 
 
 def auto_run() -> int:
     """The run of small parts an ingest or forget compacts as it closes ($SYNESTRA_LAKE_COMPACT_RUN;
     0: never, for a site that runs `synestra compact` in a window of its own)."""
-    return env_int("SYNESTRA_LAKE_COMPACT_RUN", MIN_RUN, 0, 10**6)
+    return settings.lake_compact_run()
 
 
 def plan(entries: list[Entry], min_run: int = MIN_RUN) -> list[list[Held]]:

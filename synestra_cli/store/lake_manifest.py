@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from synestra_cli import settings
 from synestra_cli.errors import StoreError
-from synestra_cli.settings import env_int
 
 # docs/lake.md's layout version; a lake written by a later layout is refused. 2: compacted parts, which
 # hold rows of several sources (a layout-1 synestra would read them beside the parts they replace).
@@ -31,7 +31,7 @@ LAYOUT = 2
 LAKE_FILE = "_lake.json"  # {"layout": 1, "buckets": 16}: what every writer and reader must agree on
 MANIFEST_DIR = "_manifest"
 STAGING_DIR = "_staging"  # local parts being written (a crash may leave some: never listed)
-DEFAULT_BUCKETS = 16
+DEFAULT_BUCKETS = settings.DEFAULT_LAKE_BUCKETS
 SOURCE, FORGET, COMPACT = "source", "forget", "compact"  # an entry's kinds
 CHECKPOINT_PREFIX = f"{MANIFEST_DIR}/checkpoint-"  # a compacted manifest: every live entry up to an id
 READ_TRIES = 5  # a listing raced by a compaction or a replace is read again
@@ -273,18 +273,18 @@ def read_settings(fs: LakeFS, create: bool) -> dict[str, int]:
             return {"layout": LAYOUT, "buckets": DEFAULT_BUCKETS}
         # the host buckets, fixed for the lake's life: a job reads the buckets of its hosts, so a big
         # fleet wants more (an 8-host job spans 5 of 16, 8 of 256)
-        settings = {"layout": LAYOUT, "buckets": env_int("SYNESTRA_LAKE_BUCKETS", DEFAULT_BUCKETS, 1, 4096)}
-        fs.write_text(LAKE_FILE, json.dumps(settings))
-        return settings
+        doc = {"layout": LAYOUT, "buckets": settings.lake_buckets()}
+        fs.write_text(LAKE_FILE, json.dumps(doc))
+        return doc
     try:
-        settings = {k: int(v) for k, v in json.loads(text).items()}
+        doc = {k: int(v) for k, v in json.loads(text).items()}
     except (ValueError, AttributeError, TypeError) as exc:
         raise StoreError(f"lake {fs.root}: {LAKE_FILE} is not valid ({exc})") from exc
-    if settings.get("layout", 0) > LAYOUT:
+    if doc.get("layout", 0) > LAYOUT:
         raise StoreError(
-            f"lake {fs.root} has layout {settings['layout']}, newer than this synestra's {LAYOUT}: upgrade synestra"
+            f"lake {fs.root} has layout {doc['layout']}, newer than this synestra's {LAYOUT}: upgrade synestra"
         )
-    return settings
+    return doc
 
 
 @dataclass
