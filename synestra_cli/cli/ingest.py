@@ -81,7 +81,8 @@ class Reporter:
         span = f"{show_time(r.first_ts)} .. {show_time(r.last_ts)}" if r.first_ts and r.last_ts else "no timestamps"
         self.say(f"{r.path}: {r.format}, {r.rows} rows, {r.rejected} rejected, {span}")
         for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
-            self.say(f"  reject {r.path}:{line}: {reason}: {text[:80]!r}")
+            where = f"{r.path}:{line}" if line is not None else r.path  # a row whose line is not kept
+            self.say(f"  reject {where}: {reason}: {text[:80]!r}")
         for note in r.notes:
             self.say(f"  note: {note}")
 

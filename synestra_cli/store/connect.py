@@ -34,6 +34,14 @@ OFFLINE_CONFIG: DuckConfig = {"autoinstall_known_extensions": False, "autoload_k
 # (lock_configuration is set last, once the session's own settings are made).
 LOCKED_CONFIG: DuckConfig = {**OFFLINE_CONFIG, "enable_external_access": False}
 
+# A leap second, `23:59:60[.f]` (the kernel's "Clock: inserting leap second 23:59:60 UTC", a GPS-disciplined
+# clock, `date` under a right/ zone), which DuckDB's casts and strptime refuse: the time text with its
+# seconds :60 made :59.999999, the last microsecond of the minute, before it is cast (docs/formats.md,
+# "Leap seconds": why that and not the next second). `t` unchanged otherwise; the test is a memchr.
+LEAP_SECOND_MACRO = (
+    "CREATE OR REPLACE TEMP MACRO leap_second(t) AS CASE WHEN contains(t, ':60') "
+    "THEN regexp_replace(t, '([0-9]{2}:[0-9]{2}):60(?:[.,][0-9]*)?', '\\1:59.999999') ELSE t END"
+)
 # Session macros every query may use. to_utc: a naive local timestamp in zone tz -> naive UTC.
 # No progress bar: DuckDB prints it on stdout for a query over 2 s (a big job on a busy machine), in
 # the middle of `--format json` output.
@@ -41,6 +49,7 @@ SESSION_SQL = [
     "SET TimeZone = 'UTC'",
     "SET enable_progress_bar = false",
     "CREATE OR REPLACE TEMP MACRO to_utc(ts, tz) AS timezone('UTC', timezone(tz, ts))",
+    LEAP_SECOND_MACRO,
 ]
 
 
