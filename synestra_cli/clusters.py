@@ -23,7 +23,7 @@ import re
 
 import duckdb
 
-from synestra_cli.errors import InputError, NotFoundError
+from synestra_cli.errors import NotFoundError, UsageError
 from synestra_cli.store.sources import qualified
 from synestra_cli.store.sql import drop_temp, scalar
 
@@ -42,7 +42,7 @@ ORDER BY job_id
 
 def check_name(name: str | None) -> str | None:
     if name is not None and not NAME_RE.match(name):
-        raise InputError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' (as Slurm names clusters)")
+        raise UsageError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' (as Slurm names clusters)")
     return name
 
 

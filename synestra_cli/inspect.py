@@ -7,7 +7,14 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.errors import QueryError
+from synestra_cli.errors import (
+    OutOfMemoryError,
+    QueryError,
+    SynestraError,
+    is_out_of_memory,
+    out_of_memory_message,
+)
+from synestra_cli.store.connect import as_store_error
 
 BATCH_ROWS = 8192  # rows per Arrow record batch a `sql` result streams in
 
@@ -29,7 +36,14 @@ def list_sources(conn: duckdb.DuckDBPyConnection) -> list[dict]:
     return fetch_dicts(conn, SOURCES_SQL)[1]
 
 
-def _query_error(exc: duckdb.Error) -> QueryError:
+def _query_error(exc: duckdb.Error) -> SynestraError:
+    """The query's own failure (exit 9), or what it met that is not the query's: the memory limit (exit
+    10), a store damaged or unreadable (exit 8)."""
+    if is_out_of_memory(exc):
+        return OutOfMemoryError(out_of_memory_message(exc))
+    damaged = as_store_error(exc)
+    if damaged is not None:
+        return damaged
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, duckdb.PermissionException) or "configuration has been locked" in text:
         text += " (synestra sql reads the store only: no files, network, extensions or settings)"

@@ -12,7 +12,14 @@ from typing import TypeVar
 import duckdb
 
 from synestra_cli import __version__, settings
-from synestra_cli.errors import EmptyStoreError, StoreBusyError, StoreError
+from synestra_cli.errors import (
+    EmptyStoreError,
+    OutOfMemoryError,
+    StoreBusyError,
+    StoreError,
+    is_out_of_memory,
+    out_of_memory_message,
+)
 from synestra_cli.store.migrations import MIGRATIONS, MigrationFailed, apply_migrations
 from synestra_cli.store.sql import fetch_one, has_table
 
@@ -108,6 +115,8 @@ def as_store_error(exc: BaseException, path: Path | str | None = None) -> StoreE
         )
     if is_store_write_failure(exc):
         return StoreError(f"{where} cannot be written ({first}): free space, or use another --db")
+    if "Permission denied" in str(exc):  # its file, its WAL or its folder (chmod, another user's store)
+        return StoreError(f"{where} cannot be read or written ({first}): check its and its folder's permissions")
     return None
 
 
@@ -162,6 +171,8 @@ def _connect_with_wait(
     try:
         return wait_for_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), path, wait)
     except duckdb.Error as exc:
+        if is_out_of_memory(exc):  # opening needs a few blocks: a limit below that is the limit's fault
+            raise OutOfMemoryError(f"cannot open store {path}: {out_of_memory_message(exc)}") from exc
         raise StoreError(
             f"cannot open store {path}: {_one_line(exc)} (not a Synestra store? pass another --db)"
         ) from exc
@@ -188,6 +199,12 @@ def check_store_path(path: Path, read_only: bool) -> None:
             raise StoreError(f"{path} is not a Synestra store ({kind}): give --db a store file or a new path")
         if not read_only and not os.access(path, os.W_OK):
             raise StoreError(f"store {path} is read-only: read commands (jobs, explain, sql) still work")
+        folder = path.parent
+        if not read_only and not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"store {path} is in a read-only folder ({folder}): DuckDB writes its write-ahead log "
+                f"({path.name}.wal) beside the store; read commands (jobs, explain, sql) still work"
+            )
         return
     if read_only:
         raise EmptyStoreError(f"no store at {path}: run `synestra ingest PATH...` first (or pass --db)")
@@ -245,6 +262,12 @@ def connect(
     conn = _connect_with_wait(path, read_only or locked, config, wait_s)
     try:
         _check_store(conn, path)
+        if (read_only or locked) and not has_table(conn, "_migrations"):
+            # a first ingest killed before it created the tables (its first half second) leaves this
+            raise EmptyStoreError(
+                f"store {path} holds no tables yet (its first ingest stopped before making them): "
+                "run `synestra ingest PATH...` to fill it"
+            )
         for sql in SESSION_SQL:
             conn.execute(sql)
         if locked:
@@ -253,6 +276,8 @@ def connect(
             _migrate(conn, path)
     except duckdb.Error as exc:
         conn.close()
+        if is_out_of_memory(exc):
+            raise OutOfMemoryError(f"cannot open store {path}: {out_of_memory_message(exc)}") from exc
         raise as_store_error(exc, path) or StoreError(f"cannot open store {path}: {_one_line(exc)}") from exc
     except BaseException:
         conn.close()
