@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "sources": "sources",
     "forget": "forget",
     "compact": "compact",
+    "check": "check",
     "sql": "sql",
     "formats": "formats_cmd",
     "jobs": "jobs",

@@ -89,6 +89,7 @@ CORRUPTION = (
     "database has been invalidated",
     "Failed to load metadata",
     "Invalid block",
+    "No magic bytes found at end of file",  # a lake's Parquet part that is not Parquet (junk, truncated)
 )
 HEADER_BYTES = 3 * 4096  # DuckDB's file header and two database headers, before the first block
 MIGRATIONS_SQL = "SELECT name FROM _migrations ORDER BY name"
@@ -111,7 +112,7 @@ def as_store_error(exc: BaseException, path: Path | str | None = None) -> StoreE
     if any(text in str(exc) for text in CORRUPTION) and not isinstance(exc, duckdb.FatalException):
         return StoreError(
             f"{where} is damaged (truncated or corrupt: {first}); restore it from a copy, or "
-            "ingest again into a new --db"
+            "ingest again into a new --db (`synestra check` names what is damaged)"
         )
     if is_store_write_failure(exc):
         return StoreError(f"{where} cannot be written ({first}): free space, or use another --db")

@@ -10,6 +10,7 @@ atomic); on an object store, one PUT per object (an object appears whole or not 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -27,7 +28,8 @@ from synestra_cli.errors import StoreError
 
 # docs/lake.md's layout version; a lake written by a later layout is refused. 2: compacted parts, which
 # hold rows of several sources (a layout-1 synestra would read them beside the parts they replace).
-LAYOUT = 2
+# 3: each part's sha256 in the manifest (a layout-2 synestra would fail on the field).
+LAYOUT = 3
 LAKE_FILE = "_lake.json"  # {"layout": 1, "buckets": 16}: what every writer and reader must agree on
 MANIFEST_DIR = "_manifest"
 STAGING_DIR = "_staging"  # local parts being written (a crash may leave some: never listed)
@@ -49,6 +51,7 @@ class Part:
     # A compacted part (lake_compact.py): [[source id, rows], ...] of the sources whose rows it holds, in
     # source order. None: the rows of the source its name carries.
     sources: list[list[int]] | None = None
+    sha256: str | None = None  # of its bytes as written (layout 3; None: written by an earlier layout)
 
     def order(self) -> int:
         """Where its rows stand in source order: its first source's id."""
@@ -58,8 +61,9 @@ class Part:
 
     def to_doc(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
-        if self.sources is None:
-            del doc["sources"]
+        for optional in ("sources", "sha256"):
+            if doc[optional] is None:
+                del doc[optional]
         return doc
 
 
@@ -95,6 +99,24 @@ class Entry:
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Entry:
         return cls(**{**doc, "parts": [Part(**p) for p in doc.get("parts", [])]})
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes (a part just written: in the page cache)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def mark_layout(fs: LakeFS) -> None:
+    """Raise the lake's layout to this synestra's as a writer adds what an earlier one cannot read
+    (compacted parts, checksummed parts): that synestra then refuses the lake by name."""
+    text = fs.read_text(LAKE_FILE)
+    doc = json.loads(text) if text else {}
+    if doc.get("layout", 0) < LAYOUT:
+        fs.write_text(LAKE_FILE, json.dumps({**doc, "layout": LAYOUT}))
 
 
 def entry_name(source_id: int) -> str:
