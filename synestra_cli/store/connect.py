@@ -21,6 +21,7 @@ from synestra_cli.errors import (
     out_of_memory_message,
 )
 from synestra_cli.store.migrations import MIGRATIONS, MigrationFailed, apply_migrations
+from synestra_cli.store.spill import spill_folder, sweep
 from synestra_cli.store.sql import fetch_one, has_table
 
 DEFAULT_DB = Path("synestra.duckdb")
@@ -260,6 +261,7 @@ def connect(
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create store {path}: {exc.strerror}") from exc
+        sweep(spill_folder(path))  # what a killed ingest or reader left in STORE.tmp (store/spill.py)
     conn = _connect_with_wait(path, read_only or locked, config, wait_s)
     try:
         _check_store(conn, path)
