@@ -19,6 +19,8 @@ from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store import open_store
 
+pytestmark = pytest.mark.reliability
+
 SYNESTRA = str(Path(sys.executable).parent / "synestra")
 TRACEBACK = "Traceback (most recent call last)"
 OPTIONS = IngestOptions(year=2026)
@@ -48,6 +50,7 @@ def _bomb(path: Path, text_bytes: int, line: bytes) -> Path:
     return path
 
 
+@pytest.mark.slow  # ~20 s each: a bomb made and refused after its first 64 MiB
 @pytest.mark.parametrize(
     ("name", "line"),
     [
@@ -73,6 +76,7 @@ def test_4_a_decompression_bomb_is_refused_by_its_ratio_and_the_rest_loads(tmp_p
     assert "1 loaded, 0 skipped, 1 failed" in res.stderr
 
 
+@pytest.mark.slow  # ~20 s each: a bomb made and refused after its first 64 MiB
 def test_4_the_bytes_a_file_inflates_to_are_bounded_by_a_setting(tmp_path):
     big = tmp_path / "big.log.gz"
     with gzip.open(big, "wt", compresslevel=1) as f:  # an ordinary ratio, but more than the bound

@@ -19,6 +19,8 @@ from test_hostile_cli import _as_nobody, open_dir  # noqa: F401  (a fixture)
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import ExitCode
 
+pytestmark = pytest.mark.reliability
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data" / "exports"
 SYNESTRA = str(Path(sys.executable).parent / "synestra")

@@ -22,6 +22,8 @@ from synestra_cli.errors import ExitCode
 from synestra_cli.store.lake_manifest import open_fs as lake_fs
 from synestra_cli.store.lake_manifest import read_entries, read_manifest
 
+pytestmark = pytest.mark.reliability
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data" / "exports"
 SYNESTRA = str(Path(sys.executable).parent / "synestra")

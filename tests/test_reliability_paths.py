@@ -21,6 +21,8 @@ from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store import open_store
 
+pytestmark = pytest.mark.reliability
+
 SYNESTRA = str(Path(sys.executable).parent / "synestra")
 TRACEBACK = "Traceback (most recent call last)"
 OPTIONS = IngestOptions(year=2026)

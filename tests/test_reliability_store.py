@@ -26,6 +26,8 @@ SYNESTRA = str(Path(sys.executable).parent / "synestra")
 # A process that spills into a folder as DuckDB's ingest parsing database does, and waits to be killed.
 SPILLER = """
 import sys, time, duckdb
+
+pytestmark = pytest.mark.reliability
 c = duckdb.connect(':memory:', config={'memory_limit': '40MB', 'threads': 1, 'temp_directory': sys.argv[1]})
 c.execute('CREATE TABLE t AS SELECT range AS i, random() AS r FROM range(2500000)')
 c.execute('SELECT * FROM t ORDER BY r').fetchmany(1)

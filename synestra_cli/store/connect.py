@@ -194,6 +194,11 @@ def check_store_path(path: Path, read_only: bool) -> None:
             raise StoreError(f"{path} is a folder: give --db a store file, e.g. {path / 'synestra.duckdb'}")
         if not path.is_file():
             raise StoreError(f"{path} is not a regular file (a FIFO, socket or device): give --db a store file")
+        if path.stat().st_size == 0:  # a first ingest killed as DuckDB created the file: it holds nothing
+            if read_only:
+                raise EmptyStoreError(f"store {path} is empty (0 bytes): run `synestra ingest PATH...` to fill it")
+            path.unlink()  # nothing to lose: a writer makes the store anew
+            return check_store_path(path, read_only)
         with path.open("rb") as f:
             head = f.read(16)
         if head and head[8:12] != DUCKDB_MAGIC:
