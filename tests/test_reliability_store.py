@@ -17,7 +17,6 @@ import pytest
 from click.testing import CliRunner
 
 from synestra_cli.cli.main import cli
-from synestra_cli.store.spill import spill_folder, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data" / "exports"
@@ -34,6 +33,10 @@ c.execute('SELECT * FROM t ORDER BY r').fetchmany(1)
 print('spilled', flush=True)
 time.sleep(600)
 """
+
+
+def spill_folder(db: Path) -> Path:
+    return Path(f"{db}.tmp")  # where DuckDB spills for a store file, and ingest's parsing database
 
 
 def _spiller(folder: Path) -> subprocess.Popen:
@@ -61,11 +64,15 @@ def test_5_a_killed_spillers_files_are_removed_by_the_next_ingest_and_a_live_one
     finally:
         live.kill()
         live.wait(30)
+    from synestra_cli.store.spill import sweep
+
     assert sweep(folder) > 0 and os.listdir(folder) == []
 
 
 def test_5_a_reused_pid_does_not_keep_a_dead_processs_files(tmp_path):
     """A file older than the process now holding its pid was written by another process, since dead."""
+    from synestra_cli.store.spill import sweep
+
     folder = tmp_path / "s.duckdb.tmp"
     folder.mkdir()
     parent = os.getppid()  # running, and started long before the file below
