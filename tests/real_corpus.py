@@ -24,6 +24,12 @@ UNCLAIMED = {
     "real_samples/fabric/gh-telegraf-12831_gnmi-proto_transceiver-output-power_decimal_val.txt": (
         "a fragment of gNMI protobuf text: not a whole export"
     ),
+    "real_samples/envelopes/gh-cri-o-3181_root-prompt_cri-log-stderr-F.log": (
+        "a CRI container log of an oauth proxy: the envelope is read, the content is no format of Synestra's"
+    ),
+    "real_samples/training/gh-saforem2-mmm-docs_markdown-indented-6_rank-traceback_mpiexec.log": (
+        "a plain Python traceback: refused, naming torch_log"
+    ),
 }
 
 # Expected format of every claimed file, by folder (prefix) then by name.
@@ -35,12 +41,20 @@ BY_PREFIX = [
     ("real_samples/prometheus/", "prometheus"),
     ("real_samples/training/sacct_", "sacct"),
     ("real_samples/training/tdhock-slurm_sacct", "sacct"),
+    ("real_samples/kubernetes/events-table", "kube_events_table"),
+    ("real_samples/kubernetes/", "kubernetes"),
+    ("real_samples/slurm/", "slurm_log"),
 ]
 BY_NAME = {
     "ceems-jobstats_sacct-P_cluster-column.txt": "sacct",
     "prometheus_docs_api_query_range_example.json": "prom_api_json",
     "gh-ethq-8_ethtool-S_mlx5_connectx4_head.txt": "ethtool_stats",
     "gh-ethq-6_ethtool-S_bnx2x-per-queue.txt": "ethtool_stats",
+    "gh-netutils-linux-208_ethtool-S_be2net-rxq-prefixed.txt": "ethtool_stats",
+    "gh-ethq-15_prompt-ethtool-i-and-S_ena-queue-N.txt": "ethtool_stats",
+    "gh-netdata-17015_prompt-ethtool-S_virtio-rx-queue-N.txt": "ethtool_stats",
+    "gh-ethq-19_user-host-prompt_ethtool-S_sfc.txt": "ethtool_stats",
+    "gh-ethq-20_ethtool-S-grep-xdp_mlx5-rx0-queue.txt": "ethtool_stats",
     "gh-gnmic-613_event-format_psu.json": "gnmic_event",
     "gh-infiniband-diags-16_perfquery-x_rhel75.txt": "ib_counters",
     "gh-netdata-2620_perfquery-x_nonzero-data.txt": "ib_counters",
@@ -61,11 +75,29 @@ BY_NAME = {
     "gh-mmr-2_deepspeed-log_dist-format.log": "deepspeed",
     "gh-torchtitan-pr1287_steps_and_checkpoint_async.log": "torchtitan",
     "gh-torchtitan-pr3393_steps_with-grad_norm.log": "torchtitan",
+    "gh-torchtitan-950_steps_dataset-relooped-warning.log": "torchtitan",
+    "gh-torchtitan-1232_shell-trace-then-pp-steps.log": "torchtitan",
     "gh-dlrover-977_megatron-loading-checkpoint.log": "megatron",
     "gh-epfllm-megatron-llm-11_iteration-lines_no-timestamp.log": "megatron",
     "gh-megatron-lm-756_iteration-lines_ts-seconds.log": "megatron",
     "gh-swiss-ai-megatron-pr46_progress-txt.log": "megatron",
 }
+# Newer families (issue 35): the format by a part of the file name, in folders holding several formats.
+BY_NAME_PART = [
+    ("_nvidia-smi-q_", "nvidia_smi_q"),
+    ("_nvidia-smi-a_", "nvidia_smi_q"),
+    ("_nvidia-smi-query-gpu_", "nvidia_smi_csv"),
+    ("_dcgmi-diag", "dcgmi_diag"),
+    ("_TestDiagManagerStrings_", "dcgmi_diag"),
+    ("fabric/sonic-utilities_", "sonic_counters"),
+    ("ibswinfo", "ibswinfo"),
+    ("_perfquery-E_", "ib_counters"),
+    ("nccl-inspector_", "nccl_inspector"),
+    ("nvrx-fr-dumps_", "flight_recorder"),
+    ("nvrx-fr-attribution_", "fr_trace"),
+    ("_torchfrtrace-", "fr_trace"),
+    ("_nvrx-", "nvrx_log"),
+]
 TORCH_LOG = "torch_log"  # every other training gh-*.log: a failure log without framework lines
 
 
@@ -73,6 +105,9 @@ def expected_format(rel: str) -> str:
     name = rel.rsplit("/", 1)[-1]
     if name in BY_NAME:
         return BY_NAME[name]
+    for part, fmt in BY_NAME_PART:
+        if part in rel:
+            return fmt
     for prefix, fmt in BY_PREFIX:
         if rel.startswith(prefix):
             return fmt
@@ -415,6 +450,342 @@ FACTS = [
         [5.0, 12.5e9, 4.0],
         host="n",
     ),
+    # 9. Envelopes: prompts, quotes, indentation, prefixes, wrapped lines (formats/envelope.py)
+    _f(
+        "training/gh-open-r1-620_watchdog_wrapped-at-terminal-width.log",
+        "a watchdog line cut at the terminal's width keeps its collective, seq, timeout, ran-for",
+        INC.format("rank, collective, seq, timeout_ms, ran_for_ms", "nccl_timeout"),
+        2,
+        "BROADCAST",
+        4,
+        1800000,
+        1800010,
+    ),
+    _f(
+        "training/gh-milabench-pr269_host-stderr-prefix_watchdog-word-wrapped.log",
+        "behind `host [stderr]`, word-wrapped: the timeout and its companion's last completed work",
+        "SELECT collective, seq, ran_for_ms, fields->>'last_completed' FROM job_incidents WHERE rank = 12 "
+        "ORDER BY line LIMIT 1",
+        "REDUCE",
+        2070,
+        600036,
+        "2069",
+    ),
+    _f(
+        "training/sacct_gh-desispec-2744_user-host-prompt_sacct-j_fixed-width.txt",
+        "sacct behind `user@host [dir]$ sacct -j`: the allocation row",
+        "SELECT job_id, state FROM sacct_rows ORDER BY line LIMIT 1",
+        "52222788",
+        "COMPLETED",
+    ),
+    _f(
+        "syslog/gh-akash-support-244_root-prompt_dmesg-T-grep-nvrm.log",
+        "dmesg behind `root@node4:~#`: the prompt names the host",
+        EV.format("host, code, component", "xid"),
+        "node4",
+        43,
+        "00000000:00:05.0",
+    ),
+    _f(
+        "syslog/gpud-pr46_xid-readme_markdown-quoted_dmesg-ctime.log",
+        "dmesg quoted with `> `: Xid 109, its pid and time",
+        "SELECT code, fields->>'pid', ts FROM events WHERE kind = 'xid' ORDER BY line DESC LIMIT 1",
+        109,
+        "1797828",
+        datetime(2024, 8, 30, 11, 43, 14),
+        host="n",
+    ),
+    _f(
+        "syslog/lkml-2025-i40e-reboot_quoted-email_ghes-pcie-fatal.log",
+        "a quoted e-mail's firmware-first report: the device and severity",
+        EV.format("component, fields->>'severity', fields->>'pci_id'", "aer"),
+        "0000:05:00.1",
+        "fatal",
+        "8086:1572",
+        host="n",
+    ),
+    _f(
+        "training/gh-llamafactory-8261_line-numbered-paste_watchdog-sequence-id.log",
+        "behind a viewer's `[1787] ` line numbers",
+        INC.format("rank, collective, seq", "nccl_timeout"),
+        2,
+        "ALLREDUCE",
+        2847,
+    ),
+    _f(
+        "training/gh-torchtitan-1232_shell-trace-then-pp-steps.log",
+        "a shell trace before torchtitan's steps: every step read, no reject",
+        "SELECT count(*), min(iteration) FROM steps",
+        4,
+        1,
+    ),
+    # 10. Firmware-first PCIe and EDAC reports
+    _f(
+        "syslog/lkml-2020-06-amd-pci-bridge_rfc3164_ghes-pcie-corrected.log",
+        "GHES PCIe section: device from its device_id line, corrected, PCI ids",
+        EV.format("component, fields->>'severity', fields->>'pci_id', fields->>'port_type'", "aer"),
+        "0000:60:03.1",
+        "corrected",
+        "1022:1453",
+        "root port",
+    ),
+    _f(
+        "syslog/lkml-2022-08-tg3-s5-reboot_dmesg_ghes-pcie-fatal-endpoint.log",
+        "GHES fatal on an end point, with its uncorrectable status",
+        EV.format("component, fields->>'severity', fields->>'aer_uncor_status'", "aer"),
+        "0000:04:00.0",
+        "fatal",
+        "0x00100000",
+        host="n",
+    ),
+    _f(
+        "syslog/lkml-2024-ice-pfr-reset_dmesg_ghes-pcie-recoverable-root-port.log",
+        "GHES recoverable is AER's non-fatal",
+        EV.format("component, fields->>'severity'", "aer"),
+        "0000:c9:02.0",
+        "non_fatal",
+        host="n",
+    ),
+    _f(
+        "syslog/gh-machine-shop-maintenance-66_dmesg-T_edac-ce-memory-read.log",
+        "EDAC corrected errors: count, DIMM, time",
+        EV.format("component, fields->>'severity', fields->>'count', ts", "edac"),
+        "MC1/CPU_SrcID#0_Ha#0_Chan#1_DIMM#0",
+        "corrected",
+        "262",
+        datetime(2022, 10, 3, 13, 52, 42),
+        host="n",
+    ),
+    _f(
+        "syslog/gh-openstreetmap-operations-300_rfc3164-printk_edac-ce-error-short-wording.log",
+        "EDAC's short `N CE error on` wording, every report",
+        "SELECT count(*), sum(CAST(fields->>'count' AS INTEGER)), min(host) FROM events WHERE kind = 'edac'",
+        7,
+        16,
+        "errol",
+    ),
+    _f(
+        "syslog/gh-radiasoft-devops-134_rfc3164-no-host_edac-ce-scrubbing.log",
+        "EDAC on a line whose host was removed",
+        EV.format("fields->>'error', fields->>'location'", "edac"),
+        "memory scrubbing error",
+        "CPU_SrcID#1_Ha#0_Chan#0_DIMM#0",
+        host="n",
+    ),
+    # 11. Per-queue NIC counters in every driver's words, behind prompts
+    _f(
+        "fabric/gh-netutils-linux-208_ethtool-S_be2net-rxq-prefixed.txt",
+        "be2net `rxq0: rx_bytes: N` is queue 0's",
+        "SELECT entity, value FROM metrics WHERE metric = 'eth_rx_bytes'",
+        "/q0",
+        176801887745990.0,
+        host="n",
+    ),
+    _f(
+        "fabric/gh-ethq-15_prompt-ethtool-i-and-S_ena-queue-N.txt",
+        "ENA `queue_1_tx_cnt` behind `# ethtool -S eth0`, ethtool -i output no reject",
+        "SELECT entity, value FROM metrics WHERE metric = 'eth_tx_cnt' ORDER BY entity DESC LIMIT 1",
+        "eth0/q1",
+        4468943.0,
+        host="n",
+    ),
+    _f(
+        "fabric/gh-netdata-17015_prompt-ethtool-S_virtio-rx-queue-N.txt",
+        "virtio `rx_queue_3_packets`",
+        "SELECT value FROM metrics WHERE metric = 'eth_rx_packets' AND entity = 'eth0/q3'",
+        156304.0,
+        host="n",
+    ),
+    _f(
+        "fabric/gh-ethq-20_ethtool-S-grep-xdp_mlx5-rx0-queue.txt",
+        "mlx5 `rx0_xdp_*` per queue, `rx_xdp_*` the port's",
+        "SELECT count(*) FILTER (WHERE entity = '/q0'), max(value) FILTER (WHERE entity IS NULL) FROM metrics",
+        7,
+        59031087.0,
+        host="n",
+    ),
+    _f(
+        "training/gh-horovod-789_container-hostname_nccl-warn-ibverbs.log",
+        "NCCL WARN of a container: its host is the container id",
+        INC.format("fields->>'host', message", "nccl_error"),
+        "51ca79e04561",
+        "Failed to open libibverbs.so[.1]",
+    ),
+    _f(
+        "training/gh-long-range-grouping-transformer-13_sh-command_nccl-warn-duplicate-gpu.log",
+        "both ranks' `Duplicate GPU detected`, at their lines",
+        "SELECT list(line ORDER BY line) FROM job_incidents WHERE kind = 'nccl_error'",
+        [14, 18],
+    ),
+    _f(
+        "syslog/gh-ms-02-ultra-10_rfc3164_aer-uncorrectable-nonfatal-acsviol.log",
+        "AER non-fatal without `id=`: device, severity, bit",
+        EV.format("component, fields->>'severity', fields->>'errors'", "aer"),
+        "0000:80:1b.4",
+        "non_fatal",
+        '["ACSViol"]',
+    ),
+    _f(
+        "syslog/gh-raspberry-pi-pcie-devices-64_dmesg_aer-corrected-physical-layer-multiple.log",
+        "three corrected reports of one root port",
+        "SELECT count(*), min(fields->>'severity'), min(fields->>'type') FROM events WHERE kind = 'aer'",
+        3,
+        "corrected",
+        "Physical Layer",
+        host="n",
+    ),
+    _f(
+        "syslog/gh-ovirt-node-ng-image-88_rfc3164-fqdn_edac-amd64-init.log",
+        "EDAC start-up lines are no memory error",
+        "SELECT count(*) FILTER (WHERE kind = 'edac'), min(host) FROM events",
+        0,
+        "ovnode02",
+    ),
+    _f(
+        "syslog/gh-bumblebee-677_dmesg_xid32-xid31-old-wording.log",
+        "2015 Xid wording",
+        "SELECT list(code ORDER BY line) FROM events WHERE kind = 'xid'",
+        [32, 32, 31],
+        host="n",
+    ),
+    # 12. DCGM exporter: empty k8s labels
+    _f(
+        "dcgm/gh-dcgm-exporter-58_empty-k8s-labels_titan-v.prom",
+        "empty container/pod/namespace are no part of the entity",
+        "SELECT host, entity FROM metrics WHERE value = 1335",
+        "dcgm-exporter-lcxpl",
+        "gpu4",
+    ),
+    _f(
+        "dcgm/gh-gpu-monitoring-tools-138_empty-k8s-labels_no-hostname.prom",
+        "eight fields, one entity, catalog names",
+        "SELECT count(DISTINCT entity), count(DISTINCT metric) FILTER (WHERE metric LIKE 'gpu_%') FROM metrics",
+        1,
+        8,
+        host="n",
+    ),
+    # 13. The next formats on-call engineers paste (issue 35, class 5)
+    _f(
+        "nvidia/gpud_nvidia-smi-q_535.129.03_a10_row-remap-pending.txt",
+        "nvidia-smi -q identity: UUID, bus id, product",
+        "SELECT entity, uuid, pci_bus_id, model FROM gpus",
+        "gpu0",
+        "GPU-73d12ef7-f589-f867-4259-c7090ab44736",
+        "00000000:07:00.0",
+        "NVIDIA A10",
+        host="n",
+    ),
+    _f(
+        "nvidia/gpud_nvidia-smi-q_535.129.03_a10_row-remap-pending.txt",
+        "nvidia-smi -q: serial, row remapping pending, at the report's time stamp",
+        "SELECT e.fields->>'serial', m.value, m.ts FROM events e, metrics m "
+        "WHERE e.kind = 'gpu_identity' AND m.metric = 'gpu_row_remap_pending'",
+        "1324521052681",
+        1.0,
+        datetime(2024, 9, 25, 10, 40, 24),
+        host="n",
+    ),
+    _f(
+        "nvidia/aau-aicloud-docs_nvidia-smi-query-gpu_csv_units.txt",
+        "--query-gpu CSV with units: free memory, its own time stamp",
+        "SELECT entity, value, ts FROM metrics WHERE metric = 'gpu_fb_free_mib' ORDER BY ts LIMIT 1",
+        "gpu0",
+        1486.0,
+        datetime(2020, 11, 12, 13, 48, 11, 412000),
+        host="n",
+    ),
+    _f(
+        "nvidia/gh-go-dcgm-52_dcgmi-diag-r2_3.3.1_gpu-memory-fail_fragment.txt",
+        "dcgmi diag: GPU 0 failed the memory test",
+        "SELECT component, severity, fields->>'test' FROM events WHERE fields->>'status' = 'Fail'",
+        "gpu0",
+        "err",
+        "GPU Memory",
+        host="n",
+    ),
+    _f(
+        "slurm/gh-aws-parallelcluster-5670_slurmctld_requeue-node-failure_power-save.log",
+        "slurmctld requeue: job, time, node",
+        INC.format("job_id, ts, fields->>'host'", "requeue"),
+        "10",
+        datetime(2023, 8, 28, 16, 55, 46, 905000),
+        "a10g-1x-spot-dy-a10g-1x-spot-cr-0-1",
+        host="head-node",
+    ),
+    _f(
+        "fabric/sonic-utilities_command-reference_show-interfaces-counters.txt",
+        "SONiC RX_DRP with thousands separators",
+        "SELECT value FROM metrics WHERE metric = 'if_in_discards_total' AND entity = 'Ethernet0'",
+        18682.0,
+        host="n",
+    ),
+    _f(
+        "fabric/stanford-rc-ibswinfo_readme_default-output_qm8790.txt",
+        "ibswinfo: part number, firmware, fan 1",
+        "SELECT e.fields->>'part', e.fields->>'firmware', m.value FROM events e, metrics m "
+        "WHERE e.kind = 'switch_identity' AND m.metric = 'ibswinfo_fan_rpm' AND m.entity = 'fan1'",
+        "MQM8790-HS2F",
+        "27.2000.1886",
+        5426.0,
+        host="n",
+    ),
+    _f(
+        "fabric/treydock-infiniband_exporter_perfquery-E_lid2052-port1.txt",
+        "perfquery -E: the six PortRcvErrorDetails counters of lid 2052",
+        "SELECT count(*), min(entity) FROM metrics WHERE metric LIKE 'ib_port_rcv_%'",
+        6,
+        "lid2052",
+        host="n",
+    ),
+    _f(
+        "collectives/nccl-inspector_readme-2.28.1_coll-perf_allreduce.json",
+        "NCCL Inspector: rank 2's AllReduce bus bandwidth, host, dump time",
+        "SELECT entity, value, host, ts FROM metrics WHERE metric = 'nccl_coll_busbw_gbs'",
+        'rank2{comm="0x7f8c496ae9f661",coll="AllReduce"}',
+        485.119099,
+        "cw-dfw-h100-002-243-012",
+        datetime(2025, 5, 23, 19, 59, 37, 748202),
+    ),
+    _f(
+        "collectives/nvrx-fr-dumps_gpu_error_1st/_dump_12",
+        "Flight Recorder pickle: rank, world size, dump time",
+        INC.format("rank, fields->>'world_size', ts", "fr_dump"),
+        12,
+        "16",
+        datetime(2025, 9, 23, 6, 55, 5, 924024),
+    ),
+    _f(
+        "collectives/nvrx-fr-attribution_collective-analyzer_gpu-error-1st.txt",
+        "NVRx collective analyser: the missing rank and its group",
+        INC.format("rank, collective, fields->>'pg_desc'", "fr_missing_rank"),
+        12,
+        "nccl:all_to_all",
+        "EXPERT_MODEL_PARALLEL_GROUP",
+    ),
+    _f(
+        "collectives/pytorch-tutorials_flight-recorder_torchfrtrace-missing-rank.txt",
+        "fr_trace: rank 1 missing from all_reduce #5",
+        INC.format("rank, collective, seq", "fr_missing_rank"),
+        1,
+        "nccl:all_reduce",
+        5,
+    ),
+    _f(
+        "training/nemo-docs-resiliency_nvrx-straggler-report_512-ranks.log",
+        "NVRx straggler report: worst rank, its node and score, ranks scored",
+        INC.format("rank, fields->>'host', fields->>'score', fields->>'ranks'", "straggler_report"),
+        76,
+        "h100-001-253-012",
+        "0.94",
+        "512",
+    ),
+    _f(
+        "training/nemo-resiliency-demo_nvrx-straggler-detection_nemo-run-prefix.log",
+        "NVRx straggler warning: the ranks named, on their node",
+        "SELECT list(rank ORDER BY rank), min(fields->>'host') FROM job_incidents WHERE kind = 'straggler'",
+        [0, 1, 2, 4, 5, 6],
+        "4809917ea058",
+    ),
     # 8. Prometheus exposition
     _f(
         "prometheus/prometheus-common_expfmt-case2_whitespace-escapes.prom",
@@ -437,16 +808,15 @@ def _ingest_one(path: Path, host: str | None):
 
 def score() -> tuple[list[str], list[str], int, int]:
     """(misses in recognition, misses in facts, files, facts)."""
-    from synestra_cli import formats
     from synestra_cli.errors import UnknownFormatError
-    from synestra_cli.formats.base import decode, read_head
+    from synestra_cli.ingest.plan import recognise
 
     recognition = []
     files = claimed_files()
     for p in files:
         rel = str(p.relative_to(DATA))
         try:
-            got = formats.detect(decode(read_head(p))).name
+            got = recognise(p)[0].name  # as ingest sees it: through the envelope of a paste
         except UnknownFormatError:
             got = "unknown format"
         if got != expected_format(rel):

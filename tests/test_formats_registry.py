@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+import pytest
 import real_corpus
 
 from synestra_cli import formats
@@ -15,20 +16,32 @@ from synestra_cli.ingest import ingest_file
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 
 NAMES = [
+    "dcgmi_diag",
     "deepspeed",
     "ethtool_stats",
+    "flight_recorder",
+    "fr_trace",
     "gnmic_event",
     "ib_counters",
     "ibnetdiscover",
+    "ibswinfo",
+    "kube_events_table",
+    "kubernetes",
     "megatron",
     "metrics_long",
     "mlperf",
     "mlxlink",
+    "nccl_inspector",
     "nemo",
+    "nvidia_smi_csv",
+    "nvidia_smi_q",
+    "nvrx_log",
     "orbax_log",
     "prom_api_json",
     "prometheus",
     "sacct",
+    "slurm_log",
+    "sonic_counters",
     "sonic_fec_stats",
     "syslog",
     "topology_csv",
@@ -44,10 +57,11 @@ def test_every_module_defining_a_format_is_registered_under_its_name():
     defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
     assert defined == sorted(formats.registry()) == NAMES
     job_logs = {f.name for f in formats.job_log_formats()}
-    assert job_logs == {"deepspeed", "megatron", "mlperf", "nemo", "orbax_log", "torch_log", "torchtitan"}
+    assert job_logs == {"deepspeed", "megatron", "mlperf", "nemo", "nvrx_log", "orbax_log", "torch_log", "torchtitan"}
     assert all(f.facts for f in formats.job_log_formats())
 
 
+@pytest.mark.heavy
 def test_a_format_writes_only_the_tables_it_names(conn):
     """Three real files of each format loaded in one store: the tables holding a source's rows are among
     its format's `writes` (metric_catalog is shared, without a source_id, so not checked here)."""

@@ -18,6 +18,8 @@ from click.testing import CliRunner
 
 from synestra_cli.cli.main import cli
 
+pytestmark = pytest.mark.reliability
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data" / "exports"
 SYNESTRA = str(Path(sys.executable).parent / "synestra")
@@ -25,10 +27,9 @@ SYNESTRA = str(Path(sys.executable).parent / "synestra")
 # A process that spills into a folder as DuckDB's ingest parsing database does, and waits to be killed.
 SPILLER = """
 import sys, time, duckdb
-
-pytestmark = pytest.mark.reliability
-c = duckdb.connect(':memory:', config={'memory_limit': '40MB', 'threads': 1, 'temp_directory': sys.argv[1]})
-c.execute('CREATE TABLE t AS SELECT range AS i, random() AS r FROM range(2500000)')
+c = duckdb.connect(':memory:', config={'memory_limit': '30MB', 'threads': 1, 'temp_directory': sys.argv[1]})
+c.execute('SET enable_progress_bar = false')
+c.execute('CREATE TABLE t AS SELECT range AS i, random() AS r FROM range(1500000)')
 c.execute('SELECT * FROM t ORDER BY r').fetchmany(1)
 print('spilled', flush=True)
 time.sleep(600)
@@ -40,9 +41,14 @@ def spill_folder(db: Path) -> Path:
 
 
 def _spiller(folder: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", SPILLER, str(folder)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "spilled"
-    return proc
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SPILLER, str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    for line in proc.stdout:
+        if line.strip().endswith("spilled"):
+            return proc
+    raise AssertionError(proc.stderr.read())
 
 
 def _files_of(folder: Path, pid: int) -> list[str]:

@@ -55,7 +55,7 @@ INSERT INTO topology (host, nic, switch, switch_port, rack, source_id)
 SELECT host, nic, switch, switch_port, rack, $sid FROM topology_rows ORDER BY host, nic
 """
 
-_CATALOG = pa.table(
+CATALOG_TABLE = pa.table(
     {
         "metric": [m.name for m in CANONICAL],
         "unit": [m.unit for m in CANONICAL],
@@ -102,9 +102,10 @@ def snapshot_time(ctx: LoadContext, lines: list[str], result: LoadResult) -> tup
 
 
 def fallback_host(ctx: LoadContext, result: LoadResult) -> str | None:
-    """--host, else NULL with a note: the output itself does not name its host."""
-    if ctx.options.host:
-        return ctx.options.host
+    """--host (or the host of the prompt or prefix it was pasted behind), else NULL with a note: the output
+    itself does not name its host."""
+    if ctx.fallback_host:
+        return ctx.fallback_host
     result.notes.append(f"{ctx.display}: the output does not name its host; stored with host NULL (use --host)")
     return None
 
@@ -142,7 +143,7 @@ class MetricRows:
         if not len(self):
             return 0
         rows = pa.table(self.cols, schema=METRIC_SCHEMA)
-        with registered(ctx.conn, "snapshot_rows", rows), registered(ctx.conn, "snapshot_catalog", _CATALOG):
+        with registered(ctx.conn, "snapshot_rows", rows), registered(ctx.conn, "snapshot_catalog", CATALOG_TABLE):
             ctx.conn.execute(INSERT_METRICS_SQL, {"sid": ctx.source_id})
             ctx.conn.execute(INSERT_CATALOG_SQL)
         return len(self)

@@ -46,10 +46,11 @@ LOCKED_CONFIG: DuckConfig = {**OFFLINE_CONFIG, "enable_external_access": False}
 # clock, `date` under a right/ zone), which DuckDB's casts and strptime refuse: the time text with its
 # seconds :60 made :59.999999, the last microsecond of the minute, before it is cast (docs/formats.md,
 # "Leap seconds": why that and not the next second). `t` unchanged otherwise; the test is a memchr.
-LEAP_SECOND_MACRO = (
-    "CREATE OR REPLACE TEMP MACRO leap_second(t) AS CASE WHEN contains(t, ':60') "
-    "THEN regexp_replace(t, '([0-9]{2}:[0-9]{2}):60(?:[.,][0-9]*)?', '\\1:59.999999') ELSE t END"
+LEAP_SECOND_SQL = (
+    "CASE WHEN contains({t}, ':60') "
+    "THEN regexp_replace({t}, '([0-9]{{2}}:[0-9]{{2}}):60(?:[.,][0-9]*)?', '\\1:59.999999') ELSE {t} END"
 )
+LEAP_SECOND_MACRO = f"CREATE OR REPLACE TEMP MACRO leap_second(t) AS {LEAP_SECOND_SQL.format(t='t')}"
 # Session macros every query may use. to_utc: a naive local timestamp in zone tz -> naive UTC.
 # No progress bar: DuckDB prints it on stdout for a query over 2 s (a big job on a busy machine), in
 # the middle of `--format json` output.
