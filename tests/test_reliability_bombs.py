@@ -91,6 +91,7 @@ def test_4_the_bytes_a_file_inflates_to_are_bounded_by_a_setting(tmp_path):
     assert bad.returncode == ExitCode.USAGE and "SYNESTRA_MAX_INFLATE_RATIO" in bad.stderr
 
 
+@pytest.mark.heavy
 def test_4_an_ordinary_gzip_export_is_not_a_bomb(db_path):
     from conftest import SAMPLE_EXPORTS
 

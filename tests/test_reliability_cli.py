@@ -86,6 +86,7 @@ def test_11_14_17_every_numeric_option_refuses_what_is_not_a_finite_number_in_ra
     assert not (tmp_path / "s.duckdb").exists() and not (tmp_path / "sim").exists()
 
 
+@pytest.mark.heavy
 def test_17_a_huge_gpu_hour_price_is_refused_with_its_range(store):
     res = run("tax-report", "--all", "--gpu-hour-price", "1e308", "--db", str(store))
     assert res.returncode == ExitCode.USAGE and "expected 0 to 10,000 USD per GPU-hour" in res.stderr
@@ -94,6 +95,7 @@ def test_17_a_huge_gpu_hour_price_is_refused_with_its_range(store):
     assert ok.returncode == 0 and "$" in ok.stdout and "inf" not in ok.stdout
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("args", [["risks", "--at", "0001-01-01"], ["risks", "--at", "-1e308h"]])
 def test_11_risks_at_an_impossible_time_is_one_line_and_exit_2(store, args):
     res = run(*args, "--db", str(store))
@@ -101,6 +103,7 @@ def test_11_risks_at_an_impossible_time_is_one_line_and_exit_2(store, args):
     assert "--at" in res.stderr
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("value", ["inf", "nan", "1e308"])
 def test_11_risks_history_hours_out_of_range_is_one_line_and_exit_2(store, value):
     res = run("risks", "--history-hours", value, "--db", str(store))
@@ -108,6 +111,7 @@ def test_11_risks_history_hours_out_of_range_is_one_line_and_exit_2(store, value
     assert "expected 0 to 87,600 hours" in res.stderr
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("year", ["-5", "99999", "0"])
 def test_14_ingest_year_out_of_range_is_refused_once_before_any_file(tmp_path, year):
     db = tmp_path / "s.duckdb"
@@ -117,6 +121,7 @@ def test_14_ingest_year_out_of_range_is_refused_once_before_any_file(tmp_path, y
     assert not db.exists()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("value", ["99999999TB", "0.0001%", "1B", "100KB", "200%", "0%"])
 def test_14_an_out_of_range_memory_limit_is_a_usage_error(store, value):
     res = run("jobs", "--db", str(store), env={"SYNESTRA_MEMORY_LIMIT": value})
@@ -124,6 +129,7 @@ def test_14_an_out_of_range_memory_limit_is_a_usage_error(store, value):
     assert "SYNESTRA_MEMORY_LIMIT" in res.stderr and "8MB to 1PB" in res.stderr
 
 
+@pytest.mark.heavy
 def test_14_a_sql_query_over_the_memory_limit_exits_10(store):
     res = run(
         "sql", "SELECT list(range) FROM range(60000000)", "--db", str(store), env={"SYNESTRA_MEMORY_LIMIT": "200MB"}
@@ -132,6 +138,7 @@ def test_14_a_sql_query_over_the_memory_limit_exits_10(store):
     assert "SYNESTRA_MEMORY_LIMIT" in res.stderr
 
 
+@pytest.mark.heavy
 def test_14_engine_ray_without_ray_is_a_usage_error_with_the_install_hint(tmp_path):
     pytest.importorskip("sys")
     try:
@@ -150,6 +157,7 @@ def test_14_engine_ray_without_ray_is_a_usage_error_with_the_install_hint(tmp_pa
 # ---------------------------------------------------------------- defect 13: one huge value in `sql`
 
 
+@pytest.mark.heavy
 def test_13_the_memory_limit_bounds_one_huge_value_in_sql(store):
     """`repeat('x', 1.5e9)` is one value DuckDB allocates outside its buffer pool: 3 GB of RSS under a 1 GB
     budget. The sandbox's process is bounded too: DuckDB's out-of-memory, exit 10, within the budget."""
@@ -177,6 +185,7 @@ def test_13_the_memory_limit_bounds_one_huge_value_in_sql(store):
 # ---------------------------------------------------------------- defects 9 and 10: the store's own state
 
 
+@pytest.mark.heavy
 def test_9_a_store_in_a_read_only_folder_refuses_ingest_and_forget_with_exit_8(open_dir, store):  # noqa: F811
     folder = open_dir / "ro"
     folder.mkdir()
@@ -204,6 +213,7 @@ READERS = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
 def test_10_a_store_killed_before_its_tables_exist_is_empty_for_readers(tmp_path, args):
     db = tmp_path / "s.duckdb"
@@ -218,6 +228,7 @@ def test_10_a_store_killed_before_its_tables_exist_is_empty_for_readers(tmp_path
 # ---------------------------------------------------------------- defect 12: outputs that cannot be written
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "target", ["missing/folder/t.html", "/dev/full", "{tmp}"], ids=["missing-folder", "dev-full", "a-folder"]
 )
@@ -230,6 +241,7 @@ def test_12_timeline_into_an_output_that_cannot_be_written_is_one_line(store, tm
     assert out in res.stderr
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("outdir", ["/dev/null", "{tmp}/file"], ids=["dev-null", "a-file"])
 def test_12_simulate_into_something_that_is_not_a_folder_is_one_line(tmp_path, outdir):
     (tmp_path / "file").write_text("x")
@@ -237,6 +249,7 @@ def test_12_simulate_into_something_that_is_not_a_folder_is_one_line(tmp_path, o
     assert usage_error(res) and "not a folder" in res.stderr, res.stderr
 
 
+@pytest.mark.heavy
 def test_12_stdout_to_a_full_disk_is_one_line_not_a_traceback(store):
     with open("/dev/full", "w") as full:
         res = subprocess.run(

@@ -22,7 +22,7 @@ from synestra_cli.errors import ExitCode
 from synestra_cli.store.lake_manifest import open_fs as lake_fs
 from synestra_cli.store.lake_manifest import read_entries, read_manifest
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.heavy]  # heavy: a lake and a store built, copied per test
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data" / "exports"

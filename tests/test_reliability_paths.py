@@ -75,6 +75,7 @@ def test_2_3_every_odd_path_in_a_folder_is_refused_alone_and_the_rest_loads(odd_
     assert got["bad\\xff\\xfe.log"][0] == "failed" and "not valid UTF-8" in got["bad\\xff\\xfe.log"][1]
 
 
+@pytest.mark.heavy
 def test_2_3_the_cli_prints_one_line_per_refused_path_and_exits_3(odd_folder, tmp_path):
     loop = odd_folder / "loop-a"
     res = _run("ingest", str(odd_folder), str(loop), "--year", "2026", "--db", str(tmp_path / "s.duckdb"))
@@ -114,6 +115,7 @@ def test_2_follow_survives_a_loop_and_a_non_utf8_name_and_loads_the_rest(odd_fol
     assert not [r for r in second.reports if r.status == "failed"]  # each refusal said once, not every poll
 
 
+@pytest.mark.heavy
 def test_2_follow_on_the_command_line_with_a_loop_does_not_die(odd_folder, tmp_path):
     res = _run(
         "ingest",

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from synestra_cli.cli.main import cli
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.heavy]  # heavy: spilling children; sample_data twice
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data" / "exports"

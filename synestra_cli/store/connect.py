@@ -271,11 +271,12 @@ def connect(
     conn = _connect_with_wait(path, read_only or locked, config, wait_s)
     try:
         _check_store(conn, path)
-        if (read_only or locked) and not has_table(conn, "_migrations"):
-            # a first ingest killed before it created the tables (its first half second) leaves this
+        if (read_only or locked) and _unfinished(conn):
+            # a first ingest killed before it created the tables, or between two of its migrations (its
+            # first second): no source is in, and the next writer finishes the schema
             raise EmptyStoreError(
-                f"store {path} holds no tables yet (its first ingest stopped before making them): "
-                "run `synestra ingest PATH...` to fill it"
+                f"store {path} holds no data and its tables are not all made (its first ingest stopped "
+                "early): run `synestra ingest PATH...` to fill it"
             )
         for sql in SESSION_SQL:
             conn.execute(sql)
@@ -315,6 +316,17 @@ def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"store {path} was written by a newer Synestra (schema {newer[-1]}, unknown to "
             f"synestra {__version__}): upgrade synestra, or use another --db"
         )
+
+
+def _unfinished(conn: duckdb.DuckDBPyConnection) -> bool:
+    """A store with no source and not every migration: what a first ingest killed in its first second
+    leaves. (A store with data and an older schema is an older synestra's: readers read it as it is.)"""
+    if not has_table(conn, "_migrations"):
+        return True
+    applied = {name for (name,) in conn.execute(MIGRATIONS_SQL).fetchall()}
+    if {name for name, _ in MIGRATIONS} <= applied:
+        return False
+    return not has_table(conn, "sources") or not fetch_one(conn, "SELECT 1 FROM sources LIMIT 1")
 
 
 def _migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
