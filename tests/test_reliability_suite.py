@@ -1,9 +1,9 @@
 """The reliability suite (issue 38): what a demanding SRE probed by hand, as tests. kill -9 during an
 ingest, a forget, a migration and `ingest --follow` (at a hook inside the transaction, and from outside
-at moments spread over the run), readers during an ingest; every run after a kill finds a store whose
-answers are a clean ingest's, and no command prints a traceback. The bomb and sandbox cases are
-tests/test_reliability_bombs.py and tests/test_reliability_lake.py; the whole suite is `pytest -m
-reliability` (CI runs it: .ci/run), under ~5 min on two cores.
+at moments spread over the run), readers during an ingest, two ingests of one input at once; every run
+after a kill finds a store whose answers are a clean ingest's, and no command prints a traceback. The
+bomb and sandbox cases are tests/test_reliability_bombs.py and tests/test_reliability_lake.py; the whole
+suite is `pytest -m reliability` (CI runs it: .ci/run), under ~10 min on one worker.
 """
 
 from __future__ import annotations
@@ -319,3 +319,19 @@ def test_readers_answer_while_an_ingest_runs_and_never_print_a_traceback(tmp_pat
         _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0 and TRACEBACK not in err, err
     assert answered >= 3
+
+
+# ---------------------------------------------------------------- two writers at once
+
+
+def test_two_ingests_of_one_input_at_once_load_it_once(tmp_path, clean):
+    """Two ingests of the same files started together: one waits for the other's write lock (up to
+    SYNESTRA_LOCK_WAIT), then finds every file already loaded; the store holds each row once."""
+    db = tmp_path / "s.duckdb"
+    cmd = synestra("ingest", *map(str, INPUTS), "--db", str(db))
+    env = {**os.environ, "SYNESTRA_LOCK_WAIT": "120", "SYNESTRA_INGEST_WORKERS": "1"}
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in "ab"]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0 and TRACEBACK not in err, err
+    assert counts(db) == clean  # no duplicates, nothing lost
