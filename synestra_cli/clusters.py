@@ -13,8 +13,10 @@ table with a host column, so that two clusters' `gpu-001` do not merge. Only `--
 sacct's Cluster column: telemetry carries no cluster, so qualifying the hosts of sacct alone would cut
 its jobs off from their nodes' telemetry. Give `--cluster` to all of a cluster's files or to none; a file
 whose hosts the store already holds in the other form gets a note saying so. Switches are hosts (their
-port counters are rows of their name) and are qualified with them; racks (topology's rack) are not: two
-clusters' racks of one name still merge in `fleet`.
+port counters are rows of their name) and are qualified with them, and so are the other parts a cluster
+names in its own namespace: racks (topology's rack) and filesystem servers (the NFS server or Lustre
+target of a storage event's component). Two clusters' `rack-01` or `nfs-01` never merge: not in `fleet`,
+a rack's ticket or explain's assets.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 
 import duckdb
 
-from synestra_cli.errors import InputError, NotFoundError
+from synestra_cli.errors import NotFoundError, UsageError
 from synestra_cli.store.sources import qualified
 from synestra_cli.store.sql import drop_temp, scalar
 
@@ -43,7 +45,7 @@ ORDER BY job_id
 
 def check_name(name: str | None) -> str | None:
     if name is not None and not NAME_RE.match(name):
-        raise InputError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' (as Slurm names clusters)")
+        raise UsageError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' (as Slurm names clusters)")
     return name
 
 
@@ -87,19 +89,35 @@ SELECT source_id, list(h ORDER BY h)[:3], count(*) FROM pairs GROUP BY source_id
 """
 
 
+# A rack and a filesystem server are named within a cluster, as its hosts are.
+RACK_PREFIX_SQL = (
+    "UPDATE topology SET rack = $cluster || ':' || rack "
+    "WHERE source_id = $sid AND rack IS NOT NULL AND NOT starts_with(rack, $cluster || ':')"
+)
+# The storage events (formats/kernel_events_classify.sql) whose component is a filesystem server.
+FILESYSTEM_KINDS = ("nfs_ok", "nfs_not_responding", "lustre_restored", "lustre_lost")
+FILESYSTEM_PREFIX_SQL = (
+    "UPDATE events SET component = $cluster || ':' || component WHERE source_id = $sid "
+    "AND list_contains($kinds, kind) AND component IS NOT NULL AND NOT starts_with(component, $cluster || ':')"
+)
+
+
 def host_tables(conn: duckdb.DuckDBPyConnection, catalog: str | None = None) -> list[str]:
     """The tables of `catalog` (default: the current database) with a host per row."""
     return [r[0] for r in conn.execute(HOST_TABLES_SQL, {"catalog": catalog}).fetchall()]
 
 
 def prefix_hosts(conn: duckdb.DuckDBPyConnection, source_id: int, cluster: str | None) -> None:
-    """With --cluster, this file's hosts (in the current database: ingest's stage) become CLUSTER:host."""
+    """With --cluster, this file's hosts (in the current database: ingest's stage) become CLUSTER:host, and
+    its switches, racks and filesystem servers CLUSTER:name."""
     if not cluster:
         return
     params = {"sid": source_id, "cluster": cluster}
     for table in host_tables(conn):
         conn.execute(HOST_PREFIX_SQL.format(table=table), params)
     conn.execute(SWITCH_PREFIX_SQL, params)
+    conn.execute(RACK_PREFIX_SQL, params)
+    conn.execute(FILESYSTEM_PREFIX_SQL, {**params, "kinds": list(FILESYSTEM_KINDS)})
     for (table,) in conn.execute(NODES_TABLES_SQL).fetchall():
         conn.execute(NODES_PREFIX_SQL.format(table=table), params)
 

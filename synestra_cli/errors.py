@@ -55,10 +55,20 @@ class QueryError(SynestraError):
     exit_code = ExitCode.QUERY
 
 
-class SettingsError(SynestraError):
-    """A malformed SYNESTRA_* variable or option value: a usage error."""
+class UsageError(SynestraError):
+    """A command line that cannot run as given (an option's value, or what it needs: Ray for --engine ray)."""
 
     exit_code = ExitCode.USAGE
+
+
+class SettingsError(UsageError):
+    """A malformed SYNESTRA_* variable or option value: a usage error."""
+
+
+class OutOfMemoryError(SynestraError):
+    """DuckDB (or Python) needed more than SYNESTRA_MEMORY_LIMIT allows: the limit's fault, not a bug."""
+
+    exit_code = ExitCode.MEMORY
 
 
 class NotFoundError(SynestraError):
@@ -137,7 +147,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
     """DuckDB's OutOfMemoryException, itself or the error it became (a library may wrap it: an Arrow
     scan reports it as its own error). By name: this module does not import DuckDB."""
     return in_chain(
-        exc, lambda e: type(e).__name__ == "OutOfMemoryException" or str(e).startswith("Out of Memory Error")
+        exc,
+        lambda e: (
+            isinstance(e, MemoryError)
+            or type(e).__name__ == "OutOfMemoryException"
+            or str(e).startswith("Out of Memory Error")
+            or "failed: MemoryError" in str(e)
+        ),  # an Arrow stream's export that Python could not allocate
     )
 
 

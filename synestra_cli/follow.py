@@ -42,6 +42,7 @@ from synestra_cli.errors import StoreBusyError, raise_if_stopped
 from synestra_cli.formats.base import GZIP_MAGIC, IngestOptions
 from synestra_cli.ingest import FileReport, ProgressFn, ReportFn, WalkIssue, ingest_into, iter_inputs
 from synestra_cli.ingest.staging import Stores
+from synestra_cli.ingest.walk import resolved
 from synestra_cli.store import open_store, resolve_db_path
 from synestra_cli.store.sql import transaction
 
@@ -168,7 +169,7 @@ class Follower:
         cap_malloc_arenas()  # memory flat over hours
         self.db = resolve_db_path(db)
         self.paths = list(paths)
-        self.roots = [str(p.resolve()) for p in self.paths]
+        self.roots = [str(r) for p in self.paths if (r := resolved(p)) is not None]
         self.options = options
         self.workers = workers
         self.seen: dict[str, Seen] = {}
@@ -188,7 +189,11 @@ class Follower:
         self.polls += 1
         report = PollReport(self.polls)
         current, issues = self._scan()
-        report.reports += [FileReport(path=str(i.path), status=i.status, error=i.error) for i in issues]
+        for issue in issues:  # a path refused (a loop, a FIFO, a name not UTF-8): said once, and the rest goes on
+            refused = FileReport(path=str(issue.path), status=issue.status, error=issue.error)
+            report.reports.append(refused)
+            if on_report:
+                on_report(refused)
         changed = {p: s for p, s in current.items() if not self._loaded_as(p, s)}
         ready, report.deferred = self._split_ready(changed)
         for gone in set(self.seen) - set(current):
@@ -235,15 +240,16 @@ class Follower:
     def _scan(self) -> tuple[dict[str, Seen], list[WalkIssue]]:
         current: dict[str, Seen] = {}
         issues = []
-        for item in iter_inputs([p for p in self.paths if p.exists()], self.skip):
+        # a path not there yet is waited for; one there that is not a file (a loop, a FIFO) is reported
+        for item in iter_inputs([p for p in self.paths if os.path.lexists(p)], self.skip):
             if isinstance(item, WalkIssue):
                 if item.status == "failed" and item.error not in self.issues:
                     self.issues.add(item.error)
                     issues.append(item)
                 continue
-            seen = _stat(item)
-            if seen is not None and os.path.isfile(item):
-                current[str(item.resolve())] = seen
+            seen, path = _stat(item), resolved(item)
+            if seen is not None and path is not None and os.path.isfile(item):
+                current[str(path)] = seen
         return current, issues
 
     def _loaded_as(self, path: str, now: Seen) -> bool:

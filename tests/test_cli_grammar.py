@@ -56,6 +56,7 @@ COMMAND_ARGS = {
     "ingest": [str(SAMPLE / "topology.csv")],
     "forget": ["1"],
     "compact": [],
+    "check": [],
     "simulate": ["{tmp}/sim", "--scenario", "routine", "--nodes", "4", "--hours", "1", "--gpus-per-node", "1"],
 }
 NO_DB = {"formats", "simulate"}
@@ -95,7 +96,7 @@ def _check_output(name: str, fmt: str, out: str) -> None:
     elif fmt == "markdown":
         assert out.startswith("#")
     elif fmt == "table":
-        assert out.strip() or name in ("ingest", "forget", "compact")  # their human report is on stderr
+        assert out.strip() or name in ("ingest", "forget", "compact", "check")  # their human report is on stderr
 
 
 @pytest.mark.parametrize(("name", "fmt"), CASES, ids=[f"{n}-{f}" for n, f in CASES])
@@ -109,7 +110,7 @@ def test_every_command_with_every_format(store, tmp_path, name, fmt):
     full = [name, *args, "--format", fmt, *([] if name in NO_DB else ["--db", str(db)])]
     res = CliRunner().invoke(cli, full, env={"COLUMNS": "100"})
     assert res.exit_code == 0, res.output
-    if name in ("ingest", "forget", "compact", "timeline"):
+    if name in ("ingest", "forget", "compact", "check", "timeline"):
         assert res.stderr  # their report
     else:
         assert res.stderr == ""  # piped: no progress, no noise

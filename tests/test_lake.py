@@ -597,7 +597,7 @@ def test_compaction_answers_byte_for_byte_as_before(copies):
     assert sum(p.startswith("sources/") for p in after) == 1
     assert all(Path(lake, p).exists() for p in parts_before), "retired parts stay for readers in flight"
     assert _answers(lake) == before == _answers(store)
-    assert json.loads(Path(lake, "_lake.json").read_text())["layout"] == 2
+    assert json.loads(Path(lake, "_lake.json").read_text())["layout"] == 3  # checksummed parts (issue 38)
     manifest_files = sorted(p.name for p in Path(lake, "_manifest").iterdir())
     assert {r.status for r in _ingest(lake, [SAMPLE])} == {"skipped"}
     assert sorted(p.name for p in Path(lake, "_manifest").iterdir()) == manifest_files

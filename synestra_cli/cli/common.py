@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import os
 import signal
@@ -16,6 +18,7 @@ import duckdb
 # The shared option grammar lives in cli/options.py; these names stay importable from here.
 from synestra_cli.cli.options import check_window, db_option, format_option  # noqa: E402,F401
 from synestra_cli.errors import (
+    MEMORY_ADVICE,
     ExitCode,
     SynestraError,
     Terminated,
@@ -39,6 +42,8 @@ engine_option = click.option(
 )
 
 
+# What a write to stdout meets when it cannot land (a full disk, a quota, a device that fails).
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
 INTERRUPTED = "interrupted: nothing half-written is kept (each file loads in one transaction)"
 OUT_OF_MEMORY_KEPT = (
     "nothing half-written is kept: an ingest keeps the files it reported loaded and loads the rest when run again"
@@ -60,6 +65,30 @@ def _quiet_broken_pipe() -> NoReturn:
     os._exit(int(ExitCode.OK))  # no cleanup left to run: every store write is a committed transaction
 
 
+def _output_failed(exc: OSError) -> NoReturn:
+    """A write the command's output could not make: stdout on a full disk (`> /dev/full`), or the file
+    `-o` names (a folder, a missing one, a full disk). One line, exit 2 (the output given cannot be
+    written); stdout to /dev/null first, so that the interpreter's last flush does not fail again."""
+    what = exc.filename or "the output"
+    if not exc.filename:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _fail(f"cannot write {what}: {exc.strerror or exc}", ExitCode.USAGE)
+
+
+@contextmanager
+def output_file(path: Any) -> Iterator[None]:
+    """Around a write to a file the command line named (`timeline -o`): a write that fails (a full disk,
+    a folder, a folder that is not there) is the output's one-line error, naming it."""
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        exc.filename = exc.filename or str(path)
+        _output_failed(exc)
+
+
 def _terminated(exc: BaseException) -> bool:
     """SIGTERM (Terminated) received, or anywhere in the chain: the query it stopped may have raised
     DuckDB's own interrupt, and a cleanup on the way out (a rollback, a stage dropped) another over that."""
@@ -74,11 +103,15 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
 
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()  # here, not at the interpreter's exit: a full disk is this command's error
+            return result
         except SynestraError as exc:
             _fail(str(exc), exit_code_for(exc))
         except BrokenPipeError:
             _quiet_broken_pipe()
+        except MemoryError:  # Python's own allocation, past the process's bound (sql: settings.bound_process_data)
+            _fail(f"ran out of memory (Python): {MEMORY_ADVICE}", ExitCode.MEMORY)
         except (KeyboardInterrupt, duckdb.InterruptException, RuntimeError) as exc:
             if not is_interrupt(exc):
                 raise
@@ -94,31 +127,12 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(
                 f"unexpected DuckDB error (a bug: please report it): {str(exc).strip().splitlines()[0]}", ExitCode.ERROR
             )
+        except OSError as exc:  # stdout on a full disk: the store's errors are DuckDB's, an input's its file's
+            if exc.errno not in OUTPUT_ERRNOS or exc.filename:
+                raise
+            _output_failed(exc)
 
     return wrapper
-
-
-class FiniteFloat(click.ParamType):
-    """A float in [lo, hi]: NaN and infinities are refused (click.FloatRange lets NaN through)."""
-
-    name = "number"
-
-    def __init__(self, lo: float | None = None, hi: float | None = None) -> None:
-        self.lo, self.hi = lo, hi
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        import math
-
-        try:
-            x = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(x):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        if (self.lo is not None and x < self.lo) or (self.hi is not None and x > self.hi):
-            bounds = f"from {self.lo:g}" + (f" to {self.hi:g}" if self.hi is not None else " up")
-            self.fail(f"{value!r} is out of range: expected {bounds}", param, ctx)
-        return x
 
 
 def format_name_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

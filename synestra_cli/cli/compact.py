@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from synestra_cli.cli.common import handle_errors
-from synestra_cli.cli.options import db_option, format_option
+from synestra_cli.cli.options import RETAIN_S, db_option, format_option
 from synestra_cli.cli.render import dumps
 from synestra_cli.store.lake import lake_target
 
@@ -16,7 +16,7 @@ SCHEMA = "synestra.compact/1"
 @db_option
 @click.option(
     "--retain",
-    type=click.IntRange(min=0),
+    type=RETAIN_S,
     default=None,
     help="Delete parts retired at least this many seconds ago (default $SYNESTRA_LAKE_RETAIN, else 3600).",
 )

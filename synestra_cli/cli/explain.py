@@ -10,6 +10,7 @@ import click
 
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import (
+    ITERATION,
     UTC_TIME,  # noqa: F401  (fleet and risks imported it from here)
     db_option,
     format_option,
@@ -45,7 +46,7 @@ TAX_CSV_COLUMNS = ["tax_s", "tax_gpu_hours"]
 
 @click.command("explain")
 @job_option()
-@click.option("--checkpoint", type=int, help="Only the checkpoint(s) at this iteration (of one job).")
+@click.option("--checkpoint", type=ITERATION, help="Only the checkpoint(s) at this iteration (of one job).")
 @window_options("checkpoints")
 @click.option("--all", "all_jobs", is_flag=True, help="Every job with checkpoints in the window.")
 @host_option("jobs")

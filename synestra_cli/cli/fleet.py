@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from synestra_cli.cli.common import handle_errors
-from synestra_cli.cli.options import db_option, format_option, window_options
+from synestra_cli.cli.options import TOP, db_option, format_option, window_options
 
 CSV_COLUMNS = [
     "rank",
@@ -175,7 +175,7 @@ def _exclude(db, since, until, fmt: str, exclude: bool, by: str) -> None:
     help="Rank components, or the hosts or racks that hold them (their parts summed).",
 )
 @click.option("--lemons", "only_lemons", is_flag=True, help="Only the lemons.")
-@click.option("--top", type=click.IntRange(min=1), help="Only the first N components.")
+@click.option("--top", type=TOP, help="Only the first N components.")
 @click.option(
     "--exclude",
     is_flag=True,

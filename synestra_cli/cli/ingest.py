@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors, stop_on_signals
-from synestra_cli.cli.options import db_option, refuse_together
+from synestra_cli.cli.options import MAX_POLLS, POLL_INTERVAL, YEAR, db_option, refuse_together
 from synestra_cli.cli.render import dumps, printable, render_rows, show_time
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
@@ -81,7 +81,8 @@ class Reporter:
         span = f"{show_time(r.first_ts)} .. {show_time(r.last_ts)}" if r.first_ts and r.last_ts else "no timestamps"
         self.say(f"{r.path}: {r.format}, {r.rows} rows, {r.rejected} rejected, {span}")
         for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
-            self.say(f"  reject {r.path}:{line}: {reason}: {text[:80]!r}")
+            where = f"{r.path}:{line}" if line is not None else r.path  # a row whose line is not kept
+            self.say(f"  reject {where}: {reason}: {text[:80]!r}")
         for note in r.notes:
             self.say(f"  note: {note}")
 
@@ -109,7 +110,7 @@ def _explain_all(conn, db=None) -> str:
     help="Force this input format (see `synestra formats`).",
 )
 @click.option("--timezone", default="UTC", show_default=True, help="Zone of timestamps that carry none.")
-@click.option("--year", type=int, help="Year of syslog lines without one (default: from the file's mtime).")
+@click.option("--year", type=YEAR, help="Year of syslog lines without one (default: from the file's mtime).")
 @click.option("--host", help="Host of files that do not name one (e.g. plain dmesg).")
 @click.option("--job", "job_id", help="Job id of job logs that do not name one.")
 @click.option(
@@ -139,13 +140,13 @@ def _explain_all(conn, db=None) -> str:
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1, max=3600),
+    type=POLL_INTERVAL,
     default=5.0,
     show_default=True,
     metavar="SECONDS",
     help="With --follow: seconds between polls (the store is closed between them, so readers get in).",
 )
-@click.option("--max-polls", type=click.IntRange(min=1), metavar="N", help="With --follow: stop after N polls.")
+@click.option("--max-polls", type=MAX_POLLS, metavar="N", help="With --follow: stop after N polls.")
 @engine_option
 @handle_errors
 def command(

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "sources": "sources",
     "forget": "forget",
     "compact": "compact",
+    "check": "check",
     "sql": "sql",
     "formats": "formats_cmd",
     "jobs": "jobs",
@@ -64,7 +65,17 @@ def cli() -> None:
     Example:
       synestra ingest sample_data/exports && synestra explain --job 1003 --tax
     """
+    from synestra_cli import settings
+
+    settings.check_all()  # every SYNESTRA_* variable, once: a malformed one is exit 2 before any work
+
+
+# True in the `synestra` process itself (the console script), not where cli is invoked in another
+# program's process (tests' CliRunner, a notebook): only then may a command bound the process (sql).
+OWN_PROCESS = False
 
 
 def main() -> None:  # pragma: no cover - console-script shim
+    global OWN_PROCESS
+    OWN_PROCESS = True
     sys.exit(cli.main())

@@ -6,9 +6,12 @@ that a script written against one command works the same way against the next.""
 from __future__ import annotations
 
 import functools
+import math
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import click
@@ -61,8 +64,15 @@ def show_time(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if t.microsecond else "") + "Z"
 
 
+# The times an option may name: far enough inside years 1-9999 (all a store holds) that every window a
+# command computes around one (risks' --history-hours, explain's look-back, a day each side of a lake
+# job's scope) is still a time; `--at 0001-01-01` minus a week was an OverflowError.
+TIME_MIN = datetime(1000, 1, 1)
+TIME_MAX = datetime(9000, 12, 31, 23, 59, 59)
+
+
 class UTCTime(click.ParamType):  # type: ignore[type-arg]
-    """--since, --until, --at: one type for every command (parse_time)."""
+    """--since, --until, --at: one type for every command (parse_time), from TIME_MIN to TIME_MAX."""
 
     name = "TIME"
 
@@ -70,12 +80,79 @@ class UTCTime(click.ParamType):  # type: ignore[type-arg]
         if isinstance(value, datetime):
             return value
         try:
-            return parse_time(str(value))
+            t = parse_time(str(value))
         except (ValueError, OverflowError) as exc:
             self.fail(str(exc), param, ctx)
+        if not TIME_MIN <= t <= TIME_MAX:
+            span = f"{TIME_MIN:%Y-%m-%d} to {TIME_MAX:%Y-%m-%d}"
+            self.fail(f"{str(value)!r} is out of range: give a time from {span}", param, ctx)
+        return t
 
 
 UTC_TIME = UTCTime()
+
+
+class _Finite:
+    """What every numeric option's type adds to click's ranges: NaN and infinities refused (click's
+    FloatRange lets NaN through, and `inf` passes a range without a maximum), and the refusal naming the
+    range and the unit (exit 2), once, before the command does anything. The help shows the range."""
+
+    lo: float
+    hi: float
+    unit: str
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value).strip()
+        try:
+            x = super().convert(value, param, ctx)  # type: ignore[misc]
+        except click.BadParameter:
+            x = None
+        if x is None or (isinstance(x, float) and not math.isfinite(x)):
+            whole = isinstance(self, click.IntRange)
+            try:
+                number = float(text)
+            except ValueError:
+                self.fail(f"{text!r} is not a {'whole ' if whole else ''}number", param, ctx)  # type: ignore[attr-defined]
+            if whole and math.isfinite(number) and self.lo <= number <= self.hi:
+                self.fail(f"{text!r} is not a whole number", param, ctx)  # type: ignore[attr-defined]
+            self.fail(f"{text!r} is out of range: expected {self.range_text()}", param, ctx)  # type: ignore[attr-defined]
+        return x
+
+    def range_text(self) -> str:
+        lo, hi = (f"{v:,}" if isinstance(v, int) else f"{v:,g}" for v in (self.lo, self.hi))
+        return f"{lo} to {hi}" + (f" {self.unit}" if self.unit else "")
+
+
+class _FiniteFloat(_Finite, click.FloatRange):
+    pass
+
+
+class _FiniteInt(_Finite, click.IntRange):
+    pass
+
+
+def Number(lo: float, hi: float, unit: str = "", integer: bool = False) -> click.ParamType[Any]:  # noqa: N802
+    """Every numeric option's type: a finite number from `lo` to `hi`, in `unit`, whole when `integer`."""
+    kind = _FiniteInt(int(lo), int(hi)) if integer else _FiniteFloat(lo, hi)
+    kind.lo, kind.hi = (int(lo), int(hi)) if integer else (lo, hi)
+    kind.unit = unit
+    return kind
+
+
+# The numeric options' ranges, in one place (README.md, "Usage errors"; tests/test_reliability_cli.py
+# tries each with nan, inf, 1e308 and -1).
+GPU_HOUR_PRICE = Number(0, 10_000, "USD per GPU-hour")  # a B200 rents for ~$10; $inf printed "$inf"
+CAPACITY_GPUS = Number(1, 10**7, "GPUs", integer=True)
+TAX_FAIL_OVER = Number(0, 100, "percent")
+RISK_FAIL_OVER = Number(0, 10**9, "components", integer=True)
+HISTORY_HOURS = Number(0, 24 * 365 * 10, "hours")  # ten years
+POLL_INTERVAL = Number(0.1, 3600, "seconds")
+MAX_POLLS = Number(1, 10**9, "polls", integer=True)
+YEAR = Number(1, 9999, integer=True)
+ITERATION = Number(0, 2**63 - 1, integer=True)
+TOP = Number(1, 10**9, "rows", integer=True)
+RETAIN_S = Number(0, 10**9, "seconds", integer=True)
+SEED = Number(0, 2**32 - 1, integer=True)
 
 
 def check_window(since: datetime | None, until: datetime | None) -> None:
@@ -183,3 +260,39 @@ def require_one(given: dict[str, Any]) -> None:
     refuse_together(given)
     if all(value in (None, False, (), []) for value in given.values()):
         raise click.UsageError(f"give one of {' or '.join(given)}")
+
+
+class OutputPath(click.ParamType):  # type: ignore[type-arg]
+    """A file a command writes (`timeline -o`), or with `folder` a folder it fills (`simulate OUTDIR`):
+    refused before any work when it cannot be (a folder where a file goes, or a file or device where a
+    folder goes, a folder above it that is missing or not writable). A write that fails later (a full
+    disk) is the command's one line too (cli/common.py output_file)."""
+
+    name = "PATH"
+
+    def __init__(self, folder: bool = False) -> None:
+        self.folder = folder
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = Path(value)
+        if path.exists() or path.is_symlink():
+            if self.folder and not path.is_dir():
+                self.fail(f"{path}: not a folder (a file or device is there)", param, ctx)
+            if not self.folder and path.is_dir():
+                self.fail(f"{path}: is a folder: give a file name in it", param, ctx)
+            if not os.access(path, os.W_OK):
+                self.fail(f"{path}: not writable", param, ctx)
+            return path
+        parent = path.parent
+        base = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
+        if not self.folder and base != parent:
+            self.fail(f"{path}: its folder {parent} does not exist", param, ctx)
+        if not base.is_dir():
+            self.fail(f"{path}: {base} is not a folder", param, ctx)
+        if not os.access(base, os.W_OK | os.X_OK):
+            self.fail(f"{path}: folder {base} is not writable", param, ctx)
+        return path
+
+
+OUTPUT_FILE = OutputPath()
+OUTPUT_FOLDER = OutputPath(folder=True)

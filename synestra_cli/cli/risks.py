@@ -9,7 +9,7 @@ from datetime import timedelta
 import click
 
 from synestra_cli.cli.common import handle_errors
-from synestra_cli.cli.options import TIME_HELP, UTC_TIME, db_option, format_option
+from synestra_cli.cli.options import HISTORY_HOURS, RISK_FAIL_OVER, TIME_HELP, UTC_TIME, db_option, format_option
 from synestra_cli.errors import ExitCode
 
 CSV_COLUMNS = [
@@ -93,7 +93,7 @@ def _print(doc: dict) -> None:
 )
 @click.option(
     "--history-hours",
-    type=click.FloatRange(min=0),
+    type=HISTORY_HOURS,
     default=168.0,
     show_default=True,
     help="Look for known lemons in the jobs that ended this long before --at (0: skip, faster).",
@@ -101,7 +101,7 @@ def _print(doc: dict) -> None:
 @click.option(
     "--fail-over",
     "fail_over",
-    type=click.IntRange(min=0),
+    type=RISK_FAIL_OVER,
     metavar="N",
     help=f"Exit {int(ExitCode.THRESHOLD)} if more than N components are degrading now (0: any).",
 )

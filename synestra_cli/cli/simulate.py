@@ -8,21 +8,21 @@ from pathlib import Path
 import click
 
 from synestra_cli.cli.common import handle_errors
-from synestra_cli.cli.options import format_option
+from synestra_cli.cli.options import OUTPUT_FOLDER, SEED, Number, format_option
 from synestra_cli.simulate.model import LAUNCHERS, TRAINERS
 from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, SCHEDULERS, simulate
 
 
 @click.command("simulate")
-@click.argument("outdir", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("outdir", type=OUTPUT_FOLDER)
 @click.option("--scenario", required=True, type=click.Choice(sorted(SCENARIOS)), help="What goes wrong.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same bytes.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Same seed, same bytes.")
 @click.option(
     "--nodes", type=click.IntRange(MIN_NODES, 4096), default=16, show_default=True, help="Hosts in the cluster."
 )
 @click.option(
     "--hours",
-    type=click.FloatRange(1.0, 24.0 * 14),
+    type=Number(1.0, 24.0 * 14, "hours"),
     default=6.0,
     show_default=True,
     help="Length of the simulated window.",

@@ -29,6 +29,14 @@ def command(query, db, fmt) -> None:
       synestra sql "SELECT host, count(*) FROM events WHERE kind = 'xid' GROUP BY host"
       synestra sql "SELECT * FROM metrics WHERE host = 'gpu-004'" --format csv > gpu-004.csv
     """
+    from synestra_cli import settings
+    from synestra_cli.cli import main
+    from synestra_cli.store.connect import MEMORY_LIMIT
+
+    if main.OWN_PROCESS:
+        # anyone's query: the process's data held to the budget, so that one huge value DuckDB allocates
+        # outside its pool is its out-of-memory (exit 10), not twice the budget
+        settings.bound_process_data(settings.memory_budget_bytes(MEMORY_LIMIT))
     with open_store(db, locked=True) as conn:
         columns, batches = stream_sql(conn, query)
         write_batches(batches, columns, fmt)

@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
-from synestra_cli.cli.common import FiniteFloat, engine_option, handle_errors
-from synestra_cli.cli.options import db_option, format_option, host_option, job_option, refuse_together, window_options
+from synestra_cli.cli.common import engine_option, handle_errors
+from synestra_cli.cli.options import (
+    CAPACITY_GPUS,
+    GPU_HOUR_PRICE,
+    TAX_FAIL_OVER,
+    db_option,
+    format_option,
+    host_option,
+    job_option,
+    refuse_together,
+    window_options,
+)
 from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows
 from synestra_cli.errors import ExitCode
 
@@ -128,12 +138,8 @@ def _print_fleet(fleet: FleetDoc, causes: list[RankedCauseDoc], by: str, console
 @click.option("--all", "all_jobs", is_flag=True, help="Every job in the window, with the fleet view.")
 @window_options("jobs that ran")
 @host_option("jobs")
-@click.option(
-    "--gpu-hour-price", "price", type=FiniteFloat(0.0), help="USD per GPU-hour: adds dollars to every figure."
-)
-@click.option(
-    "--capacity-gpus", type=click.IntRange(min=1), help="GPUs of the cluster: economic availability vs capacity."
-)
+@click.option("--gpu-hour-price", "price", type=GPU_HOUR_PRICE, help="USD per GPU-hour: adds dollars to every figure.")
+@click.option("--capacity-gpus", type=CAPACITY_GPUS, help="GPUs of the cluster: economic availability vs capacity.")
 @click.option(
     "--by",
     type=click.Choice(["category", "host", "component", "job"]),
@@ -144,7 +150,7 @@ def _print_fleet(fleet: FleetDoc, causes: list[RankedCauseDoc], by: str, console
 @click.option(
     "--fail-over",
     "fail_over",
-    type=FiniteFloat(0.0, 100.0),
+    type=TAX_FAIL_OVER,
     metavar="PCT",
     help=f"Exit {int(ExitCode.THRESHOLD)} if a job's checkpoint tax exceeds PCT percent (every such job is named).",
 )

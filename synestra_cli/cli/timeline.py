@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from synestra_cli.cli.common import handle_errors
-from synestra_cli.cli.options import db_option
+from synestra_cli.cli.common import handle_errors, output_file
+from synestra_cli.cli.options import OUTPUT_FILE, db_option
 
 
 @click.command("timeline")
@@ -17,7 +17,7 @@ from synestra_cli.cli.options import db_option
     "--output",
     "output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     help="File to write: .html (self-contained, the default for other names), .svg or .png.",
 )
 @click.option(
@@ -49,7 +49,8 @@ def command(job_id: str, output: Path, fmt: str | None, db: str | None) -> None:
 
     with open_store(db, read_only=True) as conn:
         tl = build(conn, resolve_job(conn, job_id))
-    fmt = write(tl, output, fmt)
+    with output_file(output):
+        fmt = write(tl, output, fmt)
     click.echo(
         f"{output}: {fmt} timeline of job {job_id}, {len(tl.job.checkpoints)} checkpoint(s), {len(tl.causes)} cause(s)",
         err=True,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from synestra_cli.errors import InputError
+from synestra_cli.errors import UsageError
 from synestra_cli.store.lake import lake_target
 from synestra_cli.store.parallel import default_workers
 
@@ -25,9 +25,9 @@ ENGINES = ("local", "ray")
 def _lake(engine: str, db: str | Path | None) -> str:
     target = lake_target(db)
     if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
+        raise UsageError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
     if target is None:
-        raise InputError(f"--engine {engine} works on a lake: give --db a folder or an s3:// URL (docs/lake.md)")
+        raise UsageError(f"--engine {engine} works on a lake: give --db a folder or an s3:// URL (docs/lake.md)")
     return target
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.errors import InputError
+from synestra_cli.errors import UsageError
 from synestra_cli.explain import memo
 from synestra_cli.explain.api import JobExplanation
 from synestra_cli.explain.batch import explain_batch
@@ -46,7 +46,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise InputError("--engine ray needs Ray: pip install 'synestra[distributed]'") from exc
+        raise UsageError("--engine ray needs Ray, which is not installed: pip install 'synestra[distributed]'") from exc
     return ray
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import os
+import re
 import stat
 import zlib
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ import pyarrow as pa
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats.envelope import Envelope
+from synestra_cli.formats.inflate import BoundedGzipFile
 from synestra_cli.store.sql import scalar
 
 HEAD_BYTES = 64 * 1024
@@ -226,7 +228,8 @@ def is_gzip(path: Path) -> bool:
 
 
 def open_binary(path: Path):
-    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
+    """The file's bytes; a gzip stream's text, bounded against decompression bombs (formats/inflate.py)."""
+    return BoundedGzipFile(path) if is_gzip(path) else open(path, "rb")
 
 
 def text_bytes(path: Path) -> int:
@@ -261,6 +264,15 @@ def read_bytes(path: Path) -> bytes:
             return f.read()
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
+
+
+_LEAP = re.compile(r"(\d{2}:\d{2}):60(?:[.,]\d*)?")
+
+
+def leap_second(text: str) -> str:
+    """A leap second's time text (`23:59:60[.f]`) as the last microsecond of its minute, `23:59:59.999999`:
+    what the store's SQL macro leap_second does (store/connect.py), for the formats parsed in Python."""
+    return _LEAP.sub(r"\1:59.999999", text) if ":60" in text else text
 
 
 def decode(data: bytes) -> str:
@@ -301,12 +313,22 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
         raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
 
 
-def lines_to_table(text: str | bytes, first_lineno: int) -> pa.Table:
+def cr_only(data: bytes) -> bool:
+    """Lines that end in a carriage return alone (classic Mac OS, some serial-console captures): no LF at
+    all, and a CR. A CR inside an LF file (a progress bar redrawn) stays inside its line, as `sed -n Np`
+    and editors number lines."""
+    return b"\r" in data and b"\n" not in data
+
+
+def lines_to_table(text: str | bytes, first_lineno: int, cr_lines: bool | None = None) -> pa.Table:
     """Split into lines (lineno int64, line string) with numpy and Arrow buffers: no Python object
-    per line. LF or CRLF endings; a last line without a newline is kept; invalid UTF-8 is replaced."""
+    per line. LF or CRLF endings, or CR alone (`cr_lines`; None: when the text has no LF at all, see
+    cr_only); a last line without a newline is kept; invalid UTF-8 is replaced."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     if not _valid_utf8(data):
         data = decode(data).encode("utf-8")
+    if cr_only(data) if cr_lines is None else cr_lines:
+        data = data.replace(b"\r", b"\n")
     if b"\r" in data and b"\r\n" in data:  # the first test is a cheap memchr
         data = data.replace(b"\r\n", b"\n")
     if data.endswith(b"\n"):
@@ -338,6 +360,7 @@ def iter_line_batches(
 ) -> Iterator[pa.Table]:
     lineno = first_line
     carry = b""
+    cr_lines: bool | None = None  # decided on the file's first block (cr_only): its line endings
     try:
         with open_binary(path) as f:
             if offset:
@@ -353,13 +376,17 @@ def iter_line_batches(
                 if first and block.startswith(UTF8_BOM):
                     block = block[len(UTF8_BOM) :]
                 first = False
+                if cr_lines is None:
+                    cr_lines = cr_only(block)
+                if cr_lines:
+                    block = block.replace(b"\r", b"\n")
                 block = carry + block
                 cut = block.rfind(b"\n")
                 if cut < 0:
                     carry = block
                     continue
                 carry = block[cut + 1 :]
-                tables = [lines_to_table(block[: cut + 1], lineno)]
+                tables = [lines_to_table(block[: cut + 1], lineno, False)]
                 lineno += tables[0].num_rows
                 block = b""
                 # popped, not named: while suspended here this frame holds neither the batch (its reader
@@ -368,7 +395,7 @@ def iter_line_batches(
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{path}: truncated or corrupt gzip ({exc})") from exc
     if carry:
-        yield lines_to_table(carry, lineno)
+        yield lines_to_table(carry, lineno, False)
 
 
 class _HasContext(Protocol):

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from synestra_cli.formats.base import iter_line_batches, lines_to_table
 from synestra_cli.formats.envelope import BY_KIND, LINE_PREFIXES, Envelope, continued_sql
+from synestra_cli.store.connect import LEAP_SECOND_SQL
 from synestra_cli.store.sql import registered
 
 GROUPS = ("body", "host", "rank", "stream", "ts", "tag", "partial")
@@ -39,7 +40,7 @@ WITH b AS (
         CASE WHEN hit THEN nullif(g.host, '') END AS host,
         CASE WHEN hit THEN TRY_CAST(nullif(g.rank, '') AS INTEGER) END AS rank,
         CASE WHEN hit THEN nullif({stream}, '') END AS stream,
-        CASE WHEN hit AND $zoned THEN timezone('UTC', TRY_CAST(nullif({ts}, '') AS TIMESTAMPTZ)) END AS ts,
+        CASE WHEN hit AND $zoned THEN timezone('UTC', TRY_CAST({leap_ts} AS TIMESTAMPTZ)) END AS ts,
         CASE WHEN hit THEN nullif(g.tag, '') END AS tag,
         CASE WHEN hit THEN {partial} ELSE false END AS partial
     FROM p
@@ -110,6 +111,8 @@ def _statement(env: Envelope) -> str:
             "ts": "g.ts",
             "partial": "coalesce(g.partial = 'P', false)",
         }
+    # a leap second (23:59:60) kept as the minute's last microsecond, inline: `conn` may be any connection
+    parts["leap_ts"] = LEAP_SECOND_SQL.format(t=f"nullif({parts['ts']}, '')")
     return NORMALISE_SQL.format(**parts)
 
 

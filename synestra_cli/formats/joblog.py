@@ -87,7 +87,7 @@ WITH t AS (
             TRY_CAST(regexp_extract(body, '^:::MLLOG .*"time_ms": (\d+)', 1) AS BIGINT) END AS epoch_ms
     FROM jl_seg
 ), l AS (
-    SELECT *, TRY_CAST(replace(iso_text, ',', '.') AS TIMESTAMP) AS local_ts FROM t
+    SELECT *, TRY_CAST(leap_second(replace(iso_text, ',', '.')) AS TIMESTAMP) AS local_ts FROM t
 )
 SELECT *, coalesce(
         CASE WHEN $tz = 'UTC' THEN local_ts ELSE timezone('UTC', timezone($tz, local_ts)) END,
@@ -114,8 +114,9 @@ WITH ref AS (
     FROM jl_full l JOIN jl_files f USING (sid)
 ), cand AS (
     SELECT *, CASE WHEN glog.mo <> '' THEN
-        TRY_CAST(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), lpad(glog.mo, 2, '0'), glog.dd, glog.hh, glog.mi,
-                        glog.ss, CASE WHEN glog.frac = '' THEN '0' ELSE glog.frac END) AS TIMESTAMP) END AS g0
+        TRY_CAST(leap_second(printf('%04d-%s-%s %s:%s:%s.%s', year(ref_ts), lpad(glog.mo, 2, '0'), glog.dd,
+                        glog.hh, glog.mi, glog.ss, CASE WHEN glog.frac = '' THEN '0' ELSE glog.frac END))
+                 AS TIMESTAMP) END AS g0
     FROM ref
 ), rolled AS (
     SELECT *, CASE WHEN g0 - ref_ts > INTERVAL 183 DAY THEN g0 - INTERVAL 1 YEAR

@@ -50,7 +50,8 @@ WITH c AS (
     FROM c
 ), t AS (
     SELECT *,
-        CASE WHEN $old THEN try_strptime(first_seen, '%a, %d %b %Y %H:%M:%S %z')::TIMESTAMP
+        CASE WHEN $old THEN try_strptime(leap_second(first_seen),
+                                         ['%a, %d %b %Y %H:%M:%S %z', '%a, %d %b %Y %H:%M:%S.%f %z'])::TIMESTAMP
              ELSE $taken - to_seconds(coalesce(_kube_age(first_seen), _kube_age(last_seen))) END AS ts,
         CASE WHEN $old THEN 0 ELSE {unit} END AS approx_s,
         coalesce(nullif(okind, ''), split_part(obj, '/', 1)) AS object_kind,

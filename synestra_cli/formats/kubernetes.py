@@ -29,7 +29,7 @@ from synestra_cli.store.sql import drop_temp, registered, scalar, sql_file
 # Kubernetes times: RFC 3339 (`2024-11-17T10:19:41Z`), MicroTime (`...41.000000Z`); Go's zero time is unset.
 TS_MACRO = """CREATE OR REPLACE TEMP MACRO _kube_ts(t) AS
 CASE WHEN t IS NULL OR starts_with(t, '0001-01-01') THEN NULL
-     ELSE try_cast(try_cast(t AS TIMESTAMPTZ) AS TIMESTAMP) END"""
+     ELSE try_cast(try_cast(leap_second(t) AS TIMESTAMPTZ) AS TIMESTAMP) END"""
 
 JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob", "JobSet", "Job")
 # The node-problem-detector's reasons for a kernel or node fault (config/kernel-monitor.json,

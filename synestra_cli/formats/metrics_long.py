@@ -65,13 +65,14 @@ WITH p AS (
 q AS (
     SELECT *,
            CASE WHEN ends_with(t, 'Z')
-                    THEN coalesce(try_strptime(t, '%Y-%m-%dT%H:%M:%S.%fZ'), timezone('UTC', TRY_CAST(t AS TIMESTAMPTZ)))
+                    THEN coalesce(try_strptime(t, '%Y-%m-%dT%H:%M:%S.%fZ'),
+                                  timezone('UTC', TRY_CAST(leap_second(t) AS TIMESTAMPTZ)))
                 WHEN regexp_full_match(t, '-?[0-9]+(\\.[0-9]*)?')
                     THEN CASE WHEN abs(CAST(t AS DOUBLE)) < 1e11
                               THEN make_timestamp(CAST(round(CAST(t AS DOUBLE) * 1e6) AS BIGINT)) END
                 WHEN regexp_matches(t, '(Z|[+-][0-9]{2}(:?[0-9]{2})?)$')
-                    THEN timezone('UTC', TRY_CAST(t AS TIMESTAMPTZ))
-                ELSE to_utc(TRY_CAST(t AS TIMESTAMP), $tz)
+                    THEN timezone('UTC', TRY_CAST(leap_second(t) AS TIMESTAMPTZ))
+                ELSE to_utc(TRY_CAST(leap_second(t) AS TIMESTAMP), $tz)
            END AS ts
     FROM p
 )

@@ -31,7 +31,7 @@ SELECT c.lineno, c.name, c.metric, c.text, r.uuid, r.model, r.serial,
        CASE WHEN r.bus LIKE '%:%:%.%' THEN r.bus END AS bus,
        coalesce('gpu' || try_cast(r.idx AS INTEGER)::VARCHAR, CASE WHEN r.bus LIKE '%:%:%.%' THEN r.bus END,
                 nullif(r.uuid, '')) AS entity,
-       coalesce(to_utc(try_strptime(r.stamp, ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S']), $tz), $mtime) AS ts,
+       coalesce(to_utc(try_strptime(leap_second(r.stamp), ['%Y/%m/%d %H:%M:%S.%g', '%Y/%m/%d %H:%M:%S', '%Y/%m/%d %H:%M:%S.%f']), $tz), $mtime) AS ts,
        CASE WHEN c.text IN ('Yes', 'Enabled', 'Active') THEN 1.0
             WHEN c.text IN ('No', 'Disabled', 'Not Active') THEN 0.0
             WHEN regexp_matches(c.text, '^0x[0-9A-Fa-f]+$') THEN ('0x' || lower(c.text[3:]))::UBIGINT::DOUBLE

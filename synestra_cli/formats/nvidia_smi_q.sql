@@ -36,7 +36,7 @@ WITH l AS (
 SELECT lineno, line, depth, key, value, is_gpu, capture, bus,
        CASE WHEN bus IS NOT NULL AND depth >= 1 THEN gpu_index END AS gpu_index,
        attached, listed,
-       coalesce(to_utc(try_strptime(regexp_replace(stamp, '\s+', ' ', 'g'), '%a %b %d %H:%M:%S %Y'), $tz), $mtime)
+       coalesce(to_utc(try_strptime(leap_second(regexp_replace(stamp, '\s+', ' ', 'g')), ['%a %b %d %H:%M:%S %Y', '%a %b %d %H:%M:%S.%f %Y']), $tz), $mtime)
            AS ts,
        concat_ws('/', CASE WHEN depth > 1 THEN p1 END, CASE WHEN depth > 2 THEN p2 END,
                  CASE WHEN depth > 3 THEN p3 END, key) AS path,

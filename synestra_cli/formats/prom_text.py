@@ -12,6 +12,7 @@ import duckdb
 
 from synestra_cli.formats import years
 from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.store.checks import OUT_OF_RANGE, TS_MAX, TS_MIN
 from synestra_cli.store.sql import drop_temp, scalar
 
 # Cut position: the first "}" after labels, else the first blank (space or TAB: both separate tokens in the
@@ -170,10 +171,12 @@ r AS (
            END AS reason
     FROM v
 )
-SELECT sid, lineno, value, reason, t IS NULL AS untimed,
-       CASE WHEN t IS NOT NULL THEN make_timestamp({TS_MICROS}) END AS ts,
-       CASE WHEN reason IS NOT NULL OR (ts IS NULL AND t IS NOT NULL) THEN series || ' ' || tail END AS text
-FROM r
+SELECT sid, lineno, value, coalesce(reason, CASE WHEN ts < {TS_MIN} OR ts > {TS_MAX} THEN '{OUT_OF_RANGE}' END)
+           AS reason,
+       untimed, ts,
+       CASE WHEN reason IS NOT NULL OR (ts IS NULL AND t IS NOT NULL) OR ts < {TS_MIN} OR ts > {TS_MAX}
+            THEN series || ' ' || tail END AS text
+FROM (SELECT *, t IS NULL AS untimed, CASE WHEN t IS NOT NULL THEN make_timestamp({TS_MICROS}) END AS ts FROM r)
 """
 
 TS_REJECT_SQL = "UPDATE prom_rows SET reason = 'bad timestamp' WHERE reason IS NULL AND ts IS NULL AND NOT untimed"

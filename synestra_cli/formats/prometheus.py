@@ -14,6 +14,7 @@ import zlib
 from synestra_cli.errors import InputError
 from synestra_cli.formats import prom_labels, prom_text
 from synestra_cli.formats.base import GZIP_MAGIC, Format, LoadContext, LoadResult
+from synestra_cli.formats.inflate import InflateBudget
 
 # `name value`, `name{labels} value`, `{__name__=...} value` (dumps); blanks (spaces or TABs) before `{` and after
 # `}` are optional; an optional integer or decimal timestamp.
@@ -78,12 +79,16 @@ def _inspect(ctx: LoadContext) -> tuple[str | None, bytes]:
         if f.read(2) != GZIP_MAGIC:
             f.seek(max(0, ctx.path.stat().st_size - TAIL_BYTES))
             return "none", f.read()
-    inflater, tail = zlib.decompressobj(16 + zlib.MAX_WBITS), b""
+    inflater, tail, out = zlib.decompressobj(16 + zlib.MAX_WBITS), b"", 0
+    budget = InflateBudget(ctx.display)  # a bomb is refused here, before DuckDB's reader inflates it
     try:
         with open(ctx.path, "rb") as f:
             while not inflater.eof and (block := f.read(INSPECT_BLOCK)):
                 while block and not inflater.eof:
-                    tail = (tail + inflater.decompress(block, INSPECT_TEXT)[-TAIL_BYTES:])[-TAIL_BYTES:]
+                    text = inflater.decompress(block, INSPECT_TEXT)
+                    out += len(text)
+                    budget.check(out, f.tell() - len(inflater.unconsumed_tail))
+                    tail = (tail + text[-TAIL_BYTES:])[-TAIL_BYTES:]
                     block = inflater.unconsumed_tail
             tail = (tail + inflater.flush()[-TAIL_BYTES:])[-TAIL_BYTES:]  # the text a full buffer held back
             more = bool(inflater.unused_data) or bool(f.read(1))  # another gzip member, or bytes after it

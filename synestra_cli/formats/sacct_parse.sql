@@ -28,8 +28,8 @@ WITH f AS (
     FROM f
 ), t0 AS (
     SELECT *, rtrim(split_part(state_text, ' ', 1), '+') AS state,  -- fixed width: `CANCELLED+` (by <uid>, cut)
-           to_utc(try_strptime(start_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS start_utc,
-           to_utc(try_strptime(end_text, '%Y-%m-%dT%H:%M:%S'), $tz) AS end_utc,
+           to_utc(try_strptime(leap_second(start_text), ['%Y-%m-%dT%H:%M:%S', '%Y-%m-%dT%H:%M:%S.%f']), $tz) AS start_utc,
+           to_utc(try_strptime(leap_second(end_text), ['%Y-%m-%dT%H:%M:%S', '%Y-%m-%dT%H:%M:%S.%f']), $tz) AS end_utc,
            _sacct_seconds(elapsed_text) AS elapsed_s,
            coalesce(_sacct_tres_gpus(alloctres),
                     try_cast(regexp_extract(allocgres, '(?:^|,)gpu(?::[^:,()]+)?:(\d+)', 1) AS INTEGER),

@@ -7,7 +7,7 @@ WITH l AS (
            regexp_extract(line, '^\[(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?)\]\s?(.*)$', ['stamp', 'msg']) AS e
     FROM _slurm_lines
 ), m AS (
-    SELECT lineno, line, e.msg AS msg, to_utc(try_strptime(e.stamp, ['%Y-%m-%dT%H:%M:%S.%g', '%Y-%m-%dT%H:%M:%S']), $tz)
+    SELECT lineno, line, e.msg AS msg, to_utc(try_strptime(leap_second(e.stamp), ['%Y-%m-%dT%H:%M:%S.%g', '%Y-%m-%dT%H:%M:%S', '%Y-%m-%dT%H:%M:%S.%f']), $tz)
            AS ts
     FROM l
 ), typed AS (

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from synestra_cli.catalog import CANONICAL
 from synestra_cli.formats import years
-from synestra_cli.formats.base import LoadContext, LoadResult
+from synestra_cli.formats.base import LoadContext, LoadResult, leap_second
 from synestra_cli.store.sql import registered
 
 # A capture script's timestamp line before the tool's output: `date -Is`, `date -u +%FT%TZ`, or
@@ -70,12 +70,15 @@ def header_time(lines: list[str], tz: str) -> tuple[datetime | None, int]:
     for i, line in enumerate(lines[:3], start=1):
         iso = ISO_LINE.match(line)
         if iso:
-            ts = datetime.fromisoformat(iso.group(1).replace(",", ".").replace(" ", "T") + (iso.group(2) or ""))
+            text = leap_second(iso.group(1).replace(",", ".").replace(" ", "T"))
+            ts = datetime.fromisoformat(text + (iso.group(2) or ""))
             return to_utc(ts, tz), i
         date = DATE_LINE.match(line)
         if date:
             mon, day, clock, year = date.groups()
-            return datetime.strptime(f"{year} {mon} {day} {clock}", "%Y %b %d %H:%M:%S"), i
+            clock = leap_second(clock)
+            fmt = "%Y %b %d %H:%M:%S.%f" if "." in clock else "%Y %b %d %H:%M:%S"
+            return datetime.strptime(f"{year} {mon} {day} {clock}", fmt), i
     return None, 0
 
 

@@ -83,7 +83,8 @@ class Envelope:
 
 def _ts_sql(year_sql: str, time_sql: str) -> str:
     # date + time: an impossible date (Feb 30) gives NULL, so the line is rejected rather than failing the file.
-    return f"try(make_date({year_sql}, {MONTHS_SQL}, TRY_CAST(m.day AS INTEGER))) + TRY_CAST({time_sql} AS TIME)"
+    date = f"try(make_date({year_sql}, {MONTHS_SQL}, TRY_CAST(m.day AS INTEGER)))"
+    return f"{date} + TRY_CAST(leap_second({time_sql}) AS TIME)"  # a leap second: store/connect.py
 
 
 def _tail_cols(sev_sql: str, host: bool = True) -> str:
@@ -109,7 +110,7 @@ RFC3339 = Envelope(
     "rfc3339",
     r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:?\d\d)) " + TAIL,
     "['iso'," + TAIL_NAMES + "]",
-    "timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, " + _tail_cols("syslog_sev_word(m.sev)"),
+    "timezone('UTC', TRY_CAST(leap_second(m.iso) AS TIMESTAMPTZ)) AS ts, " + _tail_cols("syslog_sev_word(m.sev)"),
     "m.iso <> ''",
     "utc",
     # The stamp is not captured (that alone triples the cost): it is the line up to the first space.
@@ -124,7 +125,7 @@ RFC5424 = Envelope(
     "\ufeff?"
     r"(.*))?$",
     "['pri','iso','host','tag','pid','msgid','sd','msg']",
-    """timezone('UTC', TRY_CAST(m.iso AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up,
+    """timezone('UTC', TRY_CAST(leap_second(m.iso) AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up,
  nullif(m.host, '-') AS host, """
     + """syslog_sev_num(m.pri) AS sev,
  nullif(m.tag, '-') AS tag, nullif(m.pid, '-') AS pid, m.msg AS msg""",
@@ -157,7 +158,8 @@ DMESG_ISO = Envelope(
     "dmesg_iso",
     r"^(?:(\w+) *:(\w+) *: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+(?:Z|[+-]\d\d:?\d\d)) ?(.*)$",
     "['fac','lvl','iso','msg']",
-    "timezone('UTC', TRY_CAST(replace(m.iso, ',', '.') AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up, NULL AS host, "
+    "timezone('UTC', TRY_CAST(leap_second(replace(m.iso, ',', '.')) AS TIMESTAMPTZ)) AS ts, NULL::DOUBLE AS up, "
+    + "NULL AS host, "
     + "syslog_sev_word(m.lvl) AS sev, NULL AS tag, NULL AS pid, m.msg AS msg",
     "m.iso <> ''",
     "utc",

@@ -239,7 +239,7 @@ WITH a AS (
         TRY_CAST(nullif(regexp_extract(r, 'local_rank: (\d+)', 1), '') AS INTEGER) AS local_rank,
         TRY_CAST(nullif(regexp_extract(e.e, '^(-?\d+)', 1), '') AS INTEGER) AS code,
         TRY_CAST(nullif(regexp_extract(e.e, 'pid: (\d+)', 1), '') AS BIGINT) AS pid,
-        try_strptime(t, '%Y-%m-%d_%H:%M:%S') AS local_ts
+        try_strptime(leap_second(t), ['%Y-%m-%d_%H:%M:%S', '%Y-%m-%d_%H:%M:%S.%f']) AS local_ts
     FROM entry e ASOF LEFT JOIN sec s ON e.sid = s.sid AND e.hpos >= s.spos
 ), wf AS (
     SELECT sid, hpos AS pos, hline AS lineno, rank, local_rank, code, pid, fqdn, root_cause, tb,

@@ -27,6 +27,8 @@ from datetime import datetime, timedelta
 
 import duckdb
 
+from synestra_cli.formats.base import leap_second
+
 STORE_NEAR_DAYS = 31  # store evidence further than this from every placement of the file says nothing
 HEADER_SLACK = timedelta(days=1)  # the header's local times carry a zone name we do not resolve
 
@@ -160,7 +162,7 @@ def _from_header(header: str | None, last: datetime) -> YearChoice | None:
     m = HEADER_RE.match(header) if header else None
     if m is None or m.group(2) is None:
         return None
-    begin, end = (datetime.strptime(g, "%Y-%m-%d %H:%M:%S") for g in m.groups())
+    begin, end = (datetime.fromisoformat(leap_second(g)) for g in m.groups())
     k = end.year - last.year
     if _shift(last, k) > end + HEADER_SLACK:  # the last line's day comes after the end's in that year
         k -= 1

@@ -193,14 +193,16 @@ def _refusal(s: Staged, options: IngestOptions) -> str | None:
     result, path, name = s.result, s.path, s.fmt.name
     if options.strict and result.rejected:
         line, reason, _ = result.reject_samples[0]
-        return str(InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)"))
+        where = f"{path}:{line}" if line is not None else str(path)
+        return str(InputError(f"{where}: {reason} ({result.rejected} rejected lines; --strict)"))
     if result.rejected and not result.rows:
         line, reason, _ = result.reject_samples[0] if result.reject_samples else (None, "rejected", "")
         hint = "" if not options.format else f"; is it really {name}? (--format forced it)"
+        first = f"the first at line {line}" if line is not None else "the first"
         return str(
             InputError(
                 f"{path}: nothing could be read as {name}: all {result.rejected} line(s) "
-                f"rejected, the first at line {line}: {reason}{hint}"
+                f"rejected, {first}: {reason}{hint}"
             )
         )
     return None

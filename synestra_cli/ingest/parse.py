@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from synestra_cli.clusters import prefix_hosts
 from synestra_cli.errors import (
+    SettingsError,
     StoreWriteError,
     SynestraError,
     is_interrupt,
@@ -212,6 +213,8 @@ def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
             return fn()
+        except SettingsError:
+            raise  # a malformed variable is the command's usage error (exit 2), not this file's
         except SynestraError as exc:
             raise_if_stopped(exc)
             report.error = str(exc)
@@ -232,6 +235,9 @@ def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]
                 raise
             if is_out_of_memory(exc):  # (an Arrow scan wraps DuckDB's): the limit's fault, not the file's
                 report.error = _out_of_memory(path, exc)
+                return report
+            if isinstance(exc, OSError):  # removed, replaced or made unreadable since it was walked
+                report.error = f"{path}: cannot be read ({exc.strerror or exc})"
                 return report
             # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
             # file fails, rolled back, and the others still load.

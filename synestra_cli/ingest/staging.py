@@ -29,6 +29,7 @@ from synestra_cli.store.connect import (
     wait_for_lock,
 )
 from synestra_cli.store.sources import SourcedTable, sourced_tables
+from synestra_cli.store.spill import spill_folder, sweep
 from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal
 
 STORE_ALIAS = "_store"
@@ -83,7 +84,9 @@ class Stores:
         finally:
             opened.close()
         path = path.resolve()
-        config = {**OFFLINE_CONFIG, **session_limits(), "temp_directory": f"{path}.tmp"}
+        spill = spill_folder(path)
+        sweep(spill)  # what a killed ingest or reader left there (store/spill.py)
+        config = {**OFFLINE_CONFIG, **session_limits(), "temp_directory": str(spill)}
         conn = duckdb.connect(":memory:", config=config)
         for sql in SESSION_SQL:
             conn.execute(sql)

@@ -21,9 +21,11 @@ import duckdb
 
 from synestra_cli.store.sources import SourcedTable, qualified, sourced_tables
 from synestra_cli.store.sql import drop_temp, quote_ident, scalar
+from synestra_cli.store.summaries import DERIVED_TABLES
 
 TS_MIN = "TIMESTAMP '0001-01-01 00:00:00'"
 TS_MAX = "TIMESTAMP '9999-12-31 23:59:59.999999'"
+OUT_OF_RANGE = "time outside years 1-9999"  # the reject's reason, here and where a parser finds one
 SAMPLES = 20
 
 # Series with a repeated time: grouped (not windowed) first, so that the common case (no repeats)
@@ -87,7 +89,9 @@ def check_sources(
     if not ids:
         return out
     for table in tables if tables is not None else sourced_tables(conn, catalog):
-        if table.ts_columns and table.name not in ("sources", "rejects"):
+        # the summaries are derived from the samples (a rejected sample leaves them stale, and the commit
+        # summarises from the store instead): neither rejects nor rows of the source, never counted
+        if table.ts_columns and table.name not in ("sources", "rejects", *DERIVED_TABLES):
             _out_of_range(conn, catalog, table, ids, out)
     suspects = ids if repeatable is None else [i for i in ids if i in repeatable]
     if suspects:
@@ -121,7 +125,7 @@ def _out_of_range(
         {"ids": ids},
     ).fetchall()
     for sid, lineno, text in rows:
-        out[sid].rejects.append((lineno, f"time outside years 1-9999 ({table.name} row)", text.strip()))
+        out[sid].rejects.append((lineno, f"{OUT_OF_RANGE} ({table.name} row)", text.strip()))
     conn.execute(f"DELETE FROM {name} WHERE {where}", {"ids": ids})
     for sid, n in counts:
         out[sid].deleted += n

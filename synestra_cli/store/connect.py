@@ -12,14 +12,22 @@ from typing import TypeVar
 import duckdb
 
 from synestra_cli import __version__, settings
-from synestra_cli.errors import EmptyStoreError, StoreBusyError, StoreError
+from synestra_cli.errors import (
+    EmptyStoreError,
+    OutOfMemoryError,
+    StoreBusyError,
+    StoreError,
+    is_out_of_memory,
+    out_of_memory_message,
+)
 from synestra_cli.store.migrations import MIGRATIONS, MigrationFailed, apply_migrations
+from synestra_cli.store.spill import spill_folder, sweep
 from synestra_cli.store.sql import fetch_one, has_table
 
 DEFAULT_DB = Path("synestra.duckdb")
 ENV_DB = "SYNESTRA_DB"
 # SYNESTRA_MEMORY_LIMIT's default: the process's budget; DuckDB's pool gets 900 MB of it (settings.memory_limit).
-MEMORY_LIMIT = "1.5GB"
+MEMORY_LIMIT = settings.DEFAULT_MEMORY_LIMIT
 T = TypeVar("T")
 # A DuckDB file: bytes 8..12 of its first block. Anything else (a SQLite file, a log) is refused before
 # DuckDB sees it: DuckDB would otherwise try to download the extension that reads it.
@@ -34,6 +42,15 @@ OFFLINE_CONFIG: DuckConfig = {"autoinstall_known_extensions": False, "autoload_k
 # (lock_configuration is set last, once the session's own settings are made).
 LOCKED_CONFIG: DuckConfig = {**OFFLINE_CONFIG, "enable_external_access": False}
 
+# A leap second, `23:59:60[.f]` (the kernel's "Clock: inserting leap second 23:59:60 UTC", a GPS-disciplined
+# clock, `date` under a right/ zone), which DuckDB's casts and strptime refuse: the time text with its
+# seconds :60 made :59.999999, the last microsecond of the minute, before it is cast (docs/formats.md,
+# "Leap seconds": why that and not the next second). `t` unchanged otherwise; the test is a memchr.
+LEAP_SECOND_SQL = (
+    "CASE WHEN contains({t}, ':60') "
+    "THEN regexp_replace({t}, '([0-9]{{2}}:[0-9]{{2}}):60(?:[.,][0-9]*)?', '\\1:59.999999') ELSE {t} END"
+)
+LEAP_SECOND_MACRO = f"CREATE OR REPLACE TEMP MACRO leap_second(t) AS {LEAP_SECOND_SQL.format(t='t')}"
 # Session macros every query may use. to_utc: a naive local timestamp in zone tz -> naive UTC.
 # No progress bar: DuckDB prints it on stdout for a query over 2 s (a big job on a busy machine), in
 # the middle of `--format json` output.
@@ -41,6 +58,7 @@ SESSION_SQL = [
     "SET TimeZone = 'UTC'",
     "SET enable_progress_bar = false",
     "CREATE OR REPLACE TEMP MACRO to_utc(ts, tz) AS timezone('UTC', timezone(tz, ts))",
+    LEAP_SECOND_MACRO,
 ]
 
 
@@ -73,6 +91,7 @@ CORRUPTION = (
     "database has been invalidated",
     "Failed to load metadata",
     "Invalid block",
+    "No magic bytes found at end of file",  # a lake's Parquet part that is not Parquet (junk, truncated)
 )
 HEADER_BYTES = 3 * 4096  # DuckDB's file header and two database headers, before the first block
 MIGRATIONS_SQL = "SELECT name FROM _migrations ORDER BY name"
@@ -95,10 +114,12 @@ def as_store_error(exc: BaseException, path: Path | str | None = None) -> StoreE
     if any(text in str(exc) for text in CORRUPTION) and not isinstance(exc, duckdb.FatalException):
         return StoreError(
             f"{where} is damaged (truncated or corrupt: {first}); restore it from a copy, or "
-            "ingest again into a new --db"
+            "ingest again into a new --db (`synestra check` names what is damaged)"
         )
     if is_store_write_failure(exc):
         return StoreError(f"{where} cannot be written ({first}): free space, or use another --db")
+    if "Permission denied" in str(exc):  # its file, its WAL or its folder (chmod, another user's store)
+        return StoreError(f"{where} cannot be read or written ({first}): check its and its folder's permissions")
     return None
 
 
@@ -153,6 +174,8 @@ def _connect_with_wait(
     try:
         return wait_for_lock(lambda: duckdb.connect(str(path), read_only=read_only, config=config), path, wait)
     except duckdb.Error as exc:
+        if is_out_of_memory(exc):  # opening needs a few blocks: a limit below that is the limit's fault
+            raise OutOfMemoryError(f"cannot open store {path}: {out_of_memory_message(exc)}") from exc
         raise StoreError(
             f"cannot open store {path}: {_one_line(exc)} (not a Synestra store? pass another --db)"
         ) from exc
@@ -172,6 +195,11 @@ def check_store_path(path: Path, read_only: bool) -> None:
             raise StoreError(f"{path} is a folder: give --db a store file, e.g. {path / 'synestra.duckdb'}")
         if not path.is_file():
             raise StoreError(f"{path} is not a regular file (a FIFO, socket or device): give --db a store file")
+        if path.stat().st_size == 0:  # a first ingest killed as DuckDB created the file: it holds nothing
+            if read_only:
+                raise EmptyStoreError(f"store {path} is empty (0 bytes): run `synestra ingest PATH...` to fill it")
+            path.unlink()  # nothing to lose: a writer makes the store anew
+            return check_store_path(path, read_only)
         with path.open("rb") as f:
             head = f.read(16)
         if head and head[8:12] != DUCKDB_MAGIC:
@@ -179,6 +207,12 @@ def check_store_path(path: Path, read_only: bool) -> None:
             raise StoreError(f"{path} is not a Synestra store ({kind}): give --db a store file or a new path")
         if not read_only and not os.access(path, os.W_OK):
             raise StoreError(f"store {path} is read-only: read commands (jobs, explain, sql) still work")
+        folder = path.parent
+        if not read_only and not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"store {path} is in a read-only folder ({folder}): DuckDB writes its write-ahead log "
+                f"({path.name}.wal) beside the store; read commands (jobs, explain, sql) still work"
+            )
         return
     if read_only:
         raise EmptyStoreError(f"no store at {path}: run `synestra ingest PATH...` first (or pass --db)")
@@ -233,9 +267,17 @@ def connect(
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create store {path}: {exc.strerror}") from exc
+        sweep(spill_folder(path))  # what a killed ingest or reader left in STORE.tmp (store/spill.py)
     conn = _connect_with_wait(path, read_only or locked, config, wait_s)
     try:
         _check_store(conn, path)
+        if (read_only or locked) and _unfinished(conn):
+            # a first ingest killed before it created the tables, or between two of its migrations (its
+            # first second): no source is in, and the next writer finishes the schema
+            raise EmptyStoreError(
+                f"store {path} holds no data and its tables are not all made (its first ingest stopped "
+                "early): run `synestra ingest PATH...` to fill it"
+            )
         for sql in SESSION_SQL:
             conn.execute(sql)
         if locked:
@@ -244,6 +286,8 @@ def connect(
             _migrate(conn, path)
     except duckdb.Error as exc:
         conn.close()
+        if is_out_of_memory(exc):
+            raise OutOfMemoryError(f"cannot open store {path}: {out_of_memory_message(exc)}") from exc
         raise as_store_error(exc, path) or StoreError(f"cannot open store {path}: {_one_line(exc)}") from exc
     except BaseException:
         conn.close()
@@ -272,6 +316,17 @@ def _check_store(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"store {path} was written by a newer Synestra (schema {newer[-1]}, unknown to "
             f"synestra {__version__}): upgrade synestra, or use another --db"
         )
+
+
+def _unfinished(conn: duckdb.DuckDBPyConnection) -> bool:
+    """A store with no source and not every migration: what a first ingest killed in its first second
+    leaves. (A store with data and an older schema is an older synestra's: readers read it as it is.)"""
+    if not has_table(conn, "_migrations"):
+        return True
+    applied = {name for (name,) in conn.execute(MIGRATIONS_SQL).fetchall()}
+    if {name for name, _ in MIGRATIONS} <= applied:
+        return False
+    return not has_table(conn, "sources") or not fetch_one(conn, "SELECT 1 FROM sources LIMIT 1")
 
 
 def _migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> None:

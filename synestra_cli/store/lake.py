@@ -86,12 +86,24 @@ class Lake:
     entries: list[Entry]  # those whose parts a reader lists (Manifest.kept)
 
 
-def load_lake(target: str, create: bool = False) -> Lake:
+def load_lake(target: str, create: bool = False, verify: bool = False) -> Lake:
+    """The lake's settings and the entries a reader lists. `verify`: every part checked to be there at the
+    size its entry says (store/check.py; a local lake), read again once if one is not (a forget or a
+    replace may have committed meanwhile), else StoreError naming the part."""
+    from synestra_cli.store.check import damaged_error, verify_sizes
+
     fs = open_fs(target)
     if not create and fs.read_text(LAKE_FILE) is None:  # a folder that no ingest has written to
         raise EmptyStoreError(f"no lake at {target}: run `synestra ingest PATH... --db {target}` first")
     lake_settings = read_settings(fs, create)
-    return Lake(fs, lake_settings["buckets"], read_manifest(fs).kept())
+    for attempt in range(2 if verify else 1):
+        entries = read_manifest(fs).kept()
+        damage = verify_sizes(fs, entries) if verify else []
+        if not damage:
+            break
+        if attempt:
+            raise damaged_error(fs.root, damage)
+    return Lake(fs, lake_settings["buckets"], entries)
 
 
 def bucket_sql(host: str, buckets: int) -> str:
@@ -108,7 +120,7 @@ def open_reader(target: str, *, locked: bool = False) -> duckdb.DuckDBPyConnecti
     from synestra_cli.store.connect import MEMORY_LIMIT, OFFLINE_CONFIG, SESSION_SQL
     from synestra_cli.store.migrations import apply_migrations
 
-    lake = load_lake(target)
+    lake = load_lake(target, verify=True)
     conn = duckdb.connect(
         ":memory:",
         config={**OFFLINE_CONFIG, "threads": settings.threads(), "memory_limit": settings.memory_limit(MEMORY_LIMIT)},

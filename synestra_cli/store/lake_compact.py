@@ -23,17 +23,16 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli import settings
-from synestra_cli.settings import env_int
 from synestra_cli.store.lake import KEYED
 from synestra_cli.store.lake_manifest import (
     COMPACT,
-    LAKE_FILE,
-    LAYOUT,
     Entry,
     FsspecFS,
     LakeFS,
     Manifest,
     Part,
+    file_sha256,
+    mark_layout,
     staging_dir,
     write_checkpoint,
 )
@@ -41,8 +40,9 @@ from synestra_cli.store.sql import quote_ident, quote_literal
 
 SMALL_BYTES = 32 << 20  # a part under this is small: compacted with its neighbours
 TARGET_BYTES = 256 << 20  # a compacted part gathers at most this many bytes of parts
-MIN_RUN = 8  # an ingest compacts a run of this many small parts in a row; `synestra compact`, 2
-RETAIN_S = 3600  # how long a retired part is kept for the readers that may still read it
+# an ingest compacts a run of this many small parts in a row; `synestra compact`, 2
+MIN_RUN = settings.DEFAULT_LAKE_COMPACT_RUN
+RETAIN_S = settings.DEFAULT_LAKE_RETAIN_S  # how long a retired part is kept for the readers still on it
 
 
 @dataclass(frozen=True)
@@ -66,13 +66,13 @@ class Compaction:
 
 
 def retain_s() -> int:
-    return env_int("SYNESTRA_LAKE_RETAIN", RETAIN_S, 0, 10**9)
+    return settings.lake_retain_s()
 
 
 def auto_run() -> int:
     """The run of small parts an ingest or forget compacts as it closes ($SYNESTRA_LAKE_COMPACT_RUN;
     0: never, for a site that runs `synestra compact` in a window of its own)."""
-    return env_int("SYNESTRA_LAKE_COMPACT_RUN", MIN_RUN, 0, 10**6)
+    return settings.lake_compact_run()
 
 
 def plan(entries: list[Entry], min_run: int = MIN_RUN) -> list[list[Held]]:
@@ -126,7 +126,7 @@ def compact_parts(fs: LakeFS, manifest: Manifest, min_run: int, retain: int | No
     at = time.time()
     moved = [{"path": p, "at": at, "sources": retired[p]} for p in sorted(retired)]
     after = Manifest([*entries, entry], cid, cid, 0, [*manifest.retired, *moved])
-    _mark_layout(fs)
+    mark_layout(fs)
     before_commit(fs, after)
     held = len(after.retired)
     name = write_checkpoint(fs, after, retain_s() if retain is None else retain)
@@ -217,7 +217,8 @@ def _write(
     local = tmp / name
     conn.execute(f"COPY ({query}) TO {quote_literal(local)} (FORMAT parquet, COMPRESSION zstd)")
     row = conn.execute("SELECT sum(num_rows) FROM parquet_file_metadata(?)", [str(local)]).fetchone()
-    part = replace(like, path=f"{folder}/{name}", rows=int(row[0] or 0) if row else 0, bytes=local.stat().st_size)
+    rows = int(row[0] or 0) if row else 0
+    part = replace(like, path=f"{folder}/{name}", rows=rows, bytes=local.stat().st_size, sha256=file_sha256(local))
     fs.put_file(local, part.path)
     return replace(part, sources=sources)
 
@@ -236,15 +237,3 @@ def _conn(fs: LakeFS) -> duckdb.DuckDBPyConnection:
     if isinstance(fs, FsspecFS):
         conn.register_filesystem(fs.fs)
     return conn
-
-
-def _mark_layout(fs: LakeFS) -> None:
-    """A lake with compacted parts is layout 2: a synestra that does not know them refuses it by name
-    (rather than failing on their fields, or forgetting a source without rewriting the parts that
-    hold its rows)."""
-    import json
-
-    text = fs.read_text(LAKE_FILE)
-    doc = json.loads(text) if text else {}
-    if doc.get("layout", 0) < LAYOUT:
-        fs.write_text(LAKE_FILE, json.dumps({**doc, "layout": LAYOUT}))

@@ -27,7 +27,7 @@ from synestra_cli.errors import StoreBusyError, StoreError
 from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS
 
 LOCK_FILE = "_lake.lock"
-DEFAULT_LEASE_S = 60.0
+DEFAULT_LEASE_S = settings.DEFAULT_LAKE_LEASE_S
 
 
 class WriterLock(Protocol):
@@ -49,7 +49,7 @@ def take(fs: LakeFS) -> WriterLock | None:
 def lease_s() -> float:
     """SYNESTRA_LAKE_LEASE: seconds an S3 writer's lease lasts unrenewed (a dead writer's, before another
     may take the lake over)."""
-    return settings.env_float("SYNESTRA_LAKE_LEASE", DEFAULT_LEASE_S, 3.0, 3600.0)
+    return settings.lake_lease_s()
 
 
 def _busy(root: str, holder: str) -> StoreBusyError:

@@ -10,6 +10,7 @@ atomic); on an object store, one PUT per object (an object appears whole or not 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,16 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from synestra_cli import settings
 from synestra_cli.errors import StoreError
-from synestra_cli.settings import env_int
 
 # docs/lake.md's layout version; a lake written by a later layout is refused. 2: compacted parts, which
 # hold rows of several sources (a layout-1 synestra would read them beside the parts they replace).
-LAYOUT = 2
+# 3: each part's sha256 in the manifest (a layout-2 synestra would fail on the field).
+LAYOUT = 3
 LAKE_FILE = "_lake.json"  # {"layout": 1, "buckets": 16}: what every writer and reader must agree on
 MANIFEST_DIR = "_manifest"
 STAGING_DIR = "_staging"  # local parts being written (a crash may leave some: never listed)
-DEFAULT_BUCKETS = 16
+DEFAULT_BUCKETS = settings.DEFAULT_LAKE_BUCKETS
 SOURCE, FORGET, COMPACT = "source", "forget", "compact"  # an entry's kinds
 CHECKPOINT_PREFIX = f"{MANIFEST_DIR}/checkpoint-"  # a compacted manifest: every live entry up to an id
 READ_TRIES = 5  # a listing raced by a compaction or a replace is read again
@@ -49,6 +51,7 @@ class Part:
     # A compacted part (lake_compact.py): [[source id, rows], ...] of the sources whose rows it holds, in
     # source order. None: the rows of the source its name carries.
     sources: list[list[int]] | None = None
+    sha256: str | None = None  # of its bytes as written (layout 3; None: written by an earlier layout)
 
     def order(self) -> int:
         """Where its rows stand in source order: its first source's id."""
@@ -58,8 +61,9 @@ class Part:
 
     def to_doc(self) -> dict[str, Any]:
         doc = dict(self.__dict__)
-        if self.sources is None:
-            del doc["sources"]
+        for optional in ("sources", "sha256"):
+            if doc[optional] is None:
+                del doc[optional]
         return doc
 
 
@@ -95,6 +99,24 @@ class Entry:
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> Entry:
         return cls(**{**doc, "parts": [Part(**p) for p in doc.get("parts", [])]})
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes (a part just written: in the page cache)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def mark_layout(fs: LakeFS) -> None:
+    """Raise the lake's layout to this synestra's as a writer adds what an earlier one cannot read
+    (compacted parts, checksummed parts): that synestra then refuses the lake by name."""
+    text = fs.read_text(LAKE_FILE)
+    doc = json.loads(text) if text else {}
+    if doc.get("layout", 0) < LAYOUT:
+        fs.write_text(LAKE_FILE, json.dumps({**doc, "layout": LAYOUT}))
 
 
 def entry_name(source_id: int) -> str:
@@ -273,18 +295,18 @@ def read_settings(fs: LakeFS, create: bool) -> dict[str, int]:
             return {"layout": LAYOUT, "buckets": DEFAULT_BUCKETS}
         # the host buckets, fixed for the lake's life: a job reads the buckets of its hosts, so a big
         # fleet wants more (an 8-host job spans 5 of 16, 8 of 256)
-        settings = {"layout": LAYOUT, "buckets": env_int("SYNESTRA_LAKE_BUCKETS", DEFAULT_BUCKETS, 1, 4096)}
-        fs.write_text(LAKE_FILE, json.dumps(settings))
-        return settings
+        doc = {"layout": LAYOUT, "buckets": settings.lake_buckets()}
+        fs.write_text(LAKE_FILE, json.dumps(doc))
+        return doc
     try:
-        settings = {k: int(v) for k, v in json.loads(text).items()}
+        doc = {k: int(v) for k, v in json.loads(text).items()}
     except (ValueError, AttributeError, TypeError) as exc:
         raise StoreError(f"lake {fs.root}: {LAKE_FILE} is not valid ({exc})") from exc
-    if settings.get("layout", 0) > LAYOUT:
+    if doc.get("layout", 0) > LAYOUT:
         raise StoreError(
-            f"lake {fs.root} has layout {settings['layout']}, newer than this synestra's {LAYOUT}: upgrade synestra"
+            f"lake {fs.root} has layout {doc['layout']}, newer than this synestra's {LAYOUT}: upgrade synestra"
         )
-    return settings
+    return doc
 
 
 @dataclass

@@ -44,6 +44,8 @@ from synestra_cli.store.lake_manifest import (
     Manifest,
     Part,
     entry_name,
+    file_sha256,
+    mark_layout,
     open_fs,
     part_source,
     read_manifest,
@@ -112,6 +114,7 @@ class LakeWriter:
         try:
             self.buckets = read_settings(self.fs, create=not task)["buckets"]
             if not task:
+                mark_layout(self.fs)  # its parts carry checksums (layout 3)
                 _clear_stale_staging(self.fs)
             self.conn = _staging_store(self._home.enter_context(staging_dir(self.fs)))
             self._preload(target, task)
@@ -209,7 +212,8 @@ class LakeWriter:
             rows = _rows_in(self.conn, [local])[0]
         if not rows:
             return []
-        return [(local, Part(table, f"{table}/part-{sid:08d}.parquet", rows, local.stat().st_size))]
+        part = Part(table, f"{table}/part-{sid:08d}.parquet", rows, local.stat().st_size, sha256=file_sha256(local))
+        return [(local, part)]
 
     def _export_partitioned(self, table: str, sid: int, tmp: Path) -> list[tuple[Path, Part]]:
         ts = PARTITIONED[table]
@@ -225,7 +229,7 @@ class LakeWriter:
         for local, count in zip(files, rows, strict=True):
             day, bucket = _partition(local, "day"), int(_partition(local, "bucket"))
             rel = f"{table}/day={day}/bucket={bucket}/{local.name}"
-            out.append((local, Part(table, rel, count, local.stat().st_size, day, bucket)))
+            out.append((local, Part(table, rel, count, local.stat().st_size, day, bucket, sha256=file_sha256(local))))
         return out
 
     def close(self) -> None:
@@ -267,6 +271,7 @@ def forget(target: str, refs: list[str]) -> tuple[list[tuple[int, str, str, int]
     fs = load_lake(target).fs  # no lake there: EmptyStoreError, and no folder or lock file made
     lock = lake_lock.take(fs)
     try:
+        mark_layout(fs)
         reader = open_reader(target)
         try:
             sources = find_sources(reader, refs)
