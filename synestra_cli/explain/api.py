@@ -42,11 +42,10 @@ from synestra_cli.explain.rules import (
     PERSIST_READ_S,
     POST_WINDOW_S,
     PRE_WINDOW_S,
-    PREEMPT_STATES,
     SCHEMA,
 )
 from synestra_cli.explain.runbook import enrich
-from synestra_cli.explain.triggers import Classified, classify, learn_cadence
+from synestra_cli.explain.triggers import Classified, classify, learn_cadence, preempted
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
@@ -183,9 +182,8 @@ def unexplained_failures(scope: JobScope, classified: list[Classified], inc: lis
     out = []
     for a in scope.attempts:
         state = (a.state or "").upper()
-        preempted = state.startswith(PREEMPT_STATES) or any(i.kind == "sigterm" and i.attempt == a.attempt for i in inc)
         failed = state.startswith(FAILED_STATES) or bool(crashes_of(ev, a.attempt))
-        if a.attempt not in explained and not preempted and failed:
+        if a.attempt not in explained and not preempted(a, inc) and failed:
             out.append(a)
     return out
 

@@ -35,6 +35,8 @@ from synestra_cli.signals.scope import Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
 
 CRASH_INCIDENTS = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom")
+# Slurm's lines that say the attempt failed (formats/slurm_lines.py): how it ended, and when; never its cause.
+FAILED_ENDS = ("node_failure", "task_failure", "failed")
 WORKER = "worker_failed"
 OOM_STATE = "OUT_OF_MEMORY"  # sacct's state when the step's cgroup OOM-killed it
 
@@ -172,12 +174,19 @@ def plan_attempt_failure(att: Attempt, ev: Evidence) -> Plan:
 
 def crashes_of(ev: Evidence, attempt: int | None) -> list[Incident]:
     """The attempt's timed errors, and its failed workers (timed or not: torchrun's pylogging lines carry no
-    time) but those stopped by SIGTERM, which follow another's failure or the scheduler's stop."""
+    time) but those stopped by SIGTERM, which follow another's failure or the scheduler's stop; and Slurm's
+    lines that say it failed (a node failure, a task failure), which date its end and are evidence of how it
+    ended, not of why."""
     return [
         i
         for i in ev.incidents
         if i.attempt == attempt
-        and ((i.kind in CRASH_INCIDENTS and i.ts) or (i.kind == WORKER and i.signal != "SIGTERM"))
+        and (
+            (i.kind in CRASH_INCIDENTS and i.ts)
+            or (i.kind == WORKER and i.signal != "SIGTERM")
+            or (i.kind == "job_end" and i.ended_by in FAILED_ENDS and i.ts)
+            or (i.kind == "task_exit" and i.signal != "SIGTERM" and i.ts)
+        )
     ]
 
 

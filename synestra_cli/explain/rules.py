@@ -70,6 +70,8 @@ PREEMPT_SAVE_S = 600.0
 EXIT_SIGNAL_MARK = "exiting program after receiving SIGTERM"
 # Slurm states that mean the scheduler took the nodes back (sacct, L D.8).
 PREEMPT_STATES = ("PREEMPTED",)
+# ... and the sacct states under which a SIGTERM in the job's log may still be the scheduler's preemption.
+SIGTERM_STATES = ("CANCELLED",)
 OK_STATES = ("COMPLETED", "RUNNING", "TIMEOUT")
 # Slurm states of an attempt that failed (sacct, L D.8): explained even when no restore follows.
 FAILED_STATES = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")

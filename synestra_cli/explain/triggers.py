@@ -21,11 +21,17 @@ from synestra_cli.explain.rules import (
     OK_STATES,
     PREEMPT_SAVE_S,
     PREEMPT_STATES,
+    SIGTERM_STATES,
     SKEW_S,
     SLOW_SAVE_FACTOR,
 )
 from synestra_cli.signals.events import Incident
 from synestra_cli.signals.scope import Attempt
+
+# Incidents that say the attempt ended for another reason than a preemption (a SIGTERM logged with them is the
+# scheduler or torchrun stopping what was left).
+ENDED_OTHERWISE = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom", "job_end", "task_exit")
+SLURM_PREEMPTION = "DUE TO PREEMPTION"
 
 # Async saves log a scheduled and a finalized line: one checkpoint per (attempt, kind, iteration).
 CHECKPOINTS_SQL = """
@@ -109,11 +115,25 @@ def learn_cadence(iterations: list[int]) -> int | None:
     return best if hits >= 2 and score(best)[0] > 0 else None
 
 
-def _preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
+def preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
+    """The scheduler took the attempt's nodes back: sacct says PREEMPTED, or Slurm's own `DUE TO PREEMPTION`
+    line is in the log. A SIGTERM the job logged (torchrun's agent, Megatron's exit-signal handler) is one only
+    where nothing else ended the attempt: no crash, no failed worker, none of Slurm's other job-end lines
+    (node failure, requeue, time limit, task failure: formats/slurm_lines.py), and no other sacct state than
+    CANCELLED. A requeue alone is never a preemption."""
     if attempt is None:
         return False
-    sigterm = any(i.kind == "sigterm" and i.attempt == attempt.attempt for i in incidents)
-    return sigterm or (attempt.state or "").upper().startswith(PREEMPT_STATES)
+    state = (attempt.state or "").upper()
+    mine = [i for i in incidents if i.attempt == attempt.attempt]
+    slurm_says = any(i.kind == "sigterm" and SLURM_PREEMPTION in (i.message or "") for i in mine)
+    if state.startswith(PREEMPT_STATES) or slurm_says:
+        return True
+    if state and not state.startswith(SIGTERM_STATES):
+        return False  # sacct says how it ended: FAILED, NODE_FAIL, REQUEUED, TIMEOUT, COMPLETED ...
+    ended_otherwise = any(
+        i.kind in ENDED_OTHERWISE or (i.kind == "worker_failed" and i.signal != "SIGTERM") for i in mine
+    )
+    return not ended_otherwise and any(i.kind == "sigterm" for i in mine)
 
 
 def exit_report(i: Incident) -> bool:
@@ -125,7 +145,7 @@ def _is_preemption_save(cp: Checkpoint, att: Attempt | None, ctx: _Context) -> b
     """The save the job made because the scheduler signalled it: at or after a SIGTERM whose arrival is
     logged (Slurm's notice, torchrun), else the attempt's last save with no training after it, just
     before the handler's exit line or the attempt's preempted end."""
-    if not _preempted(att, ctx.incidents) or cp.start is None:
+    if not preempted(att, ctx.incidents) or cp.start is None:
         return False
     skew = timedelta(seconds=SKEW_S)
     mine = [i for i in ctx.incidents if i.kind == "sigterm" and i.attempt == cp.attempt and i.ts]
@@ -165,7 +185,7 @@ def _restore_trigger(cp: Checkpoint, ctx: _Context) -> str:
         return "restart"
     if not prev:
         return "unknown"
-    return "preemption" if _preempted(ctx.attempts[prev[-1]], ctx.incidents) else "restart"
+    return "preemption" if preempted(ctx.attempts[prev[-1]], ctx.incidents) else "restart"
 
 
 @dataclass

@@ -217,13 +217,17 @@ CREATE OR REPLACE TEMP TABLE jl_facts (
 )
 """
 
-# Slurm's own lines name the job too: `StepId=191.batch`, `in step 3495064.0 cgroup`, `*** STEP 3495064.0 ON`.
+# Slurm's own lines name the job too: `StepId=191.batch`, `in step 3495064.0 cgroup`, `*** STEP 3495064.0 ON`,
+# `*** JOB 4242 ON gpu-001 CANCELLED AT ...` (slurmstepd, `slurmstepd-<node>` on newer daemons; srun's StepId=).
 JOB_ID_SQL = r"""
 SELECT sid, coalesce(
     max(nullif(regexp_extract(body, 'SLURM_JOB_ID=(\d+)', 1), '')),
     max(nullif(regexp_extract(body, '\tJob ID: (\d+)\t', 1), '')),
-    max(nullif(regexp_extract(body, '^slurmstepd: error: .*(?:StepId=| in step |\*\*\* (?:JOB|STEP) )(\d+)', 1), '')))
-FROM jl_lines GROUP BY sid
+    max(nullif(regexp_extract(body, '(?:^|\s)(?:slurmstepd(?:-\S+)?|srun): (?:error: )?.*'
+                                    '(?:StepId=| in step |\*\*\* (?:JOB|STEP) )(\d+)', 1), '')))
+FROM jl_lines WHERE contains(body, 'SLURM_JOB_ID=') OR contains(body, 'Job ID: ') OR contains(body, 'slurmstepd')
+                 OR contains(body, 'srun: ')
+GROUP BY sid
 """
 
 # Slurm's environment echoed by a batch script: the job's name, and a process start per attempt.

@@ -36,7 +36,10 @@ DELETE FROM jl_facts WHERE fact = 'step'
 
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
 # A failure that ends the process also closes its attempt, even one that died before its first step.
-FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom', 'worker_failed')"
+FATAL = (
+    "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom', 'worker_failed', 'job_end',"
+    " 'task_exit')"
+)
 
 BOUNDS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE jl_bounds AS
