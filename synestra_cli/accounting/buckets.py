@@ -47,8 +47,8 @@ CLEAN_END_STATES = ("COMPLETED", "RUNNING")
 # and a job that starts degraded still charges that first interval to degraded_throughput.
 LINES_CTES = """
 restores AS (
-    SELECT job_id, attempt, sum(epoch(end_ts - start_ts)) AS restore_s, max(end_ts) AS restore_end,
-           max(iteration) AS restore_iteration
+    SELECT job_id, attempt, sum(coalesce(blocking_s, epoch(end_ts - start_ts))) AS restore_s,
+           max(end_ts) AS restore_end, max(iteration) AS restore_iteration
     FROM checkpoints_reconciled WHERE kind = 'restore' AND job_id IN (SELECT job_id FROM sel)
       AND start_ts IS NOT NULL AND end_ts IS NOT NULL
     GROUP BY ALL

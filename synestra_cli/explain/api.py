@@ -1,6 +1,6 @@
 """`explain_job`: every checkpoint of a job, classified and (when not routine) attributed.
 
-The JSON document (`to_json`) is the versioned schema `synestra.explain/2` (docs/explain.md).
+The JSON document (`to_json`) is the versioned schema `synestra.explain/3` (docs/explain.md).
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from synestra_cli.explain.document import (
     ExplainDoc,
     ExplainTaxDoc,
     FailureDoc,
+    RestartDoc,
+    RestartLoopDoc,
     link_doc,
 )
 from synestra_cli.explain.inputs import JobInputs, job_inputs
+from synestra_cli.explain.loops import cause_key, restart_doc, restart_loops
 from synestra_cli.explain.reason import (
     Cause,
     Evidence,
@@ -36,6 +39,7 @@ from synestra_cli.explain.reason import (
     reason,
     reason_failure,
 )
+from synestra_cli.explain.restarts import Restart, restarts, with_first_signal
 from synestra_cli.explain.rules import (
     FAILED_STATES,
     LOOKBACK_S,
@@ -112,9 +116,11 @@ class JobExplanation:
     checkpoints: list[CheckpointExplanation]
     tax: ExplainTaxDoc | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
     failures: list[FailureExplanation] = field(default_factory=list)
+    restarts: list[RestartDoc] = field(default_factory=list)  # every restart in stages (explain/restarts.py)
+    restart_loops: list[RestartLoopDoc] = field(default_factory=list)  # alike restarts in a row (explain/loops.py)
 
     def to_json(self, copied: bool = True) -> ExplainDoc:
-        """The `synestra.explain/2` document (datetimes still as datetime: render serialises them);
+        """The `synestra.explain/3` document (datetimes still as datetime: render serialises them);
         `copied` False: its evidence is the explanation's own, for a caller that only serialises it."""
         return {
             "schema": SCHEMA,
@@ -124,6 +130,8 @@ class JobExplanation:
             "save_cadence_iterations": self.cadence,
             "checkpoints": [_checkpoint_json(c, copied) for c in self.checkpoints],
             "failures": [_failure_json(f, copied) for f in self.failures],
+            "restarts": [dict(r) for r in self.restarts] if copied else self.restarts,  # type: ignore[misc]
+            "restart_loops": self.restart_loops,
             "tax": self.tax,
         }
 
@@ -331,7 +339,40 @@ def explain_job(
             )
         )
     cadence = learn_cadence([c.iteration for c in cps if c.kind == "save" and c.iteration])
-    return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out, failures=failures)
+    found = restarts(scope.attempts, inc, cps, inputs.lifecycle)
+    causes = _restart_causes(found, classified, out, failures)
+    return JobExplanation(
+        job_id,
+        scope.hosts,
+        len(scope.attempts),
+        cadence,
+        out,
+        failures=failures,
+        restarts=[restart_doc(r) for r in found],
+        restart_loops=restart_loops(found, causes),
+    )
+
+
+def _restart_causes(
+    found: list[Restart],
+    classified: list[Classified],
+    explained: list[CheckpointExplanation],
+    failures: list[FailureExplanation],
+) -> dict[int, Cause | None]:
+    """Each restart's cause: its restore's (when that restore was explained), else the failure's of the
+    attempt it followed; its first signal dates the fault when no crash incident does."""
+    by_restore = {(c.kind, c.attempt, c.iteration, c.start): c.cause for c in explained if c.kind == "restore"}
+    by_attempt = {f.attempt: f.cause for f in failures}
+    out: dict[int, Cause | None] = {}
+    for k, r in enumerate(found):
+        cp = r.restore
+        cause = by_restore.get(("restore", cp.attempt, cp.iteration, cp.start)) if cp else None
+        if cause is None and r.failed_attempt is not None:
+            cause = by_attempt.get(r.failed_attempt)
+        r.cause_key = cause_key(cause)
+        with_first_signal(r, cause.first_signal if cause else None)
+        out[k] = cause
+    return out
 
 
 def select(

@@ -19,6 +19,7 @@ import duckdb
 
 from synestra_cli.explain.triggers import Checkpoint, last_iterations_for, load_checkpoints_for
 from synestra_cli.signals.events import Incident, incidents_for
+from synestra_cli.signals.lifecycle import Lifecycle, lifecycles_for
 from synestra_cli.signals.scope import JobScope, load_scope, load_scopes
 from synestra_cli.signals.steps import DegradationWindow, degradation_windows_for
 from synestra_cli.store.parallel import default_workers, map_in_threads
@@ -31,6 +32,7 @@ class JobInputs:
     incidents: list[Incident]
     last_iterations: dict[int | None, int]  # per attempt, the last iteration printed
     windows: list[DegradationWindow]  # step-time degradation windows, in onset order
+    lifecycle: Lifecycle  # its log segments and the marks that date its restarts (signals/lifecycle.py)
 
 
 def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
@@ -42,9 +44,12 @@ def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
         lambda c: incidents_for(c, jobs),
         lambda c: last_iterations_for(c, jobs),
         lambda c: degradation_windows_for(c, jobs),
+        lambda c: lifecycles_for(c, jobs),
     ]
-    scopes, checkpoints, incidents, last, windows = _read_together(conn, reads)
-    return JobInputs(scopes[job_id], checkpoints[job_id], incidents[job_id], last[job_id], windows.get(job_id, []))
+    scopes, checkpoints, incidents, last, windows, life = _read_together(conn, reads)
+    return JobInputs(
+        scopes[job_id], checkpoints[job_id], incidents[job_id], last[job_id], windows.get(job_id, []), life[job_id]
+    )
 
 
 def inputs_for(
@@ -58,9 +63,10 @@ def inputs_for(
         lambda c: incidents_for(c, job_ids),
         lambda c: last_iterations_for(c, job_ids),
         lambda c: degradation_windows_for(c, job_ids) if windows is None else windows,
+        lambda c: lifecycles_for(c, job_ids),
     ]
-    scopes, checkpoints, incidents, last, read = _read_together(conn, reads)
-    return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, [])) for j in job_ids}
+    scopes, checkpoints, incidents, last, read, life = _read_together(conn, reads)
+    return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, []), life[j]) for j in job_ids}
 
 
 # Each read is a few queries over the job views, whose cost is mostly DuckDB planning them (the views nest

@@ -279,4 +279,6 @@ def from_json(doc: ExplainDoc) -> JobExplanation:
         [_checkpoint(c) for c in doc["checkpoints"]],
         doc["tax"],
         [_failure(f) for f in doc.get("failures", [])],
+        list(doc.get("restarts", [])),
+        list(doc.get("restart_loops", [])),
     )

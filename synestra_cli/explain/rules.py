@@ -34,7 +34,7 @@ from synestra_cli.signals.thresholds import XID_MEMORY as XID_MEMORY
 from synestra_cli.signals.thresholds import XID_NVLINK as XID_NVLINK
 from synestra_cli.signals.thresholds import MetricRule as MetricRule
 
-SCHEMA = "synestra.explain/2"
+SCHEMA = "synestra.explain/3"
 
 LAYERS = ("physical", "link", "traffic", "gpu", "collective", "throughput", "job", "checkpoint")
 

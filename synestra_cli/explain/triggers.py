@@ -37,7 +37,9 @@ SLURM_PREEMPTION = "DUE TO PREEMPTION"
 CHECKPOINTS_SQL = """
 SELECT c.job_id, c.attempt, c.kind, c.iteration, min(c.start_ts) AS start_ts,
        max(coalesce(c.end_ts, c.start_ts)) AS end_ts, max(c.blocking_s), bool_or(coalesce(c.is_async, false)),
-       arg_min(s.path, c.line), min(c.line)
+       arg_min(s.path, c.line), min(c.line),
+       CASE WHEN bool_and(c.ts_precision = 'exact') THEN 'exact' WHEN bool_or(c.ts_precision = 'bounded') THEN 'bounded'
+            ELSE min(c.ts_precision) END
 FROM checkpoints_reconciled c LEFT JOIN sources s ON s.source_id = c.source_id
 WHERE c.job_id IN (SELECT unnest($jobs)) GROUP BY c.job_id, c.attempt, c.kind, c.iteration
 ORDER BY c.job_id, coalesce(min(c.start_ts), max(c.end_ts)), c.kind DESC, c.attempt, c.iteration
@@ -58,6 +60,8 @@ class Checkpoint:
     is_async: bool
     path: str | None  # the log file that reports it
     line: int | None
+    # exact: its lines' own times; bounded: between the dated lines around it; inferred: its neighbours' times
+    precision: str | None = None
 
     @property
     def duration_s(self) -> float | None:

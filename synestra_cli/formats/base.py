@@ -144,6 +144,7 @@ StoreTable = Literal[
     "steps",
     "checkpoints",
     "job_incidents",
+    "job_marks",
     "sacct_rows",
 ]
 

@@ -30,10 +30,11 @@ from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTabl
 from synestra_cli.formats.joblog_sniff import looks_like_syslog
 from synestra_cli.store.sql import drop_temp, registered, temp_table
 
-# What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, and
-# the full host names its failure reports give.
+# What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, the marks
+# of its life (initialised, model built, training loop, worker group started), and the full host names its
+# failure reports give.
 JOB_LOG_TABLES: frozenset[StoreTable] = frozenset(
-    {"jobs", "attempts", "steps", "checkpoints", "job_incidents", "host_names"}
+    {"jobs", "attempts", "steps", "checkpoints", "job_incidents", "job_marks", "host_names"}
 )
 
 LINES_SQL = r"""
@@ -208,7 +209,8 @@ FACTS_DDL = """
 CREATE OR REPLACE TEMP TABLE jl_facts (
     sid BIGINT NOT NULL,  -- the log's source id: every fact names its file
     pos BIGINT, lineno BIGINT, fact VARCHAR,  -- step | save_start | save_sched | save_end | save_block |
-                                              -- load_start | load_end | banner | incident | reject | job
+                                              -- load_start | load_end | load_block | banner | incident |
+                                              -- mark | reject | job
     ts TIMESTAMP, logged_ts TIMESTAMP, ts_precision VARCHAR,
     iteration BIGINT, step_time_s DOUBLE, tflops_per_gpu DOUBLE, tokens_per_s DOUBLE, samples_per_s DOUBLE,
     loss DOUBLE, path VARCHAR, is_async BOOLEAN, blocking_s DOUBLE,

@@ -116,7 +116,8 @@ FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'step' AND iteration IS NOT N
 # both times are the lines' own (inferred times would make up a duration). A restore printed
 # undated (Megatron's "loading checkpoint ..." lines) is bounded instead: it began after the dated
 # line before its start line and ended by the dated line after its end line, in its attempt
-# ('bounded'); without a dated line before it, the sacct start bounds it (checkpoints_reconciled).
+# ('bounded'); without a dated line before it, the sacct start bounds it (checkpoints_reconciled). A restore's
+# blocking_s is the load's stated duration (Megatron's load-checkpoint timer, torchtitan's "in N seconds").
 INSERT_CHECKPOINTS_SQL = """
 INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, end_ts, ts_precision, path, is_async, phase,
                          blocking_s, source_id, line)
@@ -141,7 +142,13 @@ WITH c AS (
           FROM jl_fa WHERE fact LIKE 'save%' OR fact LIKE 'load%')
     GROUP BY sid, attempt, ck_kind, it
 )
-SELECT j.job, attempt, kind, iteration, start_ts, coalesce(done_ts, sched_ts), ts_precision, path,
+SELECT j.job, attempt, kind, iteration,
+    -- an undated load whose duration the log states (Megatron's load-checkpoint timer) ended by the dated
+    -- line after it (`[after model, optimizer, ... are built]`, printed as the load returns) and took that long
+    CASE WHEN kind = 'restore' AND ts_precision = 'bounded' AND stated_blocking_s IS NOT NULL AND done_ts IS NOT NULL
+         THEN greatest(start_ts, done_ts - to_microseconds(CAST(stated_blocking_s * 1e6 AS BIGINT)))
+         ELSE start_ts END,
+    coalesce(done_ts, sched_ts), ts_precision, path,
     CASE WHEN kind = 'save' THEN is_async END,
     CASE WHEN kind = 'save' AND is_async THEN CASE WHEN done_ts IS NOT NULL THEN 'finalized' ELSE 'scheduled' END END,
     coalesce(stated_blocking_s, CASE WHEN ts_precision = 'exact' THEN
@@ -158,10 +165,16 @@ SELECT j.job, attempt, ts, coalesce(logged_ts, ts), ts_precision, kind, rank, co
 FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'incident' ORDER BY pos
 """
 
+INSERT_MARKS_SQL = """
+INSERT INTO job_marks (job_id, attempt, ts, ts_precision, kind, iteration, message, source_id, line)
+SELECT j.job, attempt, ts, ts_precision, kind, iteration, message, sid, lineno
+FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'mark' ORDER BY pos
+"""
+
 # The rows each log wrote (the group's sources only: the stage holds other files' rows too).
 ROWS_SQL = " UNION ALL ".join(
     f"SELECT source_id, count(*) AS n FROM {t} WHERE list_contains($sids, source_id) GROUP BY source_id"
-    for t in ("jobs", "attempts", "steps", "checkpoints", "job_incidents")
+    for t in ("jobs", "attempts", "steps", "checkpoints", "job_incidents", "job_marks")
 )
 ROWS_SQL = f"SELECT source_id, sum(n)::BIGINT FROM ({ROWS_SQL}) GROUP BY source_id"
 REJECT_COUNT_SQL = "SELECT sid, count(*) FROM jl_facts WHERE fact = 'reject' GROUP BY sid"
@@ -174,7 +187,14 @@ ORDER BY f.pos
 
 
 TEMP_TABLES = ("jl_files", "jl_jobs", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa")
-INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
+INSERTS = [
+    INSERT_JOB_SQL,
+    INSERT_ATTEMPTS_SQL,
+    INSERT_STEPS_SQL,
+    INSERT_CHECKPOINTS_SQL,
+    INSERT_INCIDENTS_SQL,
+    INSERT_MARKS_SQL,
+]
 # The FQDN a ChildFailedError names: the incident's host is the short name, the full one kept in host_names.
 FULL_NAMES_SQL = record_full_names_sql(
     "(SELECT fields->>'fqdn' AS fqdn, source_id FROM job_incidents WHERE list_contains($sids, source_id))",

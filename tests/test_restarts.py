@@ -1,0 +1,190 @@
+"""Restarts measured in stages (explain/restarts.py, issue 37 item 4) and restart loops (explain/loops.py, item 5):
+each stage dated by the lines that date it, undated ones named, and alike restarts in a row made one incident."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from synestra_cli.accounting.report import tax_report
+from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.loops import restart_loops
+from synestra_cli.explain.reason import Cause
+from synestra_cli.explain.restarts import STAGES, Restart
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.ingest import ingest_file, ingest_paths
+
+# Megatron's wording (megatron/training/training.py, checkpointing.py, core/timers.py), rank 0's lines without a
+# launcher stamp (print_rank_0): only print_datetime's marks, iteration lines with `[...]` and the watchdog carry
+# a time. Attempt 1 dies in a watchdog timeout after its save at 20; attempt 2 loads 20 (undated: its load
+# timer says 61.24 s) and goes on.
+LOG = [
+    "SLURM_JOB_ID=4242",
+    "using world size: 16, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 8, "
+    "pipeline-model-parallel size: 1",
+    "[after megatron is initialized] datetime: 2025-03-01 10:00:45.000000 ",
+    "[after model, optimizer, and learning rate scheduler are built] datetime: 2025-03-01 10:00:50.000000 ",
+    "[before the start of training step] datetime: 2025-03-01 10:00:51.000000 ",
+    " [2025-03-01 10:02:00.000000] iteration       10/    1000 | consumed samples:         1280 | "
+    "elapsed time per iteration (ms): 6900.0 | lm loss: 5.000000E+00 |",
+    " [2025-03-01 10:03:00.000000] iteration       20/    1000 | consumed samples:         2560 | "
+    "elapsed time per iteration (ms): 6000.0 | lm loss: 5.000000E+00 |",
+    "saving checkpoint at iteration      20 to /ckpt/gpt in torch_dist format",
+    "  successfully saved checkpoint from iteration      20 to /ckpt/gpt [ t 1/8, p 1/1 ]",
+    "(min, max) time across ranks (ms):",
+    "    save-checkpoint ................................: (8123.45, 8450.00)",
+    " [2025-03-01 10:04:10.000000] iteration       30/    1000 | consumed samples:         3840 | "
+    "elapsed time per iteration (ms): 6000.0 | lm loss: 5.000000E+00 |",
+    "[rank3]:[E301 10:15:10.123456789 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=5521, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for "
+    "600500 milliseconds before timing out.",
+    "SLURM_JOB_ID=4242",
+    "using world size: 16, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 8, "
+    "pipeline-model-parallel size: 1",
+    "[after megatron is initialized] datetime: 2025-03-01 10:31:40.000000 ",
+    " loading distributed checkpoint from /ckpt/gpt at iteration 20",
+    "  successfully loaded checkpoint from /ckpt/gpt [ t 1/8, gtp_remat 1/1, p 1/1 ] at iteration 20",
+    "(min, max) time across ranks (ms):",
+    "    load-checkpoint ................................: (61234.50, 61240.00)",
+    "[after model, optimizer, and learning rate scheduler are built] datetime: 2025-03-01 10:34:10.000000 ",
+    "[before the start of training step] datetime: 2025-03-01 10:34:11.000000 ",
+    " [2025-03-01 10:35:30.000000] iteration       30/    1000 | consumed samples:         3840 | "
+    "elapsed time per iteration (ms): 7900.0 | lm loss: 5.000000E+00 |",
+    " [2025-03-01 10:36:30.000000] iteration       40/    1000 | consumed samples:         5120 | "
+    "elapsed time per iteration (ms): 6000.0 | lm loss: 5.000000E+00 |",
+]
+SACCT = [
+    "JobID|JobName|State|ExitCode|Start|End|NodeList|AllocTRES",
+    "4242|gpt|FAILED|1:0|2025-03-01T10:00:30|2025-03-01T10:15:13|gpu-[001-002]|gres/gpu=16",
+    "4242|gpt|COMPLETED|0:0|2025-03-01T10:30:40|2025-03-01T10:40:00|gpu-[001-002]|gres/gpu=16",
+]
+
+
+def _store(conn, tmp_path: Path) -> None:
+    (tmp_path / "4242.log").write_text("\n".join(LOG) + "\n", encoding="utf-8")
+    (tmp_path / "sacct.txt").write_text("\n".join(SACCT) + "\n", encoding="utf-8")
+    for name in ("sacct.txt", "4242.log"):
+        assert ingest_file(conn, tmp_path / name, IngestOptions()).status == "loaded"
+
+
+def test_a_requeued_restart_is_dated_stage_by_stage(conn, tmp_path):
+    _store(conn, tmp_path)
+    doc = explain_job(conn, "4242").to_json()
+    (r,) = doc["restarts"]
+    t = datetime(2025, 3, 1)
+    assert r == {
+        "attempt": 2,
+        "in_place": False,
+        "fault_at": t.replace(hour=10, minute=5, second=9, microsecond=623456),  # the watchdog: log time - ran for
+        "noticed_at": t.replace(hour=10, minute=15, second=10, microsecond=123456),  # the watchdog fired
+        "ended_at": t.replace(hour=10, minute=15, second=13),  # sacct
+        "restarted_at": t.replace(hour=10, minute=30, second=40),  # sacct
+        "startup_end": t.replace(hour=10, minute=31, second=40),  # [after megatron is initialized]
+        "load_start": t.replace(hour=10, minute=34, second=10) - timedelta(seconds=61.24),  # built - the timer
+        "load_end": t.replace(hour=10, minute=34, second=10),  # [after model, optimizer, ... are built]
+        # the first line covers 10 iterations since the restored 20, at the next line's pace (6 s)
+        "first_step_start": t.replace(hour=10, minute=34, second=30),
+        "undated": [],
+    }
+    assert doc["restart_loops"] == []
+
+
+def test_the_restore_bucket_is_the_load_not_the_start_up_around_it(conn, tmp_path):
+    _store(conn, tmp_path)
+    job = tax_report(conn, ["4242"]).jobs[0].buckets
+    assert job.buckets_s["checkpoint_restore"] == pytest.approx(61.24)
+    # the start-up is charged as start-up: attempt start -> first step, less the load
+    first_step = datetime(2025, 3, 1, 10, 34, 30)
+    startup_2 = (first_step - datetime(2025, 3, 1, 10, 30, 40)).total_seconds() - 61.24
+    assert job.buckets_s["startup"] - job.first_attempt_startup_s == pytest.approx(startup_2, abs=1.0)
+
+
+def test_stages_the_log_does_not_date_are_named_not_guessed(conn, tmp_path):
+    lines = [ln for ln in LOG if "load-checkpoint" not in ln and "time across ranks" not in ln[:40]]
+    lines = [ln for ln in lines if "after megatron is initialized" not in ln]
+    (tmp_path / "4242.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert ingest_file(conn, tmp_path / "4242.log", IngestOptions()).status == "loaded"
+    (r,) = explain_job(conn, "4242").to_json()["restarts"]
+    # no sacct: the log's own first and last dated lines bound the attempts; no dated line before the load and
+    # no timer: its start is not dated (its end is: the built mark); no initialised mark
+    assert r["undated"] == ["startup_end", "load_start"]
+    assert r["load_start"] is None and r["load_end"] == datetime(2025, 3, 1, 10, 34, 10)
+    assert r["ended_at"] == datetime(2025, 3, 1, 10, 15, 10, 123456)
+
+
+def _restart(attempt: int, restored: int | None, failed: int | None, down_s: float = 600.0) -> Restart:
+    t0 = datetime(2025, 3, 1) + timedelta(hours=attempt)
+    stages = dict.fromkeys(STAGES)
+    stages["fault_at"] = t0
+    stages["first_step_start"] = t0 + timedelta(seconds=down_s)
+    r = Restart(attempt, False, stages, None, attempt - 1, failed)
+    r.restore = None
+    return r
+
+
+def test_restarts_for_one_gpu_in_a_row_are_one_loop():
+    rs = [_restart(k, None, None) for k in (2, 3, 4, 5)]
+    gpu = Cause("gpu.memory", "gpu-002", "gpu3", None, 0.9)
+    other = Cause("network.link_down", "gpu-004", "mlx5_1", None, 0.9)
+    for r, c in zip(rs, (gpu, gpu, gpu, other), strict=True):
+        r.cause_key = (c.category, c.host, c.component)
+    (loop,) = restart_loops(rs, {0: gpu, 1: gpu, 2: gpu, 3: other})
+    assert loop["attempts"] == [2, 3, 4] and loop["restarts"] == 3
+    assert loop["cause"] == {"category": "gpu.memory", "host": "gpu-002", "component": "gpu3"}
+    assert loop["downtime_s"] == pytest.approx(1800.0) and loop["undated_restarts"] == 0
+
+
+def test_restarts_without_a_cause_loop_on_the_same_checkpoint_failing_at_the_same_step():
+    class Ckpt:
+        iteration = 1500
+
+    rs = [_restart(k, 1500, 1620) for k in (2, 3, 4)] + [_restart(5, 1500, 1900)]
+    for r in rs:
+        r.restore = Ckpt()  # type: ignore[assignment]
+    (loop,) = restart_loops(rs, {})
+    assert loop["attempts"] == [2, 3, 4] and loop["cause"] is None
+    assert (loop["restored_iteration"], loop["failed_iteration"]) == (1500, 1620)
+
+
+@pytest.mark.truth
+@pytest.mark.parametrize("scenario", ["gpu-fell-off-bus", "preemption", "software-crash"])
+def test_restart_stages_match_the_simulators_truth(tmp_path, scenario):
+    """Requeues of the simulator's Megatron jobs: every dated stage within 60 s of the truth, the load within
+    5% or 60 s, and the restore bucket the load alone."""
+    from synestra_cli.simulate.scenarios import simulate
+    from synestra_cli.store.connect import connect
+
+    simulate(tmp_path, scenario, seed=404, nodes=8, hours=4.0, telemetry=False)
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    conn = connect(tmp_path / "store.duckdb")
+    ingest_paths(conn, [tmp_path / "exports"], IngestOptions())
+    checked = 0
+    for job in (j for j in truth["jobs"] if len(j["attempts"]) > 1):
+        got = explain_job(conn, job["job"]).to_json()["restarts"]
+        assert len(got) == len(job["attempts"]) - 1
+        for r, a in zip(got, job["attempts"][1:], strict=True):
+            prev = job["attempts"][a["attempt"] - 2]
+            load = next(c for c in job["checkpoints"] if c["kind"] == "restore" and c["attempt"] == a["attempt"])
+            want = {
+                "fault_at": prev["failure_at"] or prev["sigterm"],
+                "ended_at": prev["end"],
+                "restarted_at": a["start"],
+                "load_start": load["start"],
+                "load_end": load["end"],
+                "first_step_start": a["first_step"],
+            }
+            for stage, iso in want.items():
+                assert r[stage] is not None, (stage, r["undated"])
+                assert abs((r[stage] - _ts(iso)).total_seconds()) <= 60, (stage, r[stage], iso)
+            took = (r["load_end"] - r["load_start"]).total_seconds()
+            assert abs(took - load["duration_s"]) <= max(60, 0.05 * load["duration_s"])
+            checked += 1
+    assert checked
+    conn.close()
+
+
+def _ts(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", ""))
