@@ -85,6 +85,8 @@ def _failure_incidents(incidents: list[Incident], seg: Segment) -> list[Incident
     """The failed segment's incidents that report its end: inside its span (30 s skew), or undated."""
 
     def inside(i: Incident) -> bool:
+        if i.log_attempt is not None:
+            return i.log_attempt == seg.log_attempt
         t = i.logged_ts or i.ts
         if t is None or seg.start is None or seg.end is None:
             return True
@@ -119,14 +121,16 @@ def _marks(marks: list[Mark], seg: Segment, kind: str) -> list[Mark]:
     ]
 
 
-def _restore_of(checkpoints: list[Checkpoint], seg: Segment, nxt: Segment | None) -> Checkpoint | None:
-    """The segment's load: a restore of its attempt that starts inside it."""
+def _restore_of(checkpoints: list[Checkpoint], failed: Segment, seg: Segment, nxt: Segment | None) -> Checkpoint | None:
+    """The segment's load: a restore of its attempt after the failed segment (in place: after its end) and before
+    the next segment of the same attempt. (A segment's first dated line may come after its load began: NeMo dates
+    its load from the load's own epoch start while the lines around it carry no time.)"""
 
     def inside(c: Checkpoint) -> bool:
         t = c.start or c.end
         if t is None:
             return True
-        lo = seg.start - SKEW if seg.start else None
+        lo = failed.end - SKEW if failed.attempt == seg.attempt and failed.end else None
         hi = nxt.start if nxt is not None and nxt.attempt == seg.attempt else None
         return (lo is None or t >= lo) and (hi is None or t < hi)
 
@@ -175,10 +179,14 @@ def _requeue_bounds(attempts: dict[int, Attempt], failed: Segment, new: Segment)
 
 
 def _in_place_bounds(failing: list[Incident], marks: list[Mark], failed: Segment, new: Segment) -> Bounds:
+    """The old workers are stopped when the agent begins the next rendezvous (else at its "Worker group FAILED"
+    line); the new ones start with "Starting worker group" (else the new segment's first dated line)."""
     agent = [t for i in failing if i.kind == "elastic_restart" and (t := i.logged_ts or i.ts) is not None]
-    ended = max(agent, default=None) or failed.end
-    started_marks = [m.ts for m in marks if m.kind == "worker_start" and ended is not None and m.ts >= ended]
-    return ended, min(started_marks, default=None) or new.start
+    failed_at = max(agent, default=None)
+    rdzv = [m.ts for m in marks if m.kind == "worker_rendezvous" and failed_at is not None and m.ts >= failed_at]
+    ended = min(rdzv, default=None) or failed_at or failed.end
+    started = [m.ts for m in marks if m.kind == "worker_start" and ended is not None and m.ts >= ended]
+    return ended, min(started, default=None) or new.start
 
 
 def restarts(
@@ -193,13 +201,17 @@ def restarts(
         nxt = segs[k + 1] if k + 1 < len(segs) else None
         failing = _failure_incidents(incidents, failed)
         elastic = any(i.kind == "elastic_restart" for i in failing)
-        in_place = new.attempt == failed.attempt or elastic
+        sacct = by_no.get(failed.attempt)
+        # without sacct every segment is its own attempt: torchrun's restart line says it was in place
+        in_place = new.attempt == failed.attempt or (elastic and (sacct is None or sacct.state is None))
+        if in_place and not failing and restore_missing(checkpoints, failed, new, nxt):
+            continue  # a log cut in two without a failure or a load between: no restart
         fault, notice = _fault_and_notice(failing)
         if in_place:
             ended, started = _in_place_bounds(failing, life.marks, failed, new)
         else:
             ended, started = _requeue_bounds(by_no, failed, new)
-        restore = _restore_of(checkpoints, new, nxt)
+        restore = _restore_of(checkpoints, failed, new, nxt)
         load_start, load_end = _load_stages(restore, _marks(life.marks, new, "built"))
         init = _marks(life.marks, new, "initialized")
         loop = _marks(life.marks, new, "loop_start")
@@ -225,6 +237,10 @@ def restarts(
             )
         )
     return out
+
+
+def restore_missing(checkpoints: list[Checkpoint], failed: Segment, new: Segment, nxt: Segment | None) -> bool:
+    return _restore_of(checkpoints, failed, new, nxt) is None
 
 
 def _segments(attempts: list[Attempt], found: list[Segment]) -> list[Segment]:

@@ -102,8 +102,29 @@ def last_iterations_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> 
 def learn_cadence(iterations: list[int]) -> int | None:
     """The save interval (in iterations) that best explains the save iterations: multiples saved
     minus multiples skipped within the saved span (so a small common divisor does not win).
-    None when no interval is seen at least twice: too little evidence to call a save periodic."""
-    its = sorted({i for i in iterations if i and i > 0})
+    None when no interval is seen at least twice: too little evidence to call a save periodic.
+    Trainers that number a step by its zero-based index (NeMo 2's Megatron-core lines, MaxText) save
+    at iteration % interval == interval - 1: the cadence is learned in the numbering that fits best."""
+    return _learn_cadence(iterations, cadence_phase(iterations))
+
+
+def cadence_phase(iterations: list[int]) -> int:
+    """0 when the saves fall on multiples of their interval as numbered, 1 when they do one step later
+    (a zero-based numbering of steps completed): what to add to an iteration before testing a multiple."""
+    scores = []
+    for phase in (0, 1):
+        c = _learn_cadence(iterations, phase)
+        its = {i + phase for i in iterations if i is not None and i + phase > 0}
+        hits = sum(i % c == 0 for i in its) if c else -1
+        # the other numbering only on evidence: three saves on it, or two on a round interval
+        if phase and not (hits >= 3 or (hits >= 2 and c is not None and c % 10 == 0)):
+            hits = -1
+        scores.append((hits, -phase))
+    return -max(scores)[1]
+
+
+def _learn_cadence(iterations: list[int], phase: int) -> int | None:
+    its = sorted({i + phase for i in iterations if i is not None and i + phase > 0})
     candidates = {b - a for a, b in zip(its, its[1:], strict=False)} | set(its)
     if not candidates:
         return None
@@ -174,7 +195,7 @@ def _save_trigger(cp: Checkpoint, ctx: _Context) -> str:
         return "final"
     if ctx.cadence is None:
         return "unknown"  # no cadence to be off: too few saves to tell periodic from reactive
-    return "periodic" if cp.iteration % ctx.cadence == 0 else "reactive"
+    return "periodic" if (cp.iteration + ctx.phase) % ctx.cadence == 0 else "reactive"
 
 
 def _restore_trigger(cp: Checkpoint, ctx: _Context) -> str:
@@ -198,6 +219,7 @@ class _Context:
     saves: list[Checkpoint]
     incidents: list[Incident]
     cadence: int | None
+    phase: int  # cadence_phase: 1 where steps are numbered from zero
     max_iteration: int
     job_finished: bool
     last_iterations: dict[int | None, int]
@@ -243,7 +265,8 @@ def classify(
         {a.attempt: a for a in attempts},
         saves,
         incidents,
-        learn_cadence([c.iteration for c in saves if c.iteration]),
+        learn_cadence([c.iteration for c in saves if c.iteration is not None]),
+        cadence_phase([c.iteration for c in saves if c.iteration is not None]),
         max_it,
         finished,
         last_its,

@@ -215,7 +215,8 @@ CREATE OR REPLACE TEMP TABLE jl_facts (
     iteration BIGINT, step_time_s DOUBLE, tflops_per_gpu DOUBLE, tokens_per_s DOUBLE, samples_per_s DOUBLE,
     loss DOUBLE, path VARCHAR, is_async BOOLEAN, blocking_s DOUBLE,
     kind VARCHAR, rank INTEGER, collective VARCHAR, seq BIGINT, timeout_ms BIGINT, ran_for_ms BIGINT,
-    message VARCHAR, fields JSON, job_id VARCHAR, job_name VARCHAR, gpus INTEGER
+    message VARCHAR, fields JSON, job_id VARCHAR, job_name VARCHAR, gpus INTEGER,
+    loose BOOLEAN  -- a save line in another numbering of the same steps (Lightning's): joblog_rows snaps it
 )
 """
 

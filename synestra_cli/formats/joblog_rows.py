@@ -34,6 +34,24 @@ DELETE FROM jl_facts WHERE fact = 'step'
                                WHERE s.fact = 'step' AND s.sid = jl_facts.sid)
 """
 
+# One save is announced by several lines, sometimes of two frameworks numbering the same steps differently:
+# NeMo 2's `Global Checkpoint Save : ... Iteration: 9` (Megatron-core's, zero-based like its progress lines) and
+# Lightning's `Epoch 0, global step 9|10: ... saving model to`, NeMo's `Async checkpoint save for step 10 ...
+# finalized`. A line marked `loose` takes the iteration of the save line of the other framework next to it (within
+# SNAP_LINES lines, one iteration apart at most): one save, numbered as the trainer's own lines number it.
+SNAP_LINES = 200
+SNAP_SQL = f"""
+UPDATE jl_facts SET iteration = s.snapped
+FROM (
+    SELECT f.sid, f.pos, arg_min(g.iteration, abs(g.pos - f.pos)) AS snapped
+    FROM jl_facts f JOIN jl_facts g ON g.sid = f.sid AND abs(g.pos - f.pos) <= {SNAP_LINES}
+         AND g.iteration BETWEEN f.iteration - 1 AND f.iteration + 1
+    WHERE f.loose AND f.fact LIKE 'save%' AND g.fact LIKE 'save%' AND NOT coalesce(g.loose, false)
+    GROUP BY f.sid, f.pos
+) s
+WHERE jl_facts.sid = s.sid AND jl_facts.pos = s.pos
+"""
+
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
 # A failure that ends the process also closes its attempt, even one that died before its first step.
 FATAL = (
@@ -80,13 +98,85 @@ FROM a
 
 # Checkpoint facts without their own iteration (torchtitan's "Saving the checkpoint", NeMo's
 # "Scheduled async checkpoint save", Megatron's timer block) belong to the last step or save
-# before them in the same attempt; loads likewise to the last load.
+# before them in the same attempt; loads likewise to the last load. A save line that opens a save
+# without naming its step (NeMo's "Preemption detected, saving checkpoint", torchtitan's "Saving the
+# checkpoint." before "Saving a full checkpoint at last step, step N.") takes the step of the save line
+# after it when no step line comes between them.
 FACTS_A_SQL = """
 CREATE OR REPLACE TEMP TABLE jl_fa AS
-SELECT f.*, la.attempt, la.dated_before, la.dated_after,
-    coalesce(f.iteration, last_value(f.iteration IGNORE NULLS) OVER (
-        PARTITION BY f.sid, la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING)) AS it
-FROM jl_facts f JOIN jl_la la USING (sid, pos)
+WITH f AS (
+    SELECT f.*, la.attempt, la.dated_before, la.dated_after,
+        last_value(f.iteration IGNORE NULLS) OVER (
+            PARTITION BY f.sid, la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING) AS it_before,
+        first_value(CASE WHEN f.fact LIKE 'save%' AND f.iteration IS NOT NULL THEN f.iteration END IGNORE NULLS) OVER w
+            AS next_save_it,
+        first_value(CASE WHEN f.fact LIKE 'save%' AND f.iteration IS NOT NULL THEN f.pos END IGNORE NULLS) OVER w
+            AS next_save_pos,
+        first_value(CASE WHEN f.fact = 'step' THEN f.pos END IGNORE NULLS) OVER w AS next_step_pos
+    FROM jl_facts f JOIN jl_la la USING (sid, pos)
+    WINDOW w AS (PARTITION BY f.sid, la.attempt ORDER BY f.pos ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+)
+SELECT * EXCLUDE (it_before, next_save_it, next_save_pos, next_step_pos),
+    coalesce(iteration,
+             CASE WHEN fact = 'save_start' AND next_save_pos < coalesce(next_step_pos, next_save_pos + 1)
+                  THEN next_save_it END,
+             it_before) AS it
+FROM f
+"""
+
+# Step lines printed without a time of their own (NeMo 2's and MaxText's progress lines, Megatron without a
+# launcher stamp) but with their step time are dated from the last line before them that dates the training:
+# a dated step line, a load's end, a save's return to training (a sync save's end, an async save's last part
+# scheduled) or torchtitan's "Training starts at step N", plus the iterations since it at the printed step
+# times (each line's average over the iterations it covers). ts_precision 'estimated': never read as a line's
+# own time, but far closer than the nearest dated line, which may be a quarter of an hour away.
+STEP_TIMES_SQL = """
+UPDATE jl_fa SET ts = e.est, ts_precision = 'estimated'
+FROM (
+    WITH anchors AS (
+        SELECT sid, attempt, pos, it AS a_it, ts AS a_ts FROM jl_fa
+        WHERE ts_precision = 'exact' AND it IS NOT NULL AND (
+              fact IN ('step', 'save_sched', 'load_end')
+           OR (fact = 'save_end' AND NOT coalesce(is_async, false))
+           OR (fact = 'mark' AND kind = 'loop_start' AND iteration IS NOT NULL))
+    ), s AS (
+        SELECT f.sid, f.attempt, f.pos, f.iteration, f.step_time_s, a.pos AS a_pos, a.a_it, a.a_ts
+        FROM jl_fa f ASOF JOIN anchors a ON a.sid = f.sid AND a.attempt = f.attempt AND f.pos > a.pos
+        WHERE f.fact = 'step' AND f.ts_precision = 'inferred' AND f.step_time_s > 0 AND f.iteration IS NOT NULL
+    ), n AS (
+        SELECT *, greatest(iteration - coalesce(lag(iteration) OVER w, a_it), 0) * step_time_s AS spent
+        FROM s WINDOW w AS (PARTITION BY sid, attempt, a_pos ORDER BY pos)
+    )
+    SELECT sid, pos, a_ts + to_microseconds(CAST(sum(spent) OVER (PARTITION BY sid, attempt, a_pos ORDER BY pos
+                                                                  ROWS UNBOUNDED PRECEDING) * 1e6 AS BIGINT)) AS est
+    FROM n
+) e
+WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos AND jl_fa.fact = 'step'
+"""
+# ... and those before any such line in their attempt (the first attempt's first lines) from the first line after
+# them that dates where the training was: a dated step line, or a save's start (the training stopped there), less
+# the iterations between at the printed step times.
+STEP_TIMES_BACK_SQL = """
+UPDATE jl_fa SET ts = e.est, ts_precision = 'estimated'
+FROM (
+    WITH anchors AS (
+        SELECT sid, attempt, pos, it AS a_it, ts AS a_ts FROM jl_fa
+        WHERE ts_precision = 'exact' AND it IS NOT NULL AND fact IN ('step', 'save_start')
+    ), s AS (
+        SELECT f.sid, f.attempt, f.pos, f.iteration, f.step_time_s, a.pos AS a_pos, a.a_it, a.a_ts
+        FROM jl_fa f ASOF JOIN anchors a ON a.sid = f.sid AND a.attempt = f.attempt AND a.pos > f.pos
+        WHERE f.fact = 'step' AND f.ts_precision = 'inferred' AND f.step_time_s > 0 AND f.iteration IS NOT NULL
+    ), n AS (  -- the time from each line to the next (the anchor after the last), at the next line's pace
+        SELECT *, greatest(coalesce(lead(iteration) OVER w, a_it) - iteration, 0)
+                  * coalesce(lead(step_time_s) OVER w, step_time_s) AS until_next
+        FROM s WINDOW w AS (PARTITION BY sid, attempt, a_pos ORDER BY pos)
+    )
+    SELECT sid, pos, a_ts - to_microseconds(CAST(sum(until_next) OVER (PARTITION BY sid, attempt, a_pos ORDER BY pos
+                                                                       ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
+                                                 * 1e6 AS BIGINT)) AS est
+    FROM n
+) e
+WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos AND jl_fa.fact = 'step'
 """
 
 # Each log's job (jl_jobs: joblog.resolve_job_ids), a row even for a log without any fact.
@@ -123,12 +213,20 @@ INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, end_ts, ts_
                          blocking_s, source_id, line)
 WITH c AS (
     SELECT sid, attempt, ck_kind AS kind, it AS iteration,
-        min(CASE WHEN bounded THEN coalesce(dated_before, ts) ELSE ts END)
-            FILTER (WHERE fact IN ('save_start', 'load_start')) AS start_ts,
-        min(ts) FILTER (WHERE fact = 'save_sched') AS sched_ts,
-        max(CASE WHEN bounded THEN coalesce(dated_after, ts) ELSE ts END)
-            FILTER (WHERE fact IN ('save_end', 'load_end')) AS done_ts,
-        CASE WHEN bool_or(ts_precision = 'none') THEN 'none'
+        -- a line with its own time beats one its neighbours date (NeMo's dated load line, Lightning's undated ones)
+        coalesce(min(ts) FILTER (WHERE fact IN ('save_start', 'load_start') AND ts_precision = 'exact'),
+                 min(CASE WHEN bounded THEN coalesce(dated_before, ts) ELSE ts END)
+                     FILTER (WHERE fact IN ('save_start', 'load_start'))) AS start_ts,
+        -- the trainer's own "scheduled" lines (torchtitan's checkpoint process receives the request later)
+        coalesce(max(ts) FILTER (WHERE fact = 'save_sched' AND kind IS DISTINCT FROM 'process'),
+                 max(ts) FILTER (WHERE fact = 'save_sched')) AS sched_ts,
+        coalesce(max(ts) FILTER (WHERE fact IN ('save_end', 'load_end') AND ts_precision = 'exact'),
+                 max(CASE WHEN bounded THEN coalesce(dated_after, ts) ELSE ts END)
+                     FILTER (WHERE fact IN ('save_end', 'load_end'))) AS done_ts,
+        CASE WHEN bool_or(ts_precision = 'exact') FILTER (WHERE fact IN ('save_start', 'load_start'))
+                  AND bool_or(ts_precision = 'exact') FILTER (WHERE fact IN ('save_end', 'load_end', 'save_sched'))
+                  THEN 'exact'
+             WHEN bool_or(ts_precision = 'none') THEN 'none'
              WHEN bool_or(bounded) THEN CASE WHEN bool_or(bounded AND dated_before IS NULL)
                                                   FILTER (WHERE fact = 'load_start') THEN 'inferred'
                                              ELSE 'bounded' END
@@ -151,8 +249,11 @@ SELECT j.job, attempt, kind, iteration,
     coalesce(done_ts, sched_ts), ts_precision, path,
     CASE WHEN kind = 'save' THEN is_async END,
     CASE WHEN kind = 'save' AND is_async THEN CASE WHEN done_ts IS NOT NULL THEN 'finalized' ELSE 'scheduled' END END,
-    coalesce(stated_blocking_s, CASE WHEN ts_precision = 'exact' THEN
-        epoch(CASE WHEN kind = 'save' AND is_async THEN sched_ts ELSE done_ts END - start_ts) END),
+    -- an async save blocks from its first line to its last part scheduled (NeMo writes a top-k and a -last
+    -- checkpoint, each with its own "Save duration" of the sharded write alone)
+    CASE WHEN kind = 'save' AND is_async AND ts_precision = 'exact' AND sched_ts IS NOT NULL
+         THEN epoch(sched_ts - start_ts)
+         ELSE coalesce(stated_blocking_s, CASE WHEN ts_precision = 'exact' THEN epoch(done_ts - start_ts) END) END,
     sid, line
 FROM c JOIN jl_jobs j USING (sid) ORDER BY sid, line
 """
@@ -207,9 +308,12 @@ def write_rows(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> Non
     """The store's rows of every log of the group, each with its source id; each file's rows and rejects
     counted into its result."""
     conn.execute(ONE_RANK_STEPS_SQL)
+    conn.execute(SNAP_SQL)
     conn.execute(BOUNDS_SQL)
     conn.execute(ATTEMPT_OF_LINE_SQL)
     conn.execute(FACTS_A_SQL)
+    conn.execute(STEP_TIMES_SQL)
+    conn.execute(STEP_TIMES_BACK_SQL)
     for sql in INSERTS:
         conn.execute(sql)
     sids = {"sids": [f.sid for f in files]}

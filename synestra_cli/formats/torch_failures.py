@@ -161,6 +161,17 @@ FROM jl_lines
 WHERE contains(body, ' death signal') AND regexp_matches(body, 'Received (Signals\.SIGTERM|SIGTERM|15) death signal')
 """
 
+# torchrun's agent between worker groups (torch/distributed/elastic/agent/server/api.py, as in the real sample
+# gh-mmdetection-6779): `[default] Rendezvous'ing worker group` once the failed group is stopped, `[default] Starting
+# worker group` as the new one starts -> job_marks (worker_rendezvous, worker_start): an in-place restart's end of
+# the old workers and start of the new (explain/restarts.py).
+AGENT_MARKS_SQL = r"""
+SELECT sid, pos, lineno, 'mark' AS fact, ts, ts_precision, trim(body) AS message,
+    CASE WHEN contains(body, 'Rendezvous''ing worker group') THEN 'worker_rendezvous' ELSE 'worker_start' END AS kind
+FROM jl_lines
+WHERE contains(body, ' worker group') AND regexp_matches(body, '\[\w+\] (Rendezvous''ing|Starting) worker group\s*$')
+"""
+
 # Linux signal numbers 1..15 (signal(7), x86/ARM): a worker's negative exit code is the signal that killed it.
 SIGNALS = [
     "SIGHUP",
@@ -297,6 +308,15 @@ FORMAT = joblog.job_log_format(
     "torch_log",
     "PyTorch / NCCL / torchrun failure log without framework lines (watchdog, NCCL WARN, elastic)",
     sniff,
-    [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, WORKER_SQL, *slurm_lines.FACTS],
+    [
+        WATCHDOG_SQL,
+        NCCL_WARN_SQL,
+        TRACEBACK_SQL,
+        CUDA_SQL,
+        ELASTIC_SQL,
+        WORKER_SQL,
+        AGENT_MARKS_SQL,
+        *slurm_lines.FACTS,
+    ],
     top=0.3,
 )

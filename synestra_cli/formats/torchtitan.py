@@ -53,7 +53,10 @@ SELECT sid, pos, lineno, ts, ts_precision, it AS iteration, path,
     CASE WHEN regexp_matches(body, ' - (Staging the checkpoint|Finished staging|'
                                    'Received async checkpoint|Submitted checkpoint save)')
          THEN true END AS is_async,
-    CASE WHEN contains(body, ' - Finished ') AND NOT contains(body, 'loading') THEN secs END AS blocking_s
+    CASE WHEN contains(body, ' - Finished ') AND NOT contains(body, 'loading') THEN secs END AS blocking_s,
+    -- the checkpoint process's lines: the write goes on beside the training, which its trainer already resumed
+    CASE WHEN regexp_matches(body, ' - (Received async checkpoint|Submitted checkpoint save)') THEN 'process'
+    END AS kind
 FROM c WHERE fact IS NOT NULL
 """
 

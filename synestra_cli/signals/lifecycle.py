@@ -26,7 +26,7 @@ WITH seg AS (
 ), st AS (
     SELECT job_id, attempt, log_attempt, iteration, ts, step_time_s,
         row_number() OVER (PARTITION BY job_id, source_id, log_attempt ORDER BY line) AS k
-    FROM steps_reconciled WHERE job_id IN (SELECT unnest($jobs)) AND ts_precision = 'exact'
+    FROM steps_reconciled WHERE job_id IN (SELECT unnest($jobs)) AND ts_precision IN ('exact', 'estimated')
 ), last AS (
     SELECT job_id, attempt, log_attempt, max(iteration) AS last_it
     FROM steps_reconciled WHERE job_id IN (SELECT unnest($jobs)) GROUP BY ALL
