@@ -66,6 +66,9 @@ BY_NAME = {
     "gh-megatron-lm-756_iteration-lines_ts-seconds.log": "megatron",
     "gh-swiss-ai-megatron-pr46_progress-txt.log": "megatron",
     "sherlock-docs_slurmstepd-job-requeue.log": "torch_log",
+    # DeepSpeed's own lines after the Hugging Face Trainer's: DeepSpeed's logger is the firmer claim (both are read)
+    "gh-transformers-pr14946_hf-trainer-save-then-deepspeed.log": "deepspeed",
+    "gh-transformers-pr27820_hf-save-plain-then-deepspeed-torch-engine.log": "deepspeed",
 }
 TORCH_LOG = "torch_log"  # every other training gh-*.log: a failure log without framework lines
 

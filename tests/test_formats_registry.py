@@ -18,6 +18,7 @@ NAMES = [
     "deepspeed",
     "ethtool_stats",
     "gnmic_event",
+    "hf_trainer",
     "ib_counters",
     "ibnetdiscover",
     "megatron",
@@ -44,7 +45,7 @@ def test_every_module_defining_a_format_is_registered_under_its_name():
     defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
     assert defined == sorted(formats.registry()) == NAMES
     job_logs = {f.name for f in formats.job_log_formats()}
-    assert job_logs == {"deepspeed", "megatron", "mlperf", "nemo", "orbax_log", "torch_log", "torchtitan"}
+    assert job_logs == {"deepspeed", "hf_trainer", "megatron", "mlperf", "nemo", "orbax_log", "torch_log", "torchtitan"}
     assert all(f.facts for f in formats.job_log_formats())
 
 

@@ -188,3 +188,48 @@ def test_restart_stages_match_the_simulators_truth(tmp_path, scenario):
 
 def _ts(iso: str) -> datetime:
     return datetime.fromisoformat(iso.replace("Z", ""))
+
+
+# torchrun's agent restarting the worker group in place (torch/distributed/elastic/agent/server/api.py, in the glog
+# format of torch 2.4+ as the real sample gh-nvidia-resiliency-ext-18 shows it): one Slurm attempt, two segments.
+AGENT = "I0301 {hms}.000000 3304089 torch/distributed/elastic/agent/server/api.py:{n}] {msg}"
+IN_PLACE = [
+    "SLURM_JOB_ID=4343",
+    AGENT.format(hms="10:00:30", n=685, msg="[default] Starting worker group"),
+    *LOG[1:13],  # attempt 1 of the requeue test above: a save at 20, a step at 30, then its watchdog timeout
+    "E0301 10:15:10.223000 3304089 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -6) "
+    "local_rank: 3 (pid: 3304209) of binary: /usr/bin/python3",
+    AGENT.format(
+        hms="10:15:10", n=884, msg="[default] Worker group FAILED. 2/3 attempts left; will restart worker group"
+    ),
+    AGENT.format(hms="10:15:10", n=699, msg="[default] Stopping worker group"),
+    AGENT.format(hms="10:15:13", n=677, msg="[default] Rendezvous'ing worker group"),
+    AGENT.format(hms="10:15:25", n=685, msg="[default] Starting worker group"),
+    LOG[14],  # using world size ...
+    "[after megatron is initialized] datetime: 2025-03-01 10:15:40.000000 ",
+    *LOG[16:20],  # the load and its timer
+    "[after model, optimizer, and learning rate scheduler are built] datetime: 2025-03-01 10:17:10.000000 ",
+    "[before the start of training step] datetime: 2025-03-01 10:17:11.000000 ",
+    LOG[22].replace("10:35:30", "10:18:30"),
+    LOG[23].replace("10:36:30", "10:19:30"),
+]
+
+
+def test_torchrun_restarting_in_place_is_a_restart_within_one_attempt(conn, tmp_path):
+    (tmp_path / "4343.log").write_text("\n".join(IN_PLACE) + "\n", encoding="utf-8")
+    sacct = (
+        "JobID|State|ExitCode|Start|End|NodeList|AllocTRES\n"
+        "4343|COMPLETED|0:0|2025-03-01T10:00:20|2025-03-01T10:25:00|gpu-[001-002]|gres/gpu=16\n"
+    )
+    (tmp_path / "sacct.txt").write_text(sacct, encoding="utf-8")
+    for name in ("sacct.txt", "4343.log"):
+        assert ingest_file(conn, tmp_path / name, IngestOptions()).status == "loaded"
+    (r,) = explain_job(conn, "4343").to_json()["restarts"]
+    assert (r["attempt"], r["in_place"]) == (1, True)
+    assert r["ended_at"] == datetime(2025, 3, 1, 10, 15, 13)  # the agent's next rendezvous: the old group stopped
+    assert r["restarted_at"] == datetime(2025, 3, 1, 10, 15, 25)  # "Starting worker group"
+    assert r["load_end"] == datetime(2025, 3, 1, 10, 17, 10)
+    b = tax_report(conn, ["4343"]).jobs[0].buckets
+    assert b.buckets_s["requeue"] == 0  # no requeue: torchrun's stop and rendezvous are start-up
+    assert b.buckets_s["checkpoint_restore"] == pytest.approx(61.24)
+    assert b.buckets_s["lost_work"] > 0 and b.buckets_s["hang"] > 0

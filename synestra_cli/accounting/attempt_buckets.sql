@@ -46,13 +46,19 @@ att AS (
     FROM segs WHERE start_ts IS NOT NULL AND end_ts IS NOT NULL
     WINDOW w AS (PARTITION BY job_id, attempt ORDER BY seg)
 ),
+saves1 AS (  -- a save whose end nothing in its log dates (the last thing an attempt did): ended by the attempt's end
+    SELECT c.* REPLACE (coalesce(c.end_ts, CASE WHEN c.start_ts IS NOT NULL AND NOT coalesce(c.is_async, false)
+                                                THEN a.end_ts END) AS end_ts)
+    FROM checkpoints_reconciled c LEFT JOIN att0 a USING (job_id, attempt)
+    WHERE c.kind = 'save' AND c.job_id IN (SELECT job_id FROM sel)
+),
 saves0 AS (  -- an async save blocked training until its write was scheduled: its end is there, not at its finalization
     SELECT c.job_id, c.attempt, coalesce(m.seg, 1) AS seg, c.iteration, c.ts_precision, c.source_id, c.line,
            CASE WHEN c.is_async AND c.start_ts IS NOT NULL AND c.blocking_s IS NOT NULL
                 THEN least(c.start_ts + to_microseconds(CAST(c.blocking_s * 1e6 AS BIGINT)), c.end_ts) ELSE c.end_ts END
                AS end_ts,
            coalesce(c.blocking_s, epoch(c.end_ts - c.start_ts)) AS blocking_s
-    FROM checkpoints_reconciled c
+    FROM saves1 c
     LEFT JOIN segmap m ON m.job_id = c.job_id AND m.source_id = c.source_id AND m.log_attempt = c.log_attempt
-    WHERE c.kind = 'save' AND c.job_id IN (SELECT job_id FROM sel) AND c.end_ts IS NOT NULL
+    WHERE c.end_ts IS NOT NULL
 )

@@ -101,11 +101,18 @@ def _struck(i: Incident) -> bool:
     return i.kind in STRUCK
 
 
-def _fault_and_notice(failing: list[Incident]) -> tuple[datetime | None, datetime | None]:
-    struck = [i.ts for i in failing if _struck(i) and i.ts]
+def _fault_and_notice(failing: list[Incident], seg: Segment) -> tuple[datetime | None, datetime | None]:
+    """An undated line takes its nearest dated neighbour's time, which may be the next process's first line:
+    a time past the failed segment's last dated line dates nothing of its failure."""
+    last = seg.end + SKEW if seg.end else None
+
+    def within(t: datetime | None) -> datetime | None:
+        return t if t is not None and (last is None or t <= last) else None
+
+    struck = [t for i in failing if _struck(i) and (t := within(i.ts))]
     if not struck:  # a preemption: the scheduler's signal is both
-        struck = [i.ts for i in failing if i.kind == "sigterm" and i.ts]
-    noticed = [t for i in failing if (t := i.logged_ts or i.ts) is not None]
+        struck = [t for i in failing if i.kind == "sigterm" and (t := within(i.ts))]
+    noticed = [t for i in failing if (t := within(i.logged_ts or i.ts)) is not None]
     fault = min(struck, default=None)
     notice = min(noticed, default=None)
     if fault is not None and notice is not None and notice < fault:
@@ -206,7 +213,7 @@ def restarts(
         in_place = new.attempt == failed.attempt or (elastic and (sacct is None or sacct.state is None))
         if in_place and not failing and restore_missing(checkpoints, failed, new, nxt):
             continue  # a log cut in two without a failure or a load between: no restart
-        fault, notice = _fault_and_notice(failing)
+        fault, notice = _fault_and_notice(failing, failed)
         if in_place:
             ended, started = _in_place_bounds(failing, life.marks, failed, new)
         else:
@@ -267,10 +274,19 @@ def _ordered(stages: dict[str, datetime | None]) -> dict[str, datetime | None]:
     return out
 
 
+# A cause's first signal dates a fault only this close before the job noticed it (a collective's timeout is at most
+# this long): an older signal is a degradation that went on long before the failure.
+FIRST_SIGNAL_S = 1800
+
+
 def with_first_signal(r: Restart, first_signal: datetime | None) -> Restart:
-    """The cause's first signal dates the fault when no crash incident does and it lies before the notice."""
-    if r.stages["fault_at"] is None and first_signal is not None:
-        notice = r.stages["noticed_at"] or r.stages["ended_at"]
-        if notice is None or first_signal <= notice:
-            r.stages["fault_at"] = first_signal
+    """The cause's first signal dates the fault when it lies before the notice (and not long before it), and no
+    crash incident dates it earlier (XLA's error line, printed when the hung collective times out, dates the notice)."""
+    if first_signal is None:
+        return r
+    notice = r.stages["noticed_at"] or r.stages["ended_at"]
+    fault = r.stages["fault_at"]
+    fits = notice is None or notice - timedelta(seconds=FIRST_SIGNAL_S) <= first_signal <= notice
+    if fits and (fault is None or first_signal < fault):
+        r.stages["fault_at"] = first_signal
     return r

@@ -74,7 +74,7 @@ CREATE OR REPLACE TEMP TABLE jl_full AS
 WITH t AS (
     SELECT * EXCLUDE (text),
         nullif(coalesce(
-            nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] )?'
+            nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] |[A-Z]+\|[^\]]*\] )?'
                                         '(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)', 1), ''),
             CASE WHEN contains(body, 'datetime: ') THEN
                 nullif(regexp_extract(body, 'datetime: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})', 1), '') END,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from synestra_cli.formats import joblog_times
 from synestra_cli.formats.base import MAX_REJECT_SAMPLES
 from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.store.sql import drop_temp
@@ -122,61 +123,6 @@ SELECT * EXCLUDE (it_before, next_save_it, next_save_pos, next_step_pos),
                   THEN next_save_it END,
              it_before) AS it
 FROM f
-"""
-
-# Step lines printed without a time of their own (NeMo 2's and MaxText's progress lines, Megatron without a
-# launcher stamp) but with their step time are dated from the last line before them that dates the training:
-# a dated step line, a load's end, a save's return to training (a sync save's end, an async save's last part
-# scheduled) or torchtitan's "Training starts at step N", plus the iterations since it at the printed step
-# times (each line's average over the iterations it covers). ts_precision 'estimated': never read as a line's
-# own time, but far closer than the nearest dated line, which may be a quarter of an hour away.
-STEP_TIMES_SQL = """
-UPDATE jl_fa SET ts = e.est, ts_precision = 'estimated'
-FROM (
-    WITH anchors AS (
-        SELECT sid, attempt, pos, it AS a_it, ts AS a_ts FROM jl_fa
-        WHERE ts_precision = 'exact' AND it IS NOT NULL AND (
-              fact IN ('step', 'save_sched', 'load_end')
-           OR (fact = 'save_end' AND NOT coalesce(is_async, false))
-           OR (fact = 'mark' AND kind = 'loop_start' AND iteration IS NOT NULL))
-    ), s AS (
-        SELECT f.sid, f.attempt, f.pos, f.iteration, f.step_time_s, a.pos AS a_pos, a.a_it, a.a_ts
-        FROM jl_fa f ASOF JOIN anchors a ON a.sid = f.sid AND a.attempt = f.attempt AND f.pos > a.pos
-        WHERE f.fact = 'step' AND f.ts_precision = 'inferred' AND f.step_time_s > 0 AND f.iteration IS NOT NULL
-    ), n AS (
-        SELECT *, greatest(iteration - coalesce(lag(iteration) OVER w, a_it), 0) * step_time_s AS spent
-        FROM s WINDOW w AS (PARTITION BY sid, attempt, a_pos ORDER BY pos)
-    )
-    SELECT sid, pos, a_ts + to_microseconds(CAST(sum(spent) OVER (PARTITION BY sid, attempt, a_pos ORDER BY pos
-                                                                  ROWS UNBOUNDED PRECEDING) * 1e6 AS BIGINT)) AS est
-    FROM n
-) e
-WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos AND jl_fa.fact = 'step'
-"""
-# ... and those before any such line in their attempt (the first attempt's first lines) from the first line after
-# them that dates where the training was: a dated step line, or a save's start (the training stopped there), less
-# the iterations between at the printed step times.
-STEP_TIMES_BACK_SQL = """
-UPDATE jl_fa SET ts = e.est, ts_precision = 'estimated'
-FROM (
-    WITH anchors AS (
-        SELECT sid, attempt, pos, it AS a_it, ts AS a_ts FROM jl_fa
-        WHERE ts_precision = 'exact' AND it IS NOT NULL AND fact IN ('step', 'save_start')
-    ), s AS (
-        SELECT f.sid, f.attempt, f.pos, f.iteration, f.step_time_s, a.pos AS a_pos, a.a_it, a.a_ts
-        FROM jl_fa f ASOF JOIN anchors a ON a.sid = f.sid AND a.attempt = f.attempt AND a.pos > f.pos
-        WHERE f.fact = 'step' AND f.ts_precision = 'inferred' AND f.step_time_s > 0 AND f.iteration IS NOT NULL
-    ), n AS (  -- the time from each line to the next (the anchor after the last), at the next line's pace
-        SELECT *, greatest(coalesce(lead(iteration) OVER w, a_it) - iteration, 0)
-                  * coalesce(lead(step_time_s) OVER w, step_time_s) AS until_next
-        FROM s WINDOW w AS (PARTITION BY sid, attempt, a_pos ORDER BY pos)
-    )
-    SELECT sid, pos, a_ts - to_microseconds(CAST(sum(until_next) OVER (PARTITION BY sid, attempt, a_pos ORDER BY pos
-                                                                       ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)
-                                                 * 1e6 AS BIGINT)) AS est
-    FROM n
-) e
-WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos AND jl_fa.fact = 'step'
 """
 
 # Each log's job (jl_jobs: joblog.resolve_job_ids), a row even for a log without any fact.
@@ -312,11 +258,11 @@ def write_rows(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> Non
     conn.execute(BOUNDS_SQL)
     conn.execute(ATTEMPT_OF_LINE_SQL)
     conn.execute(FACTS_A_SQL)
-    conn.execute(STEP_TIMES_SQL)
-    conn.execute(STEP_TIMES_BACK_SQL)
+    joblog_times.date_steps(conn)
     for sql in INSERTS:
         conn.execute(sql)
     sids = {"sids": [f.sid for f in files]}
+    joblog_times.date_save_ends(conn, sids)
     conn.execute(FULL_NAMES_SQL, sids)
     by_sid = {f.sid: f.result for f in files}
     for sid, n in conn.execute(ROWS_SQL, sids).fetchall():

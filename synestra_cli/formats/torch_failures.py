@@ -172,6 +172,12 @@ FROM jl_lines
 WHERE contains(body, ' worker group') AND regexp_matches(body, '\[\w+\] (Rendezvous''ing|Starting) worker group\s*$')
 """
 
+# torchrun's launcher prints its configuration as it starts (torch/distributed/launcher/api.py): a process start.
+LAUNCH_SQL = r"""
+SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+WHERE contains(body, 'Starting elastic_operator with launch configs:')
+"""
+
 # Linux signal numbers 1..15 (signal(7), x86/ARM): a worker's negative exit code is the signal that killed it.
 SIGNALS = [
     "SIGHUP",
@@ -316,6 +322,7 @@ FORMAT = joblog.job_log_format(
         ELASTIC_SQL,
         WORKER_SQL,
         AGENT_MARKS_SQL,
+        LAUNCH_SQL,
         *slurm_lines.FACTS,
     ],
     top=0.3,
