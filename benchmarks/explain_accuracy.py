@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the scorer's own imports (simcache)
 
 from synestra_cli.simulate.export import Intervals  # noqa: E402
 from synestra_cli.simulate.scenarios import SCENARIOS  # noqa: E402

@@ -160,15 +160,39 @@ DCGM_FIELDS: dict[str, tuple[str, ...]] = {
     "gpu_fb_free_mib": ("DCGM_FI_DEV_FB_FREE",),
 }
 
-# The pre-2.0 exporter (gpu-monitoring-tools exporters/prometheus-dcgm, a dcgmi dmon script) wrote lowercase
-# names with a lowercase `uuid` label; same fields, same units. Only names seen in its published sample output.
+# The pre-2.0 exporter (gpu-monitoring-tools exporters/prometheus-dcgm/dcgm-exporter, a `dcgmi dmon` script, 1.x)
+# wrote lowercase names with a lowercase `uuid` label; same fields, same units. Its whole list (the script's
+# `metric(...)` calls, commit 03f24221): the fields with a canonical twin map here, the others (pcie_tx_throughput,
+# enc_utilization, sync_boost_violation, fb_total, retired_pages_sbe, nvlink_bandwidth_total, …) keep their names.
+# The DCP fields (`-p`, dcgm_fi_prof_*) are DCGM's 0-1 ratios (dmon prints them so; the script's help says %).
 DCGM_LEGACY: dict[str, str] = {
     "gpu_temp_celsius": "dcgm_gpu_temp",
+    "gpu_memory_temp_celsius": "dcgm_memory_temp",
     "gpu_util_percent": "dcgm_gpu_utilization",
     "gpu_power_watts": "dcgm_power_usage",
     "gpu_sm_clock_mhz": "dcgm_sm_clock",
+    "gpu_memory_clock_mhz": "dcgm_memory_clock",
     "gpu_energy_millijoules_total": "dcgm_total_energy_consumption",
     "gpu_xid_last": "dcgm_xid_errors",
+    "gpu_pcie_replay_total": "dcgm_pcie_replay_counter",
+    "gpu_power_violation_us_total": "dcgm_power_violation",
+    "gpu_thermal_violation_us_total": "dcgm_thermal_violation",
+    "gpu_fb_free_mib": "dcgm_fb_free",
+    "gpu_fb_used_mib": "dcgm_fb_used",
+    "gpu_ecc_sbe_volatile_total": "dcgm_ecc_sbe_volatile_total",
+    "gpu_ecc_dbe_volatile_total": "dcgm_ecc_dbe_volatile_total",
+    "gpu_ecc_sbe_aggregate_total": "dcgm_ecc_sbe_aggregate_total",
+    "gpu_ecc_dbe_aggregate_total": "dcgm_ecc_dbe_aggregate_total",
+    "gpu_retired_pages_dbe": "dcgm_retired_pages_dbe",
+    "gpu_nvlink_crc_flit_errors_total": "dcgm_nvlink_flit_crc_error_count_total",
+    "gpu_nvlink_crc_data_errors_total": "dcgm_nvlink_data_crc_error_count_total",
+    "gpu_nvlink_replay_errors_total": "dcgm_nvlink_replay_error_count_total",
+    "gpu_nvlink_recovery_errors_total": "dcgm_nvlink_recovery_error_count_total",
+    "gpu_gr_engine_active_ratio": "dcgm_fi_prof_gr_engine_active",
+    "gpu_sm_active_ratio": "dcgm_fi_prof_sm_active",
+    "gpu_sm_occupancy_ratio": "dcgm_fi_prof_sm_occupancy",
+    "gpu_tensor_active_ratio": "dcgm_fi_prof_pipe_tensor_active",
+    "gpu_dram_active_ratio": "dcgm_fi_prof_dram_active",
 }
 
 # node_exporter's infiniband collector (values already in bytes: procfs multiplies PMA words by 4).

@@ -64,3 +64,43 @@ def expand(expr: str | None) -> list[str]:
         raise HostlistError(f"malformed hostlist {expr!r}")
     hosts = [h for item in items for h in _expand_item(item.strip())]
     return list(dict.fromkeys(hosts))
+
+
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress(hosts: list[str] | tuple[str, ...]) -> str:
+    """The shortest hostlist of names `expand` reads back: `gpu-001,gpu-002,gpu-003,gpu-007` ->
+    `gpu-[001-003,007]`. Names ending in digits group by prefix and width (zero padding kept: `gpu-9` and
+    `gpu-009` are different names); the others are listed as they are. Duplicates are dropped; groups come in
+    the order of their first name. A name with a bracket or comma cannot be written in a hostlist: ValueError."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    order: list[tuple[str, int] | str] = []
+    for h in dict.fromkeys(hosts):
+        if any(c in h for c in "[],") or not h.strip():
+            raise HostlistError(f"{h!r} cannot be written in a hostlist")
+        m = _NUMBERED.match(h)
+        if not m:
+            order.append(h)
+            continue
+        key = (m.group(1), len(m.group(2)))
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(int(m.group(2)))
+    parts = []
+    for item in order:
+        if isinstance(item, str):
+            parts.append(item)
+            continue
+        prefix, width = key = item
+        nums = sorted(set(groups[key]))
+        runs: list[list[int]] = []
+        for n in nums:
+            if runs and n == runs[-1][1] + 1:
+                runs[-1][1] = n
+            else:
+                runs.append([n, n])
+        text = ",".join(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in runs)
+        parts.append(f"{prefix}{text}" if len(nums) == 1 else f"{prefix}[{text}]")
+    return ",".join(parts)

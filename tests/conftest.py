@@ -35,9 +35,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # once per run, in the controller, before any worker starts
+        import simcache
+
+        simcache.prune()
+
+
 @pytest.fixture(autouse=True)
 def hermetic_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
+    # the width the runner's terminal (or xdist's worker) happens to have must not lay out the tables
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
     monkeypatch.setenv("SYNESTRA_DB", str(tmp_path / "store.duckdb"))
     monkeypatch.setenv("SYNESTRA_LOCK_WAIT", "1")

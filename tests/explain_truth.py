@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import simcache
+
 from synestra_cli.explain.api import explain_job
 from synestra_cli.explain.rules import RACK_CATEGORIES
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.simulate.export import Intervals
 from synestra_cli.simulate.scenarios import simulate
+from synestra_cli.store import open_store
 from synestra_cli.store.connect import connect
 
 # Categories whose host the exports cannot show (explain says host null rather than guess): "host" is
@@ -42,6 +45,15 @@ class Score:
     decoy_blamed: int = 0
     misses: list[str] = field(default_factory=list)
     right_confidences: list[float] = field(default_factory=list)  # of the causes named fully right
+    # tests/trainer_truth.py: the same save reported more than once, tax buckets and restores checked
+    found: int = 0
+    duplicates: int = 0
+    buckets_ok: int = 0
+    buckets_scored: int = 0
+    jobs_buckets_ok: int = 0
+    jobs_scored: int = 0
+    restores_ok: int = 0
+    restores_scored: int = 0
 
     def add(self, other: Score) -> None:
         for k in (
@@ -55,6 +67,14 @@ class Score:
             "component_ok",
             "routine_blamed",
             "decoy_blamed",
+            "found",
+            "duplicates",
+            "buckets_ok",
+            "buckets_scored",
+            "jobs_buckets_ok",
+            "jobs_scored",
+            "restores_ok",
+            "restores_scored",
         ):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.misses += other.misses
@@ -102,9 +122,10 @@ def _rack_named(cause, truth: dict) -> bool:
     return cause.host is None and cause.category in RACK_CATEGORIES and cause.component == truth["component"]
 
 
-def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
+def score_job(conn, truth_job: dict, decoys: list[dict], label: str, mine: list | None = None) -> Score:
+    """`mine`: explain's checkpoints when the caller already has them (tests/trainer_truth.py)."""
     sc = Score()
-    mine = explain_job(conn, truth_job["job"]).checkpoints
+    mine = explain_job(conn, truth_job["job"]).checkpoints if mine is None else mine
     for t in truth_job["checkpoints"]:
         start = _ts(t["start"])
         same = [c for c in mine if c.kind == t["kind"] and c.iteration == t["iteration"]]
@@ -114,6 +135,7 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
         if got is None:
             sc.misses.append(f"{where}: not found")
             continue
+        sc.found += 1
         sc.trigger_ok += got.trigger == t["trigger"]
         if got.trigger != t["trigger"]:
             sc.misses.append(f"{where}: trigger {got.trigger} != {t['trigger']}")
@@ -151,7 +173,7 @@ def score_job(conn, truth_job: dict, decoys: list[dict], label: str) -> Score:
 
 
 def run_scenario(
-    workdir: Path,
+    workdir: Path | None,
     scenario: str,
     seed: int,
     nodes: int,
@@ -159,24 +181,40 @@ def run_scenario(
     keep: bool = False,
     intervals: Intervals | None = None,
     jobs: list[str] | None = None,
+    scheduler: str = "slurm",
 ) -> Score:
     """Simulate, ingest into a fresh store, explain every job of the truth (or those in `jobs`) and score
-    it. `intervals` sets the exporters' sampling (default: what the cluster's size implies). The run's
-    exports and store (hundreds of MB at 32 nodes) are deleted afterwards unless `keep`."""
+    it. `intervals` sets the exporters' sampling (default: what the cluster's size implies); `scheduler` how the
+    jobs are told (slurm, or kubernetes: pods, events and container logs).
+
+    workdir None: the simulation and its store come from the tests' shared cache (tests/simcache.py),
+    built once per code version for every module and worker. Otherwise they are made under workdir and
+    deleted afterwards unless `keep` (campus-sized runs: hundreds of MB, not worth keeping)."""
+    if workdir is None:
+        on = {"scheduler": scheduler} if scheduler != "slurm" else {}  # Slurm's runs keep their cache key
+        sim = simcache.simulation(scenario, seed=seed, nodes=nodes, hours=hours, intervals=intervals, **on)
+        with open_store(simcache.ingested(sim), read_only=True) as conn:
+            return _score_all(conn, simcache.truth(sim), f"{scenario}/s{seed}/n{nodes}", jobs)
     out = workdir / f"{scenario}-{seed}-{nodes}"
-    simulate(out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True, intervals=intervals)
+    simulate(
+        out, scenario, seed=seed, nodes=nodes, hours=hours, overwrite=True, intervals=intervals, scheduler=scheduler
+    )
     db = out / "store.duckdb"
     db.unlink(missing_ok=True)
     conn = connect(db)
     try:
         ingest_paths(conn, [out / "exports"], IngestOptions())
         truth = json.loads((out / "truth.json").read_text())
-        total = Score()
-        for job in truth["jobs"]:
-            if jobs is None or job["job"] in jobs:
-                total.add(score_job(conn, job, truth.get("decoys", []), f"{scenario}/s{seed}/n{nodes}/{job['job']}"))
-        return total
+        return _score_all(conn, truth, f"{scenario}/s{seed}/n{nodes}", jobs)
     finally:
         conn.close()
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
+
+
+def _score_all(conn, truth: dict, label: str, jobs: list[str] | None) -> Score:
+    total = Score()
+    for job in truth["jobs"]:
+        if jobs is None or job["job"] in jobs:
+            total.add(score_job(conn, job, truth.get("decoys", []), f"{label}/{job['job']}"))
+    return total

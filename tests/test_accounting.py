@@ -65,6 +65,7 @@ def test_an_unknown_job_and_an_empty_store_are_told_apart(conn):
         tax_report(conn, job_id="nope")
 
 
+@pytest.mark.heavy
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     segments=st.lists(

@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.heavy
 def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import REAL_SAMPLES
 
@@ -121,6 +122,7 @@ def test_a_file_whose_hosts_are_in_the_store_in_the_other_form_gets_a_note(conn,
     assert any("1 host(s) of this file (gpu-001), read with no --cluster" in n for n in second.notes)
 
 
+@pytest.mark.heavy
 def test_sample_data_ingested_with_cluster_explains_as_without(tmp_path):
     from synestra_cli.explain.api import explain_job
     from synestra_cli.store import open_store

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import simcache
 from conftest import copy_sample_store
 
 from synestra_cli.explain import memo
@@ -31,6 +32,7 @@ def sample_store(tmp_path_factory, sample_store_template):
     return copy_sample_store(sample_store_template, tmp_path_factory.mktemp("batch"))
 
 
+@pytest.mark.heavy
 def test_every_sample_job_explained_from_the_fleet_s_rows_is_the_job_explained_alone(sample_store):
     with open_store(sample_store, read_only=True) as conn:
         jobs = jobs_in_window(conn)
@@ -72,18 +74,13 @@ def test_a_job_s_inputs_read_on_several_cursors_are_those_read_on_one(sample_sto
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
+def campaign():
     # sample_data has no syslog: a campaign's lanes meet GPU, link and storage faults in the kernel log,
     # crashes and preemptions in the job logs, on hosts whose jobs follow one another
-    from synestra_cli.simulate.scenarios import simulate
-
-    root = tmp_path_factory.mktemp("campaign")
-    simulate(root / "c", "campaign", seed=41, nodes=4, hours=12)
-    with open_store(root / "c.duckdb") as conn:
-        ingest_paths(conn, [root / "c" / "exports"], IngestOptions())
-    return root / "c.duckdb"
+    return simcache.ingested(simcache.simulation("campaign", seed=41, nodes=4, hours=12))
 
 
+@pytest.mark.heavy
 def test_a_simulated_campaign_with_syslog_and_crashes_is_explained_alike_in_a_batch(campaign):
     with open_store(campaign, read_only=True) as conn:
         jobs = jobs_in_window(conn)
@@ -243,6 +240,7 @@ def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(
     assert whole == alone
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("whole", [True, False], ids=["whole table", "candidates' files"])
 def test_the_fleet_reads_its_candidates_files_or_the_whole_table_and_answers_alike(campaign, monkeypatch, whole):
     from synestra_cli.signals import fleet_telemetry as ft
@@ -271,6 +269,7 @@ def test_the_whole_table_is_scanned_only_when_the_candidates_files_are_most_of_i
         assert not ft.scan_whole_table(conn, every, hull)
 
 
+@pytest.mark.heavy
 def test_clock_event_bits_that_never_change_are_not_read_and_the_batch_answers_alike(tmp_path):
     # a power brake sets one bit of the clocks-event mask on a host; the other bits (and the other hosts'
     # mask) never change, decode to constant series, and are left out of the fleet's read

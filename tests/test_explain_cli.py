@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from explain_fixtures import healthy_job
 
@@ -87,6 +88,7 @@ def test_since_until_select_checkpoints_and_accept_a_z_suffix(db_path):
     assert [c["iteration"] for c in json.loads(res.stdout)["checkpoints"]] == [400, 600, 800]
 
 
+@pytest.mark.heavy
 def test_tax_flag_adds_the_job_tax_summary(db_path):
     _store(db_path)
     plain = CliRunner().invoke(cli, ["explain", "--db", str(db_path), "--job", "100", "--format", "json"])

@@ -3,6 +3,7 @@ evidence is missing it says `unknown` with low confidence instead of guessing.""
 
 from __future__ import annotations
 
+import pytest
 from conftest import REAL_SAMPLES
 
 from synestra_cli.explain.api import explain_job, jobs_in_window
@@ -10,6 +11,7 @@ from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 
 
+@pytest.mark.heavy
 def test_real_samples_are_explained_without_guessing(conn):
     ingest_paths(conn, [REAL_SAMPLES / "training", REAL_SAMPLES / "syslog"], IngestOptions())
     explained = {j: explain_job(conn, j) for j in jobs_in_window(conn)}

@@ -162,6 +162,7 @@ def test_a_noisy_but_healthy_link_is_no_episode_a_failing_one_is(conn):
     assert row.asset.identity["far_end"] == "leaf-01:Ethernet2"
 
 
+@pytest.mark.heavy
 def test_risks_lists_the_known_lemons_with_the_history_that_ended_before_t(campaign):
     from datetime import timedelta
 

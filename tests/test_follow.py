@@ -91,6 +91,7 @@ def _compress(src: Path, dst: Path) -> None:
     src.unlink()
 
 
+@pytest.mark.heavy
 def test_a_folder_that_grows_and_rotates_ends_with_the_rows_of_a_one_shot_ingest(tmp_path):
     logs, log = tmp_path / "logs", Log()
     logs.mkdir()
@@ -425,6 +426,7 @@ def test_the_command_line_follows_for_n_polls_and_refuses_what_cannot_follow(tmp
     assert doc["schema"] == "synestra.ingest/1" and doc["poll"] == 1 and doc["moved"] == []
 
 
+@pytest.mark.heavy
 def test_rotate_n_drops_the_oldest_and_reuses_its_name_without_loading_anything_twice(tmp_path):
     """logrotate with `rotate 2` (no compression): the oldest is deleted and every name moves up one."""
     logs, log = tmp_path / "logs", Log()
@@ -457,6 +459,7 @@ def test_rotate_n_drops_the_oldest_and_reuses_its_name_without_loading_anything_
     assert len(events) == len({r[7] for r in events}) == log.n  # every line once: none lost, none twice
 
 
+@pytest.mark.heavy
 def test_a_compressed_rotation_that_shifts_the_gz_files_is_recognised_once_they_stand_still(tmp_path):
     """logrotate `compress` + `delaycompress`, third time round: syslog.2.gz -> syslog.3.gz, syslog.1
     compressed to a new syslog.2.gz, syslog -> syslog.1. The two .gz wait while gzip may write them; the

@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+import pytest
 import real_corpus
 
 from synestra_cli import formats
@@ -21,6 +22,8 @@ NAMES = [
     "hf_trainer",
     "ib_counters",
     "ibnetdiscover",
+    "kube_events_table",
+    "kubernetes",
     "megatron",
     "metrics_long",
     "mlperf",
@@ -49,6 +52,7 @@ def test_every_module_defining_a_format_is_registered_under_its_name():
     assert all(f.facts for f in formats.job_log_formats())
 
 
+@pytest.mark.heavy
 def test_a_format_writes_only_the_tables_it_names(conn):
     """Three real files of each format loaded in one store: the tables holding a source's rows are among
     its format's `writes` (metric_catalog is shared, without a source_id, so not checked here)."""

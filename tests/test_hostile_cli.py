@@ -104,6 +104,7 @@ def _clean_tax(tmp_path_factory, sacct: bool) -> dict:
     return CLEAN[sacct]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     ("line", "stamp", "sacct"),
     [
@@ -387,6 +388,7 @@ def test_a_sqlite_file_as_db_is_refused_without_fetching_sqlite_scanner(tmp_path
 EVIL = "\x1b]0;owned\x07\x1b[2J\x1b]52;c;aGVsbG8=\x07"
 
 
+@pytest.mark.heavy
 def test_escape_sequences_in_log_lines_and_file_names_are_shown_escaped(tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()
@@ -427,6 +429,7 @@ def test_sql_streams_its_result_in_record_batches(conn):
     assert max(rest) <= 4096 and len(first) + sum(rest) == 50000
 
 
+@pytest.mark.heavy
 def test_sql_csv_and_jsonl_exports_are_whole_and_in_order(store):
     q = "SELECT i, i * 0.5 AS half, 'x' || i AS s FROM range(30000) t(i) ORDER BY i"
     csv_out = invoke("sql", q, "--db", str(store), "--format", "csv").stdout.splitlines()
@@ -642,6 +645,7 @@ def _clock(lines: int):
         yield (i // 3600) % 24, (i // 60) % 60, i % 60
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "sig, code, said",
     [(signal.SIGINT, ExitCode.INTERRUPTED, "interrupted"), (signal.SIGTERM, ExitCode.TERMINATED, "interrupted")],
@@ -690,6 +694,7 @@ def test_every_exit_code_is_documented_in_the_readme_and_the_runbook():
     assert "1 | unexpected error (a bug" in readme
 
 
+@pytest.mark.heavy
 def test_out_of_memory_exits_10_with_the_limit_to_raise_and_leaves_only_whole_files(tmp_path):
     """DuckDB's "Out of Memory" under a too small SYNESTRA_MEMORY_LIMIT ended as "unexpected DuckDB error
     (a bug)", exit 1: it is the limit's fault, said as such, with its own code (README, exit codes)."""
@@ -722,6 +727,7 @@ def test_an_out_of_memory_is_known_in_the_error_a_library_made_of_it():
     assert not is_out_of_memory(ValueError("out of range"))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("alone", [False, True], ids=["the batch", "one file alone"])
 def test_a_batch_whose_checks_run_out_of_memory_is_checked_file_by_file(tmp_path, monkeypatch, alone):
     """The checks of a batch (duplicates, times out of range) ran over all its files at once, and an

@@ -451,6 +451,7 @@ def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, 
     assert [y for y, _ in found[1]] == [2025, 2025, 2026, 2026, 2026, 2027]
 
 
+@pytest.mark.heavy
 def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypatch):
     from synestra_cli.formats import base, syslog
 
@@ -480,6 +481,7 @@ def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypa
     assert events[0][1].year == 2022 and events[-1][1].year == 2026  # four new years, ending in the mtime's
 
 
+@pytest.mark.heavy
 def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_path, monkeypatch):
     """Memory flat in the file's size, counted instead of timed: DuckDB's memory after each of 80 chunks
     (the staging tables a chunk replaced in the file's transaction were kept until COMMIT, ~12 KB each

@@ -42,6 +42,7 @@ def test_huge_ranges_are_refused_not_expanded():
         expand(f"n[0-{MAX_HOSTS * 10}]")
 
 
+@pytest.mark.heavy
 @given(
     prefix=st.from_regex(r"[a-z][a-z-]{0,5}", fullmatch=True),
     nums=st.lists(st.integers(0, 999), min_size=1, max_size=20, unique=True),

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import synestra_cli
 
 LIBRARY_MODULES = [
@@ -19,6 +21,7 @@ LIBRARY_MODULES = [
 ]
 
 
+@pytest.mark.heavy
 def test_importing_the_whole_library_loads_neither_click_nor_rich():
     code = (
         "import importlib, sys\n"

@@ -167,6 +167,7 @@ def _as_a_user(args: list[str]) -> tuple[int, str]:
     return run.returncode, run.stdout + run.stderr
 
 
+@pytest.mark.heavy
 def test_readers_answer_during_a_long_ingest_and_a_killed_one_leaves_whole_files(tmp_path):
     """Quick: readers in this process (CliRunner), 1,000 files."""
     _check_readers_and_kill(tmp_path, 1000, _in_process, rounds=1)

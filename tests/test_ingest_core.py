@@ -141,6 +141,7 @@ def test_gzip_is_read_transparently_and_invalid_utf8_is_kept(tmp_path, db_path):
     assert msgs == ["line caf\ufffd", "line two"]
 
 
+@pytest.mark.heavy
 def test_a_one_megabyte_line_is_loaded_whole(tmp_path, db_path):
     f = tmp_path / "long.log"
     f.write_text("line " + "x" * 1_000_000 + "\nline short\n")
@@ -185,6 +186,7 @@ def test_cli_ingest_json_report_goes_to_stdout(tmp_path):
     assert doc["files"][0]["rows"] == 1 and doc["files"][0]["format"] == "lines"
 
 
+@pytest.mark.heavy
 def test_cli_sources_and_sql_read_the_store(tmp_path):
     import json
 

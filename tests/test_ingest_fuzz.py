@@ -1,4 +1,6 @@
-"""Fuzz: random and mutated lines of every format fed to ingest (issue 18).
+"""Fuzz: random and mutated lines of every format fed to ingest (issue 18), also inside the envelopes a
+paste or a collector puts around them (issue 35: a prompt, a quote, an indentation, a per-line prefix,
+lines cut at a terminal's width).
 
 Seeds are real samples (tests/data, with their provenance) of each format family; hypothesis deletes,
 repeats, truncates and corrupts their lines, or writes random text and bytes. Whatever comes in:
@@ -10,14 +12,17 @@ repeats, truncates and corrupts their lines, or writes random text and bytes. Wh
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import REAL_SAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats import envelope, envelope_sql
+from synestra_cli.formats.base import IngestOptions, lines_to_table
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store import open_store
 from synestra_cli.store.sources import sourced_tables
@@ -41,6 +46,9 @@ SEEDS = {
     "sonic_fec": REAL_SAMPLES / "fabric" / "gh-sonic-swss-3757_show-interfaces-counters-fec-stats.txt",
     "ibnetdiscover": REAL_SAMPLES / "fabric" / "rdma-core_man_ibnetdiscover_topology-example.txt",
     "topology_csv": SAMPLE_DATA / "topology.csv",
+    "ghes": REAL_SAMPLES / "syslog" / "lkml-2020-06-amd-pci-bridge_rfc3164_ghes-pcie-corrected.log",
+    "ethtool_queues": REAL_SAMPLES / "fabric" / "gh-ethq-15_prompt-ethtool-i-and-S_ena-queue-N.txt",
+    "wrapped_watchdog": REAL_SAMPLES / "training" / "gh-open-r1-620_watchdog_wrapped-at-terminal-width.log",
 }
 SEED_LINES = {name: path.read_bytes().splitlines(keepends=True)[:60] for name, path in SEEDS.items()}
 
@@ -98,6 +106,41 @@ def _mutate(lines: list[bytes], mutations: list[tuple[str, int, bytes]]) -> byte
     return b"".join(lines)
 
 
+# Envelopes as the tools that add them write them (formats/envelope.py cites each): (prompt, per-line prefix).
+ENVELOPES = st.sampled_from(
+    [
+        (b"", lambda i: b""),
+        (b"$ cat /var/log/x\n", lambda i: b""),
+        (b"root@gpu-node-7:~# dmesg -T\n", lambda i: b""),
+        (b"", lambda i: b"    "),
+        (b"", lambda i: b"> "),
+        (b"", lambda i: b"%3d: " % (i % 16)),
+        (b"", lambda i: b"gpu-00%d: " % (i % 3)),
+        (b"", lambda i: b"[gpu-001]: "),
+        (b"", lambda i: b"stderr: "),
+        (b"", lambda i: b"[1,%d]<stdout>:" % (i % 4)),
+        (b"", lambda i: b"2024-05-01T10:00:%02d.123456789Z " % (i % 60)),
+        (b"", lambda i: b"2024-05-01T10:00:%02d.123456789+00:00 stdout %s " % (i % 60, b"PF"[i % 2 : i % 2 + 1])),
+    ]
+)
+
+
+def _wrap(data: bytes, env: tuple, width: int | None, docker: bool) -> bytes:
+    """The mutated text as it reached a user: behind a prompt, each line prefixed, cut at `width`, or each
+    line a docker json-file object."""
+    prompt, prefix = env
+    lines = data.splitlines()
+    if width:
+        lines = [line[k : k + width] for line in lines for k in range(0, max(len(line), 1), width)]
+    if docker:
+        logs = [
+            {"log": line.decode("utf-8", "replace") + "\n", "stream": "stderr", "time": "2024-05-01T10:00:00Z"}
+            for line in lines
+        ]
+        return "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode()
+    return prompt + b"".join(prefix(i) + line + b"\n" for i, line in enumerate(lines))
+
+
 def _counts(c) -> dict[str, int]:
     return {t.name: c.execute(f'SELECT count(*) FROM "{t.name}"').fetchone()[0] for t in sourced_tables(c)}
 
@@ -116,6 +159,7 @@ def store(tmp_path_factory):
         yield conn, path.parent
 
 
+@pytest.mark.heavy
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
@@ -149,3 +193,34 @@ def test_mutated_inputs_never_escape_never_leave_partial_files_and_are_reported(
         assert conn.execute("SELECT count(*) FROM sources WHERE source_id = ?", [report.source_id]).fetchone()[0]
         assert not report.rejected or report.reject_samples  # rejected lines come with line and reason
     assert _orphans(conn) == 0
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    seed=st.sampled_from(sorted(SEEDS)),
+    mutations=st.lists(MUTATION, max_size=4),
+    env=ENVELOPES,
+    width=st.sampled_from([None, None, 61, 80, 137]),
+    docker=st.booleans(),
+)
+def test_enveloped_inputs_never_escape_and_keep_every_line_number(store, seed, mutations, env, width, docker):
+    conn, folder = store
+    data = _wrap(_mutate(SEED_LINES[seed], mutations), env, width, docker)
+    f = folder / f"enveloped-{SEEDS[seed].name}"
+    f.write_bytes(data)
+    before = _counts(conn)
+    (report,) = ingest_paths(conn, [f], IngestOptions(year=2025))  # must not raise
+    assert report.status in ("loaded", "skipped", "failed")
+    if report.status == "failed":
+        assert report.error and str(f) in report.error
+        assert _counts(conn) == before
+    assert _orphans(conn) == 0
+    # the normalised text has exactly the user's lines, each at its own number
+    text = data.decode("utf-8", "replace")
+    found = envelope.detect(text)
+    if found is not None:
+        table = lines_to_table(text, 1)
+        out = envelope_sql.normalise(duckdb.connect(), table, found)
+        assert out.column("lineno").to_pylist() == table.column("lineno").to_pylist()

@@ -41,6 +41,7 @@ def _store(paths: list[Path], monkeypatch: pytest.MonkeyPatch, unit_files: int, 
     return {t: conn.execute(f"SELECT {cols} FROM {t} ORDER BY ALL").fetchall() for t, cols in ROWS.items()}
 
 
+@pytest.mark.heavy
 def test_real_logs_parsed_together_give_each_file_its_own_rows(monkeypatch):
     """Every real syslog sample (RFC 3164 and 3339, journal, dmesg -T/raw, kmsg, fabric manager,
     loghub): parsed in groups, every table holds what parsing each file alone gives, row for row."""
@@ -190,6 +191,7 @@ def _alone(paths: list[Path], monkeypatch: pytest.MonkeyPatch, **options) -> dic
     return rows
 
 
+@pytest.mark.heavy
 def test_job_logs_of_every_format_parsed_together_give_each_file_its_own_rows(monkeypatch):
     """Real job logs of seven formats, in one group: one load for all of them, and every table holds for
     each file what ingesting it alone gives, row for row (attempts, steps, saves, incidents, notes)."""
@@ -217,6 +219,7 @@ def _overflowing(tmp_path: Path) -> Path:
     return bad
 
 
+@pytest.mark.heavy
 def test_a_job_log_that_fails_its_group_adds_nothing_and_the_others_load(tmp_path, monkeypatch):
     """One log of the group cannot be parsed: the group's load is rolled back and each file loads alone,
     so the bad one fails with its own message, adds nothing, and the others get their own rows."""
@@ -232,6 +235,7 @@ def test_a_job_log_that_fails_its_group_adds_nothing_and_the_others_load(tmp_pat
     assert [r.status for r in reports.values()].count("loaded") == len(JOB_LOGS)
 
 
+@pytest.mark.heavy
 def test_a_rejected_job_log_fails_alone_in_its_group(tmp_path, monkeypatch):
     """--strict: a log with a cut iteration line fails on its reject, at its own line; the group's other
     files load whole, their rows those of each file alone."""

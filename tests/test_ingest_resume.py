@@ -98,6 +98,7 @@ def _read_again_whole(reports: list[FileReport], tmp_path: Path) -> None:
 # --- loaded by their new lines --------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     "sample",
     [
@@ -156,6 +157,7 @@ def _dcgm_samples() -> list[tuple[str, str, str, str]]:
     return out
 
 
+@pytest.mark.heavy
 def test_a_grown_metrics_csv_reads_its_new_lines_with_the_header_and_drops_what_repeats_earlier_lines(tmp_path):
     """The long CSV a site exports every scrape (here the samples of a real dcgm-exporter scrape, once a
     minute). An exporter restarted mid-scrape writes some of the last scrape's lines again: same value

@@ -66,6 +66,7 @@ def test_a_folder_or_url_is_a_lake_and_a_file_path_is_not(tmp_path):
     assert not may_be_lake(str(tmp_path / "store.duckdb"))
 
 
+@pytest.mark.heavy
 def test_a_store_file_is_opened_without_importing_the_lake(stores):
     """`explain --job` on a store file imports neither the lake (and its manifest) nor the fleet's read."""
     code = (
@@ -366,6 +367,7 @@ def _sources(db: str) -> list[int]:
         return [r[0] for r in conn.execute("SELECT source_id FROM sources ORDER BY 1").fetchall()]
 
 
+@pytest.mark.heavy
 def test_forget_on_a_lake_removes_what_forget_on_a_store_file_removes(copies):
     """Job 1008's log and one DCGM export forgotten on both: the same synestra.forget/1 report, the same
     explain and tax-report JSON afterwards, and the forgotten parts gone from the folder."""
@@ -424,6 +426,7 @@ def _explained_now(db: str) -> int:
     return len(computed)
 
 
+@pytest.mark.heavy
 def test_a_lake_keeps_explanations_under_the_store_files_key(copies):
     """The first report explains every job and keeps them beside the parts; the next reuses them all
     (and answers the same bytes); an ingest changes the key, so none is reused stale, and the stale
@@ -444,6 +447,7 @@ def test_a_lake_keeps_explanations_under_the_store_files_key(copies):
     assert len(list(Path(lake, "_explanations").iterdir())) == 1, "the stale key's folder is removed"
 
 
+@pytest.mark.heavy
 def test_ingest_explain_on_a_lake_keeps_every_job(tmp_path):
     lake = f"{tmp_path}/lake/"
     res = CliRunner().invoke(cli, ["ingest", str(SAMPLE), "--db", lake, "--explain"])
@@ -576,6 +580,7 @@ def test_plan_compacts_runs_of_small_parts_and_a_big_part_breaks_a_run():
     assert plan(entries, min_run=7) == []
 
 
+@pytest.mark.heavy
 def test_compaction_answers_byte_for_byte_as_before(copies):
     """Every small table's parts become one part, the telemetry's runs one per partition; explain and
     tax-report answer the same bytes (and as the store file); re-ingest still adds nothing; the old parts
@@ -603,6 +608,7 @@ def test_compaction_answers_byte_for_byte_as_before(copies):
     assert _answers(lake) == before
 
 
+@pytest.mark.heavy
 def test_forget_after_compaction_rewrites_the_parts_that_hold_its_rows(copies):
     """A forgotten source's rows sit in compacted parts with other sources' rows: forget rewrites those
     parts without them, in its one commit, and answers as forget on a store file."""

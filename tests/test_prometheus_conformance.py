@@ -150,6 +150,7 @@ def exposition_line(draw) -> tuple[str, Sample]:
     return line + draw(OPT_BLANKS), (name, tuple(sorted(labels.items())), value, ts)
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(exposition_line(), min_size=1, max_size=8))
 def test_any_valid_line_reads_back_as_written(tmp_path, lines):
@@ -160,6 +161,7 @@ def test_any_valid_line_reads_back_as_written(tmp_path, lines):
     assert got == [want for _, want in lines]
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(exposition_line(), min_size=1, max_size=6))
 def test_the_oracle_agrees_on_generated_lines(tmp_path, lines):

@@ -3,9 +3,11 @@ read right (tests/real_corpus.py holds the expectations; `python tests/real_corp
 
 from __future__ import annotations
 
+import pytest
 import real_corpus
 
 
+@pytest.mark.heavy
 def test_the_whole_real_corpus_is_recognised_and_its_facts_are_right():
     recognition, wrong, n_files, n_facts = real_corpus.score()
     assert n_files >= 100 and n_facts >= 30

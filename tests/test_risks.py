@@ -8,13 +8,11 @@ import json
 from datetime import datetime
 
 import pytest
+import simcache
 from click.testing import CliRunner
 
 from synestra_cli.cli.main import cli
 from synestra_cli.fleet.risks import risks_at
-from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import ingest_paths
-from synestra_cli.simulate.scenarios import simulate
 from synestra_cli.store.connect import connect
 
 
@@ -23,13 +21,9 @@ def _ts(s: str) -> datetime:
 
 
 @pytest.fixture(scope="module")
-def ghost(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ghost")
-    simulate(out, "ghost-link", seed=3, nodes=8, hours=1.5, gpus_per_node=2)
-    db = out / "store.duckdb"
-    conn = connect(db)
-    ingest_paths(conn, [out / "exports"], IngestOptions())
-    conn.close()
+def ghost():
+    out = simcache.simulation("ghost-link", seed=3, nodes=8, hours=1.5, gpus_per_node=2)
+    db = simcache.ingested(out)  # shared: the tests read it (risks and fleet open the store read-only)
     truth = json.loads((out / "truth.json").read_text())
     fault = next(f for f in truth["faults"] if f["kind"] == "ghost_link" and f["decoy"] is None)
     decoy = next(f for f in truth["decoys"] if f["kind"] == "ghost_link")

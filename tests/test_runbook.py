@@ -50,6 +50,7 @@ def checkpoint(explained, job: str, iteration: int, trigger: str):
     return next(c for c in explained[job].checkpoints if c.iteration == iteration and c.trigger == trigger)
 
 
+@pytest.mark.heavy
 def test_every_cause_has_an_action_from_a_sourced_rule_and_its_assets(explained):
     for job, t in truth_checkpoints():
         cp = checkpoint(explained, job, t["iteration"], t["trigger"])
@@ -262,6 +263,7 @@ def test_annotations_are_grafana_bodies_with_epoch_ms_and_one_per_event(sample_d
     assert doc["schema"] == "synestra.annotations/1" and len(doc["annotations"]) > len(rows)
 
 
+@pytest.mark.heavy
 def test_timeline_writes_self_contained_html_svg_and_png(sample_db, tmp_path):
     for name in ("t.html", "t.svg", "t.png"):
         res = run("timeline", "--db", str(sample_db), "--job", "1003", "-o", str(tmp_path / name))

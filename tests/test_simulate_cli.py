@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from synestra_cli.cli.main import cli
@@ -27,6 +28,7 @@ def run(*args: str):
     return CliRunner().invoke(cli, ["simulate", *args])
 
 
+@pytest.mark.heavy
 def test_same_seed_gives_byte_identical_output_and_another_seed_does_not(tmp_path):
     args = ["--scenario", "gpu-fell-off-bus", "--nodes", "8", "--hours", "1", "--gpus-per-node", "8"]
     for name, seed in (("a", "4"), ("b", "4"), ("c", "5")):

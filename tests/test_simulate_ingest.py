@@ -19,6 +19,7 @@ def _ingest(out, subdirs=None):
     return conn, ingest_paths(conn, paths, IngestOptions())
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", [11, 12])
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_every_scenario_ingests_with_zero_rejects(tmp_path, scenario, seed):
@@ -46,6 +47,7 @@ def test_every_scenario_ingests_with_zero_rejects(tmp_path, scenario, seed):
         conn.close()
 
 
+@pytest.mark.heavy
 def test_gzip_exports_ingest_like_plain_ones(tmp_path):
     simulate(tmp_path / "plain", "link-flap", seed=3, nodes=8, hours=1.0, gpus_per_node=2)
     simulate(tmp_path / "gz", "link-flap", seed=3, nodes=8, hours=1.0, gpus_per_node=2, gz=True)

@@ -10,23 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from synestra_cli.simulate.scenarios import simulate
+import simcache
 
 SKEW_S = 3.5  # sources' clocks differ by up to MAX_SKEW_S (3 s) plus jitter
 NODES, HOURS, GPUS = 8, 3.0, 2
 
 
 @pytest.fixture(scope="module")
-def sims(tmp_path_factory):
-    made: dict[str, tuple[Path, dict]] = {}
-
+def sims():
     def get(scenario: str, seed: int = 5) -> tuple[Path, dict]:
-        if (scenario, seed) not in made:
-            out = tmp_path_factory.mktemp(f"{scenario}-{seed}")
-            simulate(out, scenario, seed=seed, nodes=NODES, hours=HOURS, gpus_per_node=GPUS)
-            made[(scenario, seed)] = (out / "exports", json.loads((out / "truth.json").read_text()))
-        return made[(scenario, seed)]
+        sim = simcache.simulation(scenario, seed=seed, nodes=NODES, hours=HOURS, gpus_per_node=GPUS)
+        return sim / "exports", simcache.truth(sim)
 
     return get
 

@@ -155,6 +155,7 @@ def test_anomalies_from_the_summaries_are_those_of_the_raw_samples(conn, seed, w
     assert fast == raw
 
 
+@pytest.mark.heavy
 def test_the_seeds_hold_anomalies_of_every_kind(conn):
     """The comparison above is not vacuous: across its seeds, counters, gauges and decoded bits are
     anomalous, and the summaries leave out counters and (by the two-in-a-row test, in one window or
@@ -228,6 +229,7 @@ def test_the_host_stage_drops_only_hosts_without_a_candidate(conn, seed, windows
     assert tested >= passed
 
 
+@pytest.mark.heavy
 def test_the_host_stage_is_not_vacuous(conn):
     """Across the seeds the host stage rules out (host, metric) pairs, and candidates still pass it."""
     dropped = kept = 0
@@ -270,6 +272,7 @@ def test_ingest_summarises_every_source(sample_store):
     assert samples == summarised > 0
 
 
+@pytest.mark.heavy
 def test_sources_loaded_without_telemetry_are_listed_as_summarised(tmp_path):
     # logs ingested on their own (or a batch of logs alone, which a loaded machine closes by time:
     # ingest/run.py BATCH_SECONDS) used to stay unlisted, so every job of their hours read raw
@@ -311,6 +314,7 @@ def test_migration_019_lists_the_sources_without_telemetry_a_store_left_out(samp
         c.execute("DELETE FROM summarised_sources; INSERT INTO summarised_sources SELECT * FROM was; DROP TABLE was")
 
 
+@pytest.mark.heavy
 def test_explanations_are_the_same_with_and_without_the_summaries(sample_store):
     c = sample_store
     jobs = jobs_in_window(c)
@@ -440,6 +444,7 @@ def _summaries(path: Path) -> tuple[list, list, int]:
     return rows[0], rows[1], listed
 
 
+@pytest.mark.heavy
 def test_summaries_computed_in_the_stage_are_those_of_the_store(tmp_path, monkeypatch):
     """Ingest summarises a batch in its stage, outside the store's lock, and moves the row ranges to where
     the rows landed. Row for row (ranges too) they are the summaries computed from the store after the

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REAL_DATA, REAL_SAMPLES
 
-from synestra_cli.formats import syslog
+from synestra_cli.formats import envelope, syslog
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.connect import memory_store
@@ -59,8 +59,12 @@ def file_year(path: Path, month: int) -> int:
 def test_every_real_sample_loads_every_line(conn, path):
     report = load(conn, path)
     assert report.rejected == 0
-    # Each non-empty line is an event or folded into the event before it: nothing dropped.
-    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln]
+    # Each non-empty line is an event or folded into the event before it: nothing dropped (but the prompt
+    # and echoed command a paste starts with: formats/envelope.py).
+    text = path.read_text(encoding="utf-8")
+    env = envelope.detect(text)
+    prompts = set(env.prompt_lines) if env else set()
+    lines = [ln for i, ln in enumerate(text.splitlines(), start=1) if ln and i not in prompts]
     stored = sum(1 + (e["message"] or "").count("\n") for e in events(conn, path))
     assert stored == len(lines)
 
@@ -647,6 +651,7 @@ def _has_fast_path(path: Path) -> bool:
     return envelope is not None and bool(envelope.fast)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", [p for p in SAMPLES + [LINUX] if _has_fast_path(p)], ids=lambda p: p.name[:40])
 def test_fast_path_agrees_with_the_pattern_on_real_samples(path, monkeypatch):
     # Forced both ways: the fast path (and the UPDATE for the lines it leaves) against the pattern alone.
@@ -678,6 +683,7 @@ Nov  1 00:00:07 n1 kernel: Link is up on some other driver
 """
 
 
+@pytest.mark.heavy
 def test_candidate_prefilter_drops_no_typed_event(tmp_path, monkeypatch):
     # With the prefilter made always true, every line goes through the matchers: same events.
     path = write(tmp_path, "edges.log", EDGES, mtime=datetime(2026, 11, 2))

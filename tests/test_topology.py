@@ -106,6 +106,7 @@ def test_node_description_rules():
 HOST = st.from_regex(r"[a-z][a-z0-9-]{0,8}[0-9]", fullmatch=True)
 
 
+@pytest.mark.heavy
 @settings(max_examples=25, deadline=None)
 @given(
     cables=st.dictionaries(

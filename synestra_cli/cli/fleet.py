@@ -130,6 +130,41 @@ def _print_evidence(out, c: dict) -> None:
         out.print(f"    episode {e['start']:%Y-%m-%d %H:%M} .. {e['end']:%H:%M}: {e['signals']} signal(s), {what}")
 
 
+EXCLUDE_FORMATS = ("slurm", "kubernetes", "hostlist")
+
+
+def _exclude(db, since, until, fmt: str, exclude: bool, by: str) -> None:
+    """fleet --exclude: the exclusion list in the format asked for (fleet/exclude.py)."""
+    from synestra_cli.cli.render import console, dumps
+    from synestra_cli.explain import memo
+    from synestra_cli.fleet.exclude import exclusion_list
+    from synestra_cli.store import open_store
+
+    if fmt == "csv" or by != "component":
+        raise click.UsageError("--exclude prints nodes: use --format slurm|kubernetes|hostlist|json|table, no --by")
+    with open_store(db, read_only=True) as conn:
+        found, fleet = exclusion_list(conn, since, until)
+    memo.save_to(db, fleet.key, fleet.computed)
+    if fmt == "json":
+        click.echo(dumps(found.to_json()))
+    elif fmt == "slurm":
+        for line in found.slurm():
+            click.echo(line)
+        if found.nodes:
+            click.echo(f"# sbatch/srun: --exclude={found.hostlist()}")
+    elif fmt == "kubernetes":
+        for line in found.kubernetes():
+            click.echo(line)
+    elif fmt == "hostlist":
+        if found.nodes:
+            click.echo(found.hostlist())
+    else:
+        out = console()
+        out.print(f"[bold]exclude[/] {len(found.nodes)} node(s) (commands: --format slurm or kubernetes)")
+        for n in found.nodes:
+            out.print(f"  {n.name}: {n.reason}", soft_wrap=True)
+
+
 @click.command("fleet")
 @window_options("what happened (default: all the store holds)")
 @click.option(
@@ -141,10 +176,17 @@ def _print_evidence(out, c: dict) -> None:
 )
 @click.option("--lemons", "only_lemons", is_flag=True, help="Only the lemons.")
 @click.option("--top", type=click.IntRange(min=1), help="Only the first N components.")
+@click.option(
+    "--exclude",
+    is_flag=True,
+    help="Print the nodes to keep out of the next job (lemons and parts degrading at the window's end) as "
+    "commands to run by hand: --format slurm (scontrol drain lines, an --exclude= hostlist), kubernetes "
+    "(kubectl cordon/taint/annotate), hostlist (these three imply --exclude), json, table.",
+)
 @db_option
-@format_option("table", "json", "csv")
+@format_option("table", "json", "csv", "slurm", "kubernetes", "hostlist")
 @handle_errors
-def command(since, until, by, only_lemons, top, db, fmt) -> None:
+def command(since, until, by, only_lemons, top, exclude, db, fmt) -> None:
     """Hosts, GPUs, NICs/links, racks and filesystems ranked by the GPU-hours, failures and incidents
     they cost across every job in the window, with the jobs they hit, when they were first and last
     seen, their identities (GPU UUID, far-end switch port), and the lemons: components that hurt two or
@@ -160,12 +202,21 @@ def command(since, until, by, only_lemons, top, db, fmt) -> None:
       synestra fleet --since 2026-11-01 --lemons
       synestra fleet --by host --top 10          # which nodes to drain
       synestra fleet --format json | jq '.components[] | select(.lemon) | .asset'
+      synestra fleet --exclude --format slurm       # scontrol drain lines; nothing is run
+      synestra fleet --exclude --format kubernetes  # kubectl cordon / taint / annotate lines
+
+    \b
+    --exclude prints commands and never runs them; a preemption, a routine save or the job's own crash
+    never puts a node on it. JSON schema: synestra.exclude/1 (docs/fleet.md).
     """
     from synestra_cli.cli.render import console, dumps, render_rows
     from synestra_cli.explain import memo
     from synestra_cli.fleet.lemons import fleet_report
     from synestra_cli.store import open_store
 
+    if exclude or fmt in EXCLUDE_FORMATS:
+        _exclude(db, since, until, fmt, exclude, by)
+        return
     with open_store(db, read_only=True) as conn:
         report = fleet_report(conn, since, until, by=by)
     memo.save_to(db, report.key, report.computed)  # the next fleet or tax-report reuses them

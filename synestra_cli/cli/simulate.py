@@ -9,7 +9,8 @@ import click
 
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import format_option
-from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
+from synestra_cli.simulate.model import LAUNCHERS, TRAINERS
+from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, SCHEDULERS, simulate
 
 
 @click.command("simulate")
@@ -29,6 +30,41 @@ from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, simulate
 @click.option("--gpus-per-node", type=click.IntRange(1, 8), default=8, show_default=True)
 @click.option("--gzip", "gz", is_flag=True, help="Compress the telemetry and syslog files (.gz; ingest reads them).")
 @click.option("--force", is_flag=True, help="Replace a simulation already in OUTDIR.")
+@click.option(
+    "--trainer",
+    type=click.Choice(TRAINERS),
+    default=None,
+    help="Who writes the job's log, in its real wording [default: megatron].",
+)
+@click.option(
+    "--trainer-version",
+    type=click.Choice(["current", "previous"]),
+    default=None,
+    help="The trainer's (and torchrun's) current wording or the previous one where they differ [default: current].",
+)
+@click.option(
+    "--launcher",
+    type=click.Choice(LAUNCHERS),
+    default=None,
+    help="srun alone, or torchrun under srun (its agent restarts a failed worker group in place) [default: srun].",
+)
+@click.option(
+    "--srun-label", is_flag=True, default=None, help="`srun -l`: every task's line prefixed with its task id."
+)
+@click.option(
+    "--slurm-lines/--no-slurm-lines",
+    default=None,
+    help="Slurm's own job-end lines in the job's output (the batch script then requeues the job itself) "
+    "[default: the scenario's; off but for gpu-fell-off-bus-reboot].",
+)
+@click.option(
+    "--scheduler",
+    type=click.Choice(SCHEDULERS),
+    default="slurm",
+    show_default=True,
+    help="How the jobs are told: Slurm (sacct, job logs) or Kubernetes (pods, events, node conditions, "
+    "container logs; job ids namespace/name).",
+)
 @format_option("json", default="json")
 @handle_errors
 def command(
@@ -40,10 +76,17 @@ def command(
     gpus_per_node: int,
     gz: bool,
     force: bool,
+    trainer: str | None,
+    trainer_version: str | None,
+    launcher: str | None,
+    srun_label: bool | None,
+    slurm_lines: bool | None,
+    scheduler: str,
     fmt: str,
 ) -> None:
     """Simulate a GPU cluster that fails in a known way: OUTDIR/exports/ holds syslog, DCGM, fabric
-    counters, optics, topology, Megatron-LM logs and sacct; OUTDIR/truth.json says what happened.
+    counters, optics, topology, the training jobs' logs and sacct; OUTDIR/truth.json says what happened.
+    The jobs' logs are Megatron-LM's under srun unless --trainer/--launcher say otherwise.
 
     Prints the run's summary on stdout (JSON schema synestra.simulate/1). Schema and physics:
     docs/simulator.md.
@@ -51,9 +94,24 @@ def command(
     \b
     Example:
       synestra simulate /tmp/sim --scenario ghost-link --seed 3 --nodes 16 --hours 6
+      synestra simulate /tmp/sim2 --scenario ecc-dbe --trainer nemo2 --launcher torchrun --slurm-lines
       synestra ingest /tmp/sim/exports && synestra explain --job 1001
+      synestra simulate /tmp/k8s --scenario preemption --scheduler kubernetes --nodes 8 --hours 4
     """
     meta = simulate(
-        outdir, scenario, seed=seed, nodes=nodes, hours=hours, gpus_per_node=gpus_per_node, overwrite=force, gz=gz
+        outdir,
+        scenario,
+        seed=seed,
+        nodes=nodes,
+        hours=hours,
+        gpus_per_node=gpus_per_node,
+        overwrite=force,
+        gz=gz,
+        trainer=trainer,
+        trainer_version=trainer_version,
+        launcher=launcher,
+        srun_label=srun_label,
+        slurm_lines=slurm_lines,
+        scheduler=scheduler,
     )
     click.echo(json.dumps({"schema": "synestra.simulate/1", **meta}))

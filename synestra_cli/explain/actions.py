@@ -74,6 +74,12 @@ RULES: dict[str, Rule] = {
         "{signals}",
         "PCIe AER (log-formats.md A.3)",
     ),
+    "host.node_problem": Rule(
+        "drain_inspect",
+        "Drain (cordon) {host} and find why it stopped: kubelet, kernel log, node-problem-detector conditions",
+        "{signals}",
+        "Kubernetes node conditions; node-problem-detector config/kernel-monitor.json",
+    ),
     "storage.slow": Rule(
         "storage_ticket",
         "Open a storage ticket for filesystem {fs}: clients {clients} waited on it",

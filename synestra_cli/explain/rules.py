@@ -96,6 +96,7 @@ TEMPLATES: dict[str, dict[str, float]] = {
         "gpu.nvlink": 1.0,
         "network.link_down": 1.0,
         "host.oom": 1.0,
+        "host.node_problem": 0.9,
         "gpu.other_xid": 0.8,
         "host.pcie": 0.8,
         "network.link_degraded": 0.5,

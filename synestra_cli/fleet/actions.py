@@ -19,6 +19,8 @@ ACTIONS: dict[str, str] = {
     "cooling.thermal": "check the rack's cooling (CDU, fans, inlet temperature) before the GPUs throttle further",
     "power.capping": "check the rack's power budget and the GPUs' power limits (nvidia-smi -q -d POWER)",
     "host.pcie": "check the PCIe device's AER counters and reseat it; drain the node if errors keep coming",
+    "host.node_problem": "cordon the node and find why it stopped reporting or faulted (kubelet, kernel log, "
+    "node-problem-detector conditions); uncordon once it runs a health check clean",
     "storage.slow": "check the filesystem server and its network; delay large checkpoint saves until it recovers",
 }
 LEMON_ACTION = "a repeat offender: take it out of the pool for repair before it costs another job"

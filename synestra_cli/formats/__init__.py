@@ -64,9 +64,17 @@ def job_log_formats() -> list[Format]:
 
 
 def detect(head: str) -> Format:
-    """The format that recognises this content best, or UnknownFormatError. The highest score wins,
-    a tie goes to the format first in tie order; formats are tried highest `top` first, and one whose
-    top cannot beat the best score so far is not tried (the same answer as trying every one)."""
+    """The format that recognises this content best, or UnknownFormatError (naming the nearest format)."""
+    found, _ = detect_scored(head)
+    if found is None:
+        raise UnknownFormatError(unknown_message(head))
+    return found
+
+
+def detect_scored(head: str) -> tuple[Format | None, float]:
+    """The best format and its score ((None, 0.0): none). The highest score wins, a tie goes to the format
+    first in tie order; formats are tried highest `top` first, and one whose top cannot beat the best score
+    so far is not tried (the same answer as trying every one)."""
     rank = {name: i for i, name in enumerate(all_formats())}
     best: tuple[float, Format | None] = (0.0, None)
     for fmt in sorted(all_formats().values(), key=lambda f: (-f.top, rank[f.name])):
@@ -78,9 +86,16 @@ def detect(head: str) -> Format:
         score = float(fmt.sniff(head))
         if score > score_so_far or (found is not None and score == score_so_far and rank[fmt.name] < rank[found.name]):
             best = (score, fmt)
-    if best[1] is None:
-        raise UnknownFormatError("unknown format (use --format NAME to force one; `synestra formats` lists them)")
-    return best[1]
+    return best[1], best[0]
+
+
+def unknown_message(head: str) -> str:
+    """One line for a file no format claims: the nearest format by the words it holds, and how to force it."""
+    from synestra_cli.formats.nearest import nearest  # the hint table is only read when a file is refused
+
+    near = nearest(head)
+    hint = f"nearest: {near} (try --input-format {near})" if near else "`synestra formats` lists them"
+    return f"unknown format; {hint}"
 
 
 def by_name(name: str) -> Format:

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
+from synestra_cli.formats.envelope import Envelope
 from synestra_cli.store.sql import scalar
 
 HEAD_BYTES = 64 * 1024
@@ -107,6 +108,33 @@ class LoadContext:
     end: int | None = None  # read no further than this byte: what ingest hashed (a log written to meanwhile)
     # where the store's sources are seen from a file parsed apart from it (`catalog.schema.`; "": here)
     evidence: str = ""
+    # How the text reached the user (formats/envelope.py), taken off before this load: `path` is then a
+    # normalised copy. `envelope_columns`: (lineno, host, rank, stream, ts, tag) the prefix gave each line.
+    envelope: Envelope | None = None
+    envelope_columns: pa.Table | None = None
+
+    @property
+    def fallback_host(self) -> str | None:
+        """--host, else the one host the envelope names (a pdsh prefix, a prompt's `root@gpu-7`)."""
+        return self.options.host or (self.envelope.host if self.envelope is not None else None)
+
+    def text_with_command(self) -> str:
+        """read_text(), with the prompt line the envelope took off back on its line (`$ ethtool -S eth0`):
+        the snapshot formats read their device from the echoed command."""
+        text = self.read_text()
+        echoed = self.echoed_command()
+        if echoed is None or self.offset:
+            return text
+        line, command = echoed
+        lines = text.split("\n")
+        if 0 < line <= len(lines) and not lines[line - 1].strip():
+            lines[line - 1] = self.envelope.command_text if self.envelope else f"$ {command}"
+        return "\n".join(lines)
+
+    def echoed_command(self) -> tuple[int, str] | None:
+        """(line, command) of the command echoed behind the prompt the envelope took off, else None."""
+        env = self.envelope
+        return (env.command_line, env.command) if env is not None and env.command else None
 
     def read_text(self) -> str:
         """The decoded file from `offset` to `end` (all of it for a first load of a file not being
@@ -146,6 +174,7 @@ StoreTable = Literal[
     "job_incidents",
     "job_marks",
     "sacct_rows",
+    "kube_runs",
 ]
 
 

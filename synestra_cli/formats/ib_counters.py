@@ -178,7 +178,7 @@ class Sink:
 
 def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
-    lines = ctx.read_text().splitlines()
+    lines = ctx.text_with_command().splitlines()
     ts, header_line = snapshot_time(ctx, lines, result)
     sink = Sink(MetricRows(), ts, header_line, result)
     (_dialect("\n".join(lines[:200])) or _sysfs)(ctx, lines, sink)

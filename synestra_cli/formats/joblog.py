@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, groups_by_text_size, lines_to_table
 from synestra_cli.formats.joblog_sniff import looks_like_syslog
+from synestra_cli.formats.kube_logs import job_of_container_log
 from synestra_cli.store.sql import drop_temp, registered, temp_table
 
 # What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, the marks
@@ -54,11 +55,14 @@ WITH parts AS (
 )
 -- pos runs over the whole group (file after file): unique, so a join on it never pairs two files' lines.
 -- (Each regex only where its literal part occurs: contains() is several times cheaper than a regex.)
+-- A rank or time the envelope gave the line (srun -l's task, kubectl's stamp: formats/envelope.py) is kept
+-- where the line's own text gives none.
 SELECT sid, row_number() OVER (ORDER BY sid, lineno, part) AS pos, lineno, text,
-       CASE WHEN contains(text, '[rank') THEN TRY_CAST(nullif(regexp_extract(text, $rank_prefix, 1), '') AS INTEGER)
-       END AS rank,
-       CASE WHEN contains(text, '[rank') THEN regexp_replace(text, $rank_prefix, '') ELSE text END AS body
-FROM clean WHERE part = 1 OR trim(text) <> ''
+       coalesce(CASE WHEN contains(text, '[rank') THEN
+                    TRY_CAST(nullif(regexp_extract(text, $rank_prefix, 1), '') AS INTEGER) END, e.rank) AS rank,
+       CASE WHEN contains(text, '[rank') THEN regexp_replace(text, $rank_prefix, '') ELSE text END AS body,
+       e.ts AS env_ts
+FROM clean LEFT JOIN jl_env e USING (sid, lineno) WHERE part = 1 OR trim(text) <> ''
 """
 
 # torchrun's `[rankN]:` prefix, behind what launchers put before it: a `[PID] ` (accelerate / deepspeed
@@ -88,7 +92,7 @@ WITH t AS (
 )
 SELECT *, coalesce(
         CASE WHEN $tz = 'UTC' THEN local_ts ELSE timezone('UTC', timezone($tz, local_ts)) END,
-        make_timestamp(epoch_ms * 1000)) AS full_ts
+        make_timestamp(epoch_ms * 1000), env_ts) AS full_ts
 FROM l
 """
 
@@ -263,6 +267,26 @@ def _lines(files: Sequence[LogFile]) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+ENV_SCHEMA = pa.schema([("sid", pa.int64()), ("lineno", pa.int64()), ("rank", pa.int32()), ("ts", pa.timestamp("us"))])
+
+
+def _envelope_columns(files: Sequence[LogFile]) -> pa.Table:
+    """(sid, lineno, rank, ts) the envelope of each file gave its lines (formats/envelope.py)."""
+    tables = [ENV_SCHEMA.empty_table()]
+    for f in files:
+        cols = f.ctx.envelope_columns
+        if cols is not None:
+            n = cols.num_rows
+            sid = pa.array(np.full(n, f.sid, dtype=np.int64))
+            tables.append(
+                pa.table(
+                    [sid, cols["lineno"], cols["rank"].cast(pa.int32()), cols["ts"].cast(pa.timestamp("us"))],
+                    schema=ENV_SCHEMA,
+                )
+            )
+    return pa.concat_tables(tables)
+
+
 def prepare_lines(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> None:
     """Build jl_lines (sid, pos, lineno, rank, body, ts_exact, ts, ts_precision) from the files."""
     temp_table(
@@ -270,7 +294,7 @@ def prepare_lines(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> 
         "jl_files",
         {"sid": ("BIGINT", [f.sid for f in files]), "default_year": ("INTEGER", [f.ctx.default_year for f in files])},
     )
-    with registered(conn, "jl_raw", _lines(files)):
+    with registered(conn, "jl_raw", _lines(files)), registered(conn, "jl_env", _envelope_columns(files)):
         conn.execute(LINES_SQL, {"rank_prefix": RANK_PREFIX})
     zones = {f.ctx.options.timezone for f in files}  # each file's parser reads it (a part of its source key)
     if len(zones) > 1:
@@ -284,7 +308,11 @@ def prepare_lines(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> 
 
 
 def job_id_from_name(path: Path) -> str | None:
-    """`<jobid>.log`, `slurm-<jobid>.out`, `slurm-<jobid>_<task>.out` (array task kept)."""
+    """`<jobid>.log`, `slurm-<jobid>.out`, `slurm-<jobid>_<task>.out` (array task kept); a kubelet container log
+    `.../<namespace>_<pod>_<uid>/<container>/N.log`: its job's `namespace/name` (kube_logs.py)."""
+    kube = job_of_container_log(path)
+    if kube:
+        return kube
     name = path.name[:-3] if path.name.endswith(".gz") else path.name
     m = FILE_JOB_RE.match(name)
     return m.group(1) if m else None

@@ -39,6 +39,12 @@ PATTERNS: dict[str, str] = {
     "nic_re": r"^(?:(\S+?):? (?:(" + _BDF + r") )?(?:.*? )??)?(\S+?):? (?:\w+_watchdog: )?"
     r"NIC Link is (Up|Down|up|down),?(?: Speed is)?"
     r"(?: (\d+) ?([MG])bps)?(?: ([Ff]ull|[Hh]alf) [Dd]uplex)?(?:.*Negotiated FEC: ([^,]+))?",
+    # Firmware-first PCIe errors (APEI GHES, drivers/firmware/efi/cper.c): `{10}[Hardware Error]:   section_type:
+    # PCIe error`, the device on a later `device_id: 0000:60:03.1` line of the same report (POST_SQL)
+    "ghes_re": r"^(?:\{(\d+)\})?\[Hardware Error\]:\s+section_type: PCIe error",
+    # drivers/edac/edac_mc.c: `EDAC MC1: 262 CE memory read error on CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (channel:1 …)`,
+    # `EDAC MC3: 1 UE memory read error on …`, ghes_edac `EDAC MC0: 1 CE Memory read error on DIMM_A1 (…)`
+    "edac_re": r"(?:^|: )EDAC (MC\d+): (\d+) (CE|UE) (.*?) on (\S+)(?: \((.*)\))?\s*$",
     "nfs_re": r"^nfs: server (\S+) (not responding|OK)(?:, (.*))?$",
     # Lustre: [pid:0:(file.c:N:func()) ]fs-MDT0000-mdc-ffff: Connection (restored )to fs-MDT0000 (at nid)[ was lost]
     "lustre_re": r"^Lustre: (?:\d+:\d+:\(\S+\) )?(\S+): Connection (restored to|to) (\S+) \(at ([^)]+)\)( was lost)?",
@@ -59,7 +65,7 @@ CANDIDATE_SQL = """(starts_with(text, 'mlx5_core ') OR starts_with(text, 'nfs: s
     OR starts_with(text, 'Lustre: ') OR starts_with(text, 'oom-kill:') OR contains(text, 'NVRM: ')
     OR contains(text, 'Port module event') OR contains(text, 'PCIe Bus Error') OR contains(text, ': Kill')
     OR contains(text, 'NCCL WARN') OR contains(text, 'sx_netdev_handle_pude_event') OR contains(text, 'temperature')
-    OR contains(text, 'NIC Link is'))"""
+    OR contains(text, 'NIC Link is') OR contains(text, 'section_type: PCIe error') OR contains(text, 'EDAC MC'))"""
 
 # An Ethernet carrier event's fields: interface, driver (when the line names one), PCI address, speed in Mb/s.
 NIC_FIELDS = """json_object('device', nic.dev,
@@ -82,6 +88,42 @@ _AER_HEAD_RE = r"^\S+ (\S+): AER: .*error (?:message )?received(?: from|:) (?:id
 # (kind, sql, params): each runs only when the file has events of that kind (the AER one joins a
 # range of the file's lines: ~0.1 s per 1M lines for nothing otherwise).
 POST_SQL: list[tuple[str, str, dict[str, str]]] = [
+    # A firmware-first PCIe report: its device (the `device_id: <bdf>` line after the section type), the
+    # section's severity (`Error N, type: fatal` just before; GHES's recoverable is AER's non-fatal) and the
+    # device's PCI ids, from the lines of the same report (`{N}`) around it.
+    (
+        "aer",
+        """
+UPDATE events e SET component = d.dev, fields = json_merge_patch(e.fields, json_object('device', d.dev,
+    'severity', CASE d.sev WHEN 'recoverable' THEN 'non_fatal' ELSE d.sev END, 'port_type', d.port_type,
+    'pci_id', d.ids, 'aer_uncor_status', d.uncor))
+FROM (
+    SELECT a.source_id, a.line,
+        arg_min(regexp_extract(n.message, $bdf_re, 1), n.line)
+            FILTER (WHERE n.line > a.line AND regexp_matches(n.message, $bdf_re)) AS dev,
+        arg_max(lower(regexp_extract(n.message, 'Error \\d+, type: (\\w+)', 1)), n.line)
+            FILTER (WHERE n.line < a.line AND regexp_matches(n.message, 'Error \\d+, type: \\w+')) AS sev,
+        arg_min(regexp_extract(n.message, 'port_type: \\d+, (.*?)\\s*$', 1), n.line)
+            FILTER (WHERE n.line > a.line AND contains(n.message, 'port_type: ')) AS port_type,
+        arg_min(regexp_extract(n.message, 'vendor_id: 0x(\\w{4}), device_id: 0x(\\w{4})', 1) || ':'
+                || regexp_extract(n.message, 'vendor_id: 0x(\\w{4}), device_id: 0x(\\w{4})', 2), n.line)
+            FILTER (WHERE n.line > a.line AND contains(n.message, 'vendor_id: 0x')) AS ids,
+        arg_min(regexp_extract(n.message, 'aer_uncor_status: (0x\\w+)', 1), n.line)
+            FILTER (WHERE n.line > a.line AND contains(n.message, 'aer_uncor_status: ')) AS uncor
+    FROM (SELECT source_id, line, host, fields->>'report' AS report,
+                 coalesce(lead(line) OVER (PARTITION BY source_id, host ORDER BY line), line + 16) AS next_line
+          FROM events WHERE list_contains($sids, source_id) AND kind = 'aer' AND component IS NULL
+              AND fields->>'reported_by' = 'firmware (APEI GHES)') a
+    JOIN events n ON list_contains($sids, n.source_id) AND n.source_id = a.source_id
+        AND n.line BETWEEN a.line - 4 AND least(a.next_line - 1, a.line + 16) AND n.host IS NOT DISTINCT FROM a.host
+        AND n.kind = 'log' AND contains(n.message, '[Hardware Error]')
+        AND coalesce(regexp_extract(n.message, '^\\{(\\d+)\\}', 1), '') = coalesce(a.report, '')
+    GROUP BY a.source_id, a.line
+) d
+WHERE e.source_id = d.source_id AND e.kind = 'aer' AND e.line = d.line
+""",
+        {"bdf_re": r"\]:\s+device_id: (" + _BDF + r")"},
+    ),
     # AER: the error bits named on the lines after the severity line, the source from the line before.
     (
         "aer",

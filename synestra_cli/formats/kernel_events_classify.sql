@@ -22,6 +22,10 @@ WITH s AS NOT MATERIALIZED (
             ['pci', 'err', 'module', 'status', 'error']) END AS pm,
         CASE WHEN contains(text, 'PCIe Bus Error') THEN regexp_extract(text, $aer_re,
             ['driver', 'dev', 'sev', 'type', 'rest']) END AS aer,
+        CASE WHEN contains(text, 'section_type: PCIe error') THEN regexp_extract(text, $ghes_re,
+            ['report']) END AS ghes,
+        CASE WHEN contains(text, 'EDAC MC') THEN regexp_extract(text, $edac_re,
+            ['mc', 'n', 'sev', 'what', 'loc', 'detail']) END AS edac,
         CASE WHEN starts_with(text, 'nfs: server ') THEN regexp_extract(text, $nfs_re,
             ['server', 'state', 'mode']) END AS nfs,
         CASE WHEN starts_with(text, 'Lustre: ') AND contains(text, 'Connection ') THEN regexp_extract(text,
@@ -50,6 +54,8 @@ WITH s AS NOT MATERIALIZED (
         WHEN lower(nic.state) = 'down' THEN 'link_down'
         WHEN pm.module <> '' THEN 'port_module'
         WHEN aer.dev <> '' THEN 'aer'
+        WHEN ghes IS NOT NULL AND regexp_matches(text, $ghes_re) THEN 'aer'
+        WHEN edac.mc <> '' THEN 'edac'
         WHEN nfs.state = 'OK' THEN 'nfs_ok'
         WHEN nfs.state <> '' THEN 'nfs_not_responding'
         WHEN lus.verb = 'restored to' THEN 'lustre_restored'
@@ -70,7 +76,8 @@ SELECT sid, lineno,
                                            || coalesce(nullif(fob.fn, ''), '0'))
         WHEN 'ib_port_state' THEN link.dev || CASE WHEN link.port = '1' THEN '' ELSE ':' || link.port END
         WHEN 'port_module' THEN nullif(pm.pci, '')
-        WHEN 'aer' THEN aer.dev
+        WHEN 'aer' THEN nullif(aer.dev, '')
+        WHEN 'edac' THEN edac.mc || '/' || edac.loc
         WHEN 'nfs_ok' THEN nfs.server
         WHEN 'nfs_not_responding' THEN nfs.server
         WHEN 'lustre_restored' THEN CASE WHEN lus_server THEN lus.client ELSE lus.target END
@@ -98,10 +105,15 @@ SELECT sid, lineno,
             'state', upper(link.state), 'pci', link.pci)
         WHEN 'port_module' THEN json_object('pci', nullif(pm.pci, ''), 'module', TRY_CAST(pm.module AS INTEGER),
             'status', pm.status, 'error', nullif(pm.error, ''))
-        WHEN 'aer' THEN json_object('severity', CASE WHEN contains(lower(aer.sev), 'non-fatal') THEN 'non_fatal'
+        WHEN 'aer' THEN CASE WHEN ghes.report IS NOT NULL AND coalesce(aer.dev, '') = '' THEN json_object(
+            'reported_by', 'firmware (APEI GHES)', 'report', nullif(ghes.report, ''), 'type', 'PCIe error')
+        ELSE json_object('severity', CASE WHEN contains(lower(aer.sev), 'non-fatal') THEN 'non_fatal'
                                                      WHEN contains(lower(aer.sev), 'fatal') THEN 'fatal'
                                                      ELSE 'corrected' END,
-            'device', aer.dev, 'driver', aer.driver, 'type', aer.type, 'agent', nullif(aer.rest, ''))
+            'device', aer.dev, 'driver', aer.driver, 'type', aer.type, 'agent', nullif(aer.rest, '')) END
+        WHEN 'edac' THEN json_object('severity', CASE edac.sev WHEN 'UE' THEN 'uncorrected' ELSE 'corrected' END,
+            'count', TRY_CAST(edac.n AS BIGINT), 'error', edac.what, 'mc', edac.mc, 'location', edac.loc,
+            'detail', nullif(edac.detail, ''), 'uptime_s', up)
         WHEN 'nfs_ok' THEN json_object('server', nfs.server)
         WHEN 'nfs_not_responding' THEN json_object('server', nfs.server, 'mode', nullif(nfs.mode, ''))
         WHEN 'lustre_restored' THEN CASE WHEN lus_server

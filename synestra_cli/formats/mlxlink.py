@@ -102,7 +102,7 @@ def sniff(head: str) -> float:
 
 def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
-    lines = ANSI.sub("", ctx.read_text()).splitlines()
+    lines = ANSI.sub("", ctx.text_with_command()).splitlines()
     ts, header_line = snapshot_time(ctx, lines, result)
     by_name = _entity_from_name(ctx.path.name)
     # --json output may follow a date line and the echoed command: they are its preamble

@@ -87,7 +87,9 @@ def load(ctx: LoadContext) -> LoadResult:
         conn.execute(sql)
     result = LoadResult()
     result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
-    result.rows = prom_labels.write_series(conn, ctx.source_id, ctx.options.host, ctx.mtime, result.notes, ctx.evidence)
+    result.rows = prom_labels.write_series(
+        conn, ctx.source_id, ctx.fallback_host, ctx.mtime, result.notes, ctx.evidence
+    )
     drop_temp(conn, TEMP_TABLES, views=["prom_samples"])
     return result
 

@@ -116,7 +116,8 @@ WITH s AS (
                    || CASE WHEN coalesce(labels['port'], '1') = '1' THEN '' ELSE ':' || labels['port'] END
            END AS base_entity,
            list_sort(list_transform(
-               list_filter(map_entries(labels), lambda e: NOT list_contains($identity, e.key)
+               -- an empty value is no label at all (Prometheus: `pod=""` is the series without `pod`)
+               list_filter(map_entries(labels), lambda e: NOT list_contains($identity, e.key) AND e.value <> ''
                                                          AND NOT starts_with(e.key, $attribute_prefix)),
                lambda e: e.key || '="' || e.value || '"')) AS residual
     FROM prom_series LEFT JOIN prom_source_map m ON m.source = prom_series.name

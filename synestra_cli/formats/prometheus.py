@@ -62,7 +62,7 @@ def load(ctx: LoadContext) -> LoadResult:
         result = prom_text.numbered_path(ctx)
     result.notes += prom_text.untimed_note(ctx)
     result.rows = prom_labels.write_series(
-        ctx.conn, ctx.source_id, ctx.options.host, ctx.mtime, result.notes, ctx.evidence
+        ctx.conn, ctx.source_id, ctx.fallback_host, ctx.mtime, result.notes, ctx.evidence
     )
     prom_text.drop_staged(ctx.conn)
     return result

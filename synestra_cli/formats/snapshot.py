@@ -99,9 +99,10 @@ def snapshot_time(ctx: LoadContext, lines: list[str], result: LoadResult) -> tup
 
 
 def fallback_host(ctx: LoadContext, result: LoadResult) -> str | None:
-    """--host, else NULL with a note: the output itself does not name its host."""
-    if ctx.options.host:
-        return ctx.options.host
+    """--host (or the host of the prompt or prefix it was pasted behind), else NULL with a note: the output
+    itself does not name its host."""
+    if ctx.fallback_host:
+        return ctx.fallback_host
     result.notes.append(f"{ctx.display}: the output does not name its host; stored with host NULL (use --host)")
     return None
 

@@ -192,7 +192,7 @@ class _File:
         self.year_choice: years.YearChoice | None = None
         # the options this file's parser reads (ingest keys the source on them): the zone, the host,
         # the year of yearless stamps
-        self.tz, self.host = ctx.options.timezone, ctx.options.host
+        self.tz, self.host = ctx.options.timezone, ctx.fallback_host
         self.year = ctx.default_year if envelope.time_kind == "noyear" else None
 
     @classmethod

@@ -228,8 +228,9 @@ NOTIME = Envelope(
     "none",
 )
 NOTIME_SNIFF = re.compile(
-    r"^(?:kernel: )?(?:NVRM|nvidia[\w-]*|mlx5_\w+|pcieport|nfs|Lustre|LustreError|LNet|"
-    r"[\w-]+ [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)[: ]"
+    r"^(?:kernel: )?(?:NVRM|nvidia[\w-]*|mlx5_\w+|pcieport|nfs|Lustre|LustreError|LNet|ACPI|EDAC|mce|"
+    r"Kernel panic - not syncing|Hardware name|"
+    r"(?:\{\d+\})?\[Hardware Error\]|[\w-]+ [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)[: ]"
 )
 
 # journalctl -o json: one object per line, every value a string.

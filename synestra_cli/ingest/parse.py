@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+import pyarrow as pa
 
 from synestra_cli.clusters import prefix_hosts
 from synestra_cli.errors import (
@@ -27,6 +28,7 @@ from synestra_cli.errors import (
     out_of_memory_message,
     raise_if_stopped,
 )
+from synestra_cli.formats import envelope_sql
 from synestra_cli.formats.base import (
     Format,
     IngestOptions,
@@ -38,6 +40,7 @@ from synestra_cli.formats.base import (
     text_bytes,
     transcode_to_utf8,
 )
+from synestra_cli.formats.envelope import Envelope
 from synestra_cli.ingest.batch import Staged
 from synestra_cli.ingest.plan import (
     SKIP,
@@ -117,6 +120,13 @@ class _Planned:
     plan: Plan
     report: FileReport
     leans: bool = False  # on other files (Format.leans_on_others): parsed once the run's others are committed
+    envelope: Envelope | None = None  # taken off before it loads: it is read from a normalised copy
+
+    @property
+    def rewritten(self) -> str | None:
+        """How the parser's copy differs from the bytes (a codec, an envelope), None: it reads the file.
+        Such a file is parsed alone and never loads only its new lines (ingest/plan.py decide)."""
+        return self.codec or ("envelope" if self.envelope is not None else None)
 
 
 def stage_unit(
@@ -158,8 +168,8 @@ def stage_unit(
 
 def _group_key(p: _Planned) -> object:
     """Files of formats sharing a load_group (every job-log format shares one) are parsed together; a
-    file to transcode (UTF-16) is parsed alone, from its UTF-8 copy."""
-    return p.fmt.load_group if p.fmt.load_group and p.codec is None else f"#{p.index}"
+    file to transcode (UTF-16) or take an envelope off is parsed alone, from its copy."""
+    return p.fmt.load_group if p.fmt.load_group and p.rewritten is None else f"#{p.index}"
 
 
 def _stage_one(
@@ -234,20 +244,29 @@ def _plan(path: Path, options: IngestOptions, known: Known, report: FileReport) 
     """Read the file's head and digest: its format and plan (index and source id left to the caller), or
     its report when the store holds it already."""
     head, codec = check_readable(path)
-    fmt = pick_format(head, options, path)
+    fmt, env = pick_format(head, options, path)
     report.format = fmt.name
-    plan = decide(known, path, fmt, options, codec, digest_for(known, path, fmt.name, options))
+    rewritten = codec or ("envelope" if env is not None else None)
+    plan = decide(known, path, fmt, options, rewritten, digest_for(known, path, fmt.name, options))
     if plan is SKIP:
         report.status, report.error = "skipped", "already in the store (same content)"
         return report
+    if env is not None:
+        plan.notes.append(f"read as {fmt.name} once its envelope is taken off: {env.describe()}")
+        head = envelope_sql.normalise_head(head, env)
     leans = fmt.leans_on_others is not None and fmt.leans_on_others(head, options)
-    return _Planned(-1, path, -1, fmt, codec, plan, report, leans)
+    return _Planned(-1, path, -1, fmt, codec, plan, report, leans, env)
 
 
 def _context(
-    cur: duckdb.DuckDBPyConnection, stores: Stores, p: _Planned, readable: Path, tracked: TrackedOptions
+    cur: duckdb.DuckDBPyConnection,
+    stores: Stores,
+    p: _Planned,
+    readable: Path,
+    tracked: TrackedOptions,
+    columns: pa.Table | None = None,
 ) -> LoadContext:
-    codec, plan = p.codec, p.plan
+    codec, plan = p.rewritten, p.plan
     return LoadContext(
         conn=cur,
         source_id=p.source_id,
@@ -260,6 +279,8 @@ def _context(
         # the bytes hashed, not what a writer appended since: the next load starts where this one ended
         end=plan.digest.size if codec is None and not is_gzip(p.path) else None,
         evidence=stores.evidence,
+        envelope=p.envelope,
+        envelope_columns=columns,
     )
 
 
@@ -268,9 +289,9 @@ def _load(cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, p: _Planne
     tracked = TrackedOptions.wrap(options)
     cur.execute(f"USE {quote_ident(stage)}")  # the formats write to the unqualified tables: the stage's
     try:
-        with transaction(cur), _readable_copy(p.path, p.codec) as readable:
+        with transaction(cur), _readable_copy(cur, p) as (readable, columns):
             try:
-                result: LoadResult = p.fmt.load(_context(cur, stores, p, readable, tracked))
+                result: LoadResult = p.fmt.load(_context(cur, stores, p, readable, tracked, columns))
             except Exception:
                 check_unchanged(p.path, p.plan.digest)  # a parse of another file: say so, not why it failed
                 raise
@@ -284,7 +305,7 @@ def _load(cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, p: _Planne
 
 def _staged(p: _Planned, result: LoadResult, tracked: TrackedOptions) -> Staged:
     return Staged(
-        p.index, p.source_id, p.path, p.fmt, p.codec, p.plan, result, json.dumps(tracked.read_values()), p.report
+        p.index, p.source_id, p.path, p.fmt, p.rewritten, p.plan, result, json.dumps(tracked.read_values()), p.report
     )
 
 
@@ -294,7 +315,7 @@ def _stage_group(
     """Parse files of one format (none to transcode) into `stage` with its load_group, in one transaction
     of the stage; None when that fails (rolled back: the caller loads them one by one)."""
     load_group = group[0].fmt.load_group
-    assert load_group is not None and all(p.codec is None for p in group)
+    assert load_group is not None and all(p.rewritten is None for p in group)
     tracked = [TrackedOptions.wrap(options) for _ in group]
     cur.execute(f"USE {quote_ident(stage)}")
     try:
@@ -321,18 +342,25 @@ def _stage_group(
 
 
 @contextmanager
-def _readable_copy(path: Path, codec: str | None) -> Iterator[Path]:
-    """The file itself, or for UTF-16 / BOM-prefixed UTF-8 a plain UTF-8 copy under the same name
-    (parsers that hand the path to DuckDB's readers then see UTF-8 too)."""
-    if codec is None:
-        yield path
+def _readable_copy(cur: duckdb.DuckDBPyConnection, p: _Planned) -> Iterator[tuple[Path, pa.Table | None]]:
+    """The file itself, or a copy under the same name: for UTF-16 / BOM-prefixed UTF-8 a plain UTF-8 copy,
+    for a file with an envelope the normalised text, with the columns its prefix gave (parsers that hand
+    the path to DuckDB's readers then see the same text as those reading lines)."""
+    path, codec = p.path, p.codec
+    if p.rewritten is None:
+        yield path, None
         return
     with tempfile.TemporaryDirectory(prefix="synestra-") as tmp:
         name = path.name[:-3] if path.name.endswith(".gz") else path.name
-        copy = Path(tmp) / name
-        transcode_to_utf8(path, codec, copy)
+        copy, columns = Path(tmp) / name, None
+        if codec is not None:
+            transcode_to_utf8(path, codec, Path(tmp) / f"utf8-{name}")
+        if p.envelope is not None:
+            columns = envelope_sql.write_copy(cur, Path(tmp) / f"utf8-{name}" if codec else path, copy, p.envelope)
+        else:
+            os.replace(Path(tmp) / f"utf8-{name}", copy)
         os.utime(copy, (path.stat().st_atime, path.stat().st_mtime))
-        yield copy
+        yield copy, columns
 
 
 def _is_conflict(exc: duckdb.Error) -> bool:

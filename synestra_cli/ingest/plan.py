@@ -18,8 +18,10 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli import formats
-from synestra_cli.errors import InputError
+from synestra_cli.errors import InputError, UnknownFormatError
+from synestra_cli.formats import envelope, envelope_sql
 from synestra_cli.formats.base import UTF8_BOM, Format, IngestOptions, decode, is_gzip, read_head, utf16_codec
+from synestra_cli.formats.envelope import Envelope
 from synestra_cli.store.sql import quote_ident
 
 PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
@@ -101,27 +103,56 @@ def check_readable(path: Path) -> tuple[str, str | None]:
     return text, codec
 
 
-_SNIFFED: dict[tuple[bytes, tuple[Format, ...]], Format] = {}  # a followed file's head is sniffed at every poll
+_SNIFFED: dict[
+    tuple[bytes, tuple[Format, ...], str | None], tuple[Format, Envelope | None]
+] = {}  # a followed file's head is sniffed at every poll
 _SNIFFED_MAX = 4096
 
 
-def pick_format(head: str, options: IngestOptions, path: Path) -> Format:
+def pick_format(head: str, options: IngestOptions, path: Path) -> tuple[Format, Envelope | None]:
+    """The file's format, and the envelope to take off before it loads (None: read as it is). The
+    envelope is taken off only when the text without it is recognised as well as with it, as the same
+    format, or better: a file a sniffer recognises is never read as another format for its envelope."""
     try:
-        if options.format:
-            return formats.by_name(options.format)
         key = (
             hashlib.blake2b(head.encode(errors="replace"), digest_size=16).digest(),
             tuple(formats.all_formats().values()),
+            options.format,
         )
         found = _SNIFFED.get(key)
         if found is None:
-            found = formats.detect(head)
+            found = _pick(head, options.format)
             if len(_SNIFFED) >= _SNIFFED_MAX:
                 _SNIFFED.clear()
             _SNIFFED[key] = found
         return found
     except InputError as exc:
-        raise InputError(f"{path}: {exc}") from exc
+        raise type(exc)(f"{path}: {exc}") from exc
+
+
+def _pick(head: str, forced: str | None) -> tuple[Format, Envelope | None]:
+    env = envelope.detect(head)
+    if forced:  # a forced format reads the text without its envelope, unless the text as it is reads better
+        fmt = formats.by_name(forced)
+        unwrapped = env is not None and fmt.sniff(envelope_sql.normalise_head(head, env)) >= fmt.sniff(head)
+        return fmt, env if unwrapped else None
+    raw, raw_score = formats.detect_scored(head)
+    if env is not None:
+        bare, score = formats.detect_scored(envelope_sql.normalise_head(head, env))
+        # another format only when it reads better; the same format reads the text unwrapped (a watchdog
+        # line cut at the terminal's width is still a torch log, and only whole gives its collective)
+        same = bare is raw and score == raw_score and not env.only_native
+        if bare is not None and (score > raw_score or same):
+            return bare, env
+    if raw is None:
+        raise UnknownFormatError(formats.unknown_message(head))
+    return raw, None
+
+
+def recognise(path: Path, options: IngestOptions | None = None) -> tuple[Format, Envelope | None]:
+    """What ingest reads `path` as: its format and envelope (UnknownFormatError, InputError as ingest)."""
+    head, _ = check_readable(path)
+    return pick_format(head, options or IngestOptions(), path)
 
 
 def reads_the_same(stored: str | None, options: IngestOptions) -> bool:

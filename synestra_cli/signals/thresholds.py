@@ -144,6 +144,14 @@ EVENT_RULES: dict[str, tuple[str, str, float]] = {
     "oom_kill": ("job", "host.oom", 1.0),
     "thermal": ("gpu", "cooling.thermal", 0.9),
     "nccl_warn": ("collective", "network.link_degraded", 0.3),
+    # Kubernetes (formats/kubernetes.py): a node that stopped reporting Ready, the node-problem-detector's
+    # kernel faults (config/kernel-monitor.json: KernelOops, KernelDeadlock, ReadonlyFilesystem...), and a GPU
+    # health plugin's conditions (the EKS node monitoring agent: NvidiaDoubleBitError, NvidiaNVLinkError; its
+    # NvidiaXID<code>Error is an `xid` event)
+    "node_not_ready": ("physical", "host.node_problem", 0.9),
+    "node_problem": ("physical", "host.node_problem", 0.7),
+    "gpu_dbe": ("gpu", "gpu.memory", 1.0),
+    "gpu_nvlink": ("gpu", "gpu.nvlink", 0.9),
 }
 # An outage logged as a start and a recovery lasts until the recovery (or the end of the scope).
 RECOVERY = {"nfs_not_responding": "nfs_ok", "lustre_lost": "lustre_restored", "link_down": "link_up"}

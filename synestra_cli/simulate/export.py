@@ -16,13 +16,13 @@ from synestra_cli.simulate import faults as F
 from synestra_cli.simulate import syslog
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.fabric import write_node_exporter, write_optics, write_snmp, write_topology
-from synestra_cli.simulate.joblog import write_megatron_log
 from synestra_cli.simulate.jobs import US, JobTimeline, simulate_job
 from synestra_cli.simulate.load import COMPUTE, HANG, IO, HostLoad
 from synestra_cli.simulate.model import AS_USUAL, Disturbance, JobSpec, Rendering
 from synestra_cli.simulate.promtext import sink
 from synestra_cli.simulate.sacct import write_sacct
 from synestra_cli.simulate.telemetry import Grid, write_dcgm
+from synestra_cli.simulate.trainers import write_job_log
 
 OPTICS_HEADER = b"timestamp,host,entity,metric,value\n"
 
@@ -69,7 +69,7 @@ def host_loads(cl: Cluster, timelines: list[JobTimeline]) -> dict[str, HostLoad]
     """What each host does, from the jobs' attempts, saves and slowdown windows."""
     loads = {h: HostLoad() for h in cl.hosts}
     for tl in timelines:
-        for a in tl.attempts:
+        for a in tl.launches:
             segs = _attempt_segments(tl, a)
             for h in tl.spec.hosts:
                 for seg in segs:
@@ -85,7 +85,7 @@ def _attempt_segments(tl: JobTimeline, a) -> list[tuple[float, float, int, float
             lo = max(s(a.first_step), _utc(d.start))
             hi = min(s(a.last_progress), _utc(d.end) if d.end else s(a.last_progress))
             segs.append((lo, hi, COMPUTE, d.factor))
-    segs += [(s(c.start), s(c.end), IO, 1.0) for c in tl.checkpoints if c.attempt == a.number and c.kind == "save"]
+    segs += [(s(c.start), s(c.end), IO, 1.0) for c in tl.checkpoints if c.launch == a.number and c.kind == "save"]
     crashed = a.failure is not None and a.failure.incident is not None
     segs.append((s(a.last_progress), s(a.end), HANG if crashed else IO, 1.0))
     return segs
@@ -153,8 +153,9 @@ def write_syslogs(
 
 
 def write_jobs(root: Path, timelines: list[JobTimeline], render: Rendering = AS_USUAL) -> None:
-    """Each job's Megatron-LM log (attempts appended) and one ``sacct -P -D`` file, by the job model."""
+    """Each job's log (its trainer, launcher and Slurm's lines; attempts appended) and one ``sacct -P -D``
+    file, by the job model."""
     (root / "jobs").mkdir(parents=True, exist_ok=True)
     for tl in timelines:
-        write_megatron_log(root / "jobs", tl, render)
+        write_job_log(root / "jobs", tl, render)
     write_sacct(root / "sacct.txt", timelines)

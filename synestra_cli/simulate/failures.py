@@ -10,10 +10,11 @@ so "log time - ran for" is the fault time; every waiting rank logs it, the culpr
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from datetime import timedelta
 
-from synestra_cli.simulate.jobs import EXIT_US, US, Attempt, JobTimeline
 from synestra_cli.simulate.logfmt import EPOCH, Line, mega, stamp
+from synestra_cli.simulate.timeline import EXIT_US, US, Attempt, JobTimeline, Launch
 
 MEGATRON = "/workspace/megatron-lm"
 TRAIN_STACK = [
@@ -59,6 +60,26 @@ DATA_STACK = [
 ]
 
 
+@dataclass(frozen=True)
+class Stacks:
+    """A trainer's Python frames: the training loop down to the step, then where a CUDA error and a
+    data-loader error surface, and where a restarted worker first touches its GPU."""
+
+    train: list[tuple[str, int, str, str]]
+    cuda: list[tuple[str, int, str, str]]
+    data: list[tuple[str, int, str, str]]
+    init: list[tuple[str, int, str, str]]
+
+
+MEGATRON_INIT = [
+    (f"{MEGATRON}/pretrain_gpt.py", 330, "<module>", "pretrain("),
+    (f"{MEGATRON}/megatron/training/training.py", 293, "pretrain", "initialize_megatron("),
+    (f"{MEGATRON}/megatron/training/initialize.py", 102, "initialize_megatron", "finish_mpu_init()"),
+    (f"{MEGATRON}/megatron/training/initialize.py", 297, "_initialize_distributed", "torch.cuda.set_device(device)"),
+]
+MEGATRON_STACKS = Stacks(TRAIN_STACK, CUDA_STACK, DATA_STACK, MEGATRON_INIT)
+
+
 def _seed(tl: JobTimeline) -> int:
     return zlib.crc32(tl.spec.job_id.encode())
 
@@ -75,9 +96,18 @@ def glog_py(us: int, level: str = "E") -> str:
     return f"{level}{t:%m%d %H:%M:%S}.{t.microsecond:06d}"
 
 
-def ending_lines(tl: JobTimeline, a: Attempt, say=mega, slurm_notice: bool = True) -> list[Line]:
-    """What the log shows at the end of the attempt (`say` writes a rank-0 line; `slurm_notice`: Slurm's
-    cancellation notice reaches this log, as in a batch script's own stdout)."""
+def ending_lines(
+    tl: JobTimeline,
+    a: Attempt | Launch,
+    say=mega,
+    slurm_notice: bool = True,
+    stacks: Stacks = MEGATRON_STACKS,
+    agent_line: bool = True,
+    timeout_notice: bool = True,
+) -> list[Line]:
+    """What the log shows at the end of the launch (`say` writes a rank-0 line; `slurm_notice`: Slurm's
+    cancellation notice reaches this log, as in a batch script's own stdout; `agent_line`: torchrun's
+    `failed (exitcode: 1)` line is printed here)."""
     spec = tl.spec
     saves = [c.end for c in tl.checkpoints if c.attempt == a.number and c.kind == "save"]
     if a.state == "COMPLETED":
@@ -91,8 +121,8 @@ def ending_lines(tl: JobTimeline, a: Attempt, say=mega, slurm_notice: bool = Tru
             say(max(saves), f"[exiting program after receiving SIGTERM.] datetime: {stamp(max(saves))[:19]} ", 5)
         ]
     if a.state == "TIMEOUT":
-        return [_slurm(spec.job_id, spec.hosts[0], a.end, "TIME LIMIT")]
-    return _crash_lines(tl, a)
+        return [_slurm(spec.job_id, spec.hosts[0], a.end, "TIME LIMIT")] if timeout_notice else []
+    return crash_lines(tl, a, stacks, agent_line)
 
 
 def _slurm(job: str, host: str, us: int, why: str) -> Line:
@@ -100,32 +130,47 @@ def _slurm(job: str, host: str, us: int, why: str) -> Line:
     return us, 0, f"slurmstepd: error: *** JOB {job} ON {host} CANCELLED AT {when} DUE TO {why} ***"
 
 
-def _crash_lines(tl: JobTimeline, a: Attempt) -> list[Line]:
+def worker_pid(tl: JobTimeline, local_rank: int) -> int:
+    """The pid of a worker process (the same in the traceback, torchrun's lines and ChildFailedError)."""
+    return 40_000 + _seed(tl) % 20_000 + 7 + local_rank
+
+
+def agent_failed_line(tl: JobTimeline, rank: int, us: int) -> Line:
+    """torchrun's (torch 2.4+ glog header) line when a worker process exits non-zero."""
+    pid, local = 40_000 + _seed(tl) % 20_000, rank % tl.spec.gpus_per_node
+    return (
+        us,
+        0,
+        f"{glog_py(us)} {pid} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+        f"local_rank: {local} (pid: {worker_pid(tl, local)}) of binary: /usr/bin/python3",
+    )
+
+
+def crash_lines(
+    tl: JobTimeline, a: Attempt | Launch, stacks: Stacks = MEGATRON_STACKS, agent_line: bool = True
+) -> list[Line]:
+    """The failing rank's traceback (CUDA error, data-loader exception, or a restarted worker dying on its
+    lost GPU), torchrun's `failed (exitcode: 1)` line, the NCCL watchdog pairs of the ranks left waiting."""
     assert a.failure is not None
     f, world = a.failure, len(tl.spec.hosts) * tl.spec.gpus_per_node
+    if f.incident == "node_failure":  # Slurm ends the job (its lines: simulate/slurmlines.py); nothing else
+        return []
     culprit = f.rank if f.rank is not None else 0
     lines: list[Line] = []
     if f.incident in ("cuda_error", "python_exception"):
-        tail = (
-            CUDA_TAIL
-            if f.incident == "cuda_error"
-            else [
-                f"IndexError: index {_seed(tl) % 90_000_000 + 10_000_000} is out of bounds for axis 0 with size "
-                f"{_seed(tl) % 90_000_000 + 10_000_000}"
-            ]
-        )
-        stack = TRAIN_STACK + (CUDA_STACK if f.incident == "cuda_error" else DATA_STACK)
-        lines += _traceback(culprit, f.at + 400_000, stack, tail)
-        pid = 40_000 + _seed(tl) % 20_000
-        lines.append(
-            (
-                f.at + 2 * US,
-                0,
-                f"{glog_py(f.at + 2 * US)} {pid} torch/distributed/elastic/multiprocessing/"
-                f"api.py:869] failed (exitcode: 1) local_rank: {culprit % tl.spec.gpus_per_node} "
-                f"(pid: {pid + 7 + culprit % tl.spec.gpus_per_node}) of binary: /usr/bin/python3",
-            )
-        )
+        if f.message:  # a worker restarted on a GPU that is gone
+            tail, stack = [f"RuntimeError: CUDA error: {f.message}", *CUDA_TAIL[1:]], stacks.init
+        elif f.incident == "cuda_error":
+            tail, stack = CUDA_TAIL, stacks.train + stacks.cuda
+        else:
+            size = _seed(tl) % 90_000_000 + 10_000_000
+            tail = [f"IndexError: index {size} is out of bounds for axis 0 with size {size}"]
+            stack = stacks.train + stacks.data
+        lines += _traceback(culprit, f.at + (0 if f.message else 400_000), stack, tail)
+        if f.message:
+            return lines  # it died in its start-up: nobody was waiting in a collective yet
+        if agent_line:
+            lines.append(agent_failed_line(tl, culprit, f.at + 2 * US))
     if f.incident == "nccl_timeout" or a.end - f.at >= 60 * US:  # else torchrun/Slurm end it before the watchdog
         waiting = sorted({0, world // 2, world - 1} - {culprit})
         ranks = ([culprit] if f.incident == "nccl_timeout" and f.rank is not None else []) + waiting
@@ -140,12 +185,12 @@ def _traceback(rank: int, us: int, stack: list[tuple[str, int, str, str]], tail:
     return [(us, i, f"[rank{rank}]: {text}") for i, text in enumerate(body + tail)]
 
 
-def _watchdog(tl: JobTimeline, a: Attempt, ranks: list[int], culprit: int | None) -> list[Line]:
+def _watchdog(tl: JobTimeline, a: Attempt | Launch, ranks: list[int], culprit: int | None) -> list[Line]:
     """The watchdog pair per rank; it fires Timeout(ms) + a few ms after the fault."""
     assert a.failure is not None
     at, seed = a.failure.at, _seed(tl)
     timeout_s = max(1, round((a.end - EXIT_US - at) / US))  # the crash's hang_s
-    done = tl.steps.iteration[tl.steps.attempt == a.number]
+    done = tl.steps.iteration[tl.steps.launch == a.number]
     seq = 40 * (int(done[-1]) + 1 if len(done) else a.resume_iteration + 1) + 3
     numel = 9_000_000 + seed % 1_000_000
     lines: list[Line] = []

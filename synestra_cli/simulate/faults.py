@@ -82,6 +82,12 @@ def _crash(start: float, cause: Cause, incident: str, hang_s: float = NCCL_TIMEO
     return Disturbance("crash", dt(start), hang_s=hang_s, incident=incident, cause=cause)
 
 
+def _lost(d: Disturbance, back: float, error: str) -> Disturbance:
+    """The GPU is unusable until the node is back from its reboot: a worker restarted on it in place dies
+    with CUDA's `error` (cudaGetErrorString wording)."""
+    return replace(d, lost_until=dt(back), lost_error=error)
+
+
 def _reboot(host: str, at: float, down_s: float = 420.0) -> Effect:
     return Effect("reboot", host, at, at + down_s)
 
@@ -113,9 +119,35 @@ def gpu_fell_off_bus(cl: Cluster, host: str, gpu: int, start: float, rng: np.ran
         Effect("gpu_stop", host, start, reboot_at, gpu),
         _reboot(host, reboot_at),
     )
-    return Fault(
-        "gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs), _crash(start, cause, "nccl_timeout"), reboot_at
+    # off the bus, the GPU is gone from the PCIe tree: a restarted worker's device index is past the count
+    crash = _lost(_crash(start, cause, "nccl_timeout"), reboot_at + 420.0, "invalid device ordinal")
+    return Fault("gpu_fell_off_bus", (host,), start, cause, effects, tuple(logs), crash, reboot_at)
+
+
+def gpu_fell_off_bus_rebooted(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
+    """Xid 79 at a site whose automation power-cycles a node 1-3 min after a GPU falls off the bus, before
+    NCCL's watchdog fires: slurmctld declares the node down when its slurmd comes back with a new boot
+    time, 2.5-5 min later; the job ends NODE_FAIL (no traceback, no watchdog: the processes died with the
+    node) and, submitted with --requeue, Slurm requeues it (job_mgr.c: NODE_FAIL in the accounting)."""
+    f = gpu_fell_off_bus(cl, host, gpu, start, rng)
+    reboot_at = start + float(rng.uniform(60, 180))
+    declared = reboot_at + float(rng.uniform(150, 300))
+    effects = (
+        Effect("xid", host, start, None, gpu, 79),
+        Effect("gpu_stop", host, start, reboot_at, gpu),
+        _reboot(host, reboot_at),
     )
+    crash = Disturbance(
+        "crash",
+        dt(start),
+        hang_s=declared - start,
+        incident="node_failure",
+        exit_state="NODE_FAIL",
+        cause=f.cause,
+        lost_until=dt(reboot_at + 420.0),
+        lost_error="invalid device ordinal",
+    )
+    return replace(f, effects=effects, disturbance=crash, end=reboot_at)
 
 
 def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Generator) -> Fault:
@@ -149,7 +181,7 @@ def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Gener
         cause,
         effects,
         tuple(logs),
-        _crash(start, cause, "cuda_error", hang_s=5.0),
+        _lost(_crash(start, cause, "cuda_error", hang_s=5.0), reboot_at + 420.0, "uncorrectable ECC error encountered"),
         reboot_at,
     )
 
@@ -178,7 +210,9 @@ def nvlink(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Genera
         effects.append(_reboot(host, end))
         dist = _crash(start, cause, "cuda_error", hang_s=5.0)  # cudaErrorNvlinkUncorrectable
         cause = replace(cause, first_signal=dt(start - 120.0))
-        dist = replace(dist, cause=cause)
+        dist = _lost(
+            replace(dist, cause=cause), end + 420.0, "uncorrectable NVLink error detected during the execution"
+        )
     else:
         cause = replace(cause, first_signal=dt(start - 120.0))
         dist = Disturbance("slowdown", dt(start), dt(end), factor=float(rng.uniform(1.3, 1.5)), cause=cause)

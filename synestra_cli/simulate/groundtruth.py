@@ -31,13 +31,13 @@ def felt(f: F.Fault, tl: JobTimeline) -> bool:
     d = f.disturbance
     if d is None or not set(f.hosts) & set(tl.spec.hosts):
         return False
-    if any(c.cause == f.cause for c in tl.checkpoints) or any(a.cause == f.cause for a in tl.attempts):
+    if any(c.cause == f.cause for c in tl.checkpoints) or any(a.cause == f.cause for a in tl.launches):
         return True
     if d.kind != "slowdown":  # a stall only costs when a save falls in it (then the save names it)
         return False
     lo = d.start.replace(tzinfo=UTC).timestamp() * US
     hi = d.end.replace(tzinfo=UTC).timestamp() * US if d.end else float("inf")
-    return any(a.first_step < hi and lo < a.last_progress for a in tl.attempts)
+    return any(a.first_step < hi and lo < a.last_progress for a in tl.launches)
 
 
 def fault_json(f: F.Fault, jobs: list[JobTimeline]) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from synestra_cli.simulate.failures import ending_lines
-from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.logfmt import Line, ckpt_dir, mega, parallelism, stamp, stamps
 from synestra_cli.simulate.model import AS_USUAL, Rendering
+from synestra_cli.simulate.timeline import US, JobTimeline, Launch
 
 NOMINAL_TFLOPS = 380.0  # per GPU at the healthy step time
 MODEL_BUILD_US = 4 * US  # building the model and optimizer, between initialisation and the load
@@ -28,17 +28,26 @@ MODEL_BUILD_US = 4 * US  # building the model and optimizer, between initialisat
 def megatron_log_lines(tl: JobTimeline, render: Rendering = AS_USUAL) -> list[str]:
     """All lines of the job's log, attempt after attempt. Without launcher stamps only the lines that
     carry Megatron's own time (iteration lines, `[...] datetime:` lines) are dated."""
-    say = mega if render.launcher_stamps else _undated
     lines: list[str] = []
-    for a in tl.attempts:
-        events = (
-            _startup(tl, a, say)
-            + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
-            + _iterations(tl, a)
-            + ending_lines(tl, a, say, render.slurm_notice)
-        )
+    for a in tl.launches:
+        events = launch_lines(tl, a, render)
         lines.extend(text for _, _, text in sorted(events, key=lambda e: (e[0], e[1])))
     return lines
+
+
+def launch_lines(tl: JobTimeline, a: Launch, render: Rendering = AS_USUAL, legacy: bool = True) -> list[Line]:
+    """The lines of one launch of Megatron (start-up, loads and saves, iterations, how it ended).
+
+    `legacy`: today's rendering, Slurm's notices and torchrun's `failed (exitcode: 1)` line included; else
+    those are left to simulate/slurmlines.py and simulate/launchers.py."""
+    say = mega if render.launcher_stamps else _undated
+    notice = render.slurm_notice and legacy
+    return (
+        _startup(tl, a, say)
+        + _checkpoints(tl, a, say, timers=not render.launcher_stamps)
+        + _iterations(tl, a)
+        + ending_lines(tl, a, say, notice, agent_line=legacy, timeout_notice=legacy)
+    )
 
 
 def write_megatron_log(outdir: Path, tl: JobTimeline, render: Rendering = AS_USUAL) -> Path:
@@ -52,14 +61,14 @@ def _undated(us: int, text: str, order: int = 0) -> Line:
     return us, order, text
 
 
-def _startup(tl: JobTimeline, a: Attempt, say) -> list[Line]:
+def _startup(tl: JobTimeline, a: Launch, say) -> list[Line]:
     """Initialisation, model and optimizer building (then the load, _checkpoints), the training loop.
     `[after megatron is initialized]` precedes model building; `[after model, optimizer, ... are built]`
     follows the load (megatron/training/training.py setup_model_and_optimizer)."""
     spec = tl.spec
     tp, pp, dp = parallelism(spec)
     world = len(spec.hosts) * spec.gpus_per_node
-    restore = next((c for c in tl.checkpoints if c.attempt == a.number and c.kind == "restore"), None)
+    restore = next((c for c in tl.checkpoints if c.launch == a.number and c.kind == "restore"), None)
     built = restore.end if restore else (a.loop_start or a.first_step)
     init_us = max(a.start, (restore.start if restore else built) - MODEL_BUILD_US)
     lines = [
@@ -100,12 +109,12 @@ def _startup(tl: JobTimeline, a: Attempt, say) -> list[Line]:
     return lines
 
 
-def _checkpoints(tl: JobTimeline, a: Attempt, say, timers: bool = False) -> list[Line]:
+def _checkpoints(tl: JobTimeline, a: Launch, say, timers: bool = False) -> list[Line]:
     """Loads and saves; `timers`: the save-checkpoint timer block Megatron prints after each save."""
     spec, lines = tl.spec, []
     tp, pp, _ = parallelism(spec)
     where = f"{ckpt_dir(spec)} [ t 1/{tp}, p 1/{pp} ]"
-    for c in (c for c in tl.checkpoints if c.attempt == a.number):
+    for c in (c for c in tl.checkpoints if c.launch == a.number):
         if c.kind == "restore":
             lines.append(
                 say(c.start, f" loading distributed checkpoint from {ckpt_dir(spec)} at iteration {c.iteration}")
@@ -129,10 +138,10 @@ def _checkpoints(tl: JobTimeline, a: Attempt, say, timers: bool = False) -> list
     return lines
 
 
-def _interval_seconds(tl: JobTimeline, a: Attempt) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(iteration, end µs, averaged seconds per iteration) of the logged iterations of one attempt."""
+def interval_seconds(tl: JobTimeline, a: Launch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(iteration, end µs, averaged seconds per iteration) of the logged iterations of one launch."""
     s = tl.steps
-    sel = s.attempt == a.number
+    sel = s.launch == a.number
     its, ends = s.iteration[sel], s.end[sel]
     idx = np.nonzero(its % tl.spec.log_interval == 0)[0]
     if len(idx) == 0:
@@ -145,9 +154,9 @@ def _interval_seconds(tl: JobTimeline, a: Attempt) -> tuple[np.ndarray, np.ndarr
     return its[idx], ends[idx], interval / count / US
 
 
-def _iterations(tl: JobTimeline, a: Attempt) -> list[Line]:
+def _iterations(tl: JobTimeline, a: Launch) -> list[Line]:
     spec = tl.spec
-    its, ends, secs = _interval_seconds(tl, a)
+    its, ends, secs = interval_seconds(tl, a)
     gbs = parallelism(spec)[2] * 16
     tflops = NOMINAL_TFLOPS * spec.step_s / secs
     ts = stamps(ends)
@@ -157,8 +166,8 @@ def _iterations(tl: JobTimeline, a: Attempt) -> list[Line]:
             -2,
             f" [{st}] iteration {it:8d}/{spec.train_iters:8d} | consumed samples: {it * gbs:12d} | "
             f"elapsed time per iteration (ms): {sec * 1000:.1f} | throughput per GPU (TFLOP/s/GPU): {tf:.1f} | "
-            f"learning rate: {_lr(it, spec.train_iters):.6E} | global batch size: {gbs:5d} | "
-            f"lm loss: {_loss(it, spec.train_iters):.6E} | loss scale: 1.0 | grad norm: {_grad_norm(it):.3f} | "
+            f"learning rate: {lr_at(it, spec.train_iters):.6E} | global batch size: {gbs:5d} | "
+            f"lm loss: {loss_at(it, spec.train_iters):.6E} | loss scale: 1.0 | grad norm: {grad_norm_at(it):.3f} | "
             "number of skipped iterations:   0 | number of nan iterations:   0 |",
         )
         for t, st, it, sec, tf in zip(
@@ -167,7 +176,7 @@ def _iterations(tl: JobTimeline, a: Attempt) -> list[Line]:
     ]
 
 
-def _lr(it: int, total: int) -> float:
+def lr_at(it: int, total: int) -> float:
     """Linear warm-up over 1% of training, then cosine decay from 3e-4 to 3e-5."""
     warm = max(1, total // 100)
     if it < warm:
@@ -175,10 +184,10 @@ def _lr(it: int, total: int) -> float:
     return 3e-5 + 0.5 * (3e-4 - 3e-5) * (1 + math.cos(math.pi * (it - warm) / max(1, total - warm)))
 
 
-def _loss(it: int, total: int) -> float:
+def loss_at(it: int, total: int) -> float:
     """A function of the iteration only, so redone iterations print the same loss (deterministic data)."""
     return 1.9 + 8.5 * math.exp(-it / max(1.0, 0.04 * total)) + 0.03 * math.sin(0.7 * it) + 0.02 * math.sin(1.3 * it)
 
 
-def _grad_norm(it: int) -> float:
+def grad_norm_at(it: int) -> float:
     return 0.9 + 0.15 * math.sin(0.37 * it) + 0.05 * math.cos(1.7 * it)

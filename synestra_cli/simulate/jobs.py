@@ -1,4 +1,5 @@
-"""The job model: a JobSpec and its Disturbances in, the timeline of every attempt, step and checkpoint out.
+"""The job model: a JobSpec and its Disturbances in, the timeline of every attempt, launch, step and
+checkpoint out (the dataclasses: simulate/timeline.py).
 
 Time is integer microseconds since the Unix epoch (UTC) throughout, so the tax buckets computed from it
 partition the wall time exactly. Steps are generated a segment at a time with numpy (a segment ends at
@@ -7,87 +8,38 @@ hundred vector operations, not 10^5 Python iterations.
 
 Megatron semantics modelled: periodic saves at ``iteration % save_every == 0`` (blocking); a SIGTERM
 is acted on after the step in progress (save, then exit); a crash leaves the in-flight step unfinished
-and the process hangs until it exits; a requeued attempt restores the last completed save.
+and the process hangs until it exits; a requeued attempt restores the last completed save. Under
+torchrun with ``elastic_restarts`` the failed worker group is restarted in place (same Slurm attempt):
+the agent stops the other workers, re-runs the rendezvous, and the new workers start up and restore.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import numpy as np
 
 from synestra_cli.simulate.model import Cause, Disturbance, JobSpec
+from synestra_cli.simulate.timeline import (
+    EXIT_CODES,
+    EXIT_US,
+    US,
+    Attempt,
+    Checkpoint,
+    Failure,
+    JobTimeline,
+    Launch,
+    Steps,
+    attempt_of,
+    to_us,
+)
 
-US = 1_000_000
+__all__ = ["EXIT_CODES", "EXIT_US", "US", "Attempt", "JobTimeline", "Launch", "simulate_job", "to_us"]
+
 STEP_NOISE_SIGMA = 0.015  # lognormal sigma of step times: ~1.5% run-to-run jitter
 PHASE_NOISE_SIGMA = 0.05  # startup, save and restore durations vary more
-EXIT_US = 3 * US  # process teardown: after the last save, or after the watchdog / crash
 WARMUP_SHARE = 0.1  # share of startup_s spent in the training loop before the first step
-# sacct ExitCode "code:signal": a preempted allocation ends on SIGTERM (0:15, log-formats D.8)
-EXIT_CODES = {"FAILED": "1:0", "NODE_FAIL": "0:0", "TIMEOUT": "0:0", "PREEMPTED": "0:15", "COMPLETED": "0:0"}
-
-
-def to_us(t: datetime) -> int:
-    """Microseconds since the epoch; naive datetimes are UTC."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    delta = t - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * US + delta.microseconds
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    kind: str  # save | restore
-    attempt: int
-    iteration: int
-    start: int  # µs
-    end: int
-    trigger: str  # periodic | reactive | restart | preemption | final
-    cause: Cause | None
-
-
-@dataclass(frozen=True)
-class Failure:
-    at: int  # µs when it struck (crash start, time limit)
-    incident: str | None  # nccl_timeout | cuda_error | python_exception | None (time limit)
-    rank: int | None
-    cause: Cause | None
-
-
-@dataclass(frozen=True)
-class Attempt:
-    number: int  # 1-based
-    start: int
-    end: int
-    state: str  # COMPLETED | FAILED | NODE_FAIL | PREEMPTED | TIMEOUT
-    exit_code: str  # sacct "code:signal"
-    first_step: int  # start of the first training step (or the failure, if none ran)
-    last_progress: int  # end of the last completed step or save (or first_step if none)
-    resume_iteration: int  # iteration restored at start (0: from scratch)
-    failure: Failure | None = None  # crash or time limit
-    sigterm: int | None = None  # when SIGTERM arrived (preemption)
-    cause: Cause | None = None  # why the attempt ended early (crash or preemption cause)
-    loop_start: int | None = None  # the training loop (and Megatron's interval timer) starts; None: never
-
-
-@dataclass(frozen=True)
-class Steps:
-    """Every completed training step, in time order (numpy int64 arrays of equal length)."""
-
-    iteration: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    attempt: np.ndarray
-
-
-@dataclass(frozen=True)
-class JobTimeline:
-    spec: JobSpec
-    attempts: tuple[Attempt, ...]
-    checkpoints: tuple[Checkpoint, ...]
-    steps: Steps
-    windows: tuple[tuple[int, int], ...]  # slowdown windows (µs), clipped to the job
+LOST_INIT_SHARE = 0.15  # a worker on a lost device dies this far into its start-up (its CUDA context)
 
 
 @dataclass
@@ -107,7 +59,8 @@ class _Run:
     streak: int | None = None  # start of the current run of slow steps
     progress: int = 0  # end of the last completed step or save
     ckpts: list[Checkpoint] = field(default_factory=list)
-    chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = field(default_factory=list)
+    chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]] = field(default_factory=list)
+    lost: list[tuple[int, int, Disturbance]] = field(default_factory=list)  # (from, until, crash): a dead device
 
     def jitter(self, seconds: float, sigma: float = PHASE_NOISE_SIGMA) -> int:
         return max(1, round(seconds * US * float(self.rng.lognormal(0.0, sigma))))
@@ -139,34 +92,46 @@ def _parse(spec: JobSpec, rng: np.random.Generator) -> _Run:
             preempts.append((start, d))
         else:
             raise ValueError(f"unknown disturbance kind {d.kind!r}")
-    return _Run(spec, rng, slow, storage, sorted(crashes, key=lambda x: x[0]), sorted(preempts, key=lambda x: x[0]))
+    run = _Run(spec, rng, slow, storage, sorted(crashes, key=lambda x: x[0]), sorted(preempts, key=lambda x: x[0]))
+    run.lost = [(at, to_us(d.lost_until), d) for at, d in run.crashes if d.lost_until is not None]
+    return run
 
 
 def simulate_job(spec: JobSpec, rng: np.random.Generator) -> JobTimeline:
     """Run the job through its disturbances: attempts until it completes or times out."""
     run = _parse(spec, rng)
     attempts: list[Attempt] = []
+    launches: list[Launch] = []
     t = to_us(spec.start)
     while True:
-        attempt = _attempt(run, attempts[-1] if attempts else None, t)
-        attempts.append(attempt)
-        if attempt.state in ("COMPLETED", "TIMEOUT"):
+        number = len(attempts) + 1
+        mine = _attempt_launches(run, number, launches[-1] if launches else None, t, len(launches))
+        launches += mine
+        state = "REQUEUED" if spec.self_requeue and mine[-1].state == "FAILED" else mine[-1].state
+        attempts.append(attempt_of(number, mine, state))
+        if state in ("COMPLETED", "TIMEOUT"):
             break
-        t = attempt.end + run.jitter(spec.requeue_s)
+        t = attempts[-1].end + run.jitter(spec.requeue_s)
     return JobTimeline(
-        spec, tuple(attempts), tuple(run.ckpts), _steps(run.chunks), _windows(run, to_us(spec.start), attempts[-1].end)
+        spec,
+        tuple(attempts),
+        tuple(run.ckpts),
+        _steps(run.chunks),
+        _windows(run, to_us(spec.start), attempts[-1].end),
+        tuple(launches),
     )
 
 
-def _steps(chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]) -> Steps:
+def _steps(chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, int]]) -> Steps:
     if not chunks:
         empty = np.zeros(0, dtype=np.int64)
-        return Steps(empty, empty, empty, empty)
+        return Steps(empty, empty, empty, empty, empty)
     return Steps(
         np.concatenate([c[0] for c in chunks]),
         np.concatenate([c[1] for c in chunks]),
         np.concatenate([c[2] for c in chunks]),
         np.concatenate([np.full(len(c[0]), c[3], dtype=np.int64) for c in chunks]),
+        np.concatenate([np.full(len(c[0]), c[4], dtype=np.int64) for c in chunks]),
     )
 
 
@@ -174,18 +139,38 @@ def _windows(run: _Run, start: int, end: int) -> tuple[tuple[int, int], ...]:
     return tuple((max(s, start), min(e, end)) for s, e, _, _ in run.slow if s < end and e > start)
 
 
-def _restore_reason(prev: Attempt | None) -> tuple[str, Cause | None]:
+def _restore_reason(prev: Launch | None) -> tuple[str, Cause | None]:
     if prev is not None and prev.state == "PREEMPTED":
         return "preemption", prev.cause
     return "restart", prev.cause if prev else None
 
 
-def _attempt(run: _Run, prev: Attempt | None, t0: int) -> Attempt:
-    """One attempt: startup, restore of the last save (if any), then training until it ends."""
-    spec, number = run.spec, (prev.number + 1 if prev else 1)
+def _attempt_launches(run: _Run, number: int, prev: Launch | None, t0: int, before: int) -> list[Launch]:
+    """The launches of one Slurm attempt: one, or (torchrun) more while a failed worker group is restarted
+    in place and restarts are left. A time limit, a preemption or a node failure ends the attempt."""
+    spec = run.spec
     limit = t0 + round(spec.time_limit_s * US)
+    out: list[Launch] = []
+    left, t = spec.elastic_restarts, t0
+    while True:
+        launch = _launch(run, number, before + len(out) + 1, prev, t, limit, in_place=bool(out))
+        out.append(launch)
+        crashed = launch.failure is not None and launch.failure.incident not in (None, "node_failure")
+        if launch.state != "FAILED" or not crashed or left == 0:
+            return out
+        left -= 1
+        t = launch.end + run.jitter(spec.elastic_restart_s)
+        if t >= limit:
+            return out
+        prev = launch
+
+
+def _launch(run: _Run, attempt: int, number: int, prev: Launch | None, t0: int, limit: int, in_place: bool) -> Launch:
+    """One launch: startup, restore of the last save (if any), then training until it ends."""
+    spec = run.spec
     run.t, run.it, run.streak = t0, run.saved_it, None
-    base: dict = {"number": number, "start": t0, "resume_iteration": run.saved_it}
+    base: dict = {"number": number, "attempt": attempt, "start": t0, "resume_iteration": run.saved_it}
+    lost = next((d for at, until, d in run.lost if at <= t0 < until), None) if in_place else None
     # Megatron initialises, loads the checkpoint, then starts its training loop; the first step's
     # warm-up (lazy NCCL communicators, data-loader workers) is start-up time inside that loop.
     phases = (
@@ -196,24 +181,45 @@ def _attempt(run: _Run, prev: Attempt | None, t0: int) -> Attempt:
     for phase, seconds in phases:
         if phase == "warmup":
             base["loop_start"] = run.t
+        if lost is not None:  # restarted on a device that is still gone: the new worker dies in its start-up
+            return _lost(run, base, lost, limit)
         end = run.t + run.jitter(seconds)
         failed = _fail(run, base, end, limit, first_step=None)
         if failed:
             return failed
+        if phase == "init":
+            base["init_end"] = end
         if phase == "restore":
             trigger, cause = _restore_reason(prev)
-            run.ckpts.append(Checkpoint("restore", number, run.saved_it, run.t, end, trigger, cause))
+            run.ckpts.append(Checkpoint("restore", attempt, run.saved_it, run.t, end, trigger, cause, number))
         run.t = end
     run.progress = run.t
     return _train(run, base, limit, first_step=run.t)
 
 
+def _lost(run: _Run, base: dict, d: Disturbance, limit: int) -> Launch:
+    """A worker restarted in place on a lost device fails as soon as it touches it (its CUDA context)."""
+    at = min(run.t + run.jitter(run.spec.startup_s * LOST_INIT_SHARE), limit)
+    failure = Failure(at, "cuda_error", d.rank, d.cause, d.lost_error)
+    state = "FAILED" if at < limit else "TIMEOUT"
+    return Launch(
+        **base,
+        end=at + EXIT_US if at < limit else limit,
+        state=state,
+        first_step=at,
+        last_progress=at,
+        failure=failure if at < limit else Failure(limit, None, None, None),
+        cause=d.cause if at < limit else None,
+        noticed=at,
+    )
+
+
 def _fail(
     run: _Run, base: dict, until: int, limit: int, first_step: int | None, last_progress: int | None = None
-) -> Attempt | None:
-    """The attempt's end if a crash or the time limit strikes in [run.t, until), else None.
+) -> Launch | None:
+    """The launch's end if a crash or the time limit strikes in [run.t, until), else None.
 
-    Without a completed step, the failure itself is the attempt's first step and last progress: the
+    Without a completed step, the failure itself is the launch's first step and last progress: the
     phase it cut short counts as startup and the rest as hang.
     """
     crash = run.next_event(run.crashes, run.t, until)
@@ -224,25 +230,25 @@ def _fail(
     progress = first if last_progress is None else last_progress
     if crash and crash[0] < limit:
         d = crash[1]
-        end = at + round(d.hang_s * US) + EXIT_US  # the hung collective began at the fault
-        return Attempt(
+        noticed = at + round(d.hang_s * US)  # the hung collective began at the fault
+        return Launch(
             **base,
-            end=end,
+            end=noticed + EXIT_US,
             state=d.exit_state,
-            exit_code=EXIT_CODES.get(d.exit_state, "1:0"),
             first_step=first,
             last_progress=progress,
             failure=Failure(at, d.incident, d.rank, d.cause),
             cause=d.cause,
+            noticed=noticed,
         )
-    return Attempt(
+    return Launch(
         **base,
         end=limit,
         state="TIMEOUT",
-        exit_code=EXIT_CODES["TIMEOUT"],
         first_step=first,
         last_progress=progress,
         failure=Failure(limit, None, None, None),
+        noticed=limit,
     )
 
 
@@ -275,7 +281,7 @@ def _unreacted(run: _Run) -> list[int]:
     return [i for s, e, _, i in run.slow if s <= run.t < e and i not in run.reacted]
 
 
-def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
+def _train(run: _Run, base: dict, limit: int, first_step: int) -> Launch:
     """Steps segment by segment until the job completes, is preempted, crashes or times out."""
     spec = run.spec
     pre = run.next_event(run.preempts, base["start"], 2**62)
@@ -295,7 +301,7 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
         n_react, streak = _reactive_count(run, starts, ends, d)
         slowing = _unreacted(run)  # taken before the steps: the slowdown may end during them
         c = min(n, n_crash, n_factor, n_pre, n_react)
-        _commit(run, base["number"], starts, ends, streak, c)
+        _commit(run, base, starts, ends, streak, c)
         if n_pre == c:  # Megatron acts on SIGTERM after the step in progress: save, then exit
             assert pre is not None
             cause = pre[1].cause or Cause("scheduler.preemption", (), None, pre[1].start)
@@ -318,18 +324,18 @@ def _train(run: _Run, base: dict, limit: int, first_step: int) -> Attempt:
             return failed
 
 
-def _commit(run: _Run, attempt: int, starts: np.ndarray, ends: np.ndarray, streak: np.ndarray, c: int) -> None:
+def _commit(run: _Run, base: dict, starts: np.ndarray, ends: np.ndarray, streak: np.ndarray, c: int) -> None:
     if c == 0:
         return
     iterations = run.it + 1 + np.arange(c, dtype=np.int64)
-    run.chunks.append((iterations, starts[:c].copy(), ends[:c].copy(), attempt))
+    run.chunks.append((iterations, starts[:c].copy(), ends[:c].copy(), base["attempt"], base["number"]))
     run.it += c
     run.t = run.progress = int(ends[c - 1])
     run.streak = int(streak[c - 1]) if streak[c - 1] >= 0 else None
 
 
-def _save(run: _Run, base: dict, trigger: str, cause: Cause | None, limit: int, first_step: int) -> Attempt | None:
-    """A blocking save at the current iteration; the failed attempt if a crash cuts it short.
+def _save(run: _Run, base: dict, trigger: str, cause: Cause | None, limit: int, first_step: int) -> Launch | None:
+    """A blocking save at the current iteration; the failed launch if a crash cuts it short.
 
     A slow filesystem stretches it: a routine (periodic or final) save then carries the storage cause.
     """
@@ -341,21 +347,21 @@ def _save(run: _Run, base: dict, trigger: str, cause: Cause | None, limit: int, 
         return failed
     if trigger in ("periodic", "final") and active:
         cause = active[0][1]
-    run.ckpts.append(Checkpoint("save", base["number"], run.it, run.t, end, trigger, cause))
+    run.ckpts.append(Checkpoint("save", base["attempt"], run.it, run.t, end, trigger, cause, base["number"]))
     run.saved_it, run.t, run.progress = run.it, end, end
     return None
 
 
 def _clean_exit(
     run: _Run, base: dict, state: str, first_step: int, sigterm: int | None = None, cause: Cause | None = None
-) -> Attempt:
-    return Attempt(
+) -> Launch:
+    return Launch(
         **base,
         end=run.t + EXIT_US,
         state=state,
-        exit_code=EXIT_CODES[state],
         first_step=first_step,
         last_progress=run.progress,
         sigterm=sigterm,
         cause=cause,
+        noticed=sigterm,
     )

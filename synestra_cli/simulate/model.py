@@ -36,6 +36,11 @@ class Disturbance:
     rank: int | None = None  # the rank that reports it, when it matters
     exit_state: str = "FAILED"  # crash: the attempt's sacct State (FAILED | NODE_FAIL)
     cause: Cause | None = None
+    # crash: the device stays unusable until then (the node's reboot). A worker group that torchrun restarts
+    # in place on it dies in its start-up with `lost_error` (CUDA's error string); a Slurm requeue is not
+    # affected (the scheduler reboots or replaces the node first).
+    lost_until: datetime | None = None
+    lost_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,12 @@ class JobSpec:
     reactive_threshold: float = 1.2  # reactive save when step time > threshold x normal ...
     reactive_after_s: float = 300.0  # ... for this long
     disturbances: tuple[Disturbance, ...] = field(default_factory=tuple)
+    # torchrun --max-restarts: a failed worker group is restarted in place this many times per attempt
+    elastic_restarts: int = 0
+    elastic_restart_s: float = 12.0  # the agent stops the other workers and re-runs the rendezvous
+    # the batch script requeues the job itself when its step fails (`srun ... || scontrol requeue`): sacct
+    # records the attempt REQUEUED and slurmstepd prints `... DUE TO JOB REQUEUE ***`
+    self_requeue: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,16 @@ class Rendering:
     #                                syslog socket with the printk stamp still in MESSAGE
     dcgm_46_names: bool = False  # DCGM 4.6 field names (CLOCKS_EVENT_REASONS, ...), the bitmask as a float
     dcgm_every_s: float | None = None  # DCGM sampling interval (None: the cluster size's default)
+    # Which program writes the job's log (simulate/trainers/) and which launcher starts it; the real
+    # wordings of each are cited in docs/simulator.md, "Trainers and launchers".
+    trainer: str = "megatron"  # megatron | nemo2 | torchtitan | deepspeed | hf_trainer | orbax
+    trainer_version: str = "current"  # current | previous: the two real wordings where they differ
+    launcher: str = "srun"  # srun | torchrun (torchrun: the elastic agent restarts the workers in place)
+    srun_label: bool = False  # `srun -l`: every task's line prefixed with its task id (`3: `)
+    slurm_lines: bool = False  # Slurm's own job-end lines (slurmstepd's, srun's) in the job's output
+    scheduler: str = "slurm"  # slurm (sacct, job logs) | kubernetes (pods, events, container logs: kubernetes.py)
 
 
 AS_USUAL = Rendering()
+TRAINERS = ("megatron", "nemo2", "torchtitan", "deepspeed", "hf_trainer", "orbax")
+LAUNCHERS = ("srun", "torchrun")

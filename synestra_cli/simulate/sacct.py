@@ -12,8 +12,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.model import JobSpec
+from synestra_cli.simulate.timeline import US, Attempt, JobTimeline
 
 HEADER = "JobID|JobName|User|State|ExitCode|Start|End|Elapsed|NodeList|AllocTRES"
 CPUS_PER_NODE = 112
@@ -25,6 +25,8 @@ STEP_STATES = {
     "NODE_FAIL": (("CANCELLED", "0:9"), ("CANCELLED", "0:9")),
     "PREEMPTED": (("CANCELLED", "0:15"), ("CANCELLED", "0:15")),
     "TIMEOUT": (("CANCELLED", "0:15"), ("CANCELLED", "0:15")),
+    # the step failed; then the batch script's own `scontrol requeue` cancelled it
+    "REQUEUED": (("CANCELLED", "0:15"), ("FAILED", "1:0")),
 }
 
 

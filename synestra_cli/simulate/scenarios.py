@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from synestra_cli.errors import InputError
-from synestra_cli.simulate import export, groundtruth
+from synestra_cli.simulate import export, groundtruth, kubernetes, trainers
 from synestra_cli.simulate import faults as F
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.jobs import US
@@ -26,6 +26,8 @@ from synestra_cli.simulate.model import AS_USUAL, Cause, JobSpec, Rendering
 EPOCH = 1793577600.0  # 2026-11-02T00:00:00Z: fixed, so output depends on the seed alone
 MAIN_JOB = "1001"
 MIN_NODES = 4  # the main job on two, a decoy outside it
+SCHEDULERS = ("slurm", "kubernetes")
+ELASTIC_RESTARTS = 3  # torchrun --max-restarts under the torchrun launcher
 
 
 @dataclass
@@ -124,6 +126,13 @@ def _device_fault(p: Plan, fault: DeviceFault) -> None:
 
 def gpu_fell_off_bus(p: Plan) -> None:
     _device_fault(p, F.gpu_fell_off_bus)
+
+
+def gpu_fell_off_bus_reboot(p: Plan) -> None:
+    """The GPU falls off the bus and the site reboots the node before NCCL's watchdog: Slurm ends the job
+    NODE_FAIL and requeues it; its output carries srun's and slurmstepd's node-failure lines."""
+    _device_fault(p, F.gpu_fell_off_bus_rebooted)
+    p.render = replace(p.render, slurm_lines=True)
 
 
 def ecc_dbe(p: Plan) -> None:
@@ -233,6 +242,7 @@ SCENARIOS: dict[str, Callable[[Plan], None]] = {
     "power-brake": power_brake,
     "slow-storage-journald": slow_storage_journald,
     "preemption-exit-signal": preemption_exit_signal,
+    "gpu-fell-off-bus-reboot": gpu_fell_off_bus_reboot,
 }
 
 
@@ -311,19 +321,30 @@ def simulate(
     gz: bool = False,
     intervals: export.Intervals | None = None,
     telemetry: bool = True,
+    scheduler: str = "slurm",
+    **rendering: object,
 ) -> dict:
     """Write one scenario's exports under ``outdir/exports`` and its ``outdir/truth.json``.
+
+    ``rendering`` overrides the scenario's Rendering fields (``trainer``, ``launcher``, ``slurm_lines``,
+    ``srun_label``, ``trainer_version``; None keeps the scenario's): the job's log is written by that
+    trainer under that launcher. torchrun restarts a failed worker group in place (``--max-restarts 3``),
+    and with Slurm's lines the batch script requeues the job itself: both change the job's history, and
+    truth.json follows.
 
     ``intervals`` overrides the sampling the cluster's size implies (Intervals.for_size), so that a
     test can put a small job under a campus's sparse sampling. ``telemetry=False`` writes only the job
     logs and sacct (the accounting's inputs, the same bytes as in a full run): the metrics and syslogs
-    are most of a run's time and are not written.
+    are most of a run's time and are not written. ``scheduler="kubernetes"``: the same faults seen through
+    pods, events, node conditions and container logs instead of sacct and job logs (kubernetes.py).
 
     Everything is written into a scratch folder inside outdir and moved into place at the end: an
     interrupted run leaves no half-written simulation behind.
     """
     if scenario not in SCENARIOS:
         raise InputError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    if scheduler not in SCHEDULERS:
+        raise InputError(f"unknown scheduler {scheduler!r}; known: {', '.join(SCHEDULERS)}")
     if nodes < MIN_NODES:
         raise InputError(f"--nodes must be at least {MIN_NODES}: the job and a decoy outside it")
     outdir = Path(outdir)
@@ -333,7 +354,9 @@ def simulate(
     outdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".simulating-", dir=outdir))
     try:
-        meta = _generate(scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals, telemetry)
+        meta = _generate(
+            scratch, scenario, seed, nodes, hours, gpus_per_node, gz, intervals, telemetry, rendering, scheduler
+        )
         for t in targets:
             if t.is_dir():
                 shutil.rmtree(t)
@@ -343,6 +366,21 @@ def simulate(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return meta
+
+
+RENDERING_KEYS = ("trainer", "trainer_version", "launcher", "srun_label", "slurm_lines")
+
+
+def _render_as(plan: Plan, overrides: dict) -> None:
+    """The rendering asked for, and what it changes in the jobs: torchrun restarts in place, a batch
+    script that prints Slurm's lines requeues itself."""
+    unknown = set(overrides) - set(RENDERING_KEYS)
+    if unknown:
+        raise InputError(f"unknown rendering option(s): {', '.join(sorted(unknown))}")
+    plan.render = replace(plan.render, **overrides)
+    trainers.check(plan.render)
+    restarts = ELASTIC_RESTARTS if plan.render.launcher == "torchrun" else 0
+    plan.jobs[:] = [replace(j, elastic_restarts=restarts, self_requeue=plan.render.slurm_lines) for j in plan.jobs]
 
 
 def _generate(
@@ -355,11 +393,16 @@ def _generate(
     gz: bool,
     intervals: export.Intervals | None = None,
     telemetry: bool = True,
+    rendering: dict | None = None,
+    scheduler: str = "slurm",
 ) -> dict:
     cl = Cluster(nodes, gpus_per_node, seed=seed)
     rng = np.random.default_rng([seed, 1])
     plan = base_plan(cl, hours, rng)
     SCENARIOS[scenario](plan)
+    _render_as(plan, {k: v for k, v in (rendering or {}).items() if v is not None})
+    if scheduler == "kubernetes":
+        kubernetes.on_kubernetes(plan)
     timelines = export.run_jobs(plan, seed)
     # the exports cover every job to its end (a requeued job may outlive the nominal window)
     plan.t1 = max(plan.t1, float(np.ceil(max(tl.attempts[-1].end for tl in timelines) / US / 3600.0) * 3600.0))
@@ -387,7 +430,10 @@ def _generate(
         )
         logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
         export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz, plan.render)
-    export.write_jobs(root, timelines, plan.render)
+    if scheduler == "kubernetes":
+        kubernetes.write_kubernetes(root, cl, timelines, effects, plan.render, seed)
+    else:
+        export.write_jobs(root, timelines, plan.render)
     meta = {
         "scenario": scenario,
         "seed": seed,
@@ -398,7 +444,9 @@ def _generate(
         "start": groundtruth.iso(plan.t0),
         "end": groundtruth.iso(plan.t1),
         "main_job": plan.main.job_id,
+        **({"scheduler": scheduler} if scheduler != "slurm" else {}),
         "metric_samples": samples,
+        "rendering": {k: getattr(plan.render, k) for k in RENDERING_KEYS},
     }
     groundtruth.write(outdir / "truth.json", meta, timelines, plan.faults)
     return meta

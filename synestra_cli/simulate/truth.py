@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.model import Cause
+from synestra_cli.simulate.timeline import US, Attempt, JobTimeline, Launch
 
 BUCKETS = (
     "productive",
@@ -25,8 +25,9 @@ BUCKETS = (
     "degraded_throughput",
     "other",
 )
-# Attempts that end before training is done: their unsaved work is lost and they hang until exit.
-ENDED_EARLY = ("FAILED", "NODE_FAIL", "TIMEOUT", "PREEMPTED")
+# Launches (and attempts) that end before training is done: their unsaved work is lost and they hang
+# until exit. REQUEUED: the batch script requeued the job after its step failed.
+ENDED_EARLY = ("FAILED", "NODE_FAIL", "TIMEOUT", "PREEMPTED", "REQUEUED")
 
 
 def iso(t: int | datetime) -> str:
@@ -50,18 +51,22 @@ def ideal_step_us(durations: np.ndarray, fallback_us: float) -> float:
 def counted_steps(tl: JobTimeline) -> np.ndarray:
     """Mask of the steps that count toward the final model: those not thrown away by a failure.
 
-    In a failed attempt, the steps after its last completed save are lost (they are redone later).
+    In a launch that ended early, the steps after its last completed save are lost (they are redone
+    later), whether the job was requeued or torchrun restarted the worker group in place.
     """
     keep = np.ones(len(tl.steps.iteration), dtype=bool)
-    for a in tl.attempts:
-        if a.state in ENDED_EARLY:
-            keep &= ~((tl.steps.attempt == a.number) & (tl.steps.end > resume_point(tl, a)))
+    for x in tl.launches:
+        if x.state in ENDED_EARLY:
+            keep &= ~((tl.steps.launch == x.number) & (tl.steps.end > resume_point(tl, x)))
     return keep
 
 
-def resume_point(tl: JobTimeline, a: Attempt) -> int:
-    """End of the last save completed in the attempt, else its first training step."""
-    ends = [c.end for c in tl.checkpoints if c.kind == "save" and c.attempt == a.number]
+def resume_point(tl: JobTimeline, a: Attempt | Launch) -> int:
+    """End of the last save completed in the launch (or attempt), else its first training step."""
+    if isinstance(a, Launch):
+        ends = [c.end for c in tl.checkpoints if c.kind == "save" and c.launch == a.number]
+    else:
+        ends = [c.end for c in tl.checkpoints if c.kind == "save" and c.attempt == a.number]
     return max(ends, default=a.first_step)
 
 
@@ -84,17 +89,19 @@ def buckets_us(tl: JobTimeline) -> tuple[dict[str, int], float]:
     inside = in_windows(tl)
     ideal = ideal_step_us(durations[~inside] if (~inside).any() else durations, tl.spec.step_s * US)
     keep = counted_steps(tl)
-    attempts = tl.attempts
+    attempts, launches = tl.attempts, tl.launches
     saves = [c.end - c.start for c in tl.checkpoints if c.kind == "save"]
     restores = [c.end - c.start for c in tl.checkpoints if c.kind == "restore"]
-    failed = [a for a in attempts if a.state in ENDED_EARLY]
+    failed = [x for x in launches if x.state in ENDED_EARLY]
+    # torchrun stopping the old workers and re-running the rendezvous is start-up, not a requeue
+    in_place = sum(n.start - p.end for p, n in zip(launches, launches[1:], strict=False) if p.attempt == n.attempt)
     b = {
         "productive": round(ideal * int(keep.sum())),
         "checkpoint_save": sum(saves),
         "checkpoint_restore": sum(restores),
-        "startup": sum(a.first_step - a.start for a in attempts) - sum(restores),
-        "lost_work": sum(max(0, a.last_progress - resume_point(tl, a)) for a in failed),
-        "hang": sum(a.end - a.last_progress for a in failed),
+        "startup": sum(x.first_step - x.start for x in launches) - sum(restores) + in_place,
+        "lost_work": sum(max(0, x.last_progress - resume_point(tl, x)) for x in failed),
+        "hang": sum(x.end - x.last_progress for x in failed),
         "requeue": sum(n.start - p.end for p, n in zip(attempts, attempts[1:], strict=False)),
         "degraded_throughput": round(float(np.clip(durations[inside & keep] - ideal, 0, None).sum())),
     }
@@ -150,7 +157,36 @@ def job_truth(tl: JobTimeline) -> dict:
         "wall_s": (tl.attempts[-1].end - tl.attempts[0].start) / US,
         "buckets_us": buckets,
         "buckets_s": {k: v / US for k, v in buckets.items()},
+        "restarts": restart_stages(tl),
     }
+
+
+def restart_stages(tl: JobTimeline) -> list[dict]:
+    """Every restart, in stages (docs/simulator.md, "Restarts"): from the fault to the first step of the
+    launch that followed it, whether Slurm requeued the job or torchrun restarted it in place. A stage
+    the new launch never reached (it failed first) is null."""
+    out = []
+    for prev, nxt in zip(tl.launches, tl.launches[1:], strict=False):
+        restore = next((c for c in tl.checkpoints if c.kind == "restore" and c.launch == nxt.number), None)
+        starts = tl.steps.start[tl.steps.launch == nxt.number]
+        fault = prev.failure.at if prev.failure else prev.end
+        if prev.state == "PREEMPTED" and prev.sigterm is not None:
+            fault = prev.sigterm  # the scheduler's SIGTERM is where that restart began
+        out.append(
+            {
+                "attempt": nxt.attempt,
+                "in_place": prev.attempt == nxt.attempt,
+                "fault_at": iso(fault),
+                "noticed_at": iso(prev.noticed if prev.noticed is not None else prev.end),
+                "ended_at": iso(prev.end),
+                "restarted_at": iso(nxt.start),
+                "startup_end": iso(nxt.init_end) if nxt.init_end is not None else None,
+                "load_start": iso(restore.start) if restore else None,
+                "load_end": iso(restore.end) if restore else None,
+                "first_step_start": iso(int(starts.min())) if len(starts) else None,
+            }
+        )
+    return out
 
 
 def _attempt_dict(a: Attempt) -> dict:

@@ -21,5 +21,5 @@ JOB_VIEWS = sql_file(__package__, "job_views.sql")
 # log, the sacct attempt's start is its lower bound. Both bounded by the sacct attempt.
 BOUNDED_RESTORES = sql_file(__package__, "bounded_restores.sql")
 
-# Migration 022 (with the job marks): a restore's stated duration bounds its start (restore_durations.sql).
+# Migration 023 (with the job marks): a restore's stated duration bounds its start (restore_durations.sql).
 RESTORE_DURATIONS = sql_file(__package__, "restore_durations.sql")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 
 from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS, RESTORE_DURATIONS
+from synestra_cli.store.kube_views import KUBE_VIEWS
 from synestra_cli.store.sql import transaction
 from synestra_cli.store.summaries import HOST_SUMMARIES_SQL, SORT_SUMMARIES_SQL, SUMMARY_DDL
 from synestra_cli.store.summaries import backfill as backfill_summaries
@@ -285,7 +286,8 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("019_list_sources_without_telemetry", LIST_SOURCES_WITHOUT_TELEMETRY),
     ("020_kept_taxes", KEPT_TAXES),
     ("021_host_summaries", HOST_SUMMARIES_SQL),  # store/summaries.py: a big job's hosts ruled out per host
-    ("022_job_marks", JOB_MARKS + RESTORE_DURATIONS),
+    ("022_kubernetes", KUBE_VIEWS),  # store/kube_views.py: Kubernetes jobs' runs and attempts beside sacct's
+    ("023_job_marks", JOB_MARKS + RESTORE_DURATIONS),
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
 AFTER_SQL = {"012_metric_summaries": backfill_summaries, "018_summaries_by_hour": sort_summaries_by_hour}

@@ -1,4 +1,4 @@
--- Migration 022: a restore whose duration the log states (checkpoints.blocking_s: Megatron's load-checkpoint
+-- Migration 023: a restore whose duration the log states (checkpoints.blocking_s: Megatron's load-checkpoint
 -- timer, torchtitan's "Finished loading the checkpoint in N seconds") and whose start no line dates lasted
 -- that long, ending where its lines say it ended: bounded only by the sacct attempt's start (no dated line
 -- before it in its log), it began `blocking_s` before its end, not at the attempt's start (the start-up
