@@ -217,3 +217,18 @@ def test_orbax_steps_are_dated_from_the_save_and_the_load_ends_at_the_first_step
         (751, t + timedelta(seconds=60)),
     ]
     assert restore == ("restore", 749, t, t + timedelta(seconds=38), "estimated")
+
+
+def test_whole_records_of_one_length_are_not_taken_for_a_terminal_cut():
+    from synestra_cli.formats import envelope
+
+    fin = (
+        "[NeMo I 2026-11-02 0{h}:01:24 nemo_logging:393] Async checkpoint save for step {s} "
+        "(/ckpt/gpt/checkpoints/gpt--val_loss=1.94-step={i}-consumed_samples=52800.0-last.ckpt) finalized successfully."
+    )
+    step = "Training epoch 0, iteration {i}/1895 | lr: 4.078e-05 | global_step: {i} | train_step_timing in s: 6.114"
+    lines = []
+    for h, s in ((1, 1650), (2, 1800), (3, 1950), (4, 2100)):
+        lines += [fin.format(h=h, s=s, i=s - 1), step.format(i=s + 9)]
+    env = envelope.detect("\n".join(lines) + "\n")
+    assert env is None or env.wrap_width == 0

@@ -27,7 +27,7 @@ from synestra_cli.explain.rules import (
     SKEW_S,
     WORKER_EXIT_VERDICTS,
 )
-from synestra_cli.explain.triggers import Classified
+from synestra_cli.explain.triggers import Checkpoint, Classified
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.events import Event, Incident
@@ -158,12 +158,36 @@ class Plan:
 
 
 def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
-    """A restore after a failure: the failure of the attempt before it is the effect."""
+    """A restore after a failure: the failure of the attempt before it is the effect; for torchrun's restart in
+    place (a `Worker group FAILED ... will restart` before the restore in its own attempt), the failure of that
+    attempt before the restore (its nodes, its crashes before it; it has not ended)."""
     cp = cl.checkpoint
+    if _in_place(cp, ev):
+        own = next((a for a in ev.scope.attempts if a.attempt == cp.attempt), None)
+        failed = replace(own, end=None) if own is not None else None
+        # its failure came after the attempt's previous restart in place, if any
+        before = cp.start - _AGENT if cp.start else None
+        earlier = [i.ts for i in ev.incidents if _restarted(i, cp) and i.ts and before and i.ts < before]
+        since = max(earlier, default=None)
+        return _plan_failure(failed, cp.attempt, ev, ch.from_checkpoint(cp, cl.trigger), cp.start, since)
     prev = [a for a in ev.scope.attempts if cp.attempt is not None and a.attempt < cp.attempt]
-    failed: Attempt | None = prev[-1] if prev else None
+    failed = prev[-1] if prev else None
     att_no = failed.attempt if failed else cp.attempt
     return _plan_failure(failed, att_no, ev, ch.from_checkpoint(cp, cl.trigger), cp.start)
+
+
+# torchrun's "Worker group FAILED" line comes after the failure it reports: an earlier restart's line is this far
+# before the restore at least (a new worker group starts, initialises and loads in between).
+_AGENT = timedelta(seconds=60)
+
+
+def _restarted(i: Incident, cp: Checkpoint) -> bool:
+    return i.kind == "elastic_restart" and i.attempt == cp.attempt and bool(i.ts and cp.start and i.ts <= cp.start)
+
+
+def _in_place(cp: Checkpoint, ev: Evidence) -> bool:
+    """torchrun restarted the worker group inside the restore's own attempt before it."""
+    return any(_restarted(i, cp) for i in ev.incidents)
 
 
 def plan_attempt_failure(att: Attempt, ev: Evidence) -> Plan:
@@ -252,10 +276,16 @@ def _worker_verdict(
 
 
 def _plan_failure(
-    failed: Attempt | None, att_no: int | None, ev: Evidence, tail: ch.ChainLink | None, deadline: datetime | None
+    failed: Attempt | None,
+    att_no: int | None,
+    ev: Evidence,
+    tail: ch.ChainLink | None,
+    deadline: datetime | None,
+    since: datetime | None = None,
 ) -> Plan:
-    """The failure of attempt `att_no` is the effect; nothing at or after `deadline` caused it."""
-    crashes = crashes_of(ev, att_no)
+    """The failure of attempt `att_no` is the effect; nothing at or after `deadline` caused it (nor, restarted
+    in place, anything of the attempt before `since`)."""
+    crashes = [i for i in crashes_of(ev, att_no) if since is None or i.ts is None or i.ts > since]
     crash_times = [i.ts for i in crashes if i.ts]
     end = failed.end if failed else None
     times = crash_times + ([end] if end else [])

@@ -45,14 +45,15 @@ FROM (
 WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos AND jl_fa.fact = 'step'
 """
 # ... and those before any such line in their attempt (the first attempt's first lines) from the first line after
-# them that dates where the training was: a dated step line, or a save's start (the training stopped there), less
-# the iterations between at the printed step times.
+# them that dates where the training was: a dated step line, a save's start (the training stopped there), or, when
+# its start is not dated (NeMo 2.0's Lightning line), its scheduling, less the iterations between at the printed
+# step times.
 STEP_TIMES_BACK_SQL = """
 UPDATE jl_fa SET ts = e.est, ts_precision = 'estimated'
 FROM (
     WITH anchors AS (
         SELECT sid, attempt, pos, it AS a_it, ts AS a_ts FROM jl_fa
-        WHERE ts_precision = 'exact' AND it IS NOT NULL AND fact IN ('step', 'save_start')
+        WHERE ts_precision = 'exact' AND it IS NOT NULL AND fact IN ('step', 'save_start', 'save_sched')
     ), s AS (
         SELECT f.sid, f.attempt, f.pos, f.iteration, f.step_time_s, a.pos AS a_pos, a.a_it, a.a_ts
         FROM jl_fa f ASOF JOIN anchors a ON a.sid = f.sid AND a.attempt = f.attempt AND a.pos > f.pos
@@ -99,6 +100,74 @@ FROM (
 ) p
 WHERE jl_fa.sid = p.sid AND jl_fa.pos = p.pos AND jl_fa.fact = 'step' AND jl_fa.step_time_s IS NULL
   AND p.pace > 0
+"""
+
+# A save between two step lines that only its start dates (DeepSpeed 0.17.1's, Hugging Face's): the time the step
+# times were measured over holds it; the next interval's pace (without a save) is the training's.
+OPEN_SAVE_PACE_SQL = """
+UPDATE jl_fa SET step_time_s = p.next_pace
+FROM (
+    WITH st AS (
+        SELECT sid, attempt, pos, lag(pos) OVER w AS p_pos, lead(step_time_s) OVER w AS next_pace
+        FROM jl_fa WHERE fact = 'step' WINDOW w AS (PARTITION BY sid, attempt ORDER BY pos)
+    ), open AS (
+        SELECT sid, attempt, it, max(ts) = min(ts) AND max(blocking_s) IS NULL AS undated_end
+        FROM jl_fa WHERE fact LIKE 'save%' AND ts_precision IN ('exact', 'estimated') AND NOT coalesce(is_async, false)
+        GROUP BY ALL
+    ), starts AS (
+        SELECT f.sid, f.attempt, f.pos FROM jl_fa f JOIN open o USING (sid, attempt, it)
+        WHERE f.fact = 'save_start' AND o.undated_end
+    )
+    SELECT DISTINCT st.sid, st.pos, st.next_pace
+    FROM st JOIN starts s ON s.sid = st.sid AND s.attempt = st.attempt AND s.pos > st.p_pos AND s.pos < st.pos
+    WHERE st.next_pace > 0
+) p
+WHERE jl_fa.sid = p.sid AND jl_fa.pos = p.pos AND jl_fa.fact = 'step'
+"""
+
+# A save that names no step of its own and took it from the last step line before it (torchtitan's "Saving the
+# checkpoint.", when the step it follows was not logged: a reactive or preemption save between two log_freq
+# lines): the steps done since that line, at its pace, are the time between them. One step's difference is what
+# tells a reactive save from a periodic one.
+SAVE_STEPS_SQL = """
+UPDATE jl_fa SET it = e.est_it
+FROM (
+    WITH st AS (
+        SELECT sid, attempt, pos, iteration, ts, step_time_s FROM jl_fa
+        WHERE fact = 'step' AND ts_precision IN ('exact', 'estimated') AND step_time_s > 0
+    ), starts AS (
+        SELECT f.sid, f.attempt, f.pos, f.ts, f.it FROM jl_fa f
+        WHERE f.fact = 'save_start' AND f.iteration IS NULL AND f.ts_precision = 'exact'
+    ), est AS (
+        SELECT s.sid, s.attempt, s.pos, s.it,
+            st.iteration + CAST(round((epoch(s.ts) - epoch(st.ts)) / st.step_time_s) AS BIGINT) AS est_it
+        FROM starts s ASOF JOIN st ON st.sid = s.sid AND st.attempt = s.attempt AND s.pos > st.pos
+        WHERE s.it = st.iteration
+    ), nxt AS (  -- the save's lines: up to the next step line
+        SELECT e.*, (SELECT min(x.pos) FROM st x WHERE x.sid = e.sid AND x.attempt = e.attempt AND x.pos > e.pos)
+            AS until_pos
+        FROM est e WHERE e.est_it > e.it
+    )
+    SELECT f.sid, f.pos, n.est_it FROM jl_fa f JOIN nxt n ON f.sid = n.sid AND f.attempt = n.attempt
+        AND f.pos >= n.pos AND f.pos < coalesce(n.until_pos, f.pos + 1)
+    WHERE f.fact LIKE 'save%' AND f.iteration IS NULL
+) e
+WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos
+"""
+
+# A save's start no line of its own dates (NeMo 2.0's Lightning line before NeMo's dated "Scheduled" one): the
+# step it follows ended then, when that step's line is dated (estimated) and is the save's step.
+SAVE_STARTS_SQL = """
+UPDATE jl_fa SET ts = e.ts, ts_precision = 'estimated'
+FROM (
+    WITH st AS (
+        SELECT sid, attempt, pos, iteration, ts FROM jl_fa
+        WHERE fact = 'step' AND ts_precision IN ('exact', 'estimated')
+    )
+    SELECT f.sid, f.pos, st.ts FROM jl_fa f ASOF JOIN st ON st.sid = f.sid AND st.attempt = f.attempt AND f.pos > st.pos
+    WHERE f.fact = 'save_start' AND f.ts_precision = 'inferred' AND st.iteration BETWEEN f.it - 1 AND f.it
+) e
+WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos
 """
 
 # A sync save whose end no line prints (DeepSpeed since 0.17.1 logs only its start, Hugging Face's Trainer never
@@ -150,15 +219,40 @@ FROM (
 WHERE checkpoints.source_id = e.sid AND checkpoints.line = e.line AND checkpoints.kind = 'restore'
 """
 
+# ... and an undated load bounded by the lines around it (Lightning's alone, NeMo 2.0) ended by the first step's
+# start too, when that comes first: its bound may be a quarter of an hour of training later.
+RESTORE_CAP_SQL = """
+UPDATE checkpoints SET end_ts = greatest(e.est, checkpoints.start_ts)
+FROM (
+    WITH c AS (
+        SELECT c.source_id AS sid, c.attempt, c.line, f.pos
+        FROM checkpoints c JOIN jl_fa f ON f.sid = c.source_id AND f.lineno = c.line AND f.fact LIKE 'load%'
+        WHERE list_contains($sids, c.source_id) AND c.kind = 'restore' AND c.ts_precision IN ('bounded', 'inferred')
+          AND c.blocking_s IS NULL AND c.end_ts IS NOT NULL AND c.start_ts IS NOT NULL
+    ), st AS (
+        SELECT sid, attempt, pos, ts, step_time_s FROM jl_fa
+        WHERE fact = 'step' AND ts_precision IN ('exact', 'estimated') AND step_time_s > 0
+    )
+    SELECT c.sid, c.line, st.ts - to_microseconds(CAST(st.step_time_s * 1e6 AS BIGINT)) AS est
+    FROM c ASOF JOIN st ON st.sid = c.sid AND st.attempt = c.attempt AND c.pos < st.pos
+) e
+WHERE checkpoints.source_id = e.sid AND checkpoints.line = e.line AND checkpoints.kind = 'restore'
+  AND e.est < checkpoints.end_ts
+"""
+
 
 def date_steps(conn: duckdb.DuckDBPyConnection) -> None:
     """Step times and step dates the lines do not print (jl_fa, before the rows are written)."""
     conn.execute(STEP_PACE_SQL)
+    conn.execute(OPEN_SAVE_PACE_SQL)
     conn.execute(STEP_TIMES_SQL)
     conn.execute(STEP_TIMES_BACK_SQL)
+    conn.execute(SAVE_STEPS_SQL)
+    conn.execute(SAVE_STARTS_SQL)
 
 
 def date_save_ends(conn: duckdb.DuckDBPyConnection, sids: dict[str, list[int]]) -> None:
     """The ends of the group's saves and loads that no line prints (checkpoints, once written; jl_fa still there)."""
     conn.execute(SAVE_ENDS_SQL, sids)
     conn.execute(RESTORE_ENDS_SQL, sids)
+    conn.execute(RESTORE_CAP_SQL, sids)
