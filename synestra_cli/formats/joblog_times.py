@@ -225,7 +225,7 @@ RESTORE_CAP_SQL = """
 UPDATE checkpoints SET end_ts = greatest(e.est, checkpoints.start_ts)
 FROM (
     WITH c AS (
-        SELECT c.source_id AS sid, c.attempt, c.line, f.pos
+        SELECT c.source_id AS sid, c.attempt, c.line, c.end_ts, f.pos
         FROM checkpoints c JOIN jl_fa f ON f.sid = c.source_id AND f.lineno = c.line AND f.fact LIKE 'load%'
         WHERE list_contains($sids, c.source_id) AND c.kind = 'restore' AND c.ts_precision IN ('bounded', 'inferred')
           AND c.blocking_s IS NULL AND c.end_ts IS NOT NULL AND c.start_ts IS NOT NULL
@@ -235,6 +235,7 @@ FROM (
     )
     SELECT c.sid, c.line, st.ts - to_microseconds(CAST(st.step_time_s * 1e6 AS BIGINT)) AS est
     FROM c ASOF JOIN st ON st.sid = c.sid AND st.attempt = c.attempt AND c.pos < st.pos
+    WHERE st.ts < c.end_ts  -- the first step line is not already its bound
 ) e
 WHERE checkpoints.source_id = e.sid AND checkpoints.line = e.line AND checkpoints.kind = 'restore'
   AND e.est < checkpoints.end_ts
