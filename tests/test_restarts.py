@@ -233,3 +233,26 @@ def test_torchrun_restarting_in_place_is_a_restart_within_one_attempt(conn, tmp_
     assert b.buckets_s["requeue"] == 0  # no requeue: torchrun's stop and rendezvous are start-up
     assert b.buckets_s["checkpoint_restore"] == pytest.approx(61.24)
     assert b.buckets_s["lost_work"] > 0 and b.buckets_s["hang"] > 0
+
+
+@pytest.mark.truth
+@pytest.mark.slow
+def test_a_worker_group_restarted_again_and_again_on_a_dead_gpu_is_one_loop(tmp_path):
+    """torchrun restarts the worker group three times on the GPU that fell off the bus, then Slurm requeues the
+    job: one restart loop of four restarts, for that GPU, its downtime the whole span from the fault to the
+    first step after the requeue (the simulator's truth)."""
+    from synestra_cli.simulate.scenarios import simulate
+    from synestra_cli.store.connect import connect
+
+    simulate(tmp_path, "gpu-fell-off-bus", seed=101, nodes=8, hours=4.0, trainer="megatron", launcher="torchrun")
+    job = next(j for j in json.loads((tmp_path / "truth.json").read_text())["jobs"] if j["job"] == "1001")
+    conn = connect(tmp_path / "store.duckdb")
+    ingest_paths(conn, [tmp_path / "exports"], IngestOptions())
+    (loop,) = explain_job(conn, "1001").to_json()["restart_loops"]
+    want = job["restarts"]
+    assert loop["restarts"] == len(want) >= 3 and loop["in_place"] == [r["in_place"] for r in want]
+    cause = job["attempts"][0]["cause"]
+    assert (loop["cause"]["category"], loop["cause"]["host"]) == (cause["category"], cause["host"])
+    span = (_ts(want[-1]["first_step_start"]) - _ts(want[0]["fault_at"])).total_seconds()
+    assert abs(loop["downtime_s"] - span) <= 60
+    conn.close()

@@ -360,7 +360,9 @@ def _restart_causes(
     failures: list[FailureExplanation],
 ) -> dict[int, Cause | None]:
     """Each restart's cause: its restore's (when that restore was explained), else the failure's of the
-    attempt it followed; its first signal dates the fault when no crash incident does."""
+    attempt it followed, else that of the next restart out of the same attempt (torchrun restarting in place
+    again and again, then Slurm requeueing: one attempt's failures, one cause); the cause's first signal dates
+    the fault when it lies in the failed segment."""
     by_restore = {(c.kind, c.attempt, c.iteration, c.start): c.cause for c in explained if c.kind == "restore"}
     by_attempt = {f.attempt: f.cause for f in failures}
     out: dict[int, Cause | None] = {}
@@ -369,9 +371,15 @@ def _restart_causes(
         cause = by_restore.get(("restore", cp.attempt, cp.iteration, cp.start)) if cp else None
         if cause is None and r.failed_attempt is not None:
             cause = by_attempt.get(r.failed_attempt)
+        out[k] = cause
+    for k in reversed(range(len(found))):  # a restart without a cause of its own: the attempt's
+        nxt = k + 1
+        if out[k] is None and nxt < len(found) and found[nxt].failed_attempt == found[k].failed_attempt:
+            out[k] = out[nxt]
+    for k, r in enumerate(found):
+        cause = out[k]
         r.cause_key = cause_key(cause)
         with_first_signal(r, cause.first_signal if cause else None)
-        out[k] = cause
     return out
 
 

@@ -128,7 +128,7 @@ class RestartLoopDoc(TypedDict):
     failed_iteration: int | None  # when every failed segment stopped at the same step
     first_at: Stamp
     last_at: Stamp
-    downtime_s: float | None  # summed over the restarts whose first step is dated: failure -> first step
+    downtime_s: float | None  # summed: each restart's failure to its first step (or, never trained, the next failure)
     undated_restarts: int  # restarts whose downtime the logs do not date
 
 

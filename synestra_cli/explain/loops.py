@@ -75,7 +75,7 @@ def restart_loops(restarts: list[Restart], causes: dict[int, Cause | None]) -> l
     for run in _runs(restarts):
         cause = causes.get(index[id(run[0])])
         first = [t for r in run if (t := _first_stage(r)) is not None]
-        downtime = [d for r in run if (d := r.downtime_s()) is not None]
+        downtime = [d for k, r in enumerate(run) if (d := _downtime(r, run[k + 1] if k + 1 < len(run) else None))]
         out.append(
             {
                 "attempts": [r.attempt for r in run],
@@ -95,6 +95,14 @@ def restart_loops(restarts: list[Restart], causes: dict[int, Cause | None]) -> l
             }
         )
     return out
+
+
+def _downtime(r: Restart, nxt: Restart | None) -> float | None:
+    """A restart's cost in wall time: from its failure to its first step; one that never trained (it failed
+    again first, as a worker group restarted on a GPU that is gone does) until the next restart's failure."""
+    t0 = _first_stage(r)
+    t1 = r.stages.get("first_step_start") or (_first_stage(nxt) if nxt is not None else None)
+    return max((t1 - t0).total_seconds(), 0.0) if t0 is not None and t1 is not None else None
 
 
 def _first_stage(r: Restart) -> datetime | None:

@@ -64,6 +64,7 @@ class Restart:
     failed_iteration: int | None = None  # the last iteration the failed segment printed
     cause_key: tuple[str, str | None, str | None] | None = None  # set by explain: the restart's cause
     segment: tuple[int, int] | None = field(default=None, repr=False)  # (attempt, log attempt) of the new segment
+    failed_start: datetime | None = field(default=None, repr=False)  # the failed segment's first dated line
 
     @property
     def undated(self) -> list[str]:
@@ -241,6 +242,7 @@ def restarts(
                 failed.attempt,
                 failed.last_iteration,
                 segment=(new.attempt, new.log_attempt),
+                failed_start=failed.start,
             )
         )
     return out
@@ -287,6 +289,8 @@ def with_first_signal(r: Restart, first_signal: datetime | None) -> Restart:
     notice = r.stages["noticed_at"] or r.stages["ended_at"]
     fault = r.stages["fault_at"]
     fits = notice is None or notice - timedelta(seconds=FIRST_SIGNAL_S) <= first_signal <= notice
+    # a segment torchrun started again after the fault struck failed of it too, but later: its own failure
+    fits = fits and (r.failed_start is None or first_signal >= r.failed_start)
     if fits and (fault is None or first_signal < fault):
         r.stages["fault_at"] = first_signal
     return r
