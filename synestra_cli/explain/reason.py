@@ -165,20 +165,15 @@ def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
     if _in_place(cp, ev):
         own = next((a for a in ev.scope.attempts if a.attempt == cp.attempt), None)
         failed = replace(own, end=None) if own is not None else None
-        # its failure came after the attempt's previous restart in place, if any
-        before = cp.start - _AGENT if cp.start else None
-        earlier = [i.ts for i in ev.incidents if _restarted(i, cp) and i.ts and before and i.ts < before]
-        since = max(earlier, default=None)
+        # its failure came after the attempt's previous restart in place, if any: the agent's lines before this
+        # restore report this failure (the last) and the ones before it
+        reported = sorted(i.ts for i in ev.incidents if _restarted(i, cp) and i.ts)
+        since = reported[-2] if len(reported) > 1 else None
         return _plan_failure(failed, cp.attempt, ev, ch.from_checkpoint(cp, cl.trigger), cp.start, since)
     prev = [a for a in ev.scope.attempts if cp.attempt is not None and a.attempt < cp.attempt]
     failed = prev[-1] if prev else None
     att_no = failed.attempt if failed else cp.attempt
     return _plan_failure(failed, att_no, ev, ch.from_checkpoint(cp, cl.trigger), cp.start)
-
-
-# torchrun's "Worker group FAILED" line comes after the failure it reports: an earlier restart's line is this far
-# before the restore at least (a new worker group starts, initialises and loads in between).
-_AGENT = timedelta(seconds=60)
 
 
 def _restarted(i: Incident, cp: Checkpoint) -> bool:

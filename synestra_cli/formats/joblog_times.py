@@ -49,7 +49,7 @@ WHERE jl_fa.sid = e.sid AND jl_fa.pos = e.pos AND jl_fa.fact = 'step'
 # its start is not dated (NeMo 2.0's Lightning line), its scheduling, less the iterations between at the printed
 # step times.
 STEP_TIMES_BACK_SQL = """
-UPDATE jl_fa SET ts = e.est, ts_precision = 'estimated'
+UPDATE jl_fa SET ts = e.est, ts_precision = 'estimated_back'
 FROM (
     WITH anchors AS (
         SELECT sid, attempt, pos, it AS a_it, ts AS a_ts FROM jl_fa
@@ -249,7 +249,8 @@ def date_steps(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(STEP_TIMES_SQL)
     conn.execute(STEP_TIMES_BACK_SQL)
     conn.execute(SAVE_STEPS_SQL)
-    conn.execute(SAVE_STARTS_SQL)
+    conn.execute(SAVE_STARTS_SQL)  # not from the steps dated back from that very save (they would date it by itself)
+    conn.execute("UPDATE jl_fa SET ts_precision = 'estimated' WHERE ts_precision = 'estimated_back'")
 
 
 def date_save_ends(conn: duckdb.DuckDBPyConnection, sids: dict[str, list[int]]) -> None:
