@@ -232,3 +232,16 @@ def test_whole_records_of_one_length_are_not_taken_for_a_terminal_cut():
         lines += [fin.format(h=h, s=s, i=s - 1), step.format(i=s + 9)]
     env = envelope.detect("\n".join(lines) + "\n")
     assert env is None or env.wrap_width == 0
+
+
+def test_megatrons_older_save_wording_alone_is_a_megatron_save(conn, tmp_path):
+    # checkpointing.py before May 2024 (and Megatron-DeepSpeed): `successfully saved checkpoint at iteration`,
+    # here with no iteration line around it (a checkpoint converter's, or a log cut to its saves)
+    lines = [
+        " [2024-03-01 10:00:00] saving checkpoint at iteration    5000 to /workspace/model/345m",
+        "  [2024-03-01 10:00:42] successfully saved checkpoint at iteration    5000 to /workspace/model/345m",
+    ]
+    assert ingest(conn, write(tmp_path, lines)) == "megatron"
+    assert saves(conn) == [
+        ("save", 5000, datetime(2024, 3, 1, 10, 0, 0), datetime(2024, 3, 1, 10, 0, 42), "exact"),
+    ]
