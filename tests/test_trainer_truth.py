@@ -20,15 +20,11 @@ from synestra_cli.simulate.model import LAUNCHERS, TRAINERS
 pytestmark = [pytest.mark.truth, pytest.mark.slow]
 
 TARGETS = {"trigger": 0.98, "category": 0.95, "host": 0.95, "component": 0.90}
-NOT_YET = {  # the reader does not read these yet (the baseline table in docs/simulator.md): Megatron too, for
-    # Slurm's requeue and node-failure lines (read as a preemption) and torchrun's in-place restarts
-    "megatron",
-    "srun",
+NOT_YET = {  # not at every target yet (docs/simulator.md, "After the readers"): NeMo 2.0's undated restore (only
+    # Lightning's lines, no time: the load is bounded by the start-up around it), one Hugging Face job's `other` 100 s
+    # over under torchrun; torchrun holds both
     "nemo2",
-    "torchtitan",
-    "deepspeed",
     "hf_trainer",
-    "orbax",
     "torchrun",
 }
 
