@@ -43,6 +43,7 @@ BY_PREFIX = [
     ("real_samples/training/tdhock-slurm_sacct", "sacct"),
     ("real_samples/kubernetes/events-table", "kube_events_table"),
     ("real_samples/kubernetes/", "kubernetes"),
+    ("real_samples/slurm/", "slurm_log"),
 ]
 BY_NAME = {
     "ceems-jobstats_sacct-P_cluster-column.txt": "sacct",
@@ -85,6 +86,22 @@ BY_NAME = {
     "gh-transformers-pr14946_hf-trainer-save-then-deepspeed.log": "deepspeed",
     "gh-transformers-pr27820_hf-save-plain-then-deepspeed-torch-engine.log": "deepspeed",
 }
+# Newer families (issue 35): the format by a part of the file name, in folders holding several formats.
+BY_NAME_PART = [
+    ("_nvidia-smi-q_", "nvidia_smi_q"),
+    ("_nvidia-smi-a_", "nvidia_smi_q"),
+    ("_nvidia-smi-query-gpu_", "nvidia_smi_csv"),
+    ("_dcgmi-diag", "dcgmi_diag"),
+    ("_TestDiagManagerStrings_", "dcgmi_diag"),
+    ("fabric/sonic-utilities_", "sonic_counters"),
+    ("ibswinfo", "ibswinfo"),
+    ("_perfquery-E_", "ib_counters"),
+    ("nccl-inspector_", "nccl_inspector"),
+    ("nvrx-fr-dumps_", "flight_recorder"),
+    ("nvrx-fr-attribution_", "fr_trace"),
+    ("_torchfrtrace-", "fr_trace"),
+    ("_nvrx-", "nvrx_log"),
+]
 TORCH_LOG = "torch_log"  # every other training gh-*.log: a failure log without framework lines
 
 
@@ -92,6 +109,9 @@ def expected_format(rel: str) -> str:
     name = rel.rsplit("/", 1)[-1]
     if name in BY_NAME:
         return BY_NAME[name]
+    for part, fmt in BY_NAME_PART:
+        if part in rel:
+            return fmt
     for prefix, fmt in BY_PREFIX:
         if rel.startswith(prefix):
             return fmt
@@ -664,6 +684,128 @@ FACTS = [
         1,
         8,
         host="n",
+    ),
+    # 13. The next formats on-call engineers paste (issue 35, class 5)
+    _f(
+        "nvidia/gpud_nvidia-smi-q_535.129.03_a10_row-remap-pending.txt",
+        "nvidia-smi -q identity: UUID, bus id, product",
+        "SELECT entity, uuid, pci_bus_id, model FROM gpus",
+        "gpu0",
+        "GPU-73d12ef7-f589-f867-4259-c7090ab44736",
+        "00000000:07:00.0",
+        "NVIDIA A10",
+        host="n",
+    ),
+    _f(
+        "nvidia/gpud_nvidia-smi-q_535.129.03_a10_row-remap-pending.txt",
+        "nvidia-smi -q: serial, row remapping pending, at the report's time stamp",
+        "SELECT e.fields->>'serial', m.value, m.ts FROM events e, metrics m "
+        "WHERE e.kind = 'gpu_identity' AND m.metric = 'gpu_row_remap_pending'",
+        "1324521052681",
+        1.0,
+        datetime(2024, 9, 25, 10, 40, 24),
+        host="n",
+    ),
+    _f(
+        "nvidia/aau-aicloud-docs_nvidia-smi-query-gpu_csv_units.txt",
+        "--query-gpu CSV with units: free memory, its own time stamp",
+        "SELECT entity, value, ts FROM metrics WHERE metric = 'gpu_fb_free_mib' ORDER BY ts LIMIT 1",
+        "gpu0",
+        1486.0,
+        datetime(2020, 11, 12, 13, 48, 11, 412000),
+        host="n",
+    ),
+    _f(
+        "nvidia/gh-go-dcgm-52_dcgmi-diag-r2_3.3.1_gpu-memory-fail_fragment.txt",
+        "dcgmi diag: GPU 0 failed the memory test",
+        "SELECT component, severity, fields->>'test' FROM events WHERE fields->>'status' = 'Fail'",
+        "gpu0",
+        "err",
+        "GPU Memory",
+        host="n",
+    ),
+    _f(
+        "slurm/gh-aws-parallelcluster-5670_slurmctld_requeue-node-failure_power-save.log",
+        "slurmctld requeue: job, time, node",
+        INC.format("job_id, ts, fields->>'host'", "requeue"),
+        "10",
+        datetime(2023, 8, 28, 16, 55, 46, 905000),
+        "a10g-1x-spot-dy-a10g-1x-spot-cr-0-1",
+        host="head-node",
+    ),
+    _f(
+        "fabric/sonic-utilities_command-reference_show-interfaces-counters.txt",
+        "SONiC RX_DRP with thousands separators",
+        "SELECT value FROM metrics WHERE metric = 'if_in_discards_total' AND entity = 'Ethernet0'",
+        18682.0,
+        host="n",
+    ),
+    _f(
+        "fabric/stanford-rc-ibswinfo_readme_default-output_qm8790.txt",
+        "ibswinfo: part number, firmware, fan 1",
+        "SELECT e.fields->>'part', e.fields->>'firmware', m.value FROM events e, metrics m "
+        "WHERE e.kind = 'switch_identity' AND m.metric = 'ibswinfo_fan_rpm' AND m.entity = 'fan1'",
+        "MQM8790-HS2F",
+        "27.2000.1886",
+        5426.0,
+        host="n",
+    ),
+    _f(
+        "fabric/treydock-infiniband_exporter_perfquery-E_lid2052-port1.txt",
+        "perfquery -E: the six PortRcvErrorDetails counters of lid 2052",
+        "SELECT count(*), min(entity) FROM metrics WHERE metric LIKE 'ib_port_rcv_%'",
+        6,
+        "lid2052",
+        host="n",
+    ),
+    _f(
+        "collectives/nccl-inspector_readme-2.28.1_coll-perf_allreduce.json",
+        "NCCL Inspector: rank 2's AllReduce bus bandwidth, host, dump time",
+        "SELECT entity, value, host, ts FROM metrics WHERE metric = 'nccl_coll_busbw_gbs'",
+        'rank2{comm="0x7f8c496ae9f661",coll="AllReduce"}',
+        485.119099,
+        "cw-dfw-h100-002-243-012",
+        datetime(2025, 5, 23, 19, 59, 37, 748202),
+    ),
+    _f(
+        "collectives/nvrx-fr-dumps_gpu_error_1st/_dump_12",
+        "Flight Recorder pickle: rank, world size, dump time",
+        INC.format("rank, fields->>'world_size', ts", "fr_dump"),
+        12,
+        "16",
+        datetime(2025, 9, 23, 6, 55, 5, 924024),
+    ),
+    _f(
+        "collectives/nvrx-fr-attribution_collective-analyzer_gpu-error-1st.txt",
+        "NVRx collective analyser: the missing rank and its group",
+        INC.format("rank, collective, fields->>'pg_desc'", "fr_missing_rank"),
+        12,
+        "nccl:all_to_all",
+        "EXPERT_MODEL_PARALLEL_GROUP",
+    ),
+    _f(
+        "collectives/pytorch-tutorials_flight-recorder_torchfrtrace-missing-rank.txt",
+        "fr_trace: rank 1 missing from all_reduce #5",
+        INC.format("rank, collective, seq", "fr_missing_rank"),
+        1,
+        "nccl:all_reduce",
+        5,
+    ),
+    _f(
+        "training/nemo-docs-resiliency_nvrx-straggler-report_512-ranks.log",
+        "NVRx straggler report: worst rank, its node and score, ranks scored",
+        INC.format("rank, fields->>'host', fields->>'score', fields->>'ranks'", "straggler_report"),
+        76,
+        "h100-001-253-012",
+        "0.94",
+        "512",
+    ),
+    _f(
+        "training/nemo-resiliency-demo_nvrx-straggler-detection_nemo-run-prefix.log",
+        "NVRx straggler warning: the ranks named, on their node",
+        "SELECT list(rank ORDER BY rank), min(fields->>'host') FROM job_incidents WHERE kind = 'straggler'",
+        [0, 1, 2, 4, 5, 6],
+        "4809917ea058",
     ),
     # 8. Prometheus exposition
     _f(

@@ -16,23 +16,33 @@ from synestra_cli.ingest import ingest_file
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 
 NAMES = [
+    "dcgmi_diag",
     "deepspeed",
     "ethtool_stats",
+    "flight_recorder",
+    "fr_trace",
     "gnmic_event",
     "hf_trainer",
     "ib_counters",
     "ibnetdiscover",
+    "ibswinfo",
     "kube_events_table",
     "kubernetes",
     "megatron",
     "metrics_long",
     "mlperf",
     "mlxlink",
+    "nccl_inspector",
     "nemo",
+    "nvidia_smi_csv",
+    "nvidia_smi_q",
+    "nvrx_log",
     "orbax_log",
     "prom_api_json",
     "prometheus",
     "sacct",
+    "slurm_log",
+    "sonic_counters",
     "sonic_fec_stats",
     "syslog",
     "topology_csv",
@@ -48,7 +58,17 @@ def test_every_module_defining_a_format_is_registered_under_its_name():
     defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
     assert defined == sorted(formats.registry()) == NAMES
     job_logs = {f.name for f in formats.job_log_formats()}
-    assert job_logs == {"deepspeed", "hf_trainer", "megatron", "mlperf", "nemo", "orbax_log", "torch_log", "torchtitan"}
+    assert job_logs == {
+        "deepspeed",
+        "hf_trainer",
+        "megatron",
+        "mlperf",
+        "nemo",
+        "nvrx_log",
+        "orbax_log",
+        "torch_log",
+        "torchtitan",
+    }
     assert all(f.facts for f in formats.job_log_formats())
 
 

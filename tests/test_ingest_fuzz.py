@@ -49,6 +49,18 @@ SEEDS = {
     "ghes": REAL_SAMPLES / "syslog" / "lkml-2020-06-amd-pci-bridge_rfc3164_ghes-pcie-corrected.log",
     "ethtool_queues": REAL_SAMPLES / "fabric" / "gh-ethq-15_prompt-ethtool-i-and-S_ena-queue-N.txt",
     "wrapped_watchdog": REAL_SAMPLES / "training" / "gh-open-r1-620_watchdog_wrapped-at-terminal-width.log",
+    "nvidia_smi_q": REAL_SAMPLES / "nvidia" / "gpud_nvidia-smi-q_535.129.03_a10_row-remap-pending.txt",
+    "nvidia_smi_csv": REAL_SAMPLES / "nvidia" / "aau-aicloud-docs_nvidia-smi-query-gpu_csv_units.txt",
+    "dcgmi_diag": REAL_SAMPLES / "nvidia" / "gh-go-dcgm-52_dcgmi-diag-r2_3.3.1_gpu-memory-fail_fragment.txt",
+    "dcgmi_diag_json": REAL_SAMPLES / "nvidia" / "dcgm-testing_TestDiagManagerStrings_per-gpu-json_3.x.json",
+    "slurm_log": REAL_SAMPLES / "slurm" / "gh-aws-parallelcluster-5670_slurmctld_requeue-node-failure_power-save.log",
+    "sonic_counters": REAL_SAMPLES / "fabric" / "sonic-utilities_command-reference_show-interfaces-counters.txt",
+    "ibswinfo": REAL_SAMPLES / "fabric" / "stanford-rc-ibswinfo_readme_default-output_qm8790.txt",
+    "perfquery_e": REAL_SAMPLES / "fabric" / "treydock-infiniband_exporter_perfquery-E_lid2052-port1.txt",
+    "nccl_inspector": REAL_SAMPLES / "collectives" / "nccl-inspector_readme-2.28.1_coll-perf_allreduce.json",
+    "fr_pickle": REAL_SAMPLES / "collectives" / "nvrx-fr-dumps_gpu_error_1st" / "_dump_12",
+    "fr_trace": REAL_SAMPLES / "collectives" / "pytorch-tutorials_flight-recorder_torchfrtrace-missing-rank.txt",
+    "nvrx": REAL_SAMPLES / "training" / "nemo-docs-resiliency_nvrx-straggler-report_512-ranks.log",
 }
 SEED_LINES = {name: path.read_bytes().splitlines(keepends=True)[:60] for name, path in SEEDS.items()}
 

@@ -52,6 +52,7 @@ from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, preempted
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
+from synestra_cli.signals.collectives import Laggard
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
@@ -244,6 +245,7 @@ def _evidence(
     failed: list[Attempt],
     windows: list[DegradationWindow],
     telemetry: JobTelemetry | None = None,
+    laggards: list[Laggard] | None = None,
 ) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause;
     `telemetry`: the job's, read already with a fleet's for these same windows, else read here."""
@@ -253,6 +255,7 @@ def _evidence(
         windows,
         inc,
         stragglers=lambda *window: straggler_host(conn, *window),
+        laggards=laggards or [],
     )
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
@@ -305,7 +308,7 @@ def explain_job(
     # attempt failures are whole-job facts: a view of one checkpoint or a time window leaves them out
     whole = checkpoint is None and since is None and until is None
     failed = unexplained_failures(scope, classified, inc) if whole else []
-    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows, telemetry)
+    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows, telemetry, inputs.laggards)
     failures = []
     for a in failed:
         r = reason_failure(a, ev)

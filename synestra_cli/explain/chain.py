@@ -15,6 +15,7 @@ from synestra_cli.explain.rules import ACTIVITY_METRICS, LAYERS, SKEW_S
 from synestra_cli.explain.triggers import Checkpoint
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
+from synestra_cli.signals.collectives import Laggard
 from synestra_cli.signals.events import Event, Incident
 from synestra_cli.signals.scope import Attempt
 from synestra_cli.signals.steps import DegradationWindow
@@ -97,6 +98,30 @@ def from_incident(i: Incident) -> ChainLink:
         what += f", hang began {i.ran_for_ms / 1000:.0f} s before it was logged"
     entity = f"rank{i.rank}" if i.rank is not None else None
     return ChainLink(i.ts, INCIDENT_LAYER.get(i.kind, "job"), i.host, entity, what, _log(i.path, i.line, i.message))
+
+
+def from_laggard(lag: Laggard) -> ChainLink:
+    """A rank the Flight Recorder finds behind: the collective its peers wait in, and where it runs; or a rank
+    NVRx's straggler detection named."""
+    if lag.found_by == "nvrx_straggler_detection":
+        where = f" on {lag.host}" if lag.host else ""
+        what = f"rank {lag.rank}{where} is a straggler: NVRx straggler detection named it"
+        more = {"kind": "straggler", "rank": lag.rank, "host_basis": lag.host_basis}
+        return ChainLink(lag.ts, "job", lag.host, f"rank{lag.rank}", what, _log(lag.path, lag.line, what, **more))
+    group = " ".join(x for x in (lag.pg_desc, f"(process group {lag.pg})" if lag.pg else "") if x)
+    peers = f"; {lag.waiting} peer(s) wait in it" if lag.waiting else ""
+    where = f" on {lag.host}" if lag.host else ""
+    basis = {"allocation": " (host from the allocation: rank // ranks per node)"}.get(lag.host_basis or "", "")
+    what = (
+        f"rank {lag.rank}{where} is behind: it never joined {lag.collective or 'the collective'}"
+        + (f" #{lag.seq}" if lag.seq is not None else "")
+        + (f" of {group}" if group else "")
+        + peers
+        + (f", behind in {lag.groups} process groups" if lag.groups > 1 else "")
+        + f" (flight recorder{', ' + lag.found_by if lag.found_by != 'flight_recorder' else ''}){basis}"
+    )
+    more = {"kind": "fr_lagging_rank", "rank": lag.rank, "host_basis": lag.host_basis, "seq": lag.seq}
+    return ChainLink(lag.ts, "collective", lag.host, f"rank{lag.rank}", what, _log(lag.path, lag.line, what, **more))
 
 
 def from_worker(i: Incident, note: str | None) -> ChainLink:

@@ -3,7 +3,7 @@
 A job's scope, checkpoints, incidents, last iterations and step-time degradation windows come from the
 store's reconciled job views, which DuckDB recomputes for every query: read one job at a time, a fleet's
 cold tax-report paid those views ~190 times over (192 campus jobs, ~10 queries each). `inputs_for`
-reads them for every job in five to seven queries and hands each job its own rows; each loader is the
+reads them for every job in six to eight queries and hands each job its own rows; each loader is the
 same query for one job as for many (signals/scope.py, signals/events.py, explain/triggers.py,
 signals/steps.py), so a job explained from the fleet's inputs is explained exactly as on its own
 (tests/test_explain_batch.py compares the JSON byte for byte).
@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli.explain.triggers import Checkpoint, last_iterations_for, load_checkpoints_for
+from synestra_cli.signals.collectives import Laggard, laggards_for
 from synestra_cli.signals.events import Incident, incidents_for
 from synestra_cli.signals.lifecycle import Lifecycle, lifecycles_for
 from synestra_cli.signals.scope import JobScope, load_scope, load_scopes
@@ -33,6 +34,7 @@ class JobInputs:
     last_iterations: dict[int | None, int]  # per attempt, the last iteration printed
     windows: list[DegradationWindow]  # step-time degradation windows, in onset order
     lifecycle: Lifecycle  # its log segments and the marks that date its restarts (signals/lifecycle.py)
+    laggards: list[Laggard]  # ranks the Flight Recorder finds behind in a collective (signals/collectives.py)
 
 
 def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
@@ -45,10 +47,17 @@ def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
         lambda c: last_iterations_for(c, jobs),
         lambda c: degradation_windows_for(c, jobs),
         lambda c: lifecycles_for(c, jobs),
+        lambda c: laggards_for(c, jobs),
     ]
-    scopes, checkpoints, incidents, last, windows, life = _read_together(conn, reads)
+    scopes, checkpoints, incidents, last, windows, life, lag = _read_together(conn, reads)
     return JobInputs(
-        scopes[job_id], checkpoints[job_id], incidents[job_id], last[job_id], windows.get(job_id, []), life[job_id]
+        scopes[job_id],
+        checkpoints[job_id],
+        incidents[job_id],
+        last[job_id],
+        windows.get(job_id, []),
+        life[job_id],
+        lag[job_id],
     )
 
 
@@ -64,9 +73,13 @@ def inputs_for(
         lambda c: last_iterations_for(c, job_ids),
         lambda c: degradation_windows_for(c, job_ids) if windows is None else windows,
         lambda c: lifecycles_for(c, job_ids),
+        lambda c: laggards_for(c, job_ids),
     ]
-    scopes, checkpoints, incidents, last, read, life = _read_together(conn, reads)
-    return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, []), life[j]) for j in job_ids}
+    scopes, checkpoints, incidents, last, read, life, lag = _read_together(conn, reads)
+    return {
+        j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, []), life[j], lag[j])
+        for j in job_ids
+    }
 
 
 # Each read is a few queries over the job views, whose cost is mostly DuckDB planning them (the views nest

@@ -30,10 +30,12 @@ from synestra_cli.explain.rules import (
 from synestra_cli.explain.triggers import Checkpoint, Classified
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
+from synestra_cli.signals.collectives import Laggard
 from synestra_cli.signals.events import Event, Incident
 from synestra_cli.signals.scope import Attempt, JobScope
 from synestra_cli.signals.steps import DegradationWindow
 
+FALLBACK_STRAGGLER = FALLBACK_CONFIDENCE["workload.straggler"]
 CRASH_INCIDENTS = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom")
 # Slurm's lines that say the attempt failed (formats/slurm_lines.py): how it ended, and when; never its cause.
 FAILED_ENDS = ("node_failure", "task_failure", "failed")
@@ -73,6 +75,7 @@ class Evidence:
     observed: bool = False  # any telemetry of the job's hosts: without it, "not the infrastructure" is a guess
     # (hosts, healthy until, slow from, until, since) -> the straggler's host, read only when needed
     stragglers: Callable[..., StragglerHost | None] | None = None
+    laggards: list[Laggard] = field(default_factory=list)  # ranks behind in a collective (Flight Recorder)
 
 
 def _hosts_of(ev: Evidence, attempt: int | None) -> set[str]:
@@ -270,6 +273,16 @@ def _worker_verdict(
     return Cause(category, host, None, p.ts or (oom.ts if oom else None), confidence), links
 
 
+def laggards_of(ev: Evidence, failed: Attempt | None, att_no: int | None) -> list[Laggard]:
+    """The ranks the Flight Recorder finds behind in this attempt (most process groups behind first);
+    dumps the store could not place in an attempt are taken for the attempt when their time falls in it."""
+
+    def during(t: datetime | None) -> bool:
+        return failed is None or t is None or failed.start is None or failed.start <= t <= (failed.end or t)
+
+    return [lag for lag in ev.laggards if lag.attempt == att_no or (lag.attempt is None and during(lag.ts))]
+
+
 def _plan_failure(
     failed: Attempt | None,
     att_no: int | None,
@@ -290,6 +303,8 @@ def _plan_failure(
     links += [ch.from_attempt_end(failed)] if failed and end else []
     links += [ch.from_window(w) for w in ev.windows if w.attempt == att_no and at is not None and w.end <= at]
     links += [tail] if tail else []
+    behind = laggards_of(ev, failed, att_no)
+    links += [ch.from_laggard(lag) for lag in behind]
     kinds = {i.kind for i in crashes}
     host = next((i.host for i in crashes if i.host), _first_node(failed))
     if kinds & {"python_exception", "cuda_error"}:
@@ -298,6 +313,10 @@ def _plan_failure(
         fallback = verdict
     elif "oom" in kinds:
         fallback = Cause("host.oom", host, None, at, 0.6)
+    elif behind:
+        # a hang with no infrastructure signal: the rank its peers wait for is where to look
+        lag = behind[0]
+        fallback = Cause("workload.straggler", lag.host, f"rank{lag.rank}", lag.ts or at, FALLBACK_STRAGGLER)
     else:
         fallback = _fallback("unknown")
     if fallback.category == "scheduler.preemption" or at is None:

@@ -23,6 +23,7 @@ TIE_ORDER = (
     "torchtitan",
     "deepspeed",
     "orbax_log",
+    "nvrx_log",
     "torch_log",
     "syslog",
     "sacct",

@@ -112,6 +112,12 @@ class LoadContext:
     # normalised copy. `envelope_columns`: (lineno, host, rank, stream, ts, tag) the prefix gave each line.
     envelope: Envelope | None = None
     envelope_columns: pa.Table | None = None
+    origin: Path | None = None  # the user's file when `path` is a copy (transcoded, normalised)
+
+    @property
+    def user_path(self) -> Path:
+        """The file as the user named it: what a name or folder says (a job id, a pod, a port) is read here."""
+        return self.origin or self.path
 
     @property
     def fallback_host(self) -> str | None:

@@ -23,58 +23,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.ib_pma import (
+    LEGACY_BITS,
+    NO_PMA,
+    PERFQUERY_MAP,
+    PERFQUERY_SELECTORS,
+    SYSFS_MAP,
+    WORD_COUNTERS,
+)
 from synestra_cli.formats.ibnetdiscover import guid, node_names
 from synestra_cli.formats.snapshot import MetricRows, fallback_host, snake, snapshot_time, to_float
 
-# (perfquery / ibqueryerrors name, sysfs counters/ name, canonical); data counters are in 4-byte words.
-PMA: list[tuple[str, str, str]] = [
-    ("PortXmitData", "port_xmit_data", "ib_port_xmit_data_bytes_total"),
-    ("PortRcvData", "port_rcv_data", "ib_port_rcv_data_bytes_total"),
-    ("PortXmitPkts", "port_xmit_packets", "ib_port_xmit_packets_total"),
-    ("PortRcvPkts", "port_rcv_packets", "ib_port_rcv_packets_total"),
-    ("SymbolErrorCounter", "symbol_error", "ib_port_symbol_errors_total"),
-    ("LinkErrorRecoveryCounter", "link_error_recovery", "ib_port_link_error_recovery_total"),
-    ("LinkDownedCounter", "link_downed", "ib_port_link_downed_total"),
-    ("PortRcvErrors", "port_rcv_errors", "ib_port_rcv_errors_total"),
-    ("PortRcvRemotePhysicalErrors", "port_rcv_remote_physical_errors", "ib_port_rcv_remote_physical_errors_total"),
-    ("PortRcvSwitchRelayErrors", "port_rcv_switch_relay_errors", "ib_port_rcv_switch_relay_errors_total"),
-    ("PortXmitDiscards", "port_xmit_discards", "ib_port_xmit_discards_total"),
-    ("PortXmitConstraintErrors", "port_xmit_constraint_errors", "ib_port_xmit_constraint_errors_total"),
-    ("PortRcvConstraintErrors", "port_rcv_constraint_errors", "ib_port_rcv_constraint_errors_total"),
-    ("LocalLinkIntegrityErrors", "local_link_integrity_errors", "ib_port_local_link_integrity_errors_total"),
-    (
-        "ExcessiveBufferOverrunErrors",
-        "excessive_buffer_overrun_errors",
-        "ib_port_excessive_buffer_overrun_errors_total",
-    ),
-    ("VL15Dropped", "VL15_dropped", "ib_port_vl15_dropped_total"),
-    ("PortXmitWait", "port_xmit_wait", "ib_port_xmit_wait_total"),
-]
-WORD_COUNTERS = {"ib_port_xmit_data_bytes_total", "ib_port_rcv_data_bytes_total"}
-# Widths of the legacy PortCounters error counters (IBA PortCounters attribute; sysfs counters/ reads them too):
-# such a counter stops at 2^w - 1 and stays there, so that value is no count (nor a rate): it is left out.
-LEGACY_BITS = {
-    "ib_port_symbol_errors_total": 16,
-    "ib_port_link_error_recovery_total": 8,
-    "ib_port_link_downed_total": 8,
-    "ib_port_rcv_errors_total": 16,
-    "ib_port_rcv_remote_physical_errors_total": 16,
-    "ib_port_rcv_switch_relay_errors_total": 16,
-    "ib_port_xmit_discards_total": 16,
-    "ib_port_xmit_constraint_errors_total": 8,
-    "ib_port_rcv_constraint_errors_total": 8,
-    "ib_port_local_link_integrity_errors_total": 4,
-    "ib_port_excessive_buffer_overrun_errors_total": 4,
-    "ib_port_vl15_dropped_total": 16,
-}
-# What the kernel's sysfs prints for a PMA counter of a device without a PMA (drivers/infiniband/core/sysfs.c).
-NO_PMA = "N/A (no PMA)"
-PERFQUERY_MAP = {pq: canonical for pq, _, canonical in PMA}
-SYSFS_MAP = {fs: canonical for _, fs, canonical in PMA}
-# perfquery fields that select counters rather than count anything.
-PERFQUERY_SELECTORS = {"PortSelect", "CounterSelect", "CounterSelect2"}
-
-PQ_HEADER = re.compile(r"^# Port (?:extended )?counters: Lid (\d+) (?:port (\d+)|all ports)")
+# `# Port counters:`, `# Port extended counters:` (-x), `# PortRcvErrorDetails counters:` (-E),
+# `# PortXmitDiscardDetails counters:` (-D): perfquery.c prints each attribute's name before `counters`.
+PQ_HEADER = re.compile(r"^# Port\w*(?: extended)? counters: Lid (\d+) (?:port (\d+)|all ports)")
 PQ_COMMAND = re.compile(r"perfquery\b.*?(?:-C|--Ca)[ =]?(\S+)")
 PQ_FIELD = re.compile(r"^(\w+):\.*(\S+)\s*$")
 IQE_NODE = re.compile(r'^Errors for (?:(0x[0-9a-fA-F]+) )?"([^"]*)"')
@@ -82,7 +44,7 @@ IQE_PORT = re.compile(r"^\s*GUID (0x[0-9a-fA-F]+) port (\d+|ALL):(.*)$")
 IQE_COUNTER = re.compile(r"\[(\w+) == (\d+)(?: \([^)]*\))?\]")
 IQE_DECORATIVE = re.compile(r"^\s*(?:Link info:.*|##.*|Data Counters for .*|ibwarn:.*|)$")
 SYSFS_LINE = re.compile(r"^(?:\S*?/infiniband/)?([\w-]+)/(?:ports/(\d+)/)?([\w/]+?):\s?(.*)$")
-PQ_SNIFF = re.compile(r"^# Port (?:extended )?counters: Lid \d+", re.MULTILINE)
+PQ_SNIFF = re.compile(r"^# Port\w*(?: extended)? counters: Lid \d+", re.MULTILINE)
 IQE_SNIFF = re.compile(r"^\s*GUID 0x[0-9a-fA-F]+ port (?:\d+|ALL): \[\w+ == \d+", re.MULTILINE)
 SYSFS_SNIFF = re.compile(r"^(?:\S*?/infiniband/)?[\w-]+/ports/\d+/(?:hw_)?counters/\w+:", re.MULTILINE)
 # ibstat (infiniband-diags ibstat.c) prints the logical and physical port states by name; the numbers are the
@@ -112,7 +74,7 @@ def _dialect(head: str) -> Dialect | None:
     # each pattern only where its literal part occurs: every file's head is sniffed with these
     if "CA '" in head and IBSTAT_SNIFF.search(head):
         return _ibstat
-    if "# Port " in head and PQ_SNIFF.search(head):
+    if "# Port" in head and PQ_SNIFF.search(head):
         return _perfquery
     if "GUID 0x" in head and IQE_SNIFF.search(head):
         return _ibqueryerrors

@@ -325,9 +325,10 @@ def resolve_job_ids(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -
     jobs = []
     for f in files:
         ctx = f.ctx
-        job = found.get(f.sid) or ctx.options.job_id or job_id_from_name(ctx.path)
+        named = ctx.user_path
+        job = found.get(f.sid) or ctx.options.job_id or job_id_from_name(named)
         if not job:
-            job = ctx.path.stem if ctx.path.suffix != ".gz" else Path(ctx.path.stem).stem
+            job = named.stem if named.suffix != ".gz" else Path(named.stem).stem
             f.result.notes.append(f"{ctx.display}: no job id in the log or its name; using {job!r} (give --job ID)")
         jobs.append(job)
     temp_table(conn, "jl_jobs", {"sid": ("BIGINT", [f.sid for f in files]), "job": ("VARCHAR", jobs)})

@@ -42,12 +42,13 @@ WHERE contains(body, ' iteration') AND regexp_matches(body, '{ITER_RE}')
   AND regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+')
 """
 
-# An iteration line cut short (no elapsed time): a broken framework line, counted as a reject.
+# An iteration line cut short (no elapsed time): a broken framework line, counted as a reject. (NeMo 2's
+# `Training epoch 0, iteration 3/19 | ...` is nemo.py's step line, not a cut Megatron one.)
 REJECT_SQL = rf"""
 SELECT sid, pos, lineno, 'reject' AS fact, 'Megatron iteration line without its elapsed time (truncated?)' AS message
 FROM jl_lines
 WHERE contains(body, ' iteration') AND regexp_matches(body, '{ITER_RE}')
-  AND NOT regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+')
+  AND NOT regexp_matches(body, 'elapsed time per iteration \(ms\): [0-9.]+') AND NOT contains(body, 'Training epoch ')
 """
 
 CKPT_SQL = r"""

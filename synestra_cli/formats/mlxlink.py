@@ -104,7 +104,7 @@ def load(ctx: LoadContext) -> LoadResult:
     result = LoadResult()
     lines = ANSI.sub("", ctx.text_with_command()).splitlines()
     ts, header_line = snapshot_time(ctx, lines, result)
-    by_name = _entity_from_name(ctx.path.name)
+    by_name = _entity_from_name(ctx.user_path.name)
     # --json output may follow a date line and the echoed command: they are its preamble
     json_start = next((i for i, line in enumerate(lines[:4]) if line.lstrip().startswith("{")), None)
     if json_start is None:

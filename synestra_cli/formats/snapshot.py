@@ -55,7 +55,7 @@ INSERT INTO topology (host, nic, switch, switch_port, rack, source_id)
 SELECT host, nic, switch, switch_port, rack, $sid FROM topology_rows ORDER BY host, nic
 """
 
-_CATALOG = pa.table(
+CATALOG_TABLE = pa.table(
     {
         "metric": [m.name for m in CANONICAL],
         "unit": [m.unit for m in CANONICAL],
@@ -140,7 +140,7 @@ class MetricRows:
         if not len(self):
             return 0
         rows = pa.table(self.cols, schema=METRIC_SCHEMA)
-        with registered(ctx.conn, "snapshot_rows", rows), registered(ctx.conn, "snapshot_catalog", _CATALOG):
+        with registered(ctx.conn, "snapshot_rows", rows), registered(ctx.conn, "snapshot_catalog", CATALOG_TABLE):
             ctx.conn.execute(INSERT_METRICS_SQL, {"sid": ctx.source_id})
             ctx.conn.execute(INSERT_CATALOG_SQL)
         return len(self)

@@ -15,7 +15,8 @@ Also the `torch_log` format: a log that carries only such lines and no framework
   ("During handling of the above exception") are one incident, the last exception's.
 - CUDA errors outside a traceback (`what():  CUDA error: uncorrectable ECC error encountered`).
 - torch elastic agent: "Worker group FAILED. 2/3 attempts left; will restart worker group" ->
-  elastic_restart; "Received SIGTERM / Signals.SIGTERM / 15 death signal" -> sigterm.
+  elastic_restart (NVRx's ft_launcher prints the same behind `[ft_launcher@host]`: launcher and host kept);
+  "Received SIGTERM / Signals.SIGTERM / 15 death signal" -> sigterm.
 - Slurm's and srun's own lines (how the attempt ended, the job id): formats/slurm_lines.py.
 """
 
@@ -148,12 +149,13 @@ FROM jl_lines WHERE contains(body, 'CUDA error: ') AND NOT regexp_matches(body, 
 
 ELASTIC_SQL = r"""
 SELECT sid, pos, lineno, 'incident' AS fact, 'elastic_restart' AS kind, ts, ts_precision, rank, trim(body) AS message,
-    json_object('role', m.role, 'state', m.state, 'attempts_left', TRY_CAST(m.left AS INTEGER),
-                'max_restarts', TRY_CAST(m.max AS INTEGER)) AS fields
-FROM (SELECT *, regexp_extract(body,
-                               '\[(\w+)\] Worker group (FAILED|UNHEALTHY)\. (\d+)/(\d+) attempts left; will restart',
-                               ['role', 'state', 'left', 'max']) AS m
-      FROM jl_lines WHERE contains(body, 'attempts left; will restart worker group'))
+    CASE WHEN contains(body, '[ft_launcher@') THEN json_merge_patch(f, json_object('launcher', 'ft_launcher',
+             'host', nullif(regexp_extract(body, '\[ft_launcher@([^\]\s]+)\]', 1), ''))) ELSE f END AS fields
+FROM (SELECT *, json_object('role', m.role, 'state', m.state, 'attempts_left', TRY_CAST(m.left AS INTEGER),
+                             'max_restarts', TRY_CAST(m.max AS INTEGER)) AS f
+      FROM (SELECT *, regexp_extract(body, '\[(\w+)\] Worker group (FAILED|UNHEALTHY)\. (\d+)/(\d+) attempts left; '
+                                           'will restart', ['role', 'state', 'left', 'max']) AS m
+            FROM jl_lines WHERE contains(body, 'attempts left; will restart worker group')))
 UNION ALL BY NAME
 SELECT sid, pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
     json_object('source', 'torchelastic', 'signal', regexp_extract(body, 'Received (\S+) death signal', 1)) AS fields

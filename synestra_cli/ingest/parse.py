@@ -281,6 +281,7 @@ def _context(
         evidence=stores.evidence,
         envelope=p.envelope,
         envelope_columns=columns,
+        origin=p.path if readable != p.path else None,
     )
 
 

@@ -19,12 +19,12 @@ import duckdb
 
 from synestra_cli import formats
 from synestra_cli.errors import InputError, UnknownFormatError
-from synestra_cli.formats import envelope, envelope_sql
+from synestra_cli.formats import envelope, envelope_sql, flight_recorder
 from synestra_cli.formats.base import UTF8_BOM, Format, IngestOptions, decode, is_gzip, read_head, utf16_codec
 from synestra_cli.formats.envelope import Envelope
 from synestra_cli.store.sql import quote_ident
 
-PARQUET_MAGIC = b"PAR1"  # the one binary format we read (long-form metrics)
+PARQUET_MAGIC = b"PAR1"  # binary formats read: long-form metrics as Parquet, Flight Recorder pickles
 KNOWN_SQL = "SELECT source_id, path, sha256, format, bytes, options FROM {store}.main.sources ORDER BY source_id"
 
 
@@ -95,7 +95,7 @@ def check_readable(path: Path) -> tuple[str, str | None]:
     else:
         text = None
     if text is None:
-        if b"\x00" in head[:8192] and not head.startswith(PARQUET_MAGIC):
+        if b"\x00" in head[:8192] and not (head.startswith(PARQUET_MAGIC) or flight_recorder.is_pickled_dump(head)):
             raise InputError(f"{path}: binary file, not a log or metric export")
         text = decode(head)
     if not text.strip():
