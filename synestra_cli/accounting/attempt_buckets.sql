@@ -10,10 +10,20 @@ att0 AS (
     WHERE job_id IN (SELECT job_id FROM sel) AND start_ts IS NOT NULL AND end_ts IS NOT NULL
 ),
 segn AS (SELECT job_id, attempt, max(n_seg) AS n FROM segs0 GROUP BY ALL),
-segt AS (  -- the segments of the log that cut the attempt most
+segt0 AS (  -- the segments of the log that cut the attempt most
     SELECT s.job_id, s.attempt, s.seg, min(s.start_ts) AS log_start, max(s.end_ts) AS log_end
     FROM segs0 s JOIN segn n ON n.job_id = s.job_id AND n.attempt = s.attempt AND s.n_seg = n.n
     GROUP BY ALL
+),
+wstart AS (
+    SELECT job_id, attempt, ts FROM job_marks_reconciled
+    WHERE kind = 'worker_start' AND job_id IN (SELECT job_id FROM sel) AND ts IS NOT NULL
+),
+segt AS (  -- a segment restarted in place begins when the agent starts its workers ("Starting worker group",
+    -- printed before the new workers' first line), not at that line: the new workers' start-up is the segment's
+    SELECT t.* REPLACE (coalesce((SELECT max(w.ts) FROM wstart w WHERE w.job_id = t.job_id AND w.attempt = t.attempt
+                                    AND w.ts <= t.log_start AND w.ts > t.prev_start), t.log_start) AS log_start)
+    FROM (SELECT *, lag(log_start) OVER (PARTITION BY job_id, attempt ORDER BY seg) AS prev_start FROM segt0) t
 ),
 agent AS (
     SELECT i.job_id, i.attempt, coalesce(m.seg, 1) AS seg, max(coalesce(i.logged_ts, i.ts)) AS failed_at

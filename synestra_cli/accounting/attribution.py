@@ -75,6 +75,7 @@ def _failure_charges(job: JobTax, checkpoints: list, failures: list) -> Iterable
         tied = _key(restore) if restore else ("failure", failure.attempt, None) if failure else None
         for bucket, secs in (("lost_work", cut["lost_work_s"]), ("hang", cut["hang_s"]), ("requeue", cut["requeue_s"])):
             yield Charge(*who, bucket, secs, tied)
+        yield Charge(*who, "startup", cut["restart_gap_s"], tied)  # torchrun's stop and rendezvous after it
         if nxt is not None:
             yield Charge(*who, "startup", nxt["startup_s"], tied)
 

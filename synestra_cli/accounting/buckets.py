@@ -39,6 +39,18 @@ TAX_BUCKETS = ("checkpoint_save", "checkpoint_restore", "lost_work", "hang", "re
 
 # Attempt states after which the job resumes from its last checkpoint (work since it is lost).
 CLEAN_END_STATES = ("COMPLETED", "RUNNING")
+# The job log's own lines that say its workers died (not a warning, a straggler or a collective trace).
+CRASH_KINDS = (
+    "cuda_error",
+    "oom",
+    "nccl_error",
+    "python_exception",
+    "worker_failed",
+    "elastic_restart",
+    "sigterm",
+    "task_exit",
+    "job_end",
+)
 
 # Shared by both queries below (bucket_lines.sql): the log segments, restores and iteration lines per segment.
 LINES_CTES = sql_file(__package__, "bucket_lines.sql")
@@ -98,18 +110,23 @@ progress AS (
            max(ts) AS t_last_step, max(iteration) AS last_iteration
     FROM lines GROUP BY ALL
 ),
-hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ran for")
-    SELECT i.job_id, i.attempt, coalesce(m.seg, 1) AS seg, min(i.ts) AS hang_start
+hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ran for"); a crash dates a segment
+    -- that never trained: its start-up ends there, the workers' stop after it is hang
+    SELECT i.job_id, i.attempt, coalesce(m.seg, 1) AS seg,
+           min(i.ts) FILTER (WHERE i.kind = 'nccl_timeout') AS hang_start,
+           min(coalesce(i.ts, i.logged_ts)) FILTER (WHERE list_contains($crashes, i.kind)) AS crashed_at
     FROM job_incidents_reconciled i
     LEFT JOIN segmap m ON m.job_id = i.job_id AND m.source_id = i.source_id AND m.log_attempt = i.log_attempt
-    WHERE i.kind = 'nccl_timeout' AND i.job_id IN (SELECT job_id FROM sel) GROUP BY ALL
+    WHERE i.job_id IN (SELECT job_id FROM sel) GROUP BY ALL
 ),
 cut0 AS (
     SELECT a.*, coalesce(r.restore_s, 0) AS restore_s, coalesce(v.save_s, 0) AS save_s,
            v.saved_iteration, p.last_iteration, v.resume, p.t_last_step, h.hang_start,
            a.state IS NULL OR NOT list_contains($clean, split_part(a.state, ' ', 1)) AS failed,
            -- an attempt that died before its first step "starts training" when it hung
-           least(greatest(coalesce(p.t_first, h.hang_start, a.end_ts), coalesce(r.restore_end, a.start_ts),
+           least(greatest(coalesce(p.t_first, h.hang_start, CASE WHEN a.state IS NULL OR NOT list_contains(
+                                   $clean, split_part(a.state, ' ', 1)) THEN h.crashed_at END, a.end_ts),
+                          coalesce(r.restore_end, a.start_ts),
                           a.start_ts), a.end_ts) AS t_first
     FROM att a
     LEFT JOIN restores r USING (job_id, attempt, seg) LEFT JOIN save_totals v USING (job_id, attempt, seg)
@@ -123,9 +140,10 @@ cut AS (  -- t_last never precedes t_first: the intervals stay disjoint
 SELECT job_id, attempt, seg, start_ts, end_ts, state, failed, is_last, t_first, t_last,
        coalesce(greatest(resume, t_first), t_first) AS resume_ts,
        saved_iteration, last_iteration, restore_s, save_s,
-       -- an in-place restart's stop of the old workers and new rendezvous is start-up (torchrun's), not a requeue
-       greatest(epoch(t_first - start_ts) - restore_s, 0)
-           + coalesce(greatest(epoch(next_seg_start - end_ts), 0), 0) AS startup_s,
+       greatest(epoch(t_first - start_ts) - restore_s, 0) AS startup_s,
+       -- an in-place restart's stop of the old workers and new rendezvous is start-up (torchrun's), not a requeue;
+       -- kept apart: it is outside the segment, and the cost of its failure, not of its own start
+       coalesce(greatest(epoch(next_seg_start - end_ts), 0), 0) AS restart_gap_s,
        CASE WHEN failed THEN greatest(epoch(t_last - coalesce(greatest(resume, t_first), t_first)), 0) ELSE 0 END
            AS lost_work_s,
        CASE WHEN failed THEN greatest(epoch(end_ts - t_last), 0) ELSE 0 END AS hang_s,
@@ -205,7 +223,7 @@ def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str], ideal: dic
     """Per attempt: the cut instants and the time-based buckets, for every job in job_ids."""
     _register_jobs(conn, job_ids)
     _register_ideal(conn, ideal)
-    cur = conn.execute(ATTEMPT_BUCKETS_SQL, {"clean": list(CLEAN_END_STATES)})
+    cur = conn.execute(ATTEMPT_BUCKETS_SQL, {"clean": list(CLEAN_END_STATES), "crashes": list(CRASH_KINDS)})
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
@@ -290,6 +308,7 @@ def _clamped(cuts: list[dict], notes: list[str]) -> dict[str, float]:
                 )
             b[bucket] += value
         b["requeue"] += max(c["requeue_s"] or 0.0, 0.0)
+        b["startup"] += max(c["restart_gap_s"] or 0.0, 0.0)
     return b
 
 

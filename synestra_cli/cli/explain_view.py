@@ -103,6 +103,8 @@ def _charged(tax: CheckpointTaxDoc) -> Text:
 def _checkpoint(node: Tree, cp: CheckpointExplanation, restart: RestartDoc | None = None) -> None:
     when = cp.start.strftime("%Y-%m-%d %H:%M:%SZ") if cp.start else "time not logged"
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
+    if cp.precision == "bounded" and cp.duration_s is not None:  # its lines carry no time: a bound, not a measure
+        dur = f"at most {dur} (not dated)"
     head = _text(f"{cp.kind} @ iteration {cp.iteration}  {when}  {dur}  ")
     _add(head, cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
     branch = node.add(head)

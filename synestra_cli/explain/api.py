@@ -87,6 +87,9 @@ class CheckpointExplanation:
     chain: list[ChainLink] = field(default_factory=list)
     alternatives: list[Cause] = field(default_factory=list)
     tax: CheckpointTaxDoc | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
+    # how its lines date it (triggers.Checkpoint.precision): `bounded` is a load or save whose lines carry no time,
+    # placed between the dated lines around it: its start is not its own and its duration only a bound
+    precision: str | None = None
 
     @property
     def routine(self) -> bool:
@@ -165,6 +168,7 @@ def _checkpoint_json(c: CheckpointExplanation, copied: bool) -> CheckpointDoc:
         "chain": [link_doc(lk, copied) for lk in c.chain],
         "alternatives": [_cause_json(a, copied) for a in c.alternatives],
         "tax": c.tax,
+        "precision": c.precision,
     }
 
 
@@ -339,6 +343,7 @@ def explain_job(
                 r.cause,
                 r.chain,
                 r.alternatives,
+                precision=cp.precision,
             )
         )
     cadence = learn_cadence([c.iteration for c in cps if c.kind == "save" and c.iteration])

@@ -87,6 +87,9 @@ class CheckpointDoc(TypedDict):
     chain: list[LinkDoc]
     alternatives: list[CauseDoc]
     tax: CheckpointTaxDoc | None  # explain --tax (accounting/checkpoint_tax.py)
+    # exact | bounded (its lines carry no time: start and end are the dated lines around it, duration at most)
+    # | inferred (its neighbours' times) | estimated (an end no line prints, from the first step after it)
+    precision: str | None
 
 
 class FailureDoc(TypedDict):

@@ -104,6 +104,11 @@ def _cost(cp: CheckpointExplanation) -> list[str]:
         if cp.duration_s is not None
         else f"this {cp.kind}'s duration was not logged"
     )
+    if cp.precision == "bounded" and cp.duration_s is not None:
+        own = (
+            f"this {cp.kind} blocked the job at most {cp.duration_s:.1f} s (its lines carry no time: it is dated "
+            "only by the lines around it)"
+        )
     if not cp.tax:
         return [
             f"- {own}",

@@ -266,6 +266,7 @@ def _checkpoint(doc: CheckpointDoc) -> CheckpointExplanation:
         chain,
         [c for c in map(_cause, doc["alternatives"]) if c is not None],
         doc["tax"],
+        precision=doc.get("precision"),
     )
 
 

@@ -220,20 +220,24 @@ WHERE checkpoints.source_id = e.sid AND checkpoints.line = e.line AND checkpoint
 """
 
 # ... and an undated load bounded by the lines around it (Lightning's alone, NeMo 2.0) ended by the first step's
-# start too, when that comes first: its bound may be a quarter of an hour of training later.
+# start too, when that comes first: its bound may be a quarter of an hour of training later. The first step line
+# after a load may cover several steps (NeMo 2's progress line every log_interval): the first step began those
+# steps before it, at the line's printed pace, not one.
 RESTORE_CAP_SQL = """
 UPDATE checkpoints SET end_ts = greatest(e.est, checkpoints.start_ts)
 FROM (
     WITH c AS (
-        SELECT c.source_id AS sid, c.attempt, c.line, c.end_ts, f.pos
+        SELECT c.source_id AS sid, c.attempt, c.line, c.end_ts, c.iteration, f.pos
         FROM checkpoints c JOIN jl_fa f ON f.sid = c.source_id AND f.lineno = c.line AND f.fact LIKE 'load%'
         WHERE list_contains($sids, c.source_id) AND c.kind = 'restore' AND c.ts_precision IN ('bounded', 'inferred')
           AND c.blocking_s IS NULL AND c.end_ts IS NOT NULL AND c.start_ts IS NOT NULL
     ), st AS (
-        SELECT sid, attempt, pos, ts, step_time_s FROM jl_fa
+        SELECT sid, attempt, pos, ts, it, step_time_s FROM jl_fa
         WHERE fact = 'step' AND ts_precision IN ('exact', 'estimated') AND step_time_s > 0
     )
-    SELECT c.sid, c.line, st.ts - to_microseconds(CAST(st.step_time_s * 1e6 AS BIGINT)) AS est
+    SELECT c.sid, c.line,
+        st.ts - to_microseconds(CAST(greatest(coalesce(st.it - c.iteration, 1), 1) * st.step_time_s * 1e6 AS BIGINT))
+            AS est
     FROM c ASOF JOIN st ON st.sid = c.sid AND st.attempt = c.attempt AND c.pos < st.pos
     WHERE st.ts < c.end_ts  -- the first step line is not already its bound
 ) e
