@@ -107,10 +107,13 @@ def test_stages_the_log_does_not_date_are_named_not_guessed(conn, tmp_path):
     lines = [ln for ln in lines if "after megatron is initialized" not in ln]
     (tmp_path / "4242.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert ingest_file(conn, tmp_path / "4242.log", IngestOptions()).status == "loaded"
-    (r,) = explain_job(conn, "4242").to_json()["restarts"]
+    doc = explain_job(conn, "4242").to_json()
+    (r,) = doc["restarts"]
     # no sacct: the log's own first and last dated lines bound the attempts; no dated line before the load and
     # no timer: its start is not dated (its end is: the built mark); no initialised mark
     assert r["undated"] == ["startup_end", "load_start"]
+    # and the restore says its lines do not date it (its neighbours' times: no dated line before it)
+    assert [c["precision"] for c in doc["checkpoints"] if c["kind"] == "restore"] == ["inferred"]
     assert r["load_start"] is None and r["load_end"] == datetime(2025, 3, 1, 10, 34, 10)
     assert r["ended_at"] == datetime(2025, 3, 1, 10, 15, 10, 123456)
 
@@ -256,3 +259,40 @@ def test_a_worker_group_restarted_again_and_again_on_a_dead_gpu_is_one_loop(tmp_
     span = (_ts(want[-1]["first_step_start"]) - _ts(want[0]["fault_at"])).total_seconds()
     assert abs(loop["downtime_s"] - span) <= 60
     conn.close()
+
+
+# ... and restarting it once more when the new workers die in their start-up (a CUDA error as they touch the GPU,
+# after Megatron's first banner): the second segment never reaches a step.
+_AGAIN = IN_PLACE.index(AGENT.format(hms="10:15:25", n=685, msg="[default] Starting worker group")) + 1
+NEVER_TRAINED = [
+    *IN_PLACE[:_AGAIN],
+    LOG[14],  # using world size ...
+    "E0301 10:15:30.000000 3304089 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+    "local_rank: 3 (pid: 3305000) of binary: /usr/bin/python3",
+    AGENT.format(
+        hms="10:15:30", n=884, msg="[default] Worker group FAILED. 1/3 attempts left; will restart worker group"
+    ),
+    AGENT.format(hms="10:15:30", n=699, msg="[default] Stopping worker group"),
+    AGENT.format(hms="10:15:33", n=677, msg="[default] Rendezvous'ing worker group"),
+    AGENT.format(hms="10:15:38", n=685, msg="[default] Starting worker group"),
+    *IN_PLACE[_AGAIN:],
+]
+
+
+def test_a_segment_that_never_trained_is_start_up_then_hang_and_its_restart_gap_is_start_up(conn, tmp_path):
+    (tmp_path / "4343.log").write_text("\n".join(NEVER_TRAINED) + "\n", encoding="utf-8")
+    sacct = (
+        "JobID|State|ExitCode|Start|End|NodeList|AllocTRES\n"
+        "4343|COMPLETED|0:0|2025-03-01T10:00:20|2025-03-01T10:25:00|gpu-[001-002]|gres/gpu=16\n"
+    )
+    (tmp_path / "sacct.txt").write_text(sacct, encoding="utf-8")
+    for name in ("sacct.txt", "4343.log"):
+        assert ingest_file(conn, tmp_path / name, IngestOptions()).status == "loaded"
+    b = tax_report(conn, ["4343"]).jobs[0].buckets
+    (seg,) = [c for c in b.attempts if c["seg"] == 2]
+    # it begins when the agent starts its workers, its start-up ends at their crash, the stop after it is hang
+    assert seg["start_ts"] == datetime(2025, 3, 1, 10, 15, 25) and seg["t_first"] == datetime(2025, 3, 1, 10, 15, 30)
+    assert (seg["startup_s"], seg["hang_s"], seg["lost_work_s"]) == (5.0, 3.0, 0.0)
+    assert seg["restart_gap_s"] == 5.0  # the next rendezvous to the next "Starting worker group": start-up
+    assert not b.notes  # nothing clamped: every second is in a bucket of its own
+    assert b.buckets_s["requeue"] == 0

@@ -105,6 +105,8 @@ def _checkpoint(node: Tree, cp: CheckpointExplanation, restart: RestartDoc | Non
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
     if cp.precision == "bounded" and cp.duration_s is not None:  # its lines carry no time: a bound, not a measure
         dur = f"at most {dur} (not dated)"
+    elif cp.precision == "inferred" and cp.duration_s is not None:  # its neighbours' times
+        dur = f"{dur} (not dated)"
     head = _text(f"{cp.kind} @ iteration {cp.iteration}  {when}  {dur}  ")
     _add(head, cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
     branch = node.add(head)

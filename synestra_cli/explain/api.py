@@ -49,7 +49,7 @@ from synestra_cli.explain.rules import (
     SCHEMA,
 )
 from synestra_cli.explain.runbook import enrich
-from synestra_cli.explain.triggers import Classified, classify, learn_cadence, preempted
+from synestra_cli.explain.triggers import Checkpoint, Classified, classify, learn_cadence, preempted
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.collectives import Laggard
@@ -152,6 +152,12 @@ def _cause_json(c: Cause, copied: bool) -> CauseDoc:
         "action": c.action,
         "evidence": [link_doc(lk, copied) for lk in c.evidence],
     }
+
+
+def _precision(cp: Checkpoint) -> str | None:
+    """A bounded checkpoint whose duration its log states (Megatron's load-checkpoint timer) is placed that long
+    before its end: its times are estimated, its duration is a measure, not a bound."""
+    return "estimated" if cp.precision == "bounded" and cp.blocking_s is not None else cp.precision
 
 
 def _checkpoint_json(c: CheckpointExplanation, copied: bool) -> CheckpointDoc:
@@ -343,7 +349,7 @@ def explain_job(
                 r.cause,
                 r.chain,
                 r.alternatives,
-                precision=cp.precision,
+                precision=_precision(cp),
             )
         )
     cadence = learn_cadence([c.iteration for c in cps if c.kind == "save" and c.iteration])

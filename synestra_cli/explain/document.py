@@ -88,7 +88,7 @@ class CheckpointDoc(TypedDict):
     alternatives: list[CauseDoc]
     tax: CheckpointTaxDoc | None  # explain --tax (accounting/checkpoint_tax.py)
     # exact | bounded (its lines carry no time: start and end are the dated lines around it, duration at most)
-    # | inferred (its neighbours' times) | estimated (an end no line prints, from the first step after it)
+    # | inferred (its neighbours' times) | estimated (a time no line prints, from a stated duration or the next step)
     precision: str | None
 
 
