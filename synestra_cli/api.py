@@ -121,7 +121,7 @@ class ExplainResult:
     explanation: JobExplanation  # the whole typed explanation (synestra_cli.explain.api)
 
     def to_json(self) -> ExplainDoc:
-        """The `synestra.explain/2` document `synestra explain --format json` prints."""
+        """The `synestra.explain/3` document `synestra explain --format json` prints."""
         return self.explanation.to_json()
 
     def to_pandas(self) -> pd.DataFrame:

@@ -33,7 +33,17 @@ SEP = ":"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Every table a file writes job rows into (kube_runs: Kubernetes' pods, `namespace/name`); sacct_rows only from
 # sacct, last.
-JOB_TABLES = ("jobs", "attempts", "job_nodes", "steps", "checkpoints", "job_incidents", "kube_runs", "sacct_rows")
+JOB_TABLES = (
+    "jobs",
+    "attempts",
+    "job_nodes",
+    "steps",
+    "checkpoints",
+    "job_incidents",
+    "job_marks",
+    "kube_runs",
+    "sacct_rows",
+)
 
 CANDIDATES_SQL = """
 SELECT DISTINCT job_id FROM (SELECT job_id FROM jobs UNION ALL SELECT job_id FROM attempts

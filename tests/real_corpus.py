@@ -81,6 +81,10 @@ BY_NAME = {
     "gh-epfllm-megatron-llm-11_iteration-lines_no-timestamp.log": "megatron",
     "gh-megatron-lm-756_iteration-lines_ts-seconds.log": "megatron",
     "gh-swiss-ai-megatron-pr46_progress-txt.log": "megatron",
+    "sherlock-docs_slurmstepd-job-requeue.log": "torch_log",
+    # DeepSpeed's own lines after the Hugging Face Trainer's: DeepSpeed's logger is the firmer claim (both are read)
+    "gh-transformers-pr14946_hf-trainer-save-then-deepspeed.log": "deepspeed",
+    "gh-transformers-pr27820_hf-save-plain-then-deepspeed-torch-engine.log": "deepspeed",
 }
 # Newer families (issue 35): the format by a part of the file name, in folders holding several formats.
 BY_NAME_PART = [
@@ -209,6 +213,23 @@ FACTS = [
         "191",
         "batch",
         "1",
+    ),
+    _f(
+        "training/gh-m4-logs_srun-node-failure_step-cancelled-node-failure.log",
+        "srun names the failed node; the STEP line the job (the file name has none)",
+        "SELECT job_id, fields->>'host', fields->>'ended_by' FROM job_incidents WHERE kind = 'job_end' ORDER BY line "
+        "LIMIT 1",
+        "1943824",
+        "jean-zay-iam37",
+        "node_failure",
+    ),
+    _f(
+        "training/sherlock-docs_slurmstepd-job-requeue.log",
+        "a requeue is how the job ended, not a preemption",
+        INC.format("job_id, ts, fields->>'ended_by'", "job_end"),
+        "31182239",
+        datetime(2018, 11, 5, 10, 35, 6),
+        "requeue",
     ),
     _f(
         "training/gh-hafs-101_slurmstepd-oom-kill_srun-task-out-of-memory.log",

@@ -23,7 +23,7 @@ def test_json_follows_the_documented_schema(db_path):
     res = CliRunner().invoke(cli, ["explain", "--db", str(db_path), "--job", "100", "--format", "json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["schema"] == "synestra.explain/2" and doc["job"] == "100"
+    assert doc["schema"] == "synestra.explain/3" and doc["job"] == "100"
     first = doc["checkpoints"][0]
     assert set(first) >= {
         "kind",

@@ -41,20 +41,14 @@ def test_one_crash_scenario_end_to_end():
 
 
 # One case per scenario (so that xdist spreads the matrix over the cores), each held to the targets on
-# its own three seeds: stricter than the pooled rates, and a miss names its scenario. The scenarios the
-# reader does not read yet are xfail until it does.
+# its own three seeds: stricter than the pooled rates, and a miss names its scenario. A scenario not checked at
+# a size since the reader changed is xfail there until it is.
 @pytest.mark.truth
 @pytest.mark.parametrize("nodes", [8, pytest.param(32, marks=pytest.mark.slow)])
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=False, reason="issue 37: not read yet"))
-        if n in NOT_YET_READ
-        else n
-        for n in SCENARIOS
-    ],
-)
-def test_every_scenario_at_held_out_seeds_meets_the_targets(name, nodes):
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_scenario_at_held_out_seeds_meets_the_targets(name, nodes, request):
+    if name in NOT_YET_READ and nodes != 8:  # met at 8 nodes since the readers (issue 37); 32 not run since
+        request.applymarker(pytest.mark.xfail(strict=False, reason="issue 37: not checked at 32 nodes yet"))
     total = Score()
     for seed in HELD_OUT_SEEDS:
         total.add(run_scenario(None, name, seed, nodes))

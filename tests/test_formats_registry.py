@@ -22,6 +22,7 @@ NAMES = [
     "flight_recorder",
     "fr_trace",
     "gnmic_event",
+    "hf_trainer",
     "ib_counters",
     "ibnetdiscover",
     "ibswinfo",
@@ -57,7 +58,17 @@ def test_every_module_defining_a_format_is_registered_under_its_name():
     defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
     assert defined == sorted(formats.registry()) == NAMES
     job_logs = {f.name for f in formats.job_log_formats()}
-    assert job_logs == {"deepspeed", "megatron", "mlperf", "nemo", "nvrx_log", "orbax_log", "torch_log", "torchtitan"}
+    assert job_logs == {
+        "deepspeed",
+        "hf_trainer",
+        "megatron",
+        "mlperf",
+        "nemo",
+        "nvrx_log",
+        "orbax_log",
+        "torch_log",
+        "torchtitan",
+    }
     assert all(f.facts for f in formats.job_log_formats())
 
 

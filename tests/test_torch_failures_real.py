@@ -149,7 +149,9 @@ def test_srun_out_of_memory_names_task_and_node(conn):
     ingest(conn, "gh-hafs-101_slurmstepd-oom-kill_srun-task-out-of-memory.log")
     assert conn.execute("SELECT job_id FROM jobs").fetchall() == [("3495064",)]
     got = incidents(conn)
-    assert [(i["kind"], i["rank"]) for i in got] == [("oom", None), ("oom", 4), ("sigterm", None)]
+    # the step's cancel after the OOM is how it ended (a job_end), not a SIGTERM of the scheduler's
+    assert [(i["kind"], i["rank"]) for i in got] == [("oom", None), ("oom", 4), ("job_end", None)]
+    assert (got[2]["fields"]["ended_by"], got[2]["fields"]["step"]) == ("cancelled", "0")
     assert got[0]["fields"]["step"] == "0"
     assert (got[1]["fields"]["host"], got[1]["fields"]["task"]) == ("Orion-01-01", 4)
     # the job's cancel time (Slurm prints it, with year, in the cluster's zone) dates the lines around it

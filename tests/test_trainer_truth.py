@@ -5,8 +5,9 @@ Targets per trainer and per launcher: every checkpoint found and none reported t
 as explain's truth matrix requires (tests/test_explain_truth.py), no routine save or decoy blamed, every
 job's tax buckets within 5% or 60 s and every restore's duration within 5% or 60 s of the truth.
 
-A trainer or launcher whose reading is not fixed yet is `xfail(strict=False)`: the cell's misses say how it
-fails (the report of the `sim-trainers` branch lists them for the readers).
+A trainer whose log cannot meet a target is `xfail(strict=True)` with the reason: its cells' misses say how it
+fails. A launcher is held to the targets on the cells of the other trainers (a launcher's reading is its own
+lines: torchrun's in-place restarts, Slurm's job-end lines), so one trainer's undated restore does not hide it.
 """
 
 from __future__ import annotations
@@ -20,17 +21,7 @@ from synestra_cli.simulate.model import LAUNCHERS, TRAINERS
 pytestmark = [pytest.mark.truth, pytest.mark.slow]
 
 TARGETS = {"trigger": 0.98, "category": 0.95, "host": 0.95, "component": 0.90}
-NOT_YET = {  # the reader does not read these yet (the baseline table in docs/simulator.md): Megatron too, for
-    # Slurm's requeue and node-failure lines (read as a preemption) and torchrun's in-place restarts
-    "megatron",
-    "srun",
-    "nemo2",
-    "torchtitan",
-    "deepspeed",
-    "hf_trainer",
-    "orbax",
-    "torchrun",
-}
+CANNOT: dict[str, str] = {}  # a trainer whose log cannot meet a target: its reason (none since the readers)
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +44,9 @@ def _assert_targets(sc: Score) -> None:
 
 
 def _maybe(name: str):
-    return (
-        pytest.param(name, marks=pytest.mark.xfail(strict=False, reason="reader not fixed yet"))
-        if name in NOT_YET
-        else name
-    )
+    if name in CANNOT:
+        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=CANNOT[name]))
+    return name
 
 
 @pytest.mark.parametrize("trainer", [_maybe(t) for t in TRAINERS])
@@ -65,6 +54,11 @@ def test_each_trainer_meets_the_targets(matrix, trainer):
     _assert_targets(matrix.by("trainer")[trainer])
 
 
-@pytest.mark.parametrize("launcher", [_maybe(x) for x in LAUNCHERS])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_each_launcher_meets_the_targets(matrix, launcher):
-    _assert_targets(matrix.by("launcher")[launcher])
+    total = Score()
+    for cell, sc in matrix.scores.items():
+        if cell.launcher == launcher and cell.trainer not in CANNOT:
+            total.add(sc)
+    assert total.checkpoints > 0
+    _assert_targets(total)

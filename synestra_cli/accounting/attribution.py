@@ -45,18 +45,27 @@ def _key(cp) -> tuple[str, int | None, int | None]:
     return (cp.kind, cp.attempt, cp.iteration)
 
 
+def _loads(c, seg: dict) -> bool:
+    """The restore is the load of this segment (an attempt, or its part after an in-place restart)."""
+    if c.attempt != seg["attempt"]:
+        return False
+    t = c.start or c.end
+    return t is None or seg["start_ts"] - SKEW <= t <= seg["end_ts"]
+
+
 def _failure_charges(job: JobTax, checkpoints: list, failures: list) -> Iterable[Charge]:
     cuts = job.buckets.attempts
     for cut, nxt in zip(cuts, [*cuts[1:], None], strict=True):
         if not cut["failed"]:
             continue
-        restore = next((c for c in checkpoints if c.kind == "restore" and nxt and c.attempt == nxt["attempt"]), None)
+        restore = next((c for c in checkpoints if c.kind == "restore" and nxt and _loads(c, nxt)), None)
         # no restore after it (crashed before its first save, not requeued): the failure's own cause
         failure = next((f for f in failures if f.attempt == cut["attempt"]), None) if restore is None else None
         who = _who(restore or failure)
         tied = _key(restore) if restore else ("failure", failure.attempt, None) if failure else None
         for bucket, secs in (("lost_work", cut["lost_work_s"]), ("hang", cut["hang_s"]), ("requeue", cut["requeue_s"])):
             yield Charge(*who, bucket, secs, tied)
+        yield Charge(*who, "startup", cut["restart_gap_s"], tied)  # torchrun's stop and rendezvous after it
         if nxt is not None:
             yield Charge(*who, "startup", nxt["startup_s"], tied)
 

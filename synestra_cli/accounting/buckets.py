@@ -21,7 +21,7 @@ from datetime import datetime
 import duckdb
 
 from synestra_cli.signals.thresholds import MAD_K
-from synestra_cli.store.sql import temp_table
+from synestra_cli.store.sql import sql_file, temp_table
 
 BUCKETS = (
     "productive",
@@ -39,29 +39,21 @@ TAX_BUCKETS = ("checkpoint_save", "checkpoint_restore", "lost_work", "hang", "re
 
 # Attempt states after which the job resumes from its last checkpoint (work since it is lost).
 CLEAN_END_STATES = ("COMPLETED", "RUNNING")
+# The job log's own lines that say its workers died (not a warning, a straggler or a collective trace).
+CRASH_KINDS = (
+    "cuda_error",
+    "oom",
+    "nccl_error",
+    "python_exception",
+    "worker_failed",
+    "elastic_restart",
+    "sigterm",
+    "task_exit",
+    "job_end",
+)
 
-# Shared by both queries below: restores per attempt, and each iteration line with the iterations it
-# covers (since the previous line, or the restored iteration) and its pace. The first line after a start
-# averages in the warm-up (compilation, first batches): its iterations run at the next line's pace (the
-# ideal when there is none), so the warm-up is start-up, as ml-goodput-measurement's PROGRAM_STARTUP,
-# and a job that starts degraded still charges that first interval to degraded_throughput.
-LINES_CTES = """
-restores AS (
-    SELECT job_id, attempt, sum(epoch(end_ts - start_ts)) AS restore_s, max(end_ts) AS restore_end,
-           max(iteration) AS restore_iteration
-    FROM checkpoints_reconciled WHERE kind = 'restore' AND job_id IN (SELECT job_id FROM sel)
-      AND start_ts IS NOT NULL AND end_ts IS NOT NULL
-    GROUP BY ALL
-),
-lines AS (
-    SELECT s.job_id, s.attempt, s.iteration, s.ts,
-           s.iteration - coalesce(lag(s.iteration) OVER w, r.restore_iteration, 0) AS n,
-           CASE WHEN lag(s.iteration) OVER w IS NULL THEN coalesce(lead(s.step_time_s) OVER w, i.ideal_s, s.step_time_s)
-                ELSE s.step_time_s END AS pace
-    FROM steps_reconciled s LEFT JOIN restores r USING (job_id, attempt) LEFT JOIN ideal i USING (job_id)
-    WHERE s.job_id IN (SELECT job_id FROM sel) AND s.ts IS NOT NULL AND s.step_time_s > 0
-    WINDOW w AS (PARTITION BY s.job_id, s.attempt ORDER BY s.iteration, s.ts)
-)"""
+# Shared by both queries below (bucket_lines.sql): the log segments, restores and iteration lines per segment.
+LINES_CTES = sql_file(__package__, "bucket_lines.sql")
 
 # A save whose lines carry no time of their own (ts_precision 'inferred': the nearest dated line's) ran
 # after the last dated iteration line before it in its log, once the iterations since that line were done
@@ -92,75 +84,71 @@ undated AS (
 )"""
 
 ATTEMPT_BUCKETS_SQL = (
-    """
-WITH """
+    "WITH "
     + LINES_CTES
-    + """,
-att AS (
-    SELECT job_id, attempt, start_ts, end_ts, state,
-           lead(start_ts) OVER (PARTITION BY job_id ORDER BY attempt) AS next_start,
-           attempt = max(attempt) OVER (PARTITION BY job_id) AS is_last
-    FROM attempts_reconciled
-    WHERE job_id IN (SELECT job_id FROM sel) AND start_ts IS NOT NULL AND end_ts IS NOT NULL
-),
-saves0 AS (
-    SELECT job_id, attempt, iteration, end_ts, ts_precision, source_id, line,
-           coalesce(blocking_s, epoch(end_ts - start_ts)) AS blocking_s
-    FROM checkpoints_reconciled
-    WHERE kind = 'save' AND job_id IN (SELECT job_id FROM sel) AND end_ts IS NOT NULL
-      AND coalesce(phase, 'blocking') <> 'finalized'
-),
-"""
+    + ",\n"
+    + sql_file(__package__, "attempt_buckets.sql")
+    + ",\n"
     + UNDATED_SAVES_CTES
     + """,
 saves AS (
-    SELECT u.job_id, u.attempt, u.iteration, u.blocking_s,
+    SELECT u.job_id, u.attempt, u.seg, u.iteration, u.blocking_s,
            CASE WHEN u.ts_precision = 'inferred' AND u.est_start IS NOT NULL
                 THEN least(u.est_start + to_microseconds(CAST(coalesce(u.blocking_s, 0) * 1e6 AS BIGINT)),
                            coalesce(u.bound, a.end_ts), coalesce(a.end_ts, u.bound))
                 ELSE u.end_ts END AS end_ts
-    FROM undated u LEFT JOIN att a USING (job_id, attempt)
+    FROM undated u LEFT JOIN att a USING (job_id, attempt, seg)
 ),
 save_totals AS (
-    SELECT job_id, attempt, sum(blocking_s ORDER BY iteration, end_ts) AS save_s, max(end_ts) AS resume,
+    SELECT job_id, attempt, seg, sum(blocking_s ORDER BY iteration, end_ts) AS save_s, max(end_ts) AS resume,
            max(iteration) AS saved_iteration
     FROM saves GROUP BY ALL
 ),
 progress AS (
-    SELECT job_id, attempt,
+    SELECT job_id, attempt, seg,
            arg_min(ts - to_microseconds(CAST(n * pace * 1e6 AS BIGINT)), iteration) AS t_first,
            max(ts) AS t_last_step, max(iteration) AS last_iteration
     FROM lines GROUP BY ALL
 ),
-hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ran for")
-    SELECT job_id, attempt, min(ts) AS hang_start
-    FROM job_incidents_reconciled WHERE kind = 'nccl_timeout' AND job_id IN (SELECT job_id FROM sel) GROUP BY ALL
+hangs AS (  -- a watchdog incident dates the hung collective (log time minus "ran for"); a crash dates a segment
+    -- that never trained: its start-up ends there, the workers' stop after it is hang
+    SELECT i.job_id, i.attempt, coalesce(m.seg, 1) AS seg,
+           min(i.ts) FILTER (WHERE i.kind = 'nccl_timeout') AS hang_start,
+           min(coalesce(i.ts, i.logged_ts)) FILTER (WHERE list_contains($crashes, i.kind)) AS crashed_at
+    FROM job_incidents_reconciled i
+    LEFT JOIN segmap m ON m.job_id = i.job_id AND m.source_id = i.source_id AND m.log_attempt = i.log_attempt
+    WHERE i.job_id IN (SELECT job_id FROM sel) GROUP BY ALL
 ),
 cut0 AS (
     SELECT a.*, coalesce(r.restore_s, 0) AS restore_s, coalesce(v.save_s, 0) AS save_s,
            v.saved_iteration, p.last_iteration, v.resume, p.t_last_step, h.hang_start,
            a.state IS NULL OR NOT list_contains($clean, split_part(a.state, ' ', 1)) AS failed,
            -- an attempt that died before its first step "starts training" when it hung
-           least(greatest(coalesce(p.t_first, h.hang_start, a.end_ts), coalesce(r.restore_end, a.start_ts),
+           least(greatest(coalesce(p.t_first, h.hang_start, CASE WHEN a.state IS NULL OR NOT list_contains(
+                                   $clean, split_part(a.state, ' ', 1)) THEN h.crashed_at END, a.end_ts),
+                          coalesce(r.restore_end, a.start_ts),
                           a.start_ts), a.end_ts) AS t_first
     FROM att a
-    LEFT JOIN restores r USING (job_id, attempt) LEFT JOIN save_totals v USING (job_id, attempt)
-    LEFT JOIN progress p USING (job_id, attempt) LEFT JOIN hangs h USING (job_id, attempt)
+    LEFT JOIN restores r USING (job_id, attempt, seg) LEFT JOIN save_totals v USING (job_id, attempt, seg)
+    LEFT JOIN progress p USING (job_id, attempt, seg) LEFT JOIN hangs h USING (job_id, attempt, seg)
 ),
 cut AS (  -- t_last never precedes t_first: the intervals stay disjoint
     SELECT *, least(greatest(t_first, coalesce(t_last_step, t_first), coalesce(resume, t_first),
                              coalesce(hang_start, t_first)), end_ts) AS t_last
     FROM cut0
 )
-SELECT job_id, attempt, start_ts, end_ts, state, failed, is_last, t_first, t_last,
+SELECT job_id, attempt, seg, start_ts, end_ts, state, failed, is_last, t_first, t_last,
        coalesce(greatest(resume, t_first), t_first) AS resume_ts,
        saved_iteration, last_iteration, restore_s, save_s,
        greatest(epoch(t_first - start_ts) - restore_s, 0) AS startup_s,
+       -- an in-place restart's stop of the old workers and new rendezvous is start-up (torchrun's), not a requeue;
+       -- kept apart: it is outside the segment, and the cost of its failure, not of its own start
+       coalesce(greatest(epoch(next_seg_start - end_ts), 0), 0) AS restart_gap_s,
        CASE WHEN failed THEN greatest(epoch(t_last - coalesce(greatest(resume, t_first), t_first)), 0) ELSE 0 END
            AS lost_work_s,
        CASE WHEN failed THEN greatest(epoch(end_ts - t_last), 0) ELSE 0 END AS hang_s,
        coalesce(greatest(epoch(next_start - end_ts), 0), 0) AS requeue_s
-FROM cut ORDER BY job_id, attempt
+FROM cut ORDER BY job_id, attempt, seg
 """
 )
 
@@ -191,7 +179,7 @@ SELECT w.job_id, w.window_id, sum(greatest(l.pace - i.ideal_s, 0) * l.n ORDER BY
 FROM lines l
 JOIN ideal i USING (job_id)
 JOIN windows w ON w.job_id = l.job_id AND l.ts BETWEEN w.start_ts AND w.end_ts
-JOIN cuts c ON c.job_id = l.job_id AND c.attempt = l.attempt
+JOIN cuts c ON c.job_id = l.job_id AND c.attempt = l.attempt AND c.seg = l.seg
 WHERE l.n > 0 AND (NOT c.failed OR l.ts <= c.resume_ts)
 GROUP BY ALL ORDER BY ALL
 """
@@ -235,7 +223,7 @@ def attempt_cuts(conn: duckdb.DuckDBPyConnection, job_ids: list[str], ideal: dic
     """Per attempt: the cut instants and the time-based buckets, for every job in job_ids."""
     _register_jobs(conn, job_ids)
     _register_ideal(conn, ideal)
-    cur = conn.execute(ATTEMPT_BUCKETS_SQL, {"clean": list(CLEAN_END_STATES)})
+    cur = conn.execute(ATTEMPT_BUCKETS_SQL, {"clean": list(CLEAN_END_STATES), "crashes": list(CRASH_KINDS)})
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
@@ -283,6 +271,7 @@ def degraded_windows(
         {
             "job_id": ("VARCHAR", [c["job_id"] for c in cuts]),
             "attempt": ("INTEGER", [c["attempt"] for c in cuts]),
+            "seg": ("BIGINT", [c["seg"] for c in cuts]),
             "failed": ("BOOLEAN", [c["failed"] for c in cuts]),
             "resume_ts": ("TIMESTAMP", [c["resume_ts"] for c in cuts]),
         },
@@ -319,6 +308,7 @@ def _clamped(cuts: list[dict], notes: list[str]) -> dict[str, float]:
                 )
             b[bucket] += value
         b["requeue"] += max(c["requeue_s"] or 0.0, 0.0)
+        b["startup"] += max(c["restart_gap_s"] or 0.0, 0.0)
     return b
 
 

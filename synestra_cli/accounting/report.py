@@ -41,14 +41,17 @@ WITH c AS (
 ), s AS (
     SELECT job_id, start_ts, coalesce(blocking_s, epoch(end_ts - start_ts)) AS blocking_s,
            lag(end_ts) OVER (PARTITION BY job_id, attempt ORDER BY start_ts) AS prev_end
-    FROM c WHERE kind = 'save' AND end_ts IS NOT NULL AND coalesce(phase, 'blocking') <> 'finalized'
+    FROM c WHERE kind = 'save' AND end_ts IS NOT NULL
 ), saves AS (
     SELECT job_id, median(blocking_s) AS delta,
            median(epoch(start_ts - prev_end)) FILTER (WHERE prev_end IS NOT NULL) AS current
     FROM s GROUP BY job_id
-), firsts AS (
-    SELECT job_id, min(iteration) FILTER (WHERE kind = 'restore' AND attempt = 1) AS first_iteration
-    FROM c GROUP BY job_id
+), firsts AS (  -- the first attempt's own start (its first log segment: a later one restarted in place)
+    SELECT job_id, min(iteration) FILTER (WHERE kind = 'restore' AND attempt = 1 AND log_attempt = first_seg)
+        AS first_iteration
+    FROM (SELECT *, min(log_attempt) FILTER (WHERE attempt = 1) OVER (PARTITION BY job_id, source_id) AS first_seg
+          FROM c)
+    GROUP BY job_id
 )
 SELECT sel.job_id, coalesce(f.first_iteration, 0), v.delta, v.current
 FROM sel LEFT JOIN firsts f USING (job_id) LEFT JOIN saves v USING (job_id)

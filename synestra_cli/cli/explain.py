@@ -82,7 +82,7 @@ def command(
     A whole job's explanation is kept in the store and reused until an ingest or forget changes it
     (SYNESTRA_KEPT=0: compute every time; docs/explain.md "Kept explanations").
     Exit codes: 0 explained, 5 unknown job or checkpoint, 6 store without jobs.
-    JSON schema: synestra.explain/2 (docs/explain.md); one document, or a list of them for several jobs.
+    JSON schema: synestra.explain/3 (docs/explain.md); one document, or a list of them for several jobs.
 
     \b
     Examples:

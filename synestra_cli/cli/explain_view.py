@@ -17,8 +17,9 @@ from synestra_cli.cli.render import printable
 from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
-from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc
+from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc, RestartDoc
 from synestra_cli.explain.reason import Cause
+from synestra_cli.explain.restart_text import loop_line, stages_line
 
 MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
 SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")
@@ -99,12 +100,18 @@ def _charged(tax: CheckpointTaxDoc) -> Text:
     return _text(f"tax charged to this cause here: {parts}  = {tax['gpu_hours']:,.2f} GPU-h", style="yellow")
 
 
-def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
+def _checkpoint(node: Tree, cp: CheckpointExplanation, restart: RestartDoc | None = None) -> None:
     when = cp.start.strftime("%Y-%m-%d %H:%M:%SZ") if cp.start else "time not logged"
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
+    if cp.precision == "bounded" and cp.duration_s is not None:  # its lines carry no time: a bound, not a measure
+        dur = f"at most {dur} (not dated)"
+    elif cp.precision == "inferred" and cp.duration_s is not None:  # its neighbours' times
+        dur = f"{dur} (not dated)"
     head = _text(f"{cp.kind} @ iteration {cp.iteration}  {when}  {dur}  ")
     _add(head, cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
     branch = node.add(head)
+    if restart is not None:
+        branch.add(_text(stages_line(restart), style="cyan"))
     if cp.cause:
         branch.add(_cause(cp.cause))
         _runbook(branch, cp.cause)
@@ -172,9 +179,22 @@ def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:
     node.add(_text(f"{len(run)} routine checkpoint(s) ({summary}): iterations {its}", style="dim"))
 
 
+def _take_restart(pending: list[RestartDoc], cp: CheckpointExplanation) -> RestartDoc | None:
+    """The restart a restore ended (its attempt's first), taken from those still to show."""
+    if cp.kind != "restore":
+        return None
+    found = next((r for r in pending if r["attempt"] == cp.attempt), None)
+    if found is not None:
+        pending.remove(found)
+    return found
+
+
 def render_job(console: Console, job: JobExplanation) -> None:
     cadence = f"saves every {job.cadence} iterations" if job.cadence else "no save cadence learned"
     tree = Tree(_text(f"job {job.job}  {len(job.hosts)} host(s)  {job.attempts} attempt(s)  {cadence}", style="bold"))
+    for loop in job.restart_loops:
+        tree.add(_text(loop_line(loop), style="bold magenta"))
+    pending = list(job.restarts)  # each restart shown under its restore, or on its own after the checkpoints
     run: list[CheckpointExplanation] = []
     for cp in job.checkpoints:
         if cp.routine:
@@ -183,9 +203,11 @@ def render_job(console: Console, job: JobExplanation) -> None:
         if run:
             _folded(tree, run)
             run = []
-        _checkpoint(tree, cp)
+        _checkpoint(tree, cp, _take_restart(pending, cp))
     if run:
         _folded(tree, run)
+    for r in pending:
+        tree.add(_text(stages_line(r), style="cyan"))
     for f in job.failures:
         _failure(tree, f)
     if not job.checkpoints:

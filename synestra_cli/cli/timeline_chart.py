@@ -173,6 +173,27 @@ def _causes(tl: Timeline) -> Any:
     )
 
 
+def _restarts(tl: Timeline) -> Any:
+    """One row per restart, its phases as bars between the stages the logs date (explain/restart_text.py)."""
+    df = _frame(tl.restarts, ["restart", "phase", "start", "end"])
+    rows = list(dict.fromkeys(df["restart"]))
+    bars = (
+        alt.Chart(df)
+        .mark_bar(height=16)
+        .encode(
+            x=_x(),
+            x2="end:T",
+            y=alt.Y("restart:N", title=None, sort=rows),
+            color=alt.Color("phase:N", legend=alt.Legend(title="restart phase", orient="top")),
+            tooltip=["restart:N", "phase:N", "start:T", "end:T"],
+        )
+    )
+    height = max(30, 24 * len(rows))
+    return alt.layer(*_overlays(tl, height), bars.properties(width=WIDTH, height=height)).properties(
+        title="restarts in stages: detection, stopping, requeue, start-up, load, warm-up"
+    )
+
+
 def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str) -> Any:
     points = alt.OverlayMarkDef(size=8) if len(df) <= DENSE else False
     line = (
@@ -194,7 +215,8 @@ def chart(tl: Timeline) -> Any:
         columns=["start", "step_time_s", "attempt"],
     )
     strips = [_causes(tl)] if tl.causes else []
-    strips += [_lanes(tl), _strip(steps, "step_time_s", "step time (s)", tl, "#1565c0")]
+    strips += [_lanes(tl)] + ([_restarts(tl)] if tl.restarts else [])
+    strips += [_strip(steps, "step_time_s", "step time (s)", tl, "#1565c0")]
     for s in tl.series:
         df = pd.DataFrame([{"start": t, "y": v, "attempt": 0} for t, v in s.points], columns=["start", "y", "attempt"])
         strips.append(_strip(df, "y", f"{s.label}  [{s.cause}]", tl, "#2e7d32"))

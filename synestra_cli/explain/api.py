@@ -1,6 +1,6 @@
 """`explain_job`: every checkpoint of a job, classified and (when not routine) attributed.
 
-The JSON document (`to_json`) is the versioned schema `synestra.explain/2` (docs/explain.md).
+The JSON document (`to_json`) is the versioned schema `synestra.explain/3` (docs/explain.md).
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from synestra_cli.explain.document import (
     ExplainDoc,
     ExplainTaxDoc,
     FailureDoc,
+    RestartDoc,
+    RestartLoopDoc,
     link_doc,
 )
 from synestra_cli.explain.inputs import JobInputs, job_inputs
+from synestra_cli.explain.loops import cause_key, restart_doc, restart_loops
 from synestra_cli.explain.reason import (
     Cause,
     Evidence,
@@ -36,17 +39,17 @@ from synestra_cli.explain.reason import (
     reason,
     reason_failure,
 )
+from synestra_cli.explain.restarts import Restart, restarts, with_first_signal
 from synestra_cli.explain.rules import (
     FAILED_STATES,
     LOOKBACK_S,
     PERSIST_READ_S,
     POST_WINDOW_S,
     PRE_WINDOW_S,
-    PREEMPT_STATES,
     SCHEMA,
 )
 from synestra_cli.explain.runbook import enrich
-from synestra_cli.explain.triggers import Classified, classify, learn_cadence
+from synestra_cli.explain.triggers import Checkpoint, Classified, classify, learn_cadence, preempted
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.collectives import Laggard
@@ -84,6 +87,9 @@ class CheckpointExplanation:
     chain: list[ChainLink] = field(default_factory=list)
     alternatives: list[Cause] = field(default_factory=list)
     tax: CheckpointTaxDoc | None = None  # its cost and the badput charged through it (accounting/checkpoint_tax.py)
+    # how its lines date it (triggers.Checkpoint.precision): `bounded` is a load or save whose lines carry no time,
+    # placed between the dated lines around it: its start is not its own and its duration only a bound
+    precision: str | None = None
 
     @property
     def routine(self) -> bool:
@@ -114,9 +120,11 @@ class JobExplanation:
     checkpoints: list[CheckpointExplanation]
     tax: ExplainTaxDoc | None = None  # tax-report's headlines, buckets, top causes (accounting/checkpoint_tax.py)
     failures: list[FailureExplanation] = field(default_factory=list)
+    restarts: list[RestartDoc] = field(default_factory=list)  # every restart in stages (explain/restarts.py)
+    restart_loops: list[RestartLoopDoc] = field(default_factory=list)  # alike restarts in a row (explain/loops.py)
 
     def to_json(self, copied: bool = True) -> ExplainDoc:
-        """The `synestra.explain/2` document (datetimes still as datetime: render serialises them);
+        """The `synestra.explain/3` document (datetimes still as datetime: render serialises them);
         `copied` False: its evidence is the explanation's own, for a caller that only serialises it."""
         return {
             "schema": SCHEMA,
@@ -126,6 +134,8 @@ class JobExplanation:
             "save_cadence_iterations": self.cadence,
             "checkpoints": [_checkpoint_json(c, copied) for c in self.checkpoints],
             "failures": [_failure_json(f, copied) for f in self.failures],
+            "restarts": [dict(r) for r in self.restarts] if copied else self.restarts,  # type: ignore[misc]
+            "restart_loops": self.restart_loops,
             "tax": self.tax,
         }
 
@@ -144,6 +154,12 @@ def _cause_json(c: Cause, copied: bool) -> CauseDoc:
     }
 
 
+def _precision(cp: Checkpoint) -> str | None:
+    """A bounded checkpoint whose duration its log states (Megatron's load-checkpoint timer) is placed that long
+    before its end: its times are estimated, its duration is a measure, not a bound."""
+    return "estimated" if cp.precision == "bounded" and cp.blocking_s is not None else cp.precision
+
+
 def _checkpoint_json(c: CheckpointExplanation, copied: bool) -> CheckpointDoc:
     return {
         "kind": c.kind,
@@ -158,6 +174,7 @@ def _checkpoint_json(c: CheckpointExplanation, copied: bool) -> CheckpointDoc:
         "chain": [link_doc(lk, copied) for lk in c.chain],
         "alternatives": [_cause_json(a, copied) for a in c.alternatives],
         "tax": c.tax,
+        "precision": c.precision,
     }
 
 
@@ -184,9 +201,8 @@ def unexplained_failures(scope: JobScope, classified: list[Classified], inc: lis
     out = []
     for a in scope.attempts:
         state = (a.state or "").upper()
-        preempted = state.startswith(PREEMPT_STATES) or any(i.kind == "sigterm" and i.attempt == a.attempt for i in inc)
         failed = state.startswith(FAILED_STATES) or bool(crashes_of(ev, a.attempt))
-        if a.attempt not in explained and not preempted and failed:
+        if a.attempt not in explained and not preempted(a, inc) and failed:
             out.append(a)
     return out
 
@@ -333,10 +349,52 @@ def explain_job(
                 r.cause,
                 r.chain,
                 r.alternatives,
+                precision=_precision(cp),
             )
         )
     cadence = learn_cadence([c.iteration for c in cps if c.kind == "save" and c.iteration])
-    return JobExplanation(job_id, scope.hosts, len(scope.attempts), cadence, out, failures=failures)
+    found = restarts(scope.attempts, inc, cps, inputs.lifecycle)
+    causes = _restart_causes(found, classified, out, failures)
+    return JobExplanation(
+        job_id,
+        scope.hosts,
+        len(scope.attempts),
+        cadence,
+        out,
+        failures=failures,
+        restarts=[restart_doc(r) for r in found],
+        restart_loops=restart_loops(found, causes),
+    )
+
+
+def _restart_causes(
+    found: list[Restart],
+    classified: list[Classified],
+    explained: list[CheckpointExplanation],
+    failures: list[FailureExplanation],
+) -> dict[int, Cause | None]:
+    """Each restart's cause: its restore's (when that restore was explained), else the failure's of the
+    attempt it followed, else that of the next restart out of the same attempt (torchrun restarting in place
+    again and again, then Slurm requeueing: one attempt's failures, one cause); the cause's first signal dates
+    the fault when it lies in the failed segment."""
+    by_restore = {(c.kind, c.attempt, c.iteration, c.start): c.cause for c in explained if c.kind == "restore"}
+    by_attempt = {f.attempt: f.cause for f in failures}
+    out: dict[int, Cause | None] = {}
+    for k, r in enumerate(found):
+        cp = r.restore
+        cause = by_restore.get(("restore", cp.attempt, cp.iteration, cp.start)) if cp else None
+        if cause is None and r.failed_attempt is not None:
+            cause = by_attempt.get(r.failed_attempt)
+        out[k] = cause
+    for k in reversed(range(len(found))):  # a restart without a cause of its own: the attempt's
+        nxt = k + 1
+        if out[k] is None and nxt < len(found) and found[nxt].failed_attempt == found[k].failed_attempt:
+            out[k] = out[nxt]
+    for k, r in enumerate(found):
+        cause = out[k]
+        r.cause_key = cause_key(cause)
+        with_first_signal(r, cause.first_signal if cause else None)
+    return out
 
 
 def select(

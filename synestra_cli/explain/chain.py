@@ -92,6 +92,8 @@ def from_straggler(s: StragglerHost, w: DegradationWindow) -> ChainLink:
 
 def from_incident(i: Incident) -> ChainLink:
     what = i.kind + (f" ({i.collective})" if i.collective else "")
+    if i.ended_by and i.kind in ("job_end", "task_exit"):  # Slurm's word for how the attempt ended
+        what = f"{i.kind} ({i.ended_by.replace('_', ' ')})"
     if i.ran_for_ms:
         what += f", hang began {i.ran_for_ms / 1000:.0f} s before it was logged"
     entity = f"rank{i.rank}" if i.rank is not None else None

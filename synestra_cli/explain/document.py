@@ -1,4 +1,4 @@
-"""The `synestra.explain/2` document as types: what `JobExplanation.to_json` writes (explain/api.py),
+"""The `synestra.explain/3` document as types: what `JobExplanation.to_json` writes (explain/api.py),
 what the kept explanations are read back from (explain/memo.py), what the renderers read, and what
 docs/explain.md describes. mypy checks both directions against these; a key added on one side only
 is an error.
@@ -87,6 +87,9 @@ class CheckpointDoc(TypedDict):
     chain: list[LinkDoc]
     alternatives: list[CauseDoc]
     tax: CheckpointTaxDoc | None  # explain --tax (accounting/checkpoint_tax.py)
+    # exact | bounded (its lines carry no time: start and end are the dated lines around it, duration at most)
+    # | inferred (its neighbours' times) | estimated (a time no line prints, from a stated duration or the next step)
+    precision: str | None
 
 
 class FailureDoc(TypedDict):
@@ -100,14 +103,48 @@ class FailureDoc(TypedDict):
     alternatives: list[CauseDoc]
 
 
+class RestartDoc(TypedDict):
+    """One restart in stages (explain/restarts.py): each stage's time as the logs date it, None where they do
+    not (`undated` names those; each lies between the dated stages around it)."""
+
+    attempt: int
+    in_place: bool  # torchrun restarted the worker group inside the same Slurm attempt
+    fault_at: Stamp
+    noticed_at: Stamp
+    ended_at: Stamp
+    restarted_at: Stamp
+    startup_end: Stamp
+    load_start: Stamp
+    load_end: Stamp
+    first_step_start: Stamp
+    undated: list[str]
+
+
+class RestartLoopDoc(TypedDict):
+    """Consecutive restarts for one cause (explain/loops.py): one incident, N restarts, their summed downtime."""
+
+    attempts: list[int]
+    restarts: int
+    in_place: list[bool]
+    cause: dict[str, str | None] | None  # category, host, component
+    restored_iteration: int | None  # when every restart loaded the same checkpoint
+    failed_iteration: int | None  # when every failed segment stopped at the same step
+    first_at: Stamp
+    last_at: Stamp
+    downtime_s: float | None  # summed: each restart's failure to its first step (or, never trained, the next failure)
+    undated_restarts: int  # restarts whose downtime the logs do not date
+
+
 class ExplainDoc(TypedDict):
-    schema: str  # synestra.explain/2
+    schema: str  # synestra.explain/3
     job: str
     hosts: list[str]
     attempts: int
     save_cadence_iterations: int | None
     checkpoints: list[CheckpointDoc]
     failures: list[FailureDoc]
+    restarts: list[RestartDoc]
+    restart_loops: list[RestartLoopDoc]
     tax: ExplainTaxDoc | None  # explain --tax
 
 

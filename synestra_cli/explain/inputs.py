@@ -20,6 +20,7 @@ import duckdb
 from synestra_cli.explain.triggers import Checkpoint, last_iterations_for, load_checkpoints_for
 from synestra_cli.signals.collectives import Laggard, laggards_for
 from synestra_cli.signals.events import Incident, incidents_for
+from synestra_cli.signals.lifecycle import Lifecycle, lifecycles_for
 from synestra_cli.signals.scope import JobScope, load_scope, load_scopes
 from synestra_cli.signals.steps import DegradationWindow, degradation_windows_for
 from synestra_cli.store.parallel import default_workers, map_in_threads
@@ -32,6 +33,7 @@ class JobInputs:
     incidents: list[Incident]
     last_iterations: dict[int | None, int]  # per attempt, the last iteration printed
     windows: list[DegradationWindow]  # step-time degradation windows, in onset order
+    lifecycle: Lifecycle  # its log segments and the marks that date its restarts (signals/lifecycle.py)
     laggards: list[Laggard]  # ranks the Flight Recorder finds behind in a collective (signals/collectives.py)
 
 
@@ -44,11 +46,18 @@ def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
         lambda c: incidents_for(c, jobs),
         lambda c: last_iterations_for(c, jobs),
         lambda c: degradation_windows_for(c, jobs),
+        lambda c: lifecycles_for(c, jobs),
         lambda c: laggards_for(c, jobs),
     ]
-    scopes, checkpoints, incidents, last, windows, lag = _read_together(conn, reads)
+    scopes, checkpoints, incidents, last, windows, life, lag = _read_together(conn, reads)
     return JobInputs(
-        scopes[job_id], checkpoints[job_id], incidents[job_id], last[job_id], windows.get(job_id, []), lag[job_id]
+        scopes[job_id],
+        checkpoints[job_id],
+        incidents[job_id],
+        last[job_id],
+        windows.get(job_id, []),
+        life[job_id],
+        lag[job_id],
     )
 
 
@@ -63,10 +72,14 @@ def inputs_for(
         lambda c: incidents_for(c, job_ids),
         lambda c: last_iterations_for(c, job_ids),
         lambda c: degradation_windows_for(c, job_ids) if windows is None else windows,
+        lambda c: lifecycles_for(c, job_ids),
         lambda c: laggards_for(c, job_ids),
     ]
-    scopes, checkpoints, incidents, last, read, lag = _read_together(conn, reads)
-    return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, []), lag[j]) for j in job_ids}
+    scopes, checkpoints, incidents, last, read, life, lag = _read_together(conn, reads)
+    return {
+        j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, []), life[j], lag[j])
+        for j in job_ids
+    }
 
 
 # Each read is a few queries over the job views, whose cost is mostly DuckDB planning them (the views nest

@@ -16,6 +16,7 @@ from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
+from synestra_cli.explain.restart_text import WORDS, loop_line, span, stage_times, stages_line
 
 
 def _cell(text: Any) -> str:
@@ -103,6 +104,11 @@ def _cost(cp: CheckpointExplanation) -> list[str]:
         if cp.duration_s is not None
         else f"this {cp.kind}'s duration was not logged"
     )
+    if cp.precision == "bounded" and cp.duration_s is not None:
+        own = (
+            f"this {cp.kind} blocked the job at most {cp.duration_s:.1f} s (its lines carry no time: it is dated "
+            "only by the lines around it)"
+        )
     if not cp.tax:
         return [
             f"- {own}",
@@ -116,6 +122,20 @@ def _cost(cp: CheckpointExplanation) -> list[str]:
         f"- charged to this cause here: {parts or 'nothing'} = **{cp.tax['gpu_hours']:,.2f} GPU-h**",
         "",
     ]
+
+
+def _restart_stages(job: JobExplanation, cp: CheckpointExplanation, h: str) -> list[str]:
+    """The restart a restore ended, stage by stage: when each stage began and how long it lasted."""
+    r = next((r for r in job.restarts if cp.kind == "restore" and r["attempt"] == cp.attempt), None)
+    if r is None:
+        return []
+    rows = ["| stage | time (UTC) | after the stage before |", "| --- | --- | --- |"]
+    prev = None
+    for name, t in stage_times(r):
+        after = span((t - prev).total_seconds()) if t is not None and prev is not None else ""
+        rows.append(f"| {WORDS[name]} | {_when(t) if t else 'not dated'} | {after} |")
+        prev = t or prev
+    return [f"{h}# Restart", "", _cell(stages_line(r)) + ".", "", *rows, ""]
 
 
 def _title(job: JobExplanation, cp: CheckpointExplanation) -> str:
@@ -146,6 +166,7 @@ def checkpoint_markdown(job: JobExplanation, cp: CheckpointExplanation, level: i
     if c:
         out += _action(c)
         out += [f"{h}# Assets", "", *(f"- {describe(a)}" for a in c.assets), ""] if c.assets else []
+    out += _restart_stages(job, cp, h)
     out += [f"{h}# Chain", "", *_chain_table(cp.chain, cp.start), ""]
     out += [f"{h}# Alternatives", "", *_alternatives(cp.alternatives, cp.start)]
     out += [f"{h}# Cost", "", *_cost(cp)]
@@ -190,6 +211,7 @@ def job_markdown(job: JobExplanation, checkpoints: list[CheckpointExplanation] |
         f"{routine} routine checkpoint(s)" + (f", saves every {job.cadence} iterations." if job.cadence else "."),
         "",
     ]
+    out += [*(f"**{_cell(loop_line(lp))}**" for lp in job.restart_loops), ""] if job.restart_loops else []
     for cp in shown:
         out += checkpoint_markdown(job, cp, 2)
     out += _job_tax(job.tax)

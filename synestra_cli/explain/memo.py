@@ -266,6 +266,7 @@ def _checkpoint(doc: CheckpointDoc) -> CheckpointExplanation:
         chain,
         [c for c in map(_cause, doc["alternatives"]) if c is not None],
         doc["tax"],
+        precision=doc.get("precision"),
     )
 
 
@@ -279,4 +280,6 @@ def from_json(doc: ExplainDoc) -> JobExplanation:
         [_checkpoint(c) for c in doc["checkpoints"]],
         doc["tax"],
         [_failure(f) for f in doc.get("failures", [])],
+        list(doc.get("restarts", [])),
+        list(doc.get("restart_loops", [])),
     )

@@ -27,7 +27,7 @@ from synestra_cli.explain.rules import (
     SKEW_S,
     WORKER_EXIT_VERDICTS,
 )
-from synestra_cli.explain.triggers import Classified
+from synestra_cli.explain.triggers import Checkpoint, Classified
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.collectives import Laggard
@@ -37,6 +37,8 @@ from synestra_cli.signals.steps import DegradationWindow
 
 FALLBACK_STRAGGLER = FALLBACK_CONFIDENCE["workload.straggler"]
 CRASH_INCIDENTS = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom")
+# Slurm's lines that say the attempt failed (formats/slurm_lines.py): how it ended, and when; never its cause.
+FAILED_ENDS = ("node_failure", "task_failure", "failed")
 WORKER = "worker_failed"
 OOM_STATE = "OUT_OF_MEMORY"  # sacct's state when the step's cgroup OOM-killed it
 
@@ -159,12 +161,31 @@ class Plan:
 
 
 def _plan_restart(cl: Classified, ev: Evidence) -> Plan:
-    """A restore after a failure: the failure of the attempt before it is the effect."""
+    """A restore after a failure: the failure of the attempt before it is the effect; for torchrun's restart in
+    place (a `Worker group FAILED ... will restart` before the restore in its own attempt), the failure of that
+    attempt before the restore (its nodes, its crashes before it; it has not ended)."""
     cp = cl.checkpoint
+    if _in_place(cp, ev):
+        own = next((a for a in ev.scope.attempts if a.attempt == cp.attempt), None)
+        failed = replace(own, end=None) if own is not None else None
+        # its failure came after the attempt's previous restart in place, if any: the agent's lines before this
+        # restore report this failure (the last) and the ones before it
+        reported = sorted(i.ts for i in ev.incidents if _restarted(i, cp) and i.ts)
+        since = reported[-2] if len(reported) > 1 else None
+        return _plan_failure(failed, cp.attempt, ev, ch.from_checkpoint(cp, cl.trigger), cp.start, since)
     prev = [a for a in ev.scope.attempts if cp.attempt is not None and a.attempt < cp.attempt]
-    failed: Attempt | None = prev[-1] if prev else None
+    failed = prev[-1] if prev else None
     att_no = failed.attempt if failed else cp.attempt
     return _plan_failure(failed, att_no, ev, ch.from_checkpoint(cp, cl.trigger), cp.start)
+
+
+def _restarted(i: Incident, cp: Checkpoint) -> bool:
+    return i.kind == "elastic_restart" and i.attempt == cp.attempt and bool(i.ts and cp.start and i.ts <= cp.start)
+
+
+def _in_place(cp: Checkpoint, ev: Evidence) -> bool:
+    """torchrun restarted the worker group inside the restore's own attempt before it."""
+    return any(_restarted(i, cp) for i in ev.incidents)
 
 
 def plan_attempt_failure(att: Attempt, ev: Evidence) -> Plan:
@@ -175,12 +196,19 @@ def plan_attempt_failure(att: Attempt, ev: Evidence) -> Plan:
 
 def crashes_of(ev: Evidence, attempt: int | None) -> list[Incident]:
     """The attempt's timed errors, and its failed workers (timed or not: torchrun's pylogging lines carry no
-    time) but those stopped by SIGTERM, which follow another's failure or the scheduler's stop."""
+    time) but those stopped by SIGTERM, which follow another's failure or the scheduler's stop; and Slurm's
+    lines that say it failed (a node failure, a task failure), which date its end and are evidence of how it
+    ended, not of why."""
     return [
         i
         for i in ev.incidents
         if i.attempt == attempt
-        and ((i.kind in CRASH_INCIDENTS and i.ts) or (i.kind == WORKER and i.signal != "SIGTERM"))
+        and (
+            (i.kind in CRASH_INCIDENTS and i.ts)
+            or (i.kind == WORKER and i.signal != "SIGTERM")
+            or (i.kind == "job_end" and i.ended_by in FAILED_ENDS and i.ts)
+            or (i.kind == "task_exit" and i.signal != "SIGTERM" and i.ts)
+        )
     ]
 
 
@@ -256,10 +284,16 @@ def laggards_of(ev: Evidence, failed: Attempt | None, att_no: int | None) -> lis
 
 
 def _plan_failure(
-    failed: Attempt | None, att_no: int | None, ev: Evidence, tail: ch.ChainLink | None, deadline: datetime | None
+    failed: Attempt | None,
+    att_no: int | None,
+    ev: Evidence,
+    tail: ch.ChainLink | None,
+    deadline: datetime | None,
+    since: datetime | None = None,
 ) -> Plan:
-    """The failure of attempt `att_no` is the effect; nothing at or after `deadline` caused it."""
-    crashes = crashes_of(ev, att_no)
+    """The failure of attempt `att_no` is the effect; nothing at or after `deadline` caused it (nor, restarted
+    in place, anything of the attempt before `since`)."""
+    crashes = [i for i in crashes_of(ev, att_no) if since is None or i.ts is None or i.ts > since]
     crash_times = [i.ts for i in crashes if i.ts]
     end = failed.end if failed else None
     times = crash_times + ([end] if end else [])

@@ -34,7 +34,7 @@ from synestra_cli.signals.thresholds import XID_MEMORY as XID_MEMORY
 from synestra_cli.signals.thresholds import XID_NVLINK as XID_NVLINK
 from synestra_cli.signals.thresholds import MetricRule as MetricRule
 
-SCHEMA = "synestra.explain/2"
+SCHEMA = "synestra.explain/3"
 
 LAYERS = ("physical", "link", "traffic", "gpu", "collective", "throughput", "job", "checkpoint")
 
@@ -70,6 +70,8 @@ PREEMPT_SAVE_S = 600.0
 EXIT_SIGNAL_MARK = "exiting program after receiving SIGTERM"
 # Slurm states that mean the scheduler took the nodes back (sacct, L D.8).
 PREEMPT_STATES = ("PREEMPTED",)
+# ... and the sacct states under which a SIGTERM in the job's log may still be the scheduler's preemption.
+SIGTERM_STATES = ("CANCELLED",)
 OK_STATES = ("COMPLETED", "RUNNING", "TIMEOUT")
 # Slurm states of an attempt that failed (sacct, L D.8): explained even when no restore follows.
 FAILED_STATES = ("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli.explain.api import JobExplanation, explain_job
+from synestra_cli.explain.restart_text import phases
 from synestra_cli.explain.rules import LOOKBACK_S, METRIC_RULES
 from synestra_cli.explain.wording import COUNTED, GAUGE_NAMES, RATE_NAMES
 from synestra_cli.signals.scope import load_scope
@@ -55,6 +56,7 @@ class Timeline:
     causes: list[dict[str, Any]]
     series: list[Series] = field(default_factory=list)
     start: datetime | None = None
+    restarts: list[dict[str, Any]] = field(default_factory=list)  # each restart's phases (explain/restarts.py)
     end: datetime | None = None
 
 
@@ -104,6 +106,15 @@ def _causes(job: JobExplanation) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def _restart_phases(job: JobExplanation) -> list[dict[str, Any]]:
+    """One row per phase of each restart: detection, stopping, requeue, start-up, load, warm-up."""
+    return [
+        {"restart": f"restart {k + 1} (attempt {r['attempt']})", "phase": name, "start": a, "end": b}
+        for k, r in enumerate(job.restarts)
+        for name, a, b in phases(r)
+    ]
+
+
 def build(conn: duckdb.DuckDBPyConnection, job_id: str) -> Timeline:
     job = explain_job(conn, job_id)
     scope = load_scope(conn, job_id)
@@ -124,7 +135,7 @@ def build(conn: duckdb.DuckDBPyConnection, job_id: str) -> Timeline:
     times += [s["ts"] for s in steps] + [cp.start for cp in job.checkpoints if cp.start]
     start, end = (min(times), max(times)) if times else (None, None)
     causes = _causes(job)
-    tl = Timeline(job, attempts, windows, steps, causes, start=start, end=end)
+    tl = Timeline(job, attempts, windows, steps, causes, start=start, end=end, restarts=_restart_phases(job))
     if start and end:
         lo = start - timedelta(seconds=LOOKBACK_S)
         for c in causes:

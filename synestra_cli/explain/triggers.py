@@ -21,17 +21,25 @@ from synestra_cli.explain.rules import (
     OK_STATES,
     PREEMPT_SAVE_S,
     PREEMPT_STATES,
+    SIGTERM_STATES,
     SKEW_S,
     SLOW_SAVE_FACTOR,
 )
 from synestra_cli.signals.events import Incident
 from synestra_cli.signals.scope import Attempt
 
+# Incidents that say the attempt ended for another reason than a preemption (a SIGTERM logged with them is the
+# scheduler or torchrun stopping what was left).
+ENDED_OTHERWISE = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom", "job_end", "task_exit")
+SLURM_PREEMPTION = "DUE TO PREEMPTION"
+
 # Async saves log a scheduled and a finalized line: one checkpoint per (attempt, kind, iteration).
 CHECKPOINTS_SQL = """
 SELECT c.job_id, c.attempt, c.kind, c.iteration, min(c.start_ts) AS start_ts,
        max(coalesce(c.end_ts, c.start_ts)) AS end_ts, max(c.blocking_s), bool_or(coalesce(c.is_async, false)),
-       arg_min(s.path, c.line), min(c.line)
+       arg_min(s.path, c.line), min(c.line),
+       CASE WHEN bool_and(c.ts_precision = 'exact') THEN 'exact' WHEN bool_or(c.ts_precision = 'bounded') THEN 'bounded'
+            ELSE min(c.ts_precision) END
 FROM checkpoints_reconciled c LEFT JOIN sources s ON s.source_id = c.source_id
 WHERE c.job_id IN (SELECT unnest($jobs)) GROUP BY c.job_id, c.attempt, c.kind, c.iteration
 ORDER BY c.job_id, coalesce(min(c.start_ts), max(c.end_ts)), c.kind DESC, c.attempt, c.iteration
@@ -52,6 +60,8 @@ class Checkpoint:
     is_async: bool
     path: str | None  # the log file that reports it
     line: int | None
+    # exact: its lines' own times; bounded: between the dated lines around it; inferred: its neighbours' times
+    precision: str | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -92,8 +102,29 @@ def last_iterations_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str]) -> 
 def learn_cadence(iterations: list[int]) -> int | None:
     """The save interval (in iterations) that best explains the save iterations: multiples saved
     minus multiples skipped within the saved span (so a small common divisor does not win).
-    None when no interval is seen at least twice: too little evidence to call a save periodic."""
-    its = sorted({i for i in iterations if i and i > 0})
+    None when no interval is seen at least twice: too little evidence to call a save periodic.
+    Trainers that number a step by its zero-based index (NeMo 2's Megatron-core lines, MaxText) save
+    at iteration % interval == interval - 1: the cadence is learned in the numbering that fits best."""
+    return _learn_cadence(iterations, cadence_phase(iterations))
+
+
+def cadence_phase(iterations: list[int]) -> int:
+    """0 when the saves fall on multiples of their interval as numbered, 1 when they do one step later
+    (a zero-based numbering of steps completed): what to add to an iteration before testing a multiple."""
+    scores = []
+    for phase in (0, 1):
+        c = _learn_cadence(iterations, phase)
+        its = {i + phase for i in iterations if i is not None and i + phase > 0}
+        hits = sum(i % c == 0 for i in its) if c else -1
+        # the other numbering only on evidence: three saves on it, or two on a round interval
+        if phase and not (hits >= 3 or (hits >= 2 and c is not None and c % 10 == 0)):
+            hits = -1
+        scores.append((hits, -phase))
+    return -max(scores)[1]
+
+
+def _learn_cadence(iterations: list[int], phase: int) -> int | None:
+    its = sorted({i + phase for i in iterations if i is not None and i + phase > 0})
     candidates = {b - a for a, b in zip(its, its[1:], strict=False)} | set(its)
     if not candidates:
         return None
@@ -109,11 +140,25 @@ def learn_cadence(iterations: list[int]) -> int | None:
     return best if hits >= 2 and score(best)[0] > 0 else None
 
 
-def _preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
+def preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
+    """The scheduler took the attempt's nodes back: sacct says PREEMPTED, or Slurm's own `DUE TO PREEMPTION`
+    line is in the log. A SIGTERM the job logged (torchrun's agent, Megatron's exit-signal handler) is one only
+    where nothing else ended the attempt: no crash, no failed worker, none of Slurm's other job-end lines
+    (node failure, requeue, time limit, task failure: formats/slurm_lines.py), and no other sacct state than
+    CANCELLED. A requeue alone is never a preemption."""
     if attempt is None:
         return False
-    sigterm = any(i.kind == "sigterm" and i.attempt == attempt.attempt for i in incidents)
-    return sigterm or (attempt.state or "").upper().startswith(PREEMPT_STATES)
+    state = (attempt.state or "").upper()
+    mine = [i for i in incidents if i.attempt == attempt.attempt]
+    slurm_says = any(i.kind == "sigterm" and SLURM_PREEMPTION in (i.message or "") for i in mine)
+    if state.startswith(PREEMPT_STATES) or slurm_says:
+        return True
+    if state and not state.startswith(SIGTERM_STATES):
+        return False  # sacct says how it ended: FAILED, NODE_FAIL, REQUEUED, TIMEOUT, COMPLETED ...
+    ended_otherwise = any(
+        i.kind in ENDED_OTHERWISE or (i.kind == "worker_failed" and i.signal != "SIGTERM") for i in mine
+    )
+    return not ended_otherwise and any(i.kind == "sigterm" for i in mine)
 
 
 def exit_report(i: Incident) -> bool:
@@ -125,7 +170,7 @@ def _is_preemption_save(cp: Checkpoint, att: Attempt | None, ctx: _Context) -> b
     """The save the job made because the scheduler signalled it: at or after a SIGTERM whose arrival is
     logged (Slurm's notice, torchrun), else the attempt's last save with no training after it, just
     before the handler's exit line or the attempt's preempted end."""
-    if not _preempted(att, ctx.incidents) or cp.start is None:
+    if not preempted(att, ctx.incidents) or cp.start is None:
         return False
     skew = timedelta(seconds=SKEW_S)
     mine = [i for i in ctx.incidents if i.kind == "sigterm" and i.attempt == cp.attempt and i.ts]
@@ -150,7 +195,7 @@ def _save_trigger(cp: Checkpoint, ctx: _Context) -> str:
         return "final"
     if ctx.cadence is None:
         return "unknown"  # no cadence to be off: too few saves to tell periodic from reactive
-    return "periodic" if cp.iteration % ctx.cadence == 0 else "reactive"
+    return "periodic" if (cp.iteration + ctx.phase) % ctx.cadence == 0 else "reactive"
 
 
 def _restore_trigger(cp: Checkpoint, ctx: _Context) -> str:
@@ -165,7 +210,7 @@ def _restore_trigger(cp: Checkpoint, ctx: _Context) -> str:
         return "restart"
     if not prev:
         return "unknown"
-    return "preemption" if _preempted(ctx.attempts[prev[-1]], ctx.incidents) else "restart"
+    return "preemption" if preempted(ctx.attempts[prev[-1]], ctx.incidents) else "restart"
 
 
 @dataclass
@@ -174,6 +219,7 @@ class _Context:
     saves: list[Checkpoint]
     incidents: list[Incident]
     cadence: int | None
+    phase: int  # cadence_phase: 1 where steps are numbered from zero
     max_iteration: int
     job_finished: bool
     last_iterations: dict[int | None, int]
@@ -219,7 +265,8 @@ def classify(
         {a.attempt: a for a in attempts},
         saves,
         incidents,
-        learn_cadence([c.iteration for c in saves if c.iteration]),
+        learn_cadence([c.iteration for c in saves if c.iteration is not None]),
+        cadence_phase([c.iteration for c in saves if c.iteration is not None]),
         max_it,
         finished,
         last_its,

@@ -180,6 +180,7 @@ StoreTable = Literal[
     "steps",
     "checkpoints",
     "job_incidents",
+    "job_marks",
     "sacct_rows",
     "kube_runs",
 ]

@@ -22,9 +22,11 @@ FROM jl_lines WHERE contains(body, '] step=') AND regexp_matches(body, '\] step=
 CKPT_SQL = r"""
 SELECT sid, pos, lineno, ts, ts_precision,
     CASE WHEN regexp_matches(body, 'Checkpoint \S+ is (about to be saved|begin to save)!|Saving model checkpoint: ')
-         THEN 'save_start' WHEN regexp_matches(body, 'Checkpoint \S+ is ready now!') THEN 'save_end' END AS fact,
+         THEN 'save_start' WHEN regexp_matches(body, 'Checkpoint \S+ is ready now!') THEN 'save_end'
+         WHEN regexp_matches(body, '\[Torch\] (Begin Load|Loading) checkpoint from ') THEN 'load_start'
+         WHEN regexp_matches(body, '\[Torch\] (End Load|Loaded) checkpoint from ') THEN 'load_end' END AS fact,
     TRY_CAST(nullif(regexp_extract(body, 'global_step(\d+)', 1), '') AS BIGINT) AS iteration,
-    nullif(regexp_extract(body, 'Saving model checkpoint: (\S+)', 1), '') AS path
+    nullif(regexp_extract(body, '(?:Saving model checkpoint: |checkpoint from )(\S+?)(?:\.\.\.|\.)?$', 1), '') AS path
 FROM jl_lines WHERE contains(body, 'heckpoint') AND fact IS NOT NULL
 """
 

@@ -275,8 +275,9 @@ def _prefix(lines: list[str]) -> tuple[str | None, tuple[str, ...]]:
 
 def _wrap_width(lines: list[str]) -> int:
     """A terminal's width the text was cut at: the longest length, shared by 3 or more lines whose next
-    line does not start like them (a cut record goes on, a new record starts as the others do). A line
-    ending in a blank was padded to the width, not cut (a progress printer's fixed-width lines)."""
+    line does not start like them (a cut record goes on, a new record starts as the others do) and which do
+    not end a sentence (a cut falls inside a word). A line ending in a blank was padded to the width, not cut (a
+    progress printer's fixed-width lines)."""
     lengths = Counter(len(line) for line in lines if line.strip() and not line[-1].isspace())
     if not lengths:
         return 0
@@ -284,6 +285,11 @@ def _wrap_width(lines: list[str]) -> int:
     if width < WRAP_MIN or lengths[width] < 3:
         return 0
     cut = [i for i, line in enumerate(lines[:-1]) if len(line) == width and not line[-1].isspace()]
+    # a terminal cuts anywhere, mostly inside a word: lines of the same length that end a sentence are whole records
+    # that happen to be as long as each other (NeMo's `… (…-last.ckpt) finalized successfully.` for steps of as
+    # many digits), whose next line is the next record
+    if sum(lines[i][-1] in ".!?)]" for i in cut) * 2 > len(cut):
+        return 0
     starts = Counter(lines[i][:2] for i in cut)
     head2 = starts.most_common(1)[0][0]
     goes_on = sum(1 for i in cut if lines[i + 1].strip() and not lines[i + 1].startswith(head2))

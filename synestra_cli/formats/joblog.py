@@ -31,10 +31,11 @@ from synestra_cli.formats.joblog_sniff import looks_like_syslog
 from synestra_cli.formats.kube_logs import job_of_container_log
 from synestra_cli.store.sql import drop_temp, registered, temp_table
 
-# What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, and
-# the full host names its failure reports give.
+# What a job log writes (joblog_rows.py): its job, attempts, steps, saves and restores, incidents, the marks
+# of its life (initialised, model built, training loop, worker group started), and the full host names its
+# failure reports give.
 JOB_LOG_TABLES: frozenset[StoreTable] = frozenset(
-    {"jobs", "attempts", "steps", "checkpoints", "job_incidents", "host_names"}
+    {"jobs", "attempts", "steps", "checkpoints", "job_incidents", "job_marks", "host_names"}
 )
 
 LINES_SQL = r"""
@@ -77,7 +78,7 @@ CREATE OR REPLACE TEMP TABLE jl_full AS
 WITH t AS (
     SELECT * EXCLUDE (text),
         nullif(coalesce(
-            nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] )?'
+            nullif(regexp_extract(body, '^\s*\[?(?:NeMo [A-Z] |titan\] |\d+\] |[A-Z]+\|[^\]]*\] )?'
                                         '(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)', 1), ''),
             CASE WHEN contains(body, 'datetime: ') THEN
                 nullif(regexp_extract(body, 'datetime: (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})', 1), '') END,
@@ -213,22 +214,28 @@ FACTS_DDL = """
 CREATE OR REPLACE TEMP TABLE jl_facts (
     sid BIGINT NOT NULL,  -- the log's source id: every fact names its file
     pos BIGINT, lineno BIGINT, fact VARCHAR,  -- step | save_start | save_sched | save_end | save_block |
-                                              -- load_start | load_end | banner | incident | reject | job
+                                              -- load_start | load_end | load_block | banner | incident |
+                                              -- mark | reject | job
     ts TIMESTAMP, logged_ts TIMESTAMP, ts_precision VARCHAR,
     iteration BIGINT, step_time_s DOUBLE, tflops_per_gpu DOUBLE, tokens_per_s DOUBLE, samples_per_s DOUBLE,
     loss DOUBLE, path VARCHAR, is_async BOOLEAN, blocking_s DOUBLE,
     kind VARCHAR, rank INTEGER, collective VARCHAR, seq BIGINT, timeout_ms BIGINT, ran_for_ms BIGINT,
-    message VARCHAR, fields JSON, job_id VARCHAR, job_name VARCHAR, gpus INTEGER
+    message VARCHAR, fields JSON, job_id VARCHAR, job_name VARCHAR, gpus INTEGER,
+    loose BOOLEAN  -- a save line in another numbering of the same steps (Lightning's): joblog_rows snaps it
 )
 """
 
-# Slurm's own lines name the job too: `StepId=191.batch`, `in step 3495064.0 cgroup`, `*** STEP 3495064.0 ON`.
+# Slurm's own lines name the job too: `StepId=191.batch`, `in step 3495064.0 cgroup`, `*** STEP 3495064.0 ON`,
+# `*** JOB 4242 ON gpu-001 CANCELLED AT ...` (slurmstepd, `slurmstepd-<node>` on newer daemons; srun's StepId=).
 JOB_ID_SQL = r"""
 SELECT sid, coalesce(
     max(nullif(regexp_extract(body, 'SLURM_JOB_ID=(\d+)', 1), '')),
     max(nullif(regexp_extract(body, '\tJob ID: (\d+)\t', 1), '')),
-    max(nullif(regexp_extract(body, '^slurmstepd: error: .*(?:StepId=| in step |\*\*\* (?:JOB|STEP) )(\d+)', 1), '')))
-FROM jl_lines GROUP BY sid
+    max(nullif(regexp_extract(body, '(?:^|\s)(?:slurmstepd(?:-\S+)?|srun): (?:error: )?.*'
+                                    '(?:StepId=| in step |\*\*\* (?:JOB|STEP) )(\d+)', 1), '')))
+FROM jl_lines WHERE contains(body, 'SLURM_JOB_ID=') OR contains(body, 'Job ID: ') OR contains(body, 'slurmstepd')
+                 OR contains(body, 'srun: ')
+GROUP BY sid
 """
 
 # Slurm's environment echoed by a batch script: the job's name, and a process start per attempt.

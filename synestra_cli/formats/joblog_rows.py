@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from synestra_cli.formats import joblog_times
 from synestra_cli.formats.base import MAX_REJECT_SAMPLES
 from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.store.sql import drop_temp
@@ -34,9 +35,30 @@ DELETE FROM jl_facts WHERE fact = 'step'
                                WHERE s.fact = 'step' AND s.sid = jl_facts.sid)
 """
 
+# One save is announced by several lines, sometimes of two frameworks numbering the same steps differently:
+# NeMo 2's `Global Checkpoint Save : ... Iteration: 9` (Megatron-core's, zero-based like its progress lines) and
+# Lightning's `Epoch 0, global step 9|10: ... saving model to`, NeMo's `Async checkpoint save for step 10 ...
+# finalized`. A line marked `loose` takes the iteration of the save line of the other framework next to it (within
+# SNAP_LINES lines, one iteration apart at most): one save, numbered as the trainer's own lines number it.
+SNAP_LINES = 200
+SNAP_SQL = f"""
+UPDATE jl_facts SET iteration = s.snapped
+FROM (
+    SELECT f.sid, f.pos, arg_min(g.iteration, abs(g.pos - f.pos)) AS snapped
+    FROM jl_facts f JOIN jl_facts g ON g.sid = f.sid AND abs(g.pos - f.pos) <= {SNAP_LINES}
+         AND g.iteration BETWEEN f.iteration - 1 AND f.iteration + 1
+    WHERE f.loose AND f.fact LIKE 'save%' AND g.fact LIKE 'save%' AND NOT coalesce(g.loose, false)
+    GROUP BY f.sid, f.pos
+) s
+WHERE jl_facts.sid = s.sid AND jl_facts.pos = s.pos
+"""
+
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
 # A failure that ends the process also closes its attempt, even one that died before its first step.
-FATAL = "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom', 'worker_failed')"
+FATAL = (
+    "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom', 'worker_failed', 'job_end',"
+    " 'task_exit')"
+)
 
 BOUNDS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE jl_bounds AS
@@ -77,13 +99,30 @@ FROM a
 
 # Checkpoint facts without their own iteration (torchtitan's "Saving the checkpoint", NeMo's
 # "Scheduled async checkpoint save", Megatron's timer block) belong to the last step or save
-# before them in the same attempt; loads likewise to the last load.
+# before them in the same attempt; loads likewise to the last load. A save line that opens a save
+# without naming its step (NeMo's "Preemption detected, saving checkpoint", torchtitan's "Saving the
+# checkpoint." before "Saving a full checkpoint at last step, step N.") takes the step of the save line
+# after it when no step line comes between them.
 FACTS_A_SQL = """
 CREATE OR REPLACE TEMP TABLE jl_fa AS
-SELECT f.*, la.attempt, la.dated_before, la.dated_after,
-    coalesce(f.iteration, last_value(f.iteration IGNORE NULLS) OVER (
-        PARTITION BY f.sid, la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING)) AS it
-FROM jl_facts f JOIN jl_la la USING (sid, pos)
+WITH f AS (
+    SELECT f.*, la.attempt, la.dated_before, la.dated_after,
+        last_value(f.iteration IGNORE NULLS) OVER (
+            PARTITION BY f.sid, la.attempt, f.fact LIKE 'load%' ORDER BY f.pos ROWS UNBOUNDED PRECEDING) AS it_before,
+        first_value(CASE WHEN f.fact LIKE 'save%' AND f.iteration IS NOT NULL THEN f.iteration END IGNORE NULLS) OVER w
+            AS next_save_it,
+        first_value(CASE WHEN f.fact LIKE 'save%' AND f.iteration IS NOT NULL THEN f.pos END IGNORE NULLS) OVER w
+            AS next_save_pos,
+        first_value(CASE WHEN f.fact = 'step' THEN f.pos END IGNORE NULLS) OVER w AS next_step_pos
+    FROM jl_facts f JOIN jl_la la USING (sid, pos)
+    WINDOW w AS (PARTITION BY f.sid, la.attempt ORDER BY f.pos ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+)
+SELECT * EXCLUDE (it_before, next_save_it, next_save_pos, next_step_pos),
+    coalesce(iteration,
+             CASE WHEN fact = 'save_start' AND next_save_pos < coalesce(next_step_pos, next_save_pos + 1)
+                  THEN next_save_it END,
+             it_before) AS it
+FROM f
 """
 
 # Each log's job (jl_jobs: joblog.resolve_job_ids), a row even for a log without any fact.
@@ -113,18 +152,27 @@ FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'step' AND iteration IS NOT N
 # both times are the lines' own (inferred times would make up a duration). A restore printed
 # undated (Megatron's "loading checkpoint ..." lines) is bounded instead: it began after the dated
 # line before its start line and ended by the dated line after its end line, in its attempt
-# ('bounded'); without a dated line before it, the sacct start bounds it (checkpoints_reconciled).
+# ('bounded'); without a dated line before it, the sacct start bounds it (checkpoints_reconciled). A restore's
+# blocking_s is the load's stated duration (Megatron's load-checkpoint timer, torchtitan's "in N seconds").
 INSERT_CHECKPOINTS_SQL = """
 INSERT INTO checkpoints (job_id, attempt, kind, iteration, start_ts, end_ts, ts_precision, path, is_async, phase,
                          blocking_s, source_id, line)
 WITH c AS (
     SELECT sid, attempt, ck_kind AS kind, it AS iteration,
-        min(CASE WHEN bounded THEN coalesce(dated_before, ts) ELSE ts END)
-            FILTER (WHERE fact IN ('save_start', 'load_start')) AS start_ts,
-        min(ts) FILTER (WHERE fact = 'save_sched') AS sched_ts,
-        max(CASE WHEN bounded THEN coalesce(dated_after, ts) ELSE ts END)
-            FILTER (WHERE fact IN ('save_end', 'load_end')) AS done_ts,
-        CASE WHEN bool_or(ts_precision = 'none') THEN 'none'
+        -- a line with its own time beats one its neighbours date (NeMo's dated load line, Lightning's undated ones)
+        coalesce(min(ts) FILTER (WHERE fact IN ('save_start', 'load_start') AND ts_precision = 'exact'),
+                 min(CASE WHEN bounded THEN coalesce(dated_before, ts) ELSE ts END)
+                     FILTER (WHERE fact IN ('save_start', 'load_start'))) AS start_ts,
+        -- the trainer's own "scheduled" lines (torchtitan's checkpoint process receives the request later)
+        coalesce(max(ts) FILTER (WHERE fact = 'save_sched' AND kind IS DISTINCT FROM 'process'),
+                 max(ts) FILTER (WHERE fact = 'save_sched')) AS sched_ts,
+        coalesce(max(ts) FILTER (WHERE fact IN ('save_end', 'load_end') AND ts_precision = 'exact'),
+                 max(CASE WHEN bounded THEN coalesce(dated_after, ts) ELSE ts END)
+                     FILTER (WHERE fact IN ('save_end', 'load_end'))) AS done_ts,
+        CASE WHEN bool_or(ts_precision = 'exact') FILTER (WHERE fact IN ('save_start', 'load_start'))
+                  AND bool_or(ts_precision = 'exact') FILTER (WHERE fact IN ('save_end', 'load_end', 'save_sched'))
+                  THEN 'exact'
+             WHEN bool_or(ts_precision = 'none') THEN 'none'
              WHEN bool_or(bounded) THEN CASE WHEN bool_or(bounded AND dated_before IS NULL)
                                                   FILTER (WHERE fact = 'load_start') THEN 'inferred'
                                              ELSE 'bounded' END
@@ -138,11 +186,20 @@ WITH c AS (
           FROM jl_fa WHERE fact LIKE 'save%' OR fact LIKE 'load%')
     GROUP BY sid, attempt, ck_kind, it
 )
-SELECT j.job, attempt, kind, iteration, start_ts, coalesce(done_ts, sched_ts), ts_precision, path,
+SELECT j.job, attempt, kind, iteration,
+    -- an undated load whose duration the log states (Megatron's load-checkpoint timer) ended by the dated
+    -- line after it (`[after model, optimizer, ... are built]`, printed as the load returns) and took that long
+    CASE WHEN kind = 'restore' AND ts_precision = 'bounded' AND stated_blocking_s IS NOT NULL AND done_ts IS NOT NULL
+         THEN greatest(start_ts, done_ts - to_microseconds(CAST(stated_blocking_s * 1e6 AS BIGINT)))
+         ELSE start_ts END,
+    coalesce(done_ts, sched_ts), ts_precision, path,
     CASE WHEN kind = 'save' THEN is_async END,
     CASE WHEN kind = 'save' AND is_async THEN CASE WHEN done_ts IS NOT NULL THEN 'finalized' ELSE 'scheduled' END END,
-    coalesce(stated_blocking_s, CASE WHEN ts_precision = 'exact' THEN
-        epoch(CASE WHEN kind = 'save' AND is_async THEN sched_ts ELSE done_ts END - start_ts) END),
+    -- an async save blocks from its first line to its last part scheduled (NeMo writes a top-k and a -last
+    -- checkpoint, each with its own "Save duration" of the sharded write alone)
+    CASE WHEN kind = 'save' AND is_async AND ts_precision = 'exact' AND sched_ts IS NOT NULL
+         THEN epoch(sched_ts - start_ts)
+         ELSE coalesce(stated_blocking_s, CASE WHEN ts_precision = 'exact' THEN epoch(done_ts - start_ts) END) END,
     sid, line
 FROM c JOIN jl_jobs j USING (sid) ORDER BY sid, line
 """
@@ -155,10 +212,16 @@ SELECT j.job, attempt, ts, coalesce(logged_ts, ts), ts_precision, kind, rank, co
 FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'incident' ORDER BY pos
 """
 
+INSERT_MARKS_SQL = """
+INSERT INTO job_marks (job_id, attempt, ts, ts_precision, kind, iteration, message, source_id, line)
+SELECT j.job, attempt, ts, ts_precision, kind, iteration, message, sid, lineno
+FROM jl_fa JOIN jl_jobs j USING (sid) WHERE fact = 'mark' ORDER BY pos
+"""
+
 # The rows each log wrote (the group's sources only: the stage holds other files' rows too).
 ROWS_SQL = " UNION ALL ".join(
     f"SELECT source_id, count(*) AS n FROM {t} WHERE list_contains($sids, source_id) GROUP BY source_id"
-    for t in ("jobs", "attempts", "steps", "checkpoints", "job_incidents")
+    for t in ("jobs", "attempts", "steps", "checkpoints", "job_incidents", "job_marks")
 )
 ROWS_SQL = f"SELECT source_id, sum(n)::BIGINT FROM ({ROWS_SQL}) GROUP BY source_id"
 REJECT_COUNT_SQL = "SELECT sid, count(*) FROM jl_facts WHERE fact = 'reject' GROUP BY sid"
@@ -171,7 +234,14 @@ ORDER BY f.pos
 
 
 TEMP_TABLES = ("jl_files", "jl_jobs", "jl_g", "jl_lines", "jl_facts", "jl_bounds", "jl_la", "jl_fa")
-INSERTS = [INSERT_JOB_SQL, INSERT_ATTEMPTS_SQL, INSERT_STEPS_SQL, INSERT_CHECKPOINTS_SQL, INSERT_INCIDENTS_SQL]
+INSERTS = [
+    INSERT_JOB_SQL,
+    INSERT_ATTEMPTS_SQL,
+    INSERT_STEPS_SQL,
+    INSERT_CHECKPOINTS_SQL,
+    INSERT_INCIDENTS_SQL,
+    INSERT_MARKS_SQL,
+]
 # The FQDN a ChildFailedError names: the incident's host is the short name, the full one kept in host_names.
 FULL_NAMES_SQL = record_full_names_sql(
     "(SELECT fields->>'fqdn' AS fqdn, source_id FROM job_incidents WHERE list_contains($sids, source_id))",
@@ -184,12 +254,15 @@ def write_rows(conn: duckdb.DuckDBPyConnection, files: Sequence[LogFile]) -> Non
     """The store's rows of every log of the group, each with its source id; each file's rows and rejects
     counted into its result."""
     conn.execute(ONE_RANK_STEPS_SQL)
+    conn.execute(SNAP_SQL)
     conn.execute(BOUNDS_SQL)
     conn.execute(ATTEMPT_OF_LINE_SQL)
     conn.execute(FACTS_A_SQL)
+    joblog_times.date_steps(conn)
     for sql in INSERTS:
         conn.execute(sql)
     sids = {"sids": [f.sid for f in files]}
+    joblog_times.date_save_ends(conn, sids)
     conn.execute(FULL_NAMES_SQL, sids)
     by_sid = {f.sid: f.result for f in files}
     for sid, n in conn.execute(ROWS_SQL, sids).fetchall():

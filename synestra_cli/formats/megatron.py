@@ -6,10 +6,18 @@ Wording follows megatron/training/training.py and checkpointing.py (log-formats.
   saving checkpoint at iteration     500 to /ckpt in torch_dist format
   scheduled an async checkpoint save at iteration     500 to /ckpt
   successfully saved checkpoint from iteration     500 to /ckpt [ t 1/8, p 1/1 ]
+  successfully saved checkpoint at iteration     500 to /ckpt                 (before 2024-05, Megatron-DeepSpeed)
   loading distributed checkpoint from /ckpt at iteration 500
   successfully loaded checkpoint from /ckpt [ t 1/8, p 1/1 ] at iteration 500
   (min, max) time across ranks (ms):
       save-checkpoint ................................: (8123.45, 8130.02)
+  (min, max) time across ranks (ms):
+      load-checkpoint ................................: (48123.45, 48130.02)     (the load's duration)
+  (`max time across ranks (ms):` / `    load-checkpoint ...: 48130.02` with --timing-log-option max)
+  [after megatron is initialized] datetime: 2024-04-06 02:58:10.123456
+  [after model, optimizer, and learning rate scheduler are built] datetime: ...   (after the load)
+  [before the start of training step] datetime: ...
+  [after training is done] datetime: ...                                          (before the final save)
   [exiting program after receiving SIGTERM.] datetime: 2024-04-06 03:10:00
 The iteration line is printed by the last rank once per --log-interval; its values are averages over
 the interval (step_time_s as printed), and the first one after a (re)start includes start-up time.
@@ -49,29 +57,33 @@ WITH m AS (
         regexp_extract(body, 'saving checkpoint at iteration\s+(\d+) to (\S+)', ['it', 'path']) AS save,
         regexp_extract(body, 'scheduled an async checkpoint save at iteration\s+(\d+) to (\S+)',
                        ['it', 'path']) AS sched,
-        regexp_extract(body, 'successfully saved (?:local )?checkpoint from iteration\s+(\d+)(?: to (\S+))?',
+        regexp_extract(body, 'successfully saved (?:local )?checkpoint (?:from|at) iteration\s+(\d+)(?: to (\S+))?',
                        ['it', 'path']) AS saved,
         regexp_extract(body, 'loading (?:dist |distributed )?checkpoint from (\S+) at iteration (\d+)',
                        ['path', 'it']) AS load,
         regexp_extract(body, 'successfully loaded checkpoint from (\S+).* at iteration (\d+)',
                        ['path', 'it']) AS loaded,
-        TRY_CAST(regexp_extract(body, '^\s+save-checkpoint \.*: \(([0-9.]+), ([0-9.]+)\)', 2) AS DOUBLE) AS timer_ms
+        regexp_extract(body, '^\s+(save|load)-checkpoint \.*: \(?([0-9.]+)(?:, ([0-9.]+))?\)?\s*$',
+                       ['what', 'first', 'max']) AS timer
     FROM jl_lines
     WHERE contains(body, 'checkpoint')
       AND regexp_matches(body, 'checkpoint (at|from) iteration|checkpoint save at iteration|'
-                               'checkpoint from \S+ .*at iteration|save-checkpoint \.')
+                               'checkpoint from \S+ .*at iteration|(save|load)-checkpoint \.')
+), t AS (
+    SELECT *, TRY_CAST(coalesce(nullif(timer.max, ''), nullif(timer.first, '')) AS DOUBLE) AS timer_ms FROM m
 )
 SELECT sid, pos, lineno, ts, ts_precision,
     CASE WHEN sched.it <> '' THEN 'save_sched' WHEN saved.it <> '' THEN 'save_end' WHEN save.it <> '' THEN 'save_start'
          WHEN loaded.it <> '' THEN 'load_end' WHEN load.it <> '' THEN 'load_start'
-         WHEN timer_ms IS NOT NULL THEN 'save_block' END AS fact,
+         WHEN timer.what = 'save' AND timer_ms IS NOT NULL THEN 'save_block'
+         WHEN timer.what = 'load' AND timer_ms IS NOT NULL THEN 'load_block' END AS fact,
     TRY_CAST(coalesce(nullif(sched.it, ''), nullif(saved.it, ''), nullif(save.it, ''), nullif(loaded.it, ''),
                       nullif(load.it, '')) AS BIGINT) AS iteration,
     nullif(coalesce(nullif(sched.path, ''), nullif(saved.path, ''), nullif(save.path, ''), nullif(loaded.path, ''),
                     load.path), '') AS path,
     CASE WHEN sched.it <> '' THEN true END AS is_async,
     timer_ms / 1000 AS blocking_s
-FROM m WHERE fact IS NOT NULL
+FROM t WHERE fact IS NOT NULL
 """
 
 # Start-up banners (one per process start) and the SIGTERM exit line.
@@ -82,6 +94,18 @@ WHERE (contains(body, 'world size: ') OR contains(body, 'megatron ')) AND regexp
           '\[after megatron is initialized\] datetime:')
    OR contains(body, 'Job ID: ')
       AND regexp_matches(body, '^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID: \d+\t# GPUs: \d+\tStarting job')
+"""
+
+# print_datetime's marks of a (re)start, each with its own time (megatron/training/training.py): initialised,
+# model and optimizer built (after the checkpoint load), the training loop entered, training done (before the
+# final save).
+MARKS_SQL = r"""
+SELECT sid, pos, lineno, 'mark' AS fact, ts, ts_precision, trim(body) AS message,
+    CASE WHEN contains(body, '[after megatron is initialized]') THEN 'initialized'
+         WHEN contains(body, '[after model, optimizer, and learning rate scheduler are built]') THEN 'built'
+         WHEN contains(body, '[before the start of training step]') THEN 'loop_start'
+         WHEN contains(body, '[after training is done]') THEN 'training_done' END AS kind
+FROM jl_lines WHERE contains(body, '] datetime: ') AND kind IS NOT NULL
 """
 
 # Megatron prints the world size (one rank per GPU) at every start: the job's GPU count.
@@ -130,7 +154,7 @@ def sniff(head: str) -> float:
         return 0.9
     if joblog_sniff.has_line(
         head,
-        r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?)checkpoint "
+        r"^\s*(?:\[[\d\- :.]+\]\s*)?(saving|loading (dist |distributed )?|successfully saved )checkpoint "
         r"(at|from \S+ at) iteration",
         "checkpoint ",
     ):
@@ -151,6 +175,6 @@ FORMAT = joblog.job_log_format(
     "megatron",
     "Megatron-LM training log (iteration lines, checkpoint save/load, timers) or progress.txt",
     sniff,
-    [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, PROGRESS_SQL],
+    [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, PROGRESS_SQL, MARKS_SQL],
     top=0.9,
 )

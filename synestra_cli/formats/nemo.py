@@ -20,31 +20,67 @@ from synestra_cli.formats import joblog, joblog_sniff
 CKPT_SQL = r"""
 WITH n AS (
     SELECT sid, pos, lineno, ts, ts_precision, body,
-        regexp_extract(body, 'Global Checkpoint Save : Rank: \d+ : Iteration: (\d+) : Start time: [0-9.]+s : '
-                       'Save duration: ([0-9.]+)s', ['it', 'dur']) AS g,
+        regexp_extract(body, 'Global Checkpoint Save : Rank: \d+ : Iteration: (\d+) : Start time: ([0-9.]+)s : '
+                       'Save duration: ([0-9.]+)s', ['it', 'epoch', 'dur']) AS g,
+        regexp_extract(body, 'Global Checkpoint Load : Rank ?: \d+ : Start time ?: ([0-9.]+)s : '
+                       'Time spent in load_checkpoint: ([0-9.]+)s', ['epoch', 'dur']) AS gload,
         regexp_extract(body, 'Async checkpoint save for step (\d+) \((.*)\) finalized successfully',
                        ['step', 'path']) AS fin,
-        regexp_extract(body, 'Epoch \d+, global step (\d+): .* saving model to ''([^'']+)''', ['step', 'path']) AS ptl
+        regexp_extract(body, 'Epoch \d+, global step (\d+): .* saving model to ''([^'']+)''', ['step', 'path']) AS ptl,
+        regexp_extract(body, '(Restoring states from the checkpoint path at|Restored all states from the checkpoint '
+                             'at|was successfully restored from) (\S+?)\.?$', ['what', 'path']) AS rest
     FROM jl_lines
     WHERE (contains(body, 'heckpoint') OR contains(body, 'saving model to') OR contains(body, 'restored from'))
-      AND regexp_matches(body, 'Global Checkpoint Save :|Scheduled async checkpoint save for|'
-                               'Async checkpoint save for step|'
-                               'saving model to|successfully restored from|Loading distributed checkpoint with')
+      AND regexp_matches(body, 'Global Checkpoint (Save|Load) :|Scheduled async checkpoint save for|'
+                               'Async checkpoint save for step|saving model to|successfully restored from|'
+                               'Loading distributed checkpoint with|Restoring states from the checkpoint path at|'
+                               'Restored all states from the checkpoint at|Preemption detected, saving checkpoint')
 )
-SELECT sid, pos, lineno, ts_precision,
-    CASE WHEN g.it <> '' THEN 'save_start' WHEN contains(body, 'Scheduled async checkpoint save for') THEN 'save_sched'
-         WHEN fin.step <> '' THEN 'save_end' WHEN ptl.step <> '' THEN 'save_start'
-         WHEN contains(body, 'successfully restored from') THEN 'load_end'
-         WHEN contains(body, 'Loading distributed checkpoint with') THEN 'load_start' END AS fact,
-    CASE WHEN g.it <> '' THEN ts - to_microseconds(CAST(CAST(g.dur AS DOUBLE) * 1e6 AS BIGINT)) ELSE ts END AS ts,
+-- NeMo's Global Checkpoint lines print their start as epoch seconds (UTC, to the millisecond) and are logged at
+-- its end: the save's and the load's start to the millisecond, in the log's own clock (the log's stamp less the
+-- epoch's end, rounded to a quarter of an hour, is its zone's offset when --timezone was not given: a log's times
+-- stay consistent with each other), also where the lines around them carry no time (Lightning's).
+, e0 AS (
+    SELECT *, TRY_CAST(coalesce(nullif(g.epoch, ''), nullif(gload.epoch, '')) AS DOUBLE) AS epoch_s,
+        TRY_CAST(coalesce(nullif(g.dur, ''), nullif(gload.dur, '')) AS DOUBLE) AS dur_s
+    FROM n
+), e AS (
+    SELECT *, make_timestamp(CAST((epoch_s + 900 * round((epoch(ts) - epoch_s - dur_s) / 900)) * 1e6 AS BIGINT))
+        AS epoch_ts
+    FROM e0
+), r AS (
+    SELECT * REPLACE (CASE WHEN epoch_ts IS NOT NULL THEN 'exact' ELSE ts_precision END AS ts_precision),
+        CASE WHEN g.it <> '' THEN 'save_start' WHEN contains(body, 'Scheduled async checkpoint save for')
+                 THEN 'save_sched'
+             WHEN fin.step <> '' THEN 'save_end' WHEN ptl.step <> '' THEN 'save_start'
+             WHEN contains(body, 'Preemption detected, saving checkpoint') THEN 'save_start'
+             WHEN gload.epoch <> '' THEN 'load_start'
+             WHEN rest.what IN ('Restored all states from the checkpoint at', 'was successfully restored from')
+                  THEN 'load_end'
+             WHEN rest.what <> '' OR contains(body, 'Loading distributed checkpoint with') THEN 'load_start'
+        END AS fact,
+        coalesce(epoch_ts, ts) AS ts1
+    FROM e
+), rows AS (
+    SELECT * FROM r
+    UNION ALL  -- the load's end: its start and the time it took
+    SELECT * REPLACE ('load_end' AS fact, epoch_ts + to_microseconds(CAST(CAST(gload.dur AS DOUBLE) * 1e6 AS BIGINT))
+                      AS ts1)
+    FROM r WHERE gload.epoch <> '' AND epoch_ts IS NOT NULL
+)
+SELECT sid, pos, lineno, ts_precision, fact, ts1 AS ts,
+    -- Megatron-core's iteration (zero-based, as NeMo's progress lines) as printed; Lightning's global step as
+    -- printed and NeMo's "step N" (steps completed) less one, both snapped to the Megatron-core line next to them
     TRY_CAST(coalesce(nullif(g.it, ''), CAST(TRY_CAST(nullif(fin.step, '') AS BIGINT) - 1 AS VARCHAR),
-                      CAST(TRY_CAST(nullif(ptl.step, '') AS BIGINT) - 1 AS VARCHAR)) AS BIGINT) AS iteration,
+                      nullif(ptl.step, ''),
+                      nullif(regexp_extract(rest.path, '[-_]step=(\d+)', 1), '')) AS BIGINT) AS iteration,
+    fin.step <> '' OR ptl.step <> '' AS loose,
     nullif(coalesce(nullif(fin.path, ''), nullif(ptl.path, ''),
                     nullif(regexp_extract(body, 'Scheduled async checkpoint save for (\S+)', 1), ''),
-                    regexp_extract(body, 'successfully restored from (\S+?)\.?$', 1)), '') AS path,
+                    rest.path), '') AS path,
     CASE WHEN fin.step <> '' OR contains(body, 'Scheduled async') THEN true END AS is_async,
-    TRY_CAST(nullif(g.dur, '') AS DOUBLE) AS blocking_s
-FROM n WHERE fact IS NOT NULL
+    TRY_CAST(coalesce(nullif(g.dur, ''), nullif(gload.dur, '')) AS DOUBLE) AS blocking_s
+FROM rows WHERE fact IS NOT NULL
 """
 
 # NeMo 2 progress printer (one line per step, no time of its own; `0: ` / launcher prefixes allowed):
@@ -64,6 +100,30 @@ WHERE contains(body, 'Training epoch ') AND regexp_matches(body, 'Training epoch
 """
 
 
+# NeMo 2's PreemptionCallback (lightning/pytorch/callbacks/preemption.py): the signal's arrival, before its save.
+SIGNAL_SQL = r"""
+SELECT sid, pos, lineno, 'incident' AS fact, ts, ts_precision, 'sigterm' AS kind, rank, trim(body) AS message,
+    json_object('source', 'nemo', 'signal', regexp_extract(body, 'Received signal (\d+), initiating graceful stop', 1))
+        AS fields
+FROM jl_lines
+WHERE contains(body, 'initiating graceful stop') AND regexp_matches(body, 'Received signal \d+, initiating')
+"""
+
+# Lightning prints its accelerator and, in a distributed run, its rank at every process start (trainer/setup.py
+# _log_device_info, fabric strategies/ddp.py): a start-up banner (a requeued attempt appended to the same log).
+BANNER_SQL = r"""
+SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+WHERE (starts_with(body, 'GPU available: ') AND contains(body, ', used: '))
+   OR starts_with(body, 'Initializing distributed: GLOBAL_RANK: ')
+"""
+
+# Lightning's end of fit (loops/fit_loop.py): training is done, the final save is behind it.
+MARKS_SQL = r"""
+SELECT sid, pos, lineno, 'mark' AS fact, ts, ts_precision, 'training_done' AS kind, trim(body) AS message
+FROM jl_lines WHERE contains(body, '`Trainer.fit` stopped: ')
+"""
+
+
 def sniff(head: str) -> float:
     if joblog_sniff.has_line(head, r"^(?:\[rank\d+\]:)?\[NeMo [IWE] \d{4}-\d\d-\d\d [\d:]{8} ", "[NeMo "):
         return 0.85
@@ -75,6 +135,6 @@ FORMAT = joblog.job_log_format(
     "nemo",
     "NeMo / PyTorch Lightning training log ([NeMo I ...] checkpoint lines, async finalisation)",
     sniff,
-    [CKPT_SQL, STEP_SQL],
+    [CKPT_SQL, STEP_SQL, SIGNAL_SQL, BANNER_SQL, MARKS_SQL],
     top=0.85,
 )

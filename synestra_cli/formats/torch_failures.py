@@ -17,15 +17,14 @@ Also the `torch_log` format: a log that carries only such lines and no framework
 - torch elastic agent: "Worker group FAILED. 2/3 attempts left; will restart worker group" ->
   elastic_restart (NVRx's ft_launcher prints the same behind `[ft_launcher@host]`: launcher and host kept);
   "Received SIGTERM / Signals.SIGTERM / 15 death signal" -> sigterm.
-- Slurm: `*** JOB 123 ON host CANCELLED AT <iso> DUE TO PREEMPTION ***` -> sigterm with the reason;
-  `Detected N oom_kill event` -> oom.
+- Slurm's and srun's own lines (how the attempt ended, the job id): formats/slurm_lines.py.
 """
 
 from __future__ import annotations
 
 import re
 
-from synestra_cli.formats import joblog
+from synestra_cli.formats import joblog, slurm_lines
 from synestra_cli.formats.hosts import short_host_sql
 
 WATCHDOG_SQL = r"""
@@ -164,6 +163,23 @@ FROM jl_lines
 WHERE contains(body, ' death signal') AND regexp_matches(body, 'Received (Signals\.SIGTERM|SIGTERM|15) death signal')
 """
 
+# torchrun's agent between worker groups (torch/distributed/elastic/agent/server/api.py, as in the real sample
+# gh-mmdetection-6779): `[default] Rendezvous'ing worker group` once the failed group is stopped, `[default] Starting
+# worker group` as the new one starts -> job_marks (worker_rendezvous, worker_start): an in-place restart's end of
+# the old workers and start of the new (explain/restarts.py).
+AGENT_MARKS_SQL = r"""
+SELECT sid, pos, lineno, 'mark' AS fact, ts, ts_precision, trim(body) AS message,
+    CASE WHEN contains(body, 'Rendezvous''ing worker group') THEN 'worker_rendezvous' ELSE 'worker_start' END AS kind
+FROM jl_lines
+WHERE contains(body, ' worker group') AND regexp_matches(body, '\[\w+\] (Rendezvous''ing|Starting) worker group\s*$')
+"""
+
+# torchrun's launcher prints its configuration as it starts (torch/distributed/launcher/api.py): a process start.
+LAUNCH_SQL = r"""
+SELECT sid, pos, lineno, 'banner' AS fact, ts, ts_precision FROM jl_lines
+WHERE contains(body, 'Starting elastic_operator with launch configs:')
+"""
+
 # Linux signal numbers 1..15 (signal(7), x86/ARM): a worker's negative exit code is the signal that killed it.
 SIGNALS = [
     "SIGHUP",
@@ -268,32 +284,6 @@ SELECT sid, pos, lineno, 'incident' AS fact, 'worker_failed' AS kind, ts, ts_pre
 FROM s
 """
 
-SLURM_SQL = rf"""
-SELECT sid, pos, lineno, 'incident' AS fact, 'sigterm' AS kind, ts, ts_precision, rank, trim(body) AS message,
-    json_object('source', 'slurm', 'host', m.host, 'reason', nullif(m.reason, '')) AS fields
-FROM (SELECT *, regexp_extract(body, '\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED AT \S+(?: DUE TO (.+?))? \*\*\*',
-                               ['host', 'reason']) AS m
-      FROM jl_lines
-      WHERE contains(body, ' CANCELLED AT') AND regexp_matches(body, '\*\*\* (JOB|STEP) \S+ ON \S+ CANCELLED AT'))
-UNION ALL BY NAME
-SELECT sid, pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, rank, trim(body) AS message,
-    json_object('source', 'slurm', 'oom_kill_events', TRY_CAST(nullif(m.n, '') AS INTEGER),
-                'job_id', nullif(m.job, ''), 'step', nullif(m.step, '')) AS fields
-FROM (SELECT *, regexp_extract(body, 'Detected (\d+) oom.kill events?(?:\(s\))? in (?:StepId=|step )(\d+)(?:\.(\w+))?',
-                               ['n', 'job', 'step']) AS m
-      FROM jl_lines WHERE contains(body, 'Detected ') AND regexp_matches(body, 'Detected \d+ oom.kill event'))
-UNION ALL BY NAME
--- srun names the task (the global rank) and the node the OOM killer hit
-SELECT sid, pos, lineno, 'incident' AS fact, 'oom' AS kind, ts, ts_precision, TRY_CAST(m.task AS INTEGER) AS rank,
-    trim(body) AS message,
-    json_object('source', 'srun', 'host', {short_host_sql("m.host")},
-                'task', TRY_CAST(m.task AS INTEGER)) AS fields
-FROM (SELECT *, regexp_extract(body, '^srun: error: (\S+): tasks? (\d+)(?:[-,\d]*)?: Out Of Memory',
-                               ['host', 'task']) AS m
-      FROM jl_lines WHERE contains(body, ': Out Of Memory') AND starts_with(body, 'srun: error: '))
-WHERE m.task <> ''
-"""
-
 
 # Log-shaped lines only (at a line start, after an optional `[rankN]:`), so that a README quoting
 # these messages is not taken for a log.
@@ -311,7 +301,9 @@ SNIFF_RE = re.compile(
     r"|failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\)"
     r"|^(?:torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:"
     r"|^Root Cause \(first observed failure\):"
-    r"|^slurmstepd: error: Detected \d+ oom.kill event",
+    r"|^slurmstepd(?:-\S+)?: (?:error: )?(?:Detected \d+ oom.kill event|"
+    r"\*\*\* (?:JOB|STEP) \d+\S* (?:ON \S+ )?(?:CANCELLED|FAILED))"
+    r"|^srun: error: (?:Node failure on \S+|\S+: tasks? \d[-,\d]*: )",
     re.MULTILINE,
 )
 
@@ -324,6 +316,16 @@ FORMAT = joblog.job_log_format(
     "torch_log",
     "PyTorch / NCCL / torchrun failure log without framework lines (watchdog, NCCL WARN, elastic)",
     sniff,
-    [WATCHDOG_SQL, NCCL_WARN_SQL, TRACEBACK_SQL, CUDA_SQL, ELASTIC_SQL, SLURM_SQL, WORKER_SQL],
+    [
+        WATCHDOG_SQL,
+        NCCL_WARN_SQL,
+        TRACEBACK_SQL,
+        CUDA_SQL,
+        ELASTIC_SQL,
+        WORKER_SQL,
+        AGENT_MARKS_SQL,
+        LAUNCH_SQL,
+        *slurm_lines.FACTS,
+    ],
     top=0.3,
 )

@@ -31,21 +31,25 @@ FROM jl_lines WHERE contains(body, ' - step:') AND regexp_matches(body, ' - step
 CKPT_SQL = r"""
 WITH c AS (
     SELECT sid, pos, lineno, ts, ts_precision, body,
-        TRY_CAST(nullif(regexp_extract(body, '(?:step-|at last step, step )(\d+)', 1), '') AS BIGINT) AS it,
+        TRY_CAST(nullif(regexp_extract(body, '(?:step-|at last step, step |Loading the checkpoint at step )(\d+)', 1),
+                        '') AS BIGINT) AS it,
         nullif(regexp_extract(body, '(?:id=|checkpoint_id=''|Loading the checkpoint from )'
                                     '([^\s'',]+?)\.?(?:''|$|\s)', 1), '')
             AS path,
-        TRY_CAST(nullif(regexp_extract(body, 'the checkpoint(?: \(or staging if async is enabled\))? ?'
-                                             'in ([0-9.]+) seconds', 1), '')
+        TRY_CAST(nullif(coalesce(nullif(regexp_extract(body, 'the checkpoint(?: \(or staging if async is enabled\))? ?'
+                                                              'in ([0-9.]+) seconds', 1), ''),
+                                 regexp_extract(body, 'Last step checkpoint completed in ([0-9.]+)s', 1)), '')
             AS DOUBLE) AS secs
     FROM jl_lines WHERE contains(body, 'checkpoint')
 )
 SELECT sid, pos, lineno, ts, ts_precision, it AS iteration, path,
-    CASE WHEN regexp_matches(body, ' - (Saving the checkpoint|Saving a full checkpoint at last step)') THEN 'save_start'
+    CASE WHEN regexp_matches(body, ' - (Saving the checkpoint|Saving a (full|model only) checkpoint .*at last step)')
+              THEN 'save_start'
          WHEN contains(body, ' - Staging the checkpoint.') THEN 'save_start'
          WHEN contains(body, ' - Finished saving the checkpoint (or staging') THEN 'save_sched'
          WHEN contains(body, ' - Finished staging the checkpoint') THEN 'save_sched'
          WHEN contains(body, ' - Finished saving the checkpoint in') THEN 'save_end'
+         WHEN contains(body, ' - Last step checkpoint completed in ') THEN 'save_end'
          WHEN contains(body, ' - Received async checkpoint request with id=') THEN 'save_sched'
          WHEN contains(body, ' - Submitted checkpoint save request for checkpoint_id=') THEN 'save_end'
          WHEN regexp_matches(body, ' - Loading the checkpoint (from|at step)') THEN 'load_start'
@@ -53,8 +57,21 @@ SELECT sid, pos, lineno, ts, ts_precision, it AS iteration, path,
     CASE WHEN regexp_matches(body, ' - (Staging the checkpoint|Finished staging|'
                                    'Received async checkpoint|Submitted checkpoint save)')
          THEN true END AS is_async,
-    CASE WHEN contains(body, ' - Finished ') AND NOT contains(body, 'loading') THEN secs END AS blocking_s
+    CASE WHEN regexp_matches(body, ' - (Finished |Last step checkpoint completed)') AND NOT contains(body, 'loading')
+         THEN secs END AS blocking_s,
+    -- the checkpoint process's lines: the write goes on beside the training, which its trainer already resumed
+    CASE WHEN regexp_matches(body, ' - (Received async checkpoint|Submitted checkpoint save)') THEN 'process'
+    END AS kind
 FROM c WHERE fact IS NOT NULL
+"""
+
+# trainer.py: "Training starts at step N" after the load (N - 1 steps were done: the loop's start), "Training
+# completed" at its end.
+MARKS_SQL = r"""
+SELECT sid, pos, lineno, 'mark' AS fact, ts, ts_precision, trim(body) AS message,
+    CASE WHEN contains(body, ' - Training starts at step ') THEN 'loop_start' ELSE 'training_done' END AS kind,
+    TRY_CAST(nullif(regexp_extract(body, ' - Training starts at step (\d+)', 1), '') AS BIGINT) AS iteration
+FROM jl_lines WHERE contains(body, ' - Training starts at step ') OR regexp_matches(body, ' - Training completed\s*$')
 """
 
 BANNER_SQL = r"""
@@ -72,6 +89,6 @@ FORMAT = joblog.job_log_format(
     "torchtitan",
     "torchtitan training log (step lines, checkpoint save/stage/load)",
     sniff,
-    [STEP_SQL, CKPT_SQL, BANNER_SQL],
+    [STEP_SQL, CKPT_SQL, BANNER_SQL, MARKS_SQL],
     top=0.9,
 )

@@ -80,7 +80,7 @@ INCIDENTS_SQL = """
 SELECT i.job_id, i.attempt, coalesce(i.ts, i.logged_ts) AS ts, i.logged_ts, i.kind, i.rank, i.collective,
        i.ran_for_ms, i.message, i.fields->>'host' AS host, s.path, i.line,
        TRY_CAST(i.fields->>'exitcode' AS INTEGER) AS exit_code, i.fields->>'signal' AS signal,
-       TRY_CAST(i.fields->>'root_cause' AS BOOLEAN) AS root_cause
+       TRY_CAST(i.fields->>'root_cause' AS BOOLEAN) AS root_cause, i.fields->>'ended_by' AS ended_by, i.log_attempt
 FROM job_incidents_reconciled i LEFT JOIN sources s ON s.source_id = i.source_id
 WHERE i.job_id IN (SELECT unnest($jobs)) ORDER BY i.job_id, ts NULLS LAST, i.source_id, i.line, i.kind
 """
@@ -121,6 +121,9 @@ class Incident:
     exit_code: int | None = None
     signal: str | None = None
     root_cause: bool | None = None
+    # job_end (formats/slurm_lines.py): what Slurm says ended the attempt (node_failure, requeue, time_limit ...)
+    ended_by: str | None = None
+    log_attempt: int | None = None  # the log's own segment (an in-place restart starts a new one in one attempt)
 
 
 def typing_params() -> dict[str, object]:

@@ -20,3 +20,6 @@ JOB_VIEWS = sql_file(__package__, "job_views.sql")
 # its attempt (ts_precision 'bounded', formats/joblog_rows.py); without a dated line before it in the
 # log, the sacct attempt's start is its lower bound. Both bounded by the sacct attempt.
 BOUNDED_RESTORES = sql_file(__package__, "bounded_restores.sql")
+
+# Migration 023 (with the job marks): a restore's stated duration bounds its start (restore_durations.sql).
+RESTORE_DURATIONS = sql_file(__package__, "restore_durations.sql")

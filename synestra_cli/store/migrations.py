@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
-from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS
+from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS, RESTORE_DURATIONS
 from synestra_cli.store.kube_views import KUBE_VIEWS
 from synestra_cli.store.sql import transaction
 from synestra_cli.store.summaries import HOST_SUMMARIES_SQL, SORT_SUMMARIES_SQL, SUMMARY_DDL
@@ -248,6 +248,28 @@ CREATE TABLE kept_taxes (
 );
 """
 
+# What a job's log says about its life between failures (formats/joblog_rows.py): a framework initialised,
+# built its model, entered its training loop, finished; torchrun started a worker group again. Restarts are
+# measured in stages from these (explain/restarts.py). Their attempts map to sacct's as every job row does.
+JOB_MARKS = """
+CREATE TABLE job_marks (
+    job_id       VARCHAR NOT NULL,
+    attempt      INTEGER,
+    ts           TIMESTAMP,
+    ts_precision VARCHAR NOT NULL,
+    kind         VARCHAR NOT NULL,    -- initialized | built | loop_start | training_done | worker_start
+    iteration    BIGINT,              -- the step a mark names (torchtitan's "Training starts at step N")
+    message      VARCHAR,
+    source_id    INTEGER NOT NULL,
+    line         BIGINT
+);
+CREATE VIEW job_marks_reconciled AS
+SELECT k.* EXCLUDE (attempt), coalesce(m.attempt, k.attempt) AS attempt, k.attempt AS log_attempt
+FROM job_marks k
+LEFT JOIN attempt_map m ON m.job_id = k.job_id AND m.source_id = k.source_id
+                       AND m.log_attempt = coalesce(k.attempt, 1);
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     ("001_core", CORE),
     ("002_telemetry", TELEMETRY),
@@ -265,6 +287,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("020_kept_taxes", KEPT_TAXES),
     ("021_host_summaries", HOST_SUMMARIES_SQL),  # store/summaries.py: a big job's hosts ruled out per host
     ("022_kubernetes", KUBE_VIEWS),  # store/kube_views.py: Kubernetes jobs' runs and attempts beside sacct's
+    ("023_job_marks", JOB_MARKS + RESTORE_DURATIONS),
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
 AFTER_SQL = {"012_metric_summaries": backfill_summaries, "018_summaries_by_hour": sort_summaries_by_hour}

@@ -19,6 +19,12 @@ Real wording (NVIDIA/NeMo @ 8cfedd7, 2025-09; docs/simulator.md cites each):
 - a restore: Lightning's `Restoring states from the checkpoint path at …` / `Restored all states from the
   checkpoint at …` and NeMo's `Global Checkpoint Load : Rank : 0 : Start time : …s : Time spent in
   load_checkpoint: …s` (io/pl.py:298, since 2025-02);
+- around the load, NeMo's own dated lines (both versions; the real NeMo-Run demo log in
+  tests/data/real_samples/training/nemo-resiliency-demo_nvrx-ft-launcher-in-job-restart_nemo-run-prefix.log):
+  `Setting up optimizer with config OptimizerConfig(...)` (utils:302) as start-up ends, and, as the loops are
+  restored mid-epoch, Lightning's warning through NeMo's logger `[NeMo W … nemo_logging:361]
+  …/training_epoch_loop.py:161: You're resuming from a checkpoint that ended before the epoch ended and your
+  dataloader is not resumable. …`;
 - SIGTERM: PreemptionCallback `Received signal 15, initiating graceful stop` then, at the batch end,
   `Preemption detected, saving checkpoint and exiting` and a -last save (callbacks/preemption.py:67,87).
 `trainer_version="previous"`: NeMo 2.0/2.1 (2024), before the Global Checkpoint and finalization lines.
@@ -69,8 +75,16 @@ STACKS = Stacks(
 GBS_PER_DP = 16
 
 
-def nemo(us: int, msg: str, order: int = 0) -> Out:
-    return rank0(us, f"[NeMo I {when(us):%Y-%m-%d %H:%M:%S} nemo_logging:393] {msg}", order)
+def nemo(us: int, msg: str, order: int = 0, level: str = "I", where: str = "nemo_logging:393") -> Out:
+    return rank0(us, f"[NeMo {level} {when(us):%Y-%m-%d %H:%M:%S} {where}] {msg}", order)
+
+
+RESUMING_MID_EPOCH = (
+    "/usr/local/lib/python3.12/dist-packages/lightning/pytorch/loops/training_epoch_loop.py:161: You're resuming "
+    "from a checkpoint that ended before the epoch ended and your dataloader is not resumable. This can cause "
+    "unreliable results if further training is done. Consider using an end-of-epoch checkpoint or make your "
+    "dataloader resumable by implementing the `state_dict` / `load_state_dict` interface."
+)
 
 
 def ckpt_name(tl: JobTimeline, it: int) -> str:
@@ -106,7 +120,18 @@ def _startup(tl: JobTimeline, x: Launch) -> list[Out]:
         rank0(x.start, "TPU available: False, using: 0 TPU cores", 1),
         nemo(x.start, f"Experiments will be logged at /lustre/ckpt/{tl.spec.name}", 2),
         rank0(x.start, f"Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/{world}", 3),
-    ]
+    ] + (
+        [
+            nemo(
+                x.init_end,
+                "Setting up optimizer with config OptimizerConfig(optimizer='adam', lr=0.0003, min_lr=None, "
+                "weight_decay=0.1, fp16=False, bf16=True, params_dtype=torch.bfloat16, use_distributed_optimizer=True)",
+                -1,
+            )
+        ]
+        if x.init_end is not None
+        else []
+    )
 
 
 def _restore(tl: JobTimeline, r: Checkpoint, current: bool) -> list[Out]:
@@ -122,6 +147,7 @@ def _restore(tl: JobTimeline, r: Checkpoint, current: bool) -> list[Out]:
             )
         )
     out.append(rank0(r.end, f"Restored all states from the checkpoint at {path}", 1))
+    out.append(nemo(r.end, RESUMING_MID_EPOCH, 2, level="W", where="nemo_logging:361"))
     return out
 
 
