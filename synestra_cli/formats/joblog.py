@@ -26,7 +26,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from synestra_cli.formats import joblog_rows
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, groups_by_text_size, lines_to_table
+from synestra_cli.formats.joblog_file import LogFile
 from synestra_cli.formats.joblog_sniff import looks_like_syslog
 from synestra_cli.formats.kube_logs import job_of_container_log
 from synestra_cli.store.sql import drop_temp, registered, temp_table
@@ -252,13 +254,6 @@ GROUP_TEXT_BYTES = 8 << 20
 FILE_JOB_RE = re.compile(r"^(?:slurm-)?(\d+(?:_\d+)?)(?:\.log|\.out|\.txt)?$")
 
 
-class LogFile:
-    """One job log of a group: its context, source id and result."""
-
-    def __init__(self, ctx: LoadContext) -> None:
-        self.ctx, self.sid, self.result = ctx, ctx.source_id, LoadResult()
-
-
 def _lines(files: Sequence[LogFile]) -> pa.Table:
     """The files' lines (sid, lineno, line), file after file."""
     tables = []
@@ -379,7 +374,6 @@ def load_job_logs(ctxs: list[LoadContext]) -> list[LoadResult]:
     """The `load_group` of every job-log format: the logs (of any job-log formats) parsed together, each
     statement once over all of them; one result per context, in order. A file that cannot be read or
     parsed fails the group (ingest then loads its files one by one, and that one fails alone)."""
-    from synestra_cli.formats import joblog_rows  # the writer half; imported late to keep modules acyclic
 
     files = [LogFile(ctx) for ctx in ctxs]
     conn = ctxs[0].conn

@@ -25,7 +25,7 @@ from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.store.sql import drop_temp
 
 if TYPE_CHECKING:
-    from synestra_cli.formats.joblog import LogFile
+    from synestra_cli.formats.joblog_file import LogFile
 
 # torchrun --tee without --local-ranks-filter prints every rank's step lines: the steps of the
 # lowest rank that prints them are the job's (Megatron prints from the last rank only), in each log.
