@@ -12,16 +12,18 @@ signals/steps.py), so a job explained from the fleet's inputs is explained exact
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import duckdb
 
 from synestra_cli.explain.triggers import Checkpoint, last_iterations_for, load_checkpoints_for
+from synestra_cli.signals.anomalies import Comparable, disjoint
 from synestra_cli.signals.collectives import Laggard, laggards_for
 from synestra_cli.signals.events import Incident, incidents_for
 from synestra_cli.signals.scope import JobScope, load_scope, load_scopes
-from synestra_cli.signals.steps import DegradationWindow, degradation_windows_for
+from synestra_cli.signals.steps import DegradationWindow, degradation_windows_for, training_spans_for
 from synestra_cli.store.parallel import default_workers, map_in_threads
 
 
@@ -33,6 +35,20 @@ class JobInputs:
     last_iterations: dict[int | None, int]  # per attempt, the last iteration printed
     windows: list[DegradationWindow]  # step-time degradation windows, in onset order
     laggards: list[Laggard]  # ranks the Flight Recorder finds behind in a collective (signals/collectives.py)
+    # per attempt, its first and last iteration lines (signals/steps.py training_spans_for)
+    training: dict[int | None, tuple[datetime, datetime]] = field(default_factory=dict)
+
+
+def comparable(inputs: JobInputs) -> Comparable:
+    """When the job's samples may make a baseline (signals/anomalies.py COMPARABLE_SQL): while it trained
+    (an attempt's first to last iteration line; an attempt that logged none, its whole span) and not
+    while it saved or restored a checkpoint."""
+    busy = list(inputs.training.values())
+    busy += [(a.start, a.end) for a in inputs.scope.attempts if a.attempt not in inputs.training and a.start and a.end]
+    if not inputs.training:  # no iteration line at all: nothing tells when it computed
+        busy = []
+    idle = [(c.start, c.end) for c in inputs.checkpoints if c.start and c.end and c.start <= c.end]
+    return Comparable(disjoint(busy), disjoint(idle))
 
 
 def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
@@ -45,10 +61,17 @@ def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:
         lambda c: last_iterations_for(c, jobs),
         lambda c: degradation_windows_for(c, jobs),
         lambda c: laggards_for(c, jobs),
+        lambda c: training_spans_for(c, jobs),
     ]
-    scopes, checkpoints, incidents, last, windows, lag = _read_together(conn, reads)
+    scopes, checkpoints, incidents, last, windows, lag, train = _read_together(conn, reads)
     return JobInputs(
-        scopes[job_id], checkpoints[job_id], incidents[job_id], last[job_id], windows.get(job_id, []), lag[job_id]
+        scopes[job_id],
+        checkpoints[job_id],
+        incidents[job_id],
+        last[job_id],
+        windows.get(job_id, []),
+        lag[job_id],
+        train.get(job_id, {}),
     )
 
 
@@ -64,9 +87,13 @@ def inputs_for(
         lambda c: last_iterations_for(c, job_ids),
         lambda c: degradation_windows_for(c, job_ids) if windows is None else windows,
         lambda c: laggards_for(c, job_ids),
+        lambda c: training_spans_for(c, job_ids),
     ]
-    scopes, checkpoints, incidents, last, read, lag = _read_together(conn, reads)
-    return {j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, []), lag[j]) for j in job_ids}
+    scopes, checkpoints, incidents, last, read, lag, train = _read_together(conn, reads)
+    return {
+        j: JobInputs(scopes[j], checkpoints[j], incidents[j], last[j], read.get(j, []), lag[j], train.get(j, {}))
+        for j in job_ids
+    }
 
 
 # Each read is a few queries over the job views, whose cost is mostly DuckDB planning them (the views nest

@@ -20,8 +20,9 @@ window (a discrete metric: one).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
@@ -103,10 +104,24 @@ WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi
 MIN_BASELINE_SAMPLES = 4
 
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
+# A sample is comparable when it was taken while the job computed: inside a training span (an attempt's
+# first to last iteration line; $any_busy false: the job logged none, every sample is) and outside its
+# checkpoints' saves and restores. The GPUs of a job that hangs, restarts, waits between attempts or
+# writes a checkpoint are idle and cool: a quartile over those samples put job 1003's memory temperature
+# baseline at 74 C where the samples before the event read 81-84 (issue 34). Both span lists are
+# disjoint and sorted, so the latest span starting at or before the sample (an ASOF join) is the only one
+# that can hold it.
+COMPARABLE_SQL = "(NOT ? OR coalesce(s.ts <= b.hi, false)) AND (i.hi IS NULL OR s.ts > i.hi)"
+BUSY_DDL = "CREATE OR REPLACE TEMP TABLE _busy AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
+IDLE_DDL = "CREATE OR REPLACE TEMP TABLE _idle AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
+# `ok`: the sample is comparable (COMPARABLE_SQL): it may make the baseline.
 SIGNAL_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _sig AS
-SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x,
+       {COMPARABLE_SQL} AS ok
 FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
+ASOF LEFT JOIN _busy b ON s.ts >= b.lo
+ASOF LEFT JOIN _idle i ON s.ts >= i.lo
 """
 
 # Per series: its baseline and threshold; only series whose extreme crosses it go on to the windows.
@@ -132,25 +147,41 @@ ONSET_SQL = """CASE WHEN prev0 IS NULL THEN first_bad
                       least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
                       * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
             ELSE first_bad - (first_bad - prev0) / 2 END AS onset"""  # see ANOMALIES_SQL's comment on the onset
+# The baseline's pieces, one text for the per-job read below and the fleet's (fleet_telemetry.py). Each
+# quartile comes with where it came from (`p1` for the lower, `p2` for the upper: the first and last
+# comparable sample it was taken over, and their count), so that a reader can check it against the
+# samples. Pooled: over the comparable samples of all windows, else (none) over all of them.
+_PROV = "{'f': min(ts) FILTER (WHERE ok), 't': max(ts) FILTER (WHERE ok), 'n': count(*) FILTER (WHERE ok)}"
+POOLED_SQL = f"""quantile_cont(x, [0.25, 0.75]) AS q_all, quantile_cont(x, [0.25, 0.75]) FILTER (WHERE ok) AS q_ok,
+    max(x) AS hi, min(x) AS lo, {_PROV} AS p_ok, {{'f': min(ts), 't': max(ts), 'n': count(*)}} AS p_all"""
+PER_WINDOW_SQL = "quantile_cont(x, [0.25, 0.75]) AS q, {'f': min(ts), 't': max(ts), 'n': count(*)} AS p"
+# The healthiest window; of two equally healthy ones, the first (a total order: the same rows, the same
+# baseline, whatever the threads did).
+HEALTHIEST_SQL = """min(q[1]) AS q1, max(q[2]) AS q2, arg_min(p, [q[1], w::DOUBLE]) AS p1,
+    arg_max(p, [q[2], -w::DOUBLE]) AS p2"""
+BASE_SQL = """[coalesce(h.q1, p.q_ok[1], p.q_all[1]), coalesce(h.q2, p.q_ok[2], p.q_all[2])] AS q,
+    CASE WHEN h.q1 IS NOT NULL THEN h.p1 WHEN p.q_ok IS NOT NULL THEN p.p_ok ELSE p.p_all END AS p1,
+    CASE WHEN h.q2 IS NOT NULL THEN h.p2 WHEN p.q_ok IS NOT NULL THEN p.p_ok ELSE p.p_all END AS p2"""
 BAD_SAMPLE_SQL = """coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
                          ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad"""
 ANOMALIES_SQL = f"""
 WITH pooled AS (
-    SELECT host, entity, metric, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
+    SELECT host, entity, metric, {POOLED_SQL}
     FROM _sig WHERE x IS NOT NULL GROUP BY host, entity, metric
 ), per_window AS (
-    SELECT s.host, s.entity, s.metric, quantile_cont(s.x, [0.25, 0.75]) AS q
+    SELECT s.host, s.entity, s.metric, w.w, {PER_WINDOW_SQL}
     FROM _sig s JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
-    WHERE s.x IS NOT NULL GROUP BY s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
+    WHERE s.x IS NOT NULL AND s.ok GROUP BY s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
 ), healthiest AS (
-    SELECT host, entity, metric, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window GROUP BY host, entity, metric
+    SELECT host, entity, metric, {HEALTHIEST_SQL} FROM per_window GROUP BY host, entity, metric
 ), base AS (
-    SELECT p.host, p.entity, p.metric, p.hi, p.lo, [coalesce(h.q1, p.q[1]), coalesce(h.q2, p.q[2])] AS q
+    SELECT p.host, p.entity, p.metric, p.hi, p.lo, {BASE_SQL}
     FROM pooled p LEFT JOIN healthiest h
          ON h.host = p.host AND h.entity IS NOT DISTINCT FROM p.entity AND h.metric = p.metric
 ), cand AS (
     SELECT host, entity, metric, hi, lo, r.* EXCLUDE (metric),
-           CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
+           CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
+           CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
     FROM base JOIN _rules r USING (metric)
 ), limits AS (
     SELECT *, {LIMITS_SQL}
@@ -171,7 +202,8 @@ WITH pooled AS (
            median(x) AS after, CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak,
            count(*) AS n, max(piece) AS in_a_row, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0,
            arg_min(x, ts) AS x0, any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
-           list(x ORDER BY ts)[2:] AS rest  -- the window's own rate comes after its first sample
+           list(x ORDER BY ts)[2:] AS rest,  -- the window's own rate comes after its first sample
+           any_value(prov) AS prov
     FROM pieces GROUP BY host, entity, metric, island
 )
 SELECT host, entity, metric, layer, category, weight,
@@ -180,7 +212,8 @@ SELECT host, entity, metric, layer, category, weight,
        -- window's own rate after it (a scrape every 5 min would otherwise blur it by 2.5 min). A
        -- gauge, or a window of one sample: midway.
        {ONSET_SQL},
-       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
+       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad,
+       prov.f, prov.t, prov.n
 FROM windows
 WHERE in_a_row >= ? OR discrete
 ORDER BY onset, host, entity, metric, first_bad  -- a total order: windows with one onset came either way
@@ -205,6 +238,10 @@ class Anomaly:
     last_normal: datetime  # the sample before the window: the change happened after it
     threshold: float  # the level this entity had to cross to be anomalous
     first_bad: datetime  # the first anomalous sample: the change happened by then
+    # the comparable samples `before` was taken over: the first's and last's times, and how many
+    baseline_from: datetime | None = None
+    baseline_to: datetime | None = None
+    baseline_samples: int = 0
 
     @property
     def bounds(self) -> tuple[datetime, datetime]:
@@ -292,15 +329,45 @@ def _scope_from_samples(
     return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 
+@dataclass(frozen=True)
+class Comparable:
+    """When a job's samples are comparable with one another (COMPARABLE_SQL): its training spans (none:
+    every sample) and, inside them, its idle spans (saves, restores); each list sorted and disjoint."""
+
+    busy: list[tuple[datetime, datetime]] = field(default_factory=list)
+    idle: list[tuple[datetime, datetime]] = field(default_factory=list)
+
+
+def disjoint(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Sorted, overlapping spans merged (an ASOF join finds a sample's span only among disjoint ones)."""
+    out: list[tuple[datetime, datetime]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> bool:
+    """_busy and _idle for SIGNAL_SQL; whether the job has training spans (COMPARABLE_SQL's parameter)."""
+    c = comparable or Comparable()
+    for ddl, spans in ((BUSY_DDL, c.busy), (IDLE_DDL, c.idle)):
+        conn.execute(ddl, [[lo for lo, _ in spans], [hi for _, hi in spans]])
+    return bool(c.busy)
+
+
 def anomalies(
     conn: duckdb.DuckDBPyConnection,
     min_samples: int = MIN_ANOMALY_SAMPLES,
     windows: list[tuple[datetime, datetime]] | None = None,
+    comparable: Comparable | None = None,
 ) -> list[Anomaly]:
     """Anomaly windows over `_scope` (build_scope first), in onset order. `min_samples`: risks asks
     for single-sample windows too, and then wants them corroborated (fleet/scan.py). `windows`: the
-    read windows of the scope, each a candidate baseline (None: one, all samples pooled)."""
-    conn.execute(SIGNAL_SQL)
+    read windows of the scope, each a candidate baseline (None: one, all samples pooled). `comparable`:
+    when the job's samples may make a baseline (None: all of them)."""
+    conn.execute(SIGNAL_SQL, [load_comparable(conn, comparable)])
     conn.execute(WINDOWS_DDL)
     if windows:
         conn.execute(
@@ -308,7 +375,10 @@ def anomalies(
             [len(windows), [w[0] for w in windows], [w[1] for w in windows]],
         )
     rows = conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, min_samples]).fetchall()
-    return [
-        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first)
-        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first in rows
-    ]
+    return [anomaly_of(row) for row in rows]
+
+
+def anomaly_of(row: tuple[Any, ...]) -> Anomaly:
+    """An Anomaly from a row of ANOMALIES_SQL (or the fleet's, past its job column)."""
+    h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first, b_from, b_to, b_n = row
+    return Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first, b_from, b_to, b_n)
