@@ -19,6 +19,7 @@ from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
+from synestra_cli.shown import iso
 
 MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
 SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")
@@ -100,7 +101,7 @@ def _charged(tax: CheckpointTaxDoc) -> Text:
 
 
 def _checkpoint(node: Tree, cp: CheckpointExplanation) -> None:
-    when = cp.start.strftime("%Y-%m-%d %H:%M:%SZ") if cp.start else "time not logged"
+    when = iso(cp.start) if cp.start else "time not logged"
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
     head = _text(f"{cp.kind} @ iteration {cp.iteration}  {when}  {dur}  ")
     _add(head, cp.trigger.upper() + (" (slow)" if cp.slow else ""), style="bold")
@@ -135,7 +136,7 @@ def _runbook(branch: Tree, c: Cause) -> None:
 
 
 def _failure(node: Tree, f: FailureExplanation) -> None:
-    when = f.at.strftime("%Y-%m-%d %H:%M:%SZ") if f.at else "time not known"
+    when = iso(f.at) if f.at else "time not known"
     how = " ".join(p for p in (f.state, f.exit_code) if p)
     head = _text(f"attempt {f.attempt} failed  {when}  {how + '  ' if how else ''}")
     _add(head, "FAILURE (no restore after it)", style="bold")

@@ -6,7 +6,7 @@ import click
 
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
-from synestra_cli.cli.render import dumps, render_rows
+from synestra_cli.cli.render import dumps, plural, render_rows
 from synestra_cli.errors import EmptyStoreError
 from synestra_cli.store import open_store, resolve_db_path
 from synestra_cli.store.lake import lake_target
@@ -43,7 +43,7 @@ def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
         with open_store(path) as conn:
             removed, rows = forget(conn, list(sources))
     for source_id, source_path, source_format, n in removed:
-        click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {n} rows)", err=True)
+        click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {plural(n, 'row')})", err=True)
     click.echo(f"total: {len(removed)} source(s) forgotten, {rows} rows removed", err=True)
     records = [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed]
     if fmt == "json":

@@ -10,7 +10,7 @@ import click
 
 from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors, stop_on_signals
 from synestra_cli.cli.options import db_option, refuse_together
-from synestra_cli.cli.render import dumps, printable, render_rows, show_time
+from synestra_cli.cli.render import dumps, plural, printable, render_rows, show_time
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
@@ -79,7 +79,7 @@ class Reporter:
             self.say(f"{r.path}: skipped, {r.error}")
             return
         span = f"{show_time(r.first_ts)} .. {show_time(r.last_ts)}" if r.first_ts and r.last_ts else "no timestamps"
-        self.say(f"{r.path}: {r.format}, {r.rows} rows, {r.rejected} rejected, {span}")
+        self.say(f"{r.path}: {r.format}, {plural(r.rows, 'row')}, {r.rejected} rejected, {span}")
         for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
             self.say(f"  reject {r.path}:{line}: {reason}: {text[:80]!r}")
         for note in r.notes:

@@ -11,6 +11,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import TIME_HELP, UTC_TIME, db_option, format_option
 from synestra_cli.errors import ExitCode
+from synestra_cli.shown import iso, path
 
 CSV_COLUMNS = [
     "rank",
@@ -49,18 +50,20 @@ def _rows(doc: dict) -> list[dict]:
 
 
 def _print(doc: dict) -> None:
+    from rich.text import Text
+
     from synestra_cli.cli.fleet import identity
-    from synestra_cli.cli.render import console
+    from synestra_cli.cli.render import console, plural
 
     out = console()
     out.print(
-        f"[bold]risks at {doc['at']:%Y-%m-%d %H:%M:%S} UTC[/]: {doc['degrading']} component(s) degrading now, "
-        f"{len(doc['risks']) - doc['degrading']} known lemon(s)"
+        f"[bold]risks at {iso(doc['at'])}[/]: {plural(doc['degrading'], 'component')} degrading now, "
+        f"{plural(len(doc['risks']) - doc['degrading'], 'known lemon')}"
     )
     for i, r in enumerate(doc["risks"], 1):
         a = r["asset"]
-        since = f" since {r['since']:%H:%M:%S}" if r["since"] else ""
-        jobs = ", ".join(f"{j['job']} ({j['gpus']} GPUs)" for j in r["jobs"]) or "no job running on it"
+        since = f" since {iso(r['since'])}" if r["since"] else ""
+        jobs = ", ".join(f"{j['job']} ({plural(j['gpus'], 'GPU')})" for j in r["jobs"]) or "no job running on it"
         style = "bold red" if r["status"] == "degrading" else "yellow"
         ident = identity(a)
         out.print(
@@ -72,14 +75,11 @@ def _print(doc: dict) -> None:
             out.print(f"   lemon: {reason}")
         for lk in r["evidence"][:5]:
             ev = lk["evidence"]
-            shown = (
-                f"{ev['before']:.3g} -> {ev['after']:.3g}"
-                if ev.get("type") == "metric"
-                else f"{ev.get('source')}:{ev.get('line')}"
-            )
+            # a metric's words carry its values already: only a log line adds where to read it
+            where = f"  {path(ev.get('source'))}:{ev.get('line')}" if ev.get("type") == "log" else ""
             out.print(
-                f"   {lk['time']:%H:%M:%S} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}  "
-                f"[dim]{shown}[/]"
+                Text(f"   {iso(lk['time'])} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}")
+                + Text(where, style="dim")
             )
         out.print(f"   action: {r['action']}")
 
@@ -133,8 +133,8 @@ def command(at, history_hours, fail_over, db, fmt) -> None:
     doc = report.to_json()
     if report.stale:
         click.echo(
-            f"risks: warning: the store's latest data is from {report.latest_data:%Y-%m-%d %H:%M:%S} UTC, "
-            f"before {report.at:%Y-%m-%d %H:%M:%S}: ingest the latest exports first",
+            f"risks: warning: the store's latest data is from {iso(report.latest_data)}, "
+            f"before {iso(report.at)}: ingest the latest exports first",
             err=True,
         )
     if fmt == "json":

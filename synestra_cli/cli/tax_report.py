@@ -10,7 +10,7 @@ import click
 
 from synestra_cli.cli.common import FiniteFloat, engine_option, handle_errors
 from synestra_cli.cli.options import db_option, format_option, host_option, job_option, refuse_together, window_options
-from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows
+from synestra_cli.cli.render import console, dumps, human_duration, plural, printable, render_rows
 from synestra_cli.errors import ExitCode
 
 if TYPE_CHECKING:  # the command imports the library when it runs (fast --help)
@@ -48,7 +48,7 @@ def _print_job(doc: JobTaxDoc, console, price: float | None = None) -> None:
     usd: Mapping[str, object] = doc.get("usd") or {}
     wall_usd = f", ${usd['wall']:,.2f}" if usd else ""
     console.print(
-        f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {human_duration(doc['wall_s'])} "
+        f"[bold]job {_safe(doc['job'])}[/]  {plural(doc['gpus'], 'GPU')}, wall {human_duration(doc['wall_s'])} "
         f"({doc['gpu_hours']:.1f} GPU-h{wall_usd})   "
         f"checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]{_dollars(usd, 'checkpoint_tax')}  "
         f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]{_dollars(usd, 'hidden_tax')}  "
@@ -102,7 +102,7 @@ def _print_advice(iv: IntervalDoc, who: str, console) -> None:
 def _print_fleet(fleet: FleetDoc, causes: list[RankedCauseDoc], by: str, console, price: float | None = None) -> None:
     usd: Mapping[str, object] = fleet.get("usd") or {}
     console.print(
-        f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated"
+        f"[bold]fleet[/]: {plural(fleet['jobs'], 'job')}, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated"
         f"{_dollars(usd, 'allocated')}, "
         f"checkpoint tax {_pct(fleet['checkpoint_tax'])}{_dollars(usd, 'checkpoint_tax')}, "
         f"hidden tax {_pct(fleet['hidden_tax'])}{_dollars(usd, 'hidden_tax')}, "

@@ -16,6 +16,7 @@ from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
+from synestra_cli.shown import iso
 
 
 def _cell(text: Any) -> str:
@@ -25,7 +26,7 @@ def _cell(text: Any) -> str:
 def _when(t: Any) -> str:
     if isinstance(t, str):
         t = datetime.fromisoformat(t.replace("Z", ""))
-    return t.strftime("%Y-%m-%d %H:%M:%SZ") if isinstance(t, datetime) else "?"
+    return iso(t) if isinstance(t, datetime) else "?"
 
 
 def _offset(t: datetime | None, ref: datetime | None) -> str:
