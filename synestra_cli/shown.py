@@ -28,3 +28,10 @@ def path(p: str | None, cwd: str | None = None) -> str:
     if os.path.isabs(p) and (p == base or p.startswith(base.rstrip("/") + "/")):
         return os.path.relpath(p, base)
     return p
+
+
+def relative_in(text: str, cwd: str | None = None) -> str:
+    """Every absolute path under the working directory inside text (a ticket, an action's `why`) made
+    relative to it."""
+    base = (cwd or os.getcwd()).rstrip("/")
+    return text.replace(base + "/", "") if base else text

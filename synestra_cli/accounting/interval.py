@@ -85,7 +85,7 @@ def advise(
 
 # Change the cadence when Daly's interval would save at least this share of the wall time.
 CADENCE_GAIN = 0.005
-DALY_SOURCE = "Young 1974, Daly 2006, first-order waste (anchors.md 2.3)"
+DALY_SOURCE = "Young 1974 (CACM 17(9)), Daly 2006 (FGCS 22(3)): first-order waste"
 
 
 def cadence_action(iv: IntervalAdvice) -> dict[str, str] | None:

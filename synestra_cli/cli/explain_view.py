@@ -19,7 +19,7 @@ from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
-from synestra_cli.shown import iso
+from synestra_cli.shown import iso, relative_in
 
 MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
 SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")
@@ -37,12 +37,13 @@ LAYER_STYLE = {
 
 
 def _text(s: str, style: str = "") -> Text:
-    """Text from the store (host names, log signals, file names): escape sequences shown, not obeyed."""
-    return Text(printable(s), style=style)
+    """Text from the store (host names, log signals, file names): escape sequences shown, not obeyed;
+    paths under the working directory relative to it."""
+    return Text(printable(relative_in(s)), style=style)
 
 
 def _add(text: Text, s: str, style: str = "") -> None:
-    text.append(printable(s), style=style)
+    text.append(printable(relative_in(s)), style=style)
 
 
 def _rel(t: datetime | None, ref: datetime | None) -> str:

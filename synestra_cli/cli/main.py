@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "tax-report": "tax_report",
     "timeline": "timeline",
     "annotations": "annotations",
+    "packet": "packet",
     "fleet": "fleet",
     "risks": "risks",
 }
