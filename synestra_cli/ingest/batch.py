@@ -196,7 +196,7 @@ def _refusal(s: Staged, options: IngestOptions) -> str | None:
         return str(InputError(f"{path}:{line}: {reason} ({result.rejected} rejected lines; --strict)"))
     if result.rejected and not result.rows:
         line, reason, _ = result.reject_samples[0] if result.reject_samples else (None, "rejected", "")
-        hint = "" if not options.format else f"; is it really {name}? (--format forced it)"
+        hint = "" if not options.format else f"; is it really {name}? (--input-format forced it)"
         return str(
             InputError(
                 f"{path}: nothing could be read as {name}: all {result.rejected} line(s) "
