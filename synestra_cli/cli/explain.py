@@ -86,8 +86,8 @@ def command(
     \b
     Examples:
       synestra explain --job 1001
-      synestra explain --job 1001 --checkpoint 4350 --format json | jq '.checkpoints[0].cause'
-      synestra explain --all --since -24h --format jsonl
+      synestra explain --job 1003 --checkpoint 1802 --format json | jq '.checkpoints[0].cause'
+      synestra explain --all --since 24h --format jsonl
       synestra explain --all --host gpu-002 --format csv
       synestra explain --job 1003 --checkpoint 1950 --format markdown > ticket.md
     """

@@ -1,0 +1,234 @@
+"""Answers that travel (issue 34): one evidence set in every view, output that survives pipes, a picture
+and a packet that stand alone, annotations that can be re-posted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import copy_sample_store
+
+from synestra_cli.cli.main import cli
+from synestra_cli.explain.document import stamp
+
+ROOT = Path(__file__).resolve().parents[1]
+TRUTH = json.loads((ROOT / "sample_data" / "truth.json").read_text())
+SYNESTRA = shutil.which("synestra") or str(Path(sys.executable).parent / "synestra")
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory, sample_store_template) -> str:
+    return str(copy_sample_store(sample_store_template, tmp_path_factory.mktemp("views")))
+
+
+def run(db: str, *args: str, width: str = "400") -> str:
+    res = CliRunner().invoke(cli, [*args, "--db", db], env={"COLUMNS": width, "SYNESTRA_KEPT": "0"})
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def figures(chain: list[dict]) -> list[tuple]:
+    """What a reader compares between views: each metric link's where, values and baseline."""
+    out = []
+    for lk in chain:
+        ev = lk["evidence"]
+        if ev.get("type") == "metric":
+            out.append((lk["host"], lk["entity"], ev["metric"], ev["before"], ev["after"], str(lk["time"])))
+    return out
+
+
+def noted(before: float, after: float) -> str:
+    def num(v: float) -> str:
+        return f"{v:.3g}"
+
+    return f"{num(before)} -> {num(after)}"
+
+
+@pytest.mark.heavy
+def test_every_view_of_every_sample_checkpoint_gives_the_same_figures(db):
+    whole = {j["job"]: json.loads(run(db, "explain", "--job", j["job"], "--format", "json")) for j in TRUTH["jobs"]}
+    compared = 0
+    for job, doc in whole.items():
+        tree = run(db, "explain", "--job", job)
+        ticket = run(db, "explain", "--job", job, "--format", "markdown")
+        notes = json.loads(run(db, "annotations", "--job", job))["annotations"]
+        for cp in (c for c in doc["checkpoints"] if c["cause"]):
+            one = json.loads(run(db, "explain", "--job", job, "--checkpoint", str(cp["iteration"]), "--format", "json"))
+            same = next(c for c in one["checkpoints"] if c["kind"] == cp["kind"] and c["start"] == cp["start"])
+            assert same["cause"]["first_signal"] == cp["cause"]["first_signal"], (job, cp["iteration"])
+            assert figures(same["chain"]) == figures(cp["chain"]), (job, cp["iteration"])
+            one_tree = run(db, "explain", "--job", job, "--checkpoint", str(cp["iteration"]))
+            for lk in cp["chain"][:3]:
+                ev = lk["evidence"]
+                if ev.get("type") == "metric" and lk["layer"] != "throughput" and ev["unit"] != "per_second":
+                    words = lk["signal"]
+                    assert words in tree and words in one_tree and words in ticket, (job, words)
+            first = stamp(cp["cause"]["first_signal"])
+            ms = round((first - datetime(1970, 1, 1)).total_seconds() * 1000)
+            assert any(a["time"] == ms and "cause" in a["tags"] for a in notes), (job, cp["iteration"])
+            compared += 1
+    assert compared >= 10
+
+
+@pytest.mark.heavy
+def test_job_1003_s_save_at_1802_reads_what_its_samples_say(db):
+    doc = json.loads(run(db, "explain", "--job", "1003", "--checkpoint", "1802", "--format", "json"))
+    cp = doc["checkpoints"][0]
+    hot = next(
+        lk
+        for lk in cp["chain"]
+        if lk["host"] == "gpu-001"
+        and lk["entity"] == "gpu0"
+        and lk["evidence"].get("metric") == "gpu_memory_temp_celsius"
+    )
+    ev = hot["evidence"]
+    assert (
+        81 <= ev["before"] <= 84
+    )  # the samples before the event read 81-84 (not the hang's 74, nor 61 between attempts)
+    assert ev["peak"] == 95 or ev["peak"] >= 94
+    base = ev["baseline"]
+    assert base["samples"] >= 20 and base["from"] < hot["time"]
+    assert noted(ev["before"], ev["after"]) in hot["signal"].replace(" C", "")
+    # the tree, the ticket and the picture's data say the same
+    assert hot["signal"] in run(db, "explain", "--job", "1003")
+    assert hot["signal"] in run(db, "explain", "--job", "1003", "--format", "markdown")
+
+
+@pytest.mark.heavy
+def test_the_watchdog_timeouts_follow_the_xid_that_caused_them(db):
+    doc = json.loads(run(db, "explain", "--job", "1003", "--checkpoint", "1950", "--format", "json"))
+    layers = [lk["layer"] for lk in doc["checkpoints"][0]["chain"]]
+    assert layers.index("gpu") < layers.index("collective")
+    ticket = run(db, "explain", "--job", "1003", "--checkpoint", "1950", "--format", "markdown")
+    assert ticket.index("Xid 79") < ticket.index("nccl_timeout")
+    assert str(ROOT) not in ticket and "anchors.md" not in ticket
+
+
+# Every command and format a script may pipe: (args, an id its whole output must hold).
+WALK = [
+    (["sources"], "sacct.txt"),
+    (["sources", "--format", "csv"], "source_id"),
+    (["sources", "--format", "json"], "source_id"),
+    (["jobs"], "1003"),
+    (["jobs", "--format", "csv"], "1003"),
+    (["jobs", "--format", "json"], "1003"),
+    (["explain", "--job", "1003"], "rack-01"),
+    (["explain", "--job", "1003", "--format", "json"], "rack-01"),
+    (["explain", "--job", "1003", "--format", "jsonl"], "rack-01"),
+    (["explain", "--job", "1003", "--format", "csv"], "cooling.thermal"),
+    (["explain", "--job", "1003", "--format", "markdown"], "GPU-5c36f096"),
+    (["explain", "--all"], "1008"),
+    (["explain", "--all", "--format", "jsonl"], "1008"),
+    (["tax-report", "--all"], "1003"),
+    (["tax-report", "--all", "--format", "csv"], "1003"),
+    (["tax-report", "--all", "--format", "json"], "1003"),
+    (["fleet"], "cooling.thermal"),
+    (["fleet", "--format", "csv"], "gpu-004:mlx5_0"),
+    (["fleet", "--format", "json"], "gpu-004:mlx5_0"),
+    (["risks", "--at", "2026-11-03T05:19:00"], "gpu-004:mlx5_0"),
+    (["risks", "--at", "2026-11-03T05:19:00", "--format", "json"], "gpu-004:mlx5_0"),
+    (["annotations", "--job", "1003"], "synestra-id:"),
+    (["annotations", "--job", "1003", "--format", "jsonl"], "synestra-id:"),
+    (["annotations", "--job", "1003", "--format", "json-datasource"], "isRegion"),
+    (["sql", "SELECT source_id, path FROM sources"], "sacct.txt"),
+    (["formats"], "sacct"),
+    (["timeline", "--job", "1003", "-o", "-", "--format", "svg"], "Job 1003"),
+]
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("args,ident", WALK, ids=[" ".join(a[:3]) for a, _ in WALK])
+def test_every_command_and_format_at_80_columns_and_into_head(db, args, ident):
+    env = {**os.environ, "COLUMNS": "80", "SYNESTRA_DB": db}
+    whole = subprocess.run([SYNESTRA, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0 and "Traceback" not in whole.stderr, whole.stderr
+    assert ident in whole.stdout, (args, whole.stdout[:500])
+    line = " ".join(subprocess.list2cmdline([a]) for a in [SYNESTRA, *args])
+    piped = subprocess.run(
+        ["bash", "-c", f'{line} | head -1; echo "rc=${{PIPESTATUS[0]}}"'],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert piped.stdout.rstrip().endswith("rc=0"), (args, piped.stdout[-300:], piped.stderr)
+    assert "Traceback" not in piped.stderr and "Broken pipe" not in piped.stderr, piped.stderr
+
+
+def test_an_unknown_extension_or_a_missing_folder_is_one_line_and_exit_2(tmp_path):
+    for target, words in ((tmp_path / "x.jpg", "unknown extension"), (tmp_path / "no" / "x.html", "does not exist")):
+        res = CliRunner().invoke(
+            cli, ["timeline", "--job", "1003", "-o", str(target), "--db", str(tmp_path / "s.duckdb")]
+        )
+        assert res.exit_code == 2 and words in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not target.exists()
+
+
+def test_a_mistyped_command_gets_a_suggestion():
+    res = CliRunner().invoke(cli, ["explian", "--job", "1"])
+    assert res.exit_code == 2 and "Did you mean explain?" in res.stderr
+
+
+def test_since_24h_is_a_day_ago():
+    from synestra_cli.cli.options import parse_time
+
+    now = datetime(2026, 11, 3, 12, 0)
+    assert parse_time("24h", now) == datetime(2026, 11, 2, 12, 0) == parse_time("-24h", now)
+    assert parse_time("30m", now) == datetime(2026, 11, 3, 11, 30)
+    assert parse_time("7d", now) == datetime(2026, 10, 27, 12, 0)
+
+
+@pytest.mark.heavy
+def test_the_packet_holds_the_job_s_evidence_and_nothing_else_and_is_the_same_twice(db, tmp_path):
+    a, b = tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"
+    for out in (a, b):
+        res = CliRunner().invoke(cli, ["packet", "--job", "1003", "--checkpoint", "1950", "-o", str(out), "--db", db])
+        assert res.exit_code == 0, res.output
+    assert a.read_bytes() == b.read_bytes()  # deterministic: sorted members, fixed times
+    with tarfile.open(a) as tar:
+        names = tar.getnames()
+        assert names == sorted(names)
+        assert {n.split("/", 1)[1] for n in names} == {
+            "README.txt",
+            "ticket.md",
+            "timeline.png",
+            "explain.json",
+            "evidence.txt",
+            "assets.json",
+            "sources.json",
+        }
+        assert all(m.mtime == tar.getmembers()[0].mtime and m.uname == "" for m in tar.getmembers())
+        read = {n.split("/", 1)[1]: tar.extractfile(n).read() for n in names}  # type: ignore[union-attr]
+    evidence = read["evidence.txt"].decode()
+    assert re.search(r"^>\s+20  .*Xid \(PCI:0000:18:00\): 79", evidence, re.M)  # the cited line, marked, with context
+    assets = json.loads(read["assets.json"])["assets"]
+    assert any(x.get("uuid") == "GPU-5c36f096-d9c7-237f-03e1-ec96ac7910c0" and x.get("serial") for x in assets)
+    sources = json.loads(read["sources.json"])["sources"]
+    assert sources and all(len(s["sha256"]) == 64 for s in sources)
+    assert all(set(s["hosts"] or []) <= {"gpu-001", "gpu-002"} for s in sources)  # the job's hosts only
+    assert "Left out, and why" in read["README.txt"].decode()
+    assert read["timeline.png"][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.heavy
+def test_annotations_carry_a_stable_id_and_a_dashboard(db):
+    first = json.loads(run(db, "annotations", "--job", "1003", "--dashboard-uid", "abc", "--panel-id", "2"))[
+        "annotations"
+    ]
+    again = json.loads(run(db, "annotations", "--job", "1003", "--dashboard-uid", "abc", "--panel-id", "2"))[
+        "annotations"
+    ]
+    ids = [next(t for t in a["tags"] if t.startswith("synestra-id:")) for a in first]
+    assert len(set(ids)) == len(ids) and first == again
+    assert all(a["dashboardUID"] == "abc" and a["panelId"] == 2 for a in first)
+    listed = json.loads(run(db, "annotations", "--job", "1003", "--format", "json-datasource"))
+    assert all({"time", "timeEnd", "title", "text", "tags", "isRegion"} <= set(a) for a in listed)
