@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from conftest import copy_sample_store
 
 from synestra_cli.cli.main import cli
-from synestra_cli.explain.document import stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 TRUTH = json.loads((ROOT / "sample_data" / "truth.json").read_text())
@@ -72,8 +71,7 @@ def test_every_view_of_every_sample_checkpoint_gives_the_same_figures(db):
                 if ev.get("type") == "metric" and lk["layer"] != "throughput" and ev["unit"] != "per_second":
                     words = lk["signal"]
                     assert words in tree and words in one_tree and words in ticket, (job, words)
-            first = stamp(cp["cause"]["first_signal"])
-            ms = round((first - datetime(1970, 1, 1)).total_seconds() * 1000)
+            ms = round(datetime.fromisoformat(cp["cause"]["first_signal"].replace("Z", "+00:00")).timestamp() * 1000)
             assert any(a["time"] == ms and "cause" in a["tags"] for a in notes), (job, cp["iteration"])
             compared += 1
     assert compared >= 10
