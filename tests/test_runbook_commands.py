@@ -22,8 +22,8 @@ less() { cat >/dev/null; }
 command -v column >/dev/null || column() { cat; }
 command -v jq >/dev/null || jq() { cat >/dev/null; }
 synestra() {
-    "$SYNESTRA_BIN" "$@" 2>>"$RUNBOOK_ERR"; local rc=$?
-    printf '%s\t%s\n' "$rc" "$*" >>"$RUNBOOK_LOG"
+    "$SYNESTRA_BIN" "$@" 2>>"$RUNBOOK_ERR"; local rc=$? line="$*"
+    printf '%s\t%s\n' "$rc" "${line//$'\n'/ }" >>"$RUNBOOK_LOG"  # one line per command: sql spans several
     return $rc
 }
 """

@@ -104,7 +104,9 @@ def test_job_1003_s_save_at_1802_reads_what_its_samples_say(db):
 @pytest.mark.heavy
 def test_the_watchdog_timeouts_follow_the_xid_that_caused_them(db):
     doc = json.loads(run(db, "explain", "--job", "1003", "--checkpoint", "1950", "--format", "json"))
-    layers = [lk["layer"] for lk in doc["checkpoints"][0]["chain"]]
+    # iteration 1950 is both the routine save before the Xid and the restart's restore: the restore's chain
+    restore = next(c for c in doc["checkpoints"] if c["kind"] == "restore")
+    layers = [lk["layer"] for lk in restore["chain"]]
     assert layers.index("gpu") < layers.index("collective")
     ticket = run(db, "explain", "--job", "1003", "--checkpoint", "1950", "--format", "markdown")
     assert ticket.index("Xid 79") < ticket.index("nccl_timeout")

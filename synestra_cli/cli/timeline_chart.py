@@ -280,7 +280,9 @@ def render(tl: Timeline, fmt: str) -> bytes:
 
     if fmt == "html":
         page = vlc.vegalite_to_html(chart(tl, "container").to_dict(), bundle=True)
-        return page.replace("</head>", FULL_WIDTH_CSS + "</head>", 1).encode()
+        # right after the page's own <head> (the first): the inlined vega-embed bundle holds "</head>" in a
+        # string of its own, where a style would be inert and the chart left unsized
+        return page.replace("<head>", "<head>" + FULL_WIDTH_CSS, 1).encode()
     spec = chart(tl).to_dict()
     if fmt == "png":
         return bytes(vlc.vegalite_to_png(spec, scale=2))

@@ -18,7 +18,7 @@ annotations holding a job's tags, then posts again (docs/explain.md), and nothin
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
@@ -27,8 +27,11 @@ SCHEMA = "synestra.annotations/1"
 
 
 def epoch_ms(t: datetime) -> int:
-    """Naive datetimes are UTC (the store's convention)."""
-    return round((t - datetime(1970, 1, 1)).total_seconds() * 1000) if t.tzinfo is None else round(t.timestamp() * 1000)
+    """Naive datetimes are UTC (the store's convention). Truncated to the millisecond, as the JSON
+    outputs write times (`12:30:28.099Z`), so an annotation and the explanation it came from agree to
+    the millisecond (rounding made 28.0995 read .100 here and .099 there)."""
+    epoch = datetime(1970, 1, 1) if t.tzinfo is None else datetime(1970, 1, 1, tzinfo=UTC)
+    return (t - epoch) // timedelta(milliseconds=1)
 
 
 def _checkpoint(job: str, cp: CheckpointExplanation) -> dict[str, Any] | None:
