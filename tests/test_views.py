@@ -94,7 +94,8 @@ def test_job_1003_s_save_at_1802_reads_what_its_samples_say(db):
     )  # the samples before the event read 81-84 (not the hang's 74, nor 61 between attempts)
     assert ev["peak"] == 95 or ev["peak"] >= 94
     base = ev["baseline"]
-    assert base["samples"] >= 20 and base["from"] < hot["time"]
+    # taken before the fault: the samples before the series first crossed its threshold
+    assert base["samples"] >= 20 and base["from"] < base["to"] < hot["time"]
     assert noted(ev["before"], ev["after"]) in hot["signal"].replace(" C", "")
     # the tree, the ticket and the picture's data say the same
     assert hot["signal"] in run(db, "explain", "--job", "1003")

@@ -19,9 +19,15 @@ SUFFIXES = {".tar.gz": "tar.gz", ".tgz": "tar.gz"}
 @click.option("--job", "job_id", required=True, help="Job id (as `synestra jobs` lists it).")
 @click.option("--checkpoint", type=int, help="Only the checkpoint(s) at this iteration.")
 @click.option("-o", "--output", "output", required=True, type=OUTPUT_TARGET, help="The .tar.gz to write; - for stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["tar.gz"]),
+    help="What to write (default: by the suffix of --output, .tar.gz or .tgz; another suffix is refused).",
+)
 @db_option
 @handle_errors
-def command(job_id: str, checkpoint: int | None, output: Path, db: str | None) -> None:
+def command(job_id: str, checkpoint: int | None, output: Path, fmt: str | None, db: str | None) -> None:
     """Write what a vendor's RMA desk or a fabric team asks for, in one tar.gz: the ticket (Markdown),
     the picture (PNG), the explanation (JSON), every cited log line with 3 lines of context from its
     file, the asset identities (GPU UUID, serial, PCI id, cable ends, rack hosts), the store's sha256
@@ -48,7 +54,7 @@ def command(job_id: str, checkpoint: int | None, output: Path, db: str | None) -
     from synestra_cli.explain.timeline import build
     from synestra_cli.shown import path, relative_in
 
-    out.format_of(output, None, SUFFIXES, option="a .tar.gz name")
+    out.format_of(output, fmt, SUFFIXES, option="--format tar.gz")
     with status_on_tty(f"explaining job {job_id}") as status:
         with open_store_read(db) as conn:
             job_id = resolve_job(conn, job_id)

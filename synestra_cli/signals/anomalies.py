@@ -26,6 +26,17 @@ from typing import Any
 
 import duckdb
 
+from synestra_cli.signals.baselines import (
+    BAD_SAMPLE_SQL,
+    BASE_SQL,
+    HEALTHIEST_SQL,
+    MIN_BASELINE_SAMPLES,
+    ONSET_SQL,
+    PER_WINDOW_SQL,
+    POOLED_SQL,
+    limits_sql,
+    pre_onset_sql,
+)
 from synestra_cli.signals.candidates import scope_from_summaries, summaries_cover
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
 from synestra_cli.signals.scope import JobScope
@@ -100,9 +111,6 @@ WHERE s.b IS NOT NULL AND s.b >= 0
 """
 
 WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
-# Fewer samples than this in a read window (a 2-sample tail) say nothing of its baseline.
-MIN_BASELINE_SAMPLES = 4
-
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
 # A sample is comparable when it was taken while the job computed: inside a training span (an attempt's
 # first to last iteration line; $any_busy false: the job logged none, every sample is) and outside its
@@ -124,46 +132,12 @@ ASOF LEFT JOIN _busy b ON s.ts >= b.lo
 ASOF LEFT JOIN _idle i ON s.ts >= i.lo
 """
 
-# Per series: its baseline and threshold; only series whose extreme crosses it go on to the windows.
-# The baseline is the quartile of the series' healthiest read window (the lowest lower quartile for
-# what is bad going up, the highest upper quartile for what is bad going down), not of all windows
-# pooled: a fault that persists through the job's later windows (a ghost link stays for hours) would
-# otherwise become its own baseline. A window needs MIN_BASELINE_SAMPLES to speak; else all pooled.
-# An anomaly window is a run of samples past the threshold with `min_samples` of them in a row inside one
-# read window: the scope holds the last sample of one window beside the first of the next, but the
-# samples between were not read, so those two alone are not known to be in a row (nor could the
-# summaries' pair test bound them). A run that has its samples in a row goes on across the gap, as a
-# fault still there after it.
-# A series' threshold from its baseline b, kept when its range crosses it, and a sample past it: one text
-# for the per-job read below and the fleet's (fleet_telemetry.py).
-LIMITS_SQL = """CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
-                   ELSE least(floor, b * ratio - delta) END AS threshold
-    FROM cand
-    WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
-               ELSE lo <= floor AND lo < b * ratio - delta END"""
-ONSET_SQL = """CASE WHEN prev0 IS NULL THEN first_bad
-            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
-                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
-                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
-                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
-            ELSE first_bad - (first_bad - prev0) / 2 END AS onset"""  # see ANOMALIES_SQL's comment on the onset
-# The baseline's pieces, one text for the per-job read below and the fleet's (fleet_telemetry.py). Each
-# quartile comes with where it came from (`p1` for the lower, `p2` for the upper: the first and last
-# comparable sample it was taken over, and their count), so that a reader can check it against the
-# samples. Pooled: over the comparable samples of all windows, else (none) over all of them.
-_PROV = "{'f': min(ts) FILTER (WHERE ok), 't': max(ts) FILTER (WHERE ok), 'n': count(*) FILTER (WHERE ok)}"
-POOLED_SQL = f"""quantile_cont(x, [0.25, 0.75]) AS q_all, quantile_cont(x, [0.25, 0.75]) FILTER (WHERE ok) AS q_ok,
-    max(x) AS hi, min(x) AS lo, {_PROV} AS p_ok, {{'f': min(ts), 't': max(ts), 'n': count(*)}} AS p_all"""
-PER_WINDOW_SQL = "quantile_cont(x, [0.25, 0.75]) AS q, {'f': min(ts), 't': max(ts), 'n': count(*)} AS p"
-# The healthiest window; of two equally healthy ones, the first (a total order: the same rows, the same
-# baseline, whatever the threads did).
-HEALTHIEST_SQL = """min(q[1]) AS q1, max(q[2]) AS q2, arg_min(p, [q[1], w::DOUBLE]) AS p1,
-    arg_max(p, [q[2], -w::DOUBLE]) AS p2"""
-BASE_SQL = """[coalesce(h.q1, p.q_ok[1], p.q_all[1]), coalesce(h.q2, p.q_ok[2], p.q_all[2])] AS q,
-    CASE WHEN h.q1 IS NOT NULL THEN h.p1 WHEN p.q_ok IS NOT NULL THEN p.p_ok ELSE p.p_all END AS p1,
-    CASE WHEN h.q2 IS NOT NULL THEN h.p2 WHEN p.q_ok IS NOT NULL THEN p.p_ok ELSE p.p_all END AS p2"""
-BAD_SAMPLE_SQL = """coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
-                         ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad"""
+# Per series: its baseline and threshold (signals/baselines.py); only series whose extreme crosses it go
+# on to the windows. An anomaly window is a run of samples past the threshold with `min_samples` of them
+# in a row inside one read window: the scope holds the last sample of one window beside the first of the
+# next, but the samples between were not read, so those two alone are not known to be in a row (nor
+# could the summaries' pair test bound them). A run that has its samples in a row goes on across the
+# gap, as a fault still there after it.
 ANOMALIES_SQL = f"""
 WITH pooled AS (
     SELECT host, entity, metric, {POOLED_SQL}
@@ -178,14 +152,14 @@ WITH pooled AS (
     SELECT p.host, p.entity, p.metric, p.hi, p.lo, {BASE_SQL}
     FROM pooled p LEFT JOIN healthiest h
          ON h.host = p.host AND h.entity IS NOT DISTINCT FROM p.entity AND h.metric = p.metric
-), cand AS (
+), cand0 AS (
     SELECT host, entity, metric, hi, lo, r.* EXCLUDE (metric),
            CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
            CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
     FROM base JOIN _rules r USING (metric)
-), limits AS (
-    SELECT *, {LIMITS_SQL}
-), flagged AS (
+), limits0 AS (
+    SELECT *, {limits_sql("cand0")}
+), {pre_onset_sql("_sig", ("host", "entity", "metric"))}, flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
            {BAD_SAMPLE_SQL},
            row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts) AS rn, w.w AS win

@@ -34,18 +34,17 @@ from typing import Any
 import duckdb
 
 from synestra_cli import progress, settings
-from synestra_cli.signals.anomalies import (
+from synestra_cli.signals.anomalies import Anomaly, Comparable, anomaly_of
+from synestra_cli.signals.baselines import (
     BAD_SAMPLE_SQL,
     BASE_SQL,
     HEALTHIEST_SQL,
-    LIMITS_SQL,
     MIN_BASELINE_SAMPLES,
     ONSET_SQL,
     PER_WINDOW_SQL,
     POOLED_SQL,
-    Anomaly,
-    Comparable,
-    anomaly_of,
+    limits_sql,
+    pre_onset_sql,
 )
 from synestra_cli.signals.candidates import CAND_HOURS, read_hours_by_rowid
 from synestra_cli.signals.events import Event
@@ -198,13 +197,13 @@ WITH pooled AS (
 ), base AS (
     SELECT p.sid, p.hi, p.lo, {BASE_SQL}
     FROM pooled p LEFT JOIN healthiest h USING (sid)
-), cand AS (
+), cand0 AS (
     SELECT sid, f.job, f.host, f.entity, hi, lo, r.*, CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
            CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
     FROM base JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
-), limits AS (
-    SELECT *, {LIMITS_SQL}
-), flagged AS (
+), limits0 AS (
+    SELECT *, {limits_sql("cand0")}
+), {pre_onset_sql("_fsig", ("sid",))}, flagged AS (
     SELECT s.sid, s.ts, s.prev_ts, s.x,
            {BAD_SAMPLE_SQL}, s.rn, s.win
     FROM _fsig s JOIN limits l USING (sid)
