@@ -311,7 +311,7 @@ def test_fail_over_names_every_job_over_the_line(store):
     docs = json.loads(res.stdout)["jobs"]
     over = [d["job"] for d in docs if d["checkpoint_tax"] > 0]
     assert len(over) >= 2 and all(f"job {j} checkpoint tax" in res.stderr for j in over)
-    assert f"{len(over)} of {len(docs)} job(s) over 0.0%" in res.stderr
+    assert f"{len(over)} of {len(docs)} jobs over 0.0%" in res.stderr
     assert res.stderr.count("exceeds") == len(over)
 
 

@@ -233,3 +233,41 @@ def test_annotations_carry_a_stable_id_and_a_dashboard(db):
     assert all(a["dashboardUID"] == "abc" and a["panelId"] == 2 for a in first)
     listed = json.loads(run(db, "annotations", "--job", "1003", "--format", "json-datasource"))
     assert all({"time", "timeEnd", "title", "text", "tags", "isRegion"} <= set(a) for a in listed)
+
+
+MARKUP = "[bold]x[/]"  # what rich would style (and swallow) if a table took store text as markup
+
+
+@pytest.mark.heavy
+def test_fleet_and_risks_show_store_text_as_text_not_markup(db, capsys, monkeypatch):
+    """A host, a cause or a reason is the store's text (from logs anyone can write): the human views show
+    its brackets as they are. The documents are the sample's own, with that text put into them."""
+    from synestra_cli.cli import fleet, risks
+    from synestra_cli.cli.render import console
+    from synestra_cli.fleet.lemons import fleet_report
+    from synestra_cli.fleet.risks import risks_at
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        doc = fleet_report(conn, None, None).to_json()
+        risk = risks_at(conn).to_json()  # the known lemons of the past week
+    c = next(c for c in doc["components"] if c["lemon"])
+    c["asset"]["id"] += MARKUP
+    c["categories"][0] += MARKUP
+    c["lemon_reasons"][0] += MARKUP
+    c["hits"][0]["what"] += MARKUP
+    r = risk["risks"][0]
+    r["asset"]["id"] += MARKUP
+    r["categories"][0] += MARKUP
+    r["action"] += MARKUP
+    r["lemon_reasons"][0] += MARKUP
+    monkeypatch.setenv("COLUMNS", "400")
+    capsys.readouterr()
+    out = console()
+    fleet._print_table(out, doc)
+    fleet._print_evidence(out, c)
+    risks._print(risk)
+    shown = capsys.readouterr().out
+    # the table's asset id and cause (a narrow column may fold it after the tag), the evidence's id, reason
+    # and hit, the risk's id, cause, reason and action
+    assert shown.count("[bold]x") >= 9, shown

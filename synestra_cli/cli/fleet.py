@@ -7,8 +7,8 @@ import click
 
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option, window_options
-from synestra_cli.cli.render import plural
-from synestra_cli.shown import iso
+from synestra_cli.cli.render import safe
+from synestra_cli.shown import iso, plural
 
 CSV_COLUMNS = [
     "rank",
@@ -111,11 +111,11 @@ def _print_table(out, doc: dict) -> None:
     for i, c in enumerate(doc["components"], 1):
         cats = c["categories"]
         cause = (cats[0] + (f" +{len(cats) - 1}" if len(cats) > 1 else "")) if cats else ""
-        cells = {
+        cells = {  # store text: as text, not markup (safe)
             "#": str(i),
-            "component": f"{c['asset']['kind']} {c['asset']['id']}",
-            "identity": identity(c["asset"]) or "",
-            "cause": cause,
+            "component": safe(f"{c['asset']['kind']} {c['asset']['id']}"),
+            "identity": safe(identity(c["asset"]) or ""),
+            "cause": safe(cause),
             "jobs": str(len(c["jobs"])),
             "fail": str(c["failures"]),
             "inc": str(c["incidents"]),
@@ -131,20 +131,23 @@ def _print_table(out, doc: dict) -> None:
 def _print_evidence(out, c: dict) -> None:
     ident = identity(c["asset"])
     out.print(
-        f"[bold red]lemon[/] {c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: "
-        f"{'; '.join(c['lemon_reasons'])}"
+        "[bold red]lemon[/] "
+        + safe(f"{c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: ")
+        + safe("; ".join(c["lemon_reasons"]))
     )
     for h in c["hits"][:6]:
         at = iso(h["at"]) if h["at"] else "?"
         out.print(
-            f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
-            f"(first signal {at}, confidence {h['confidence']:.2f})"
+            safe(
+                f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
+                f"(first signal {at}, confidence {h['confidence']:.2f})"
+            )
         )
     for e in c["episodes"][:4]:
         ev = e["evidence"][0] if e["evidence"] else None
         what = f"{ev['host']}:{ev['entity'] or ''} {ev['signal']}" if ev else ""
         span = f"{iso(e['start'], minutes=True)} .. {iso(e['end'], minutes=True)}"
-        out.print(f"    episode {span}: {plural(e['signals'], 'signal')}, {what}")
+        out.print(safe(f"    episode {span}: {plural(e['signals'], 'signal')}, {what}"))
 
 
 EXCLUDE_FORMATS = ("slurm", "kubernetes", "hostlist")
@@ -177,9 +180,9 @@ def _exclude(db, since, until, fmt: str, exclude: bool, by: str) -> None:
             click.echo(found.hostlist())
     else:
         out = console()
-        out.print(f"[bold]exclude[/] {len(found.nodes)} node(s) (commands: --format slurm or kubernetes)")
+        out.print(f"[bold]exclude[/] {plural(len(found.nodes), 'node')} (commands: --format slurm or kubernetes)")
         for n in found.nodes:
-            out.print(f"  {n.name}: {n.reason}", soft_wrap=True)
+            out.print(safe(f"  {n.name}: {n.reason}"), soft_wrap=True)
 
 
 @click.command("fleet")

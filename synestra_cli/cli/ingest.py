@@ -10,10 +10,11 @@ import click
 
 from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors, stop_on_signals
 from synestra_cli.cli.options import db_option, refuse_together
-from synestra_cli.cli.render import dumps, plural, printable, render_rows, show_time
+from synestra_cli.cli.render import dumps, printable, render_rows, show_time
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
+from synestra_cli.shown import plural, relative_in
 from synestra_cli.store import open_store
 from synestra_cli.store.lake import lake_target
 from synestra_cli.store.lake_writer import ingest_target
@@ -82,8 +83,8 @@ class Reporter:
         self.say(f"{r.path}: {r.format}, {plural(r.rows, 'row')}, {r.rejected} rejected, {span}")
         for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
             self.say(f"  reject {r.path}:{line}: {reason}: {text[:80]!r}")
-        for note in r.notes:
-            self.say(f"  note: {note}")
+        for note in r.notes:  # a note may name another source as the store holds it: absolute
+            self.say(f"  note: {relative_in(note)}")
 
 
 def _explain_all(conn, db=None) -> str:
@@ -91,7 +92,7 @@ def _explain_all(conn, db=None) -> str:
     from synestra_cli.explain import memo
 
     try:
-        return f"explain: {memo.keep_all(conn, db)} job(s) explained and kept for tax-report"
+        return f"explain: {plural(memo.keep_all(conn, db), 'job')} explained and kept for tax-report"
     except EmptyStoreError:
         return "explain: no jobs in the store yet"
 

@@ -41,6 +41,14 @@ def printable(text: Any, one_line: bool = True) -> str:
     return str(text).translate(_ESCAPES_LINE if one_line else _ESCAPES)
 
 
+def safe(value: Any) -> str:
+    """Text from the store (job ids, hosts, causes, log words) for a rich console: shown as it is, no
+    markup (a host named `[bold]x` prints those brackets), no escape sequences."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
 def to_jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         # Naive datetimes in the store are UTC.
@@ -133,11 +141,6 @@ def console(stderr: bool = False):
             raise BrokenPipeError
 
     return _Console(stderr=stderr, width=width(), soft_wrap=False, highlight=False)
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """`1 job`, `2 jobs`, `1 host`, `3 hosts`: a count with its noun in agreement."""
-    return f"{n:,} {word if n == 1 else many or word + 's'}"
 
 
 def render_rows(

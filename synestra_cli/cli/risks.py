@@ -11,7 +11,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import TIME_HELP, UTC_TIME, db_option, format_option
 from synestra_cli.errors import ExitCode
-from synestra_cli.shown import iso, path
+from synestra_cli.shown import iso, path, plural
 
 CSV_COLUMNS = [
     "rank",
@@ -53,35 +53,36 @@ def _print(doc: dict) -> None:
     from rich.text import Text
 
     from synestra_cli.cli.fleet import identity
-    from synestra_cli.cli.render import console, plural
+    from synestra_cli.cli.render import console, printable, safe
 
     out = console()
     out.print(
         f"[bold]risks at {iso(doc['at'])}[/]: {plural(doc['degrading'], 'component')} degrading now, "
         f"{plural(len(doc['risks']) - doc['degrading'], 'known lemon')}"
     )
-    for i, r in enumerate(doc["risks"], 1):
+    for i, r in enumerate(doc["risks"], 1):  # the store's words (hosts, causes, reasons) as text: safe()
         a = r["asset"]
         since = f" since {iso(r['since'])}" if r["since"] else ""
         jobs = ", ".join(f"{j['job']} ({plural(j['gpus'], 'GPU')})" for j in r["jobs"]) or "no job running on it"
         style = "bold red" if r["status"] == "degrading" else "yellow"
         ident = identity(a)
         out.print(
-            f"[{style}]{i}. {r['status']}[/] {a['kind']} {a['id']}{f' ({ident})' if ident else ''}: "
-            f"{', '.join(r['categories'])}{since}, score {r['score']:.2f}"
+            f"[{style}]{i}. {r['status']}[/] "
+            + safe(
+                f"{a['kind']} {a['id']}{f' ({ident})' if ident else ''}: "
+                f"{', '.join(r['categories'])}{since}, score {r['score']:.2f}"
+            )
         )
-        out.print(f"   jobs: {jobs}; at stake {r['gpu_hours_per_hour']:,.0f} GPU-h per hour")
+        out.print(safe(f"   jobs: {jobs}; at stake {r['gpu_hours_per_hour']:,.0f} GPU-h per hour"))
         for reason in r["lemon_reasons"]:
-            out.print(f"   lemon: {reason}")
+            out.print(safe(f"   lemon: {reason}"))
         for lk in r["evidence"][:5]:
             ev = lk["evidence"]
             # a metric's words carry its values already: only a log line adds where to read it
             where = f"  {path(ev.get('source'))}:{ev.get('line')}" if ev.get("type") == "log" else ""
-            out.print(
-                Text(f"   {iso(lk['time'])} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}")
-                + Text(where, style="dim")
-            )
-        out.print(f"   action: {r['action']}")
+            line = f"   {iso(lk['time'])} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}"
+            out.print(Text(printable(line)) + Text(printable(where), style="dim"))
+        out.print(safe(f"   action: {r['action']}"))
 
 
 @click.command("risks")
@@ -144,5 +145,5 @@ def command(at, history_hours, fail_over, db, fmt) -> None:
     else:
         _print(doc)
     if fail_over is not None and doc["degrading"] > fail_over:
-        click.echo(f"risks: {doc['degrading']} component(s) degrading, more than {fail_over}", err=True)
+        click.echo(f"risks: {plural(doc['degrading'], 'component')} degrading, more than {fail_over}", err=True)
         sys.exit(int(ExitCode.THRESHOLD))
