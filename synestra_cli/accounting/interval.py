@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from synestra_cli.shown import plural
+
 MIN_FAILURES_FOR_MTBF = 2  # fewer unplanned failures than this: MTBF is not estimated
 
 
@@ -62,7 +64,7 @@ def advise(
         return without_advice("no completed blocking save: cannot estimate the save cost")
     if failures < MIN_FAILURES_FOR_MTBF:
         return without_advice(
-            f"{failures} unplanned failure(s): too few to estimate MTBF "
+            f"{plural(failures, 'unplanned failure')}: too few to estimate MTBF "
             f"(need {MIN_FAILURES_FOR_MTBF}); pool jobs with --all for a fleet MTBF"
         )
     mtbf = wall_s / failures

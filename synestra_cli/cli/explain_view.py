@@ -19,7 +19,7 @@ from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
-from synestra_cli.shown import iso, relative_in
+from synestra_cli.shown import iso, plural, relative_in
 
 MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
 SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")
@@ -132,7 +132,7 @@ def _runbook(branch: Tree, c: Cause) -> None:
         branch.add(_text(f"asset: {describe(a)}"))
     if len(c.assets) > len(shown):
         branch.add(
-            _text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all", style="dim")
+            _text(f"      ... {_more(len(c.assets) - len(shown), 'asset')}: --format json lists them all", style="dim")
         )
 
 
@@ -161,7 +161,7 @@ def _chain(branch: Tree, cp: CheckpointExplanation | FailureExplanation) -> None
                 hidden += 1
                 continue
         if lk.layer == "checkpoint" and hidden:
-            branch.add(_text(f"      ... {hidden} more signal(s): --format json lists them all", style="dim"))
+            branch.add(_text(f"      ... {_more(hidden, 'signal')}: --format json lists them all", style="dim"))
         branch.add(_link(lk, cp.start if isinstance(cp, CheckpointExplanation) else cp.at))
 
 
@@ -171,12 +171,18 @@ def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:
         kinds[cp.trigger] = kinds.get(cp.trigger, 0) + 1
     its = ", ".join(str(cp.iteration) for cp in run[:6]) + (" ..." if len(run) > 6 else "")
     summary = ", ".join(f"{k} {n}" for k, n in kinds.items())
-    node.add(_text(f"{len(run)} routine checkpoint(s) ({summary}): iterations {its}", style="dim"))
+    node.add(_text(f"{plural(len(run), 'routine checkpoint')} ({summary}): iterations {its}", style="dim"))
+
+
+def _more(n: int, word: str) -> str:
+    """`1 more signal`, `2 more signals`."""
+    return f"{n} more {word if n == 1 else word + 's'}"
 
 
 def render_job(console: Console, job: JobExplanation) -> None:
     cadence = f"saves every {job.cadence} iterations" if job.cadence else "no save cadence learned"
-    tree = Tree(_text(f"job {job.job}  {len(job.hosts)} host(s)  {job.attempts} attempt(s)  {cadence}", style="bold"))
+    head = f"job {job.job}  {plural(len(job.hosts), 'host')}  {plural(job.attempts, 'attempt')}  {cadence}"
+    tree = Tree(_text(head, style="bold"))
     run: list[CheckpointExplanation] = []
     for cp in job.checkpoints:
         if cp.routine:

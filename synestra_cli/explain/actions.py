@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from synestra_cli.explain.assets import Asset, rack_name
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.wording import BUCKETS, XID_CATALOG, XID_SOURCE
+from synestra_cli.shown import plural
 
 Action = dict[str, str]
 
@@ -182,7 +183,7 @@ def _bucket(b: str) -> str:
 def _spread(links: list[ChainLink]) -> str:
     gpus = {(lk.host, lk.entity) for lk in links if lk.layer == "gpu" and lk.host}
     hosts = {h for h, _ in gpus}
-    return f"{len(gpus)} GPU(s) on {len(hosts)} host(s)" if gpus else "its GPUs"
+    return f"{plural(len(gpus), 'GPU')} on {plural(len(hosts), 'host')}" if gpus else "its GPUs"
 
 
 def _signals(links: list[ChainLink], most: int = 3) -> str:
@@ -196,7 +197,7 @@ def _signals(links: list[ChainLink], most: int = 3) -> str:
         f"{':'.join(p for p in (lk.host, lk.entity) if p)} {lk.signal}{_ref(lk)}".strip() for lk in cause_side[:most]
     ]
     more = len(cause_side) - most
-    return "; ".join(named) + (f"; and {more} more signal(s)" if more > 0 else "")
+    return "; ".join(named) + (f"; and {more} more {'signal' if more == 1 else 'signals'}" if more > 0 else "")
 
 
 def _fields(

@@ -13,6 +13,7 @@ from typing import Any
 from synestra_cli.explain import wording
 from synestra_cli.explain.rules import ACTIVITY_METRICS, LAYERS, SKEW_S
 from synestra_cli.explain.triggers import Checkpoint
+from synestra_cli.shown import plural
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.collectives import Laggard
@@ -109,7 +110,7 @@ def from_laggard(lag: Laggard) -> ChainLink:
         more = {"kind": "straggler", "rank": lag.rank, "host_basis": lag.host_basis}
         return ChainLink(lag.ts, "job", lag.host, f"rank{lag.rank}", what, _log(lag.path, lag.line, what, **more))
     group = " ".join(x for x in (lag.pg_desc, f"(process group {lag.pg})" if lag.pg else "") if x)
-    peers = f"; {lag.waiting} peer(s) wait in it" if lag.waiting else ""
+    peers = f"; {plural(lag.waiting, 'peer')} {'waits' if lag.waiting == 1 else 'wait'} in it" if lag.waiting else ""
     where = f" on {lag.host}" if lag.host else ""
     basis = {"allocation": " (host from the allocation: rank // ranks per node)"}.get(lag.host_basis or "", "")
     what = (

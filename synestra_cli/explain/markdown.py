@@ -16,7 +16,7 @@ from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
-from synestra_cli.shown import iso
+from synestra_cli.shown import iso, plural
 
 
 def _cell(text: Any) -> str:
@@ -185,10 +185,11 @@ def job_markdown(job: JobExplanation, checkpoints: list[CheckpointExplanation] |
     causes = ", ".join(f"{cp.cause.category} {_where(cp.cause)}" for cp in shown if cp.cause) or "none"
     routine = sum(cp.routine for cp in chosen)
     out = [
-        f"# Job {job.job}: {len(shown)} non-routine checkpoint(s): {causes}",
+        f"# Job {job.job}: {plural(len(shown), 'non-routine checkpoint')}: {causes}",
         "",
-        f"{len(job.hosts)} host(s) ({', '.join(job.hosts)}), {job.attempts} attempt(s), "
-        f"{routine} routine checkpoint(s)" + (f", saves every {job.cadence} iterations." if job.cadence else "."),
+        f"{plural(len(job.hosts), 'host')} ({', '.join(job.hosts)}), {plural(job.attempts, 'attempt')}, "
+        f"{plural(routine, 'routine checkpoint')}"
+        + (f", saves every {job.cadence} iterations." if job.cadence else "."),
         "",
     ]
     for cp in shown:

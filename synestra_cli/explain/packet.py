@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
+from synestra_cli.shown import plural
 
 SCHEMA = "synestra.packet/1"
 CONTEXT_LINES = 3  # before and after each cited line
@@ -118,12 +119,13 @@ def readme(
         "ticket.md       the ticket: verdict, action, assets, chain with file:line, alternatives, cost",
         "timeline.png    the picture: headline, where the time went, events, attempts, key signals (UTC)",
         "explain.json    the explanation (schema synestra.explain/2, docs/explain.md)",
-        f"evidence.txt    the {n_lines} cited log line(s), each with {CONTEXT_LINES} lines of context ('>' marks it)",
+        f"evidence.txt    the {plural(n_lines, 'cited log line')}, each with {CONTEXT_LINES} lines of context "
+        "('>' marks it)",
         "assets.json     the identities the causes name: GPU UUID, serial, PCI id; cable ends; rack hosts",
         "sources.json    each cited file as the store recorded it: sha256, format, rows, time span, hosts",
         "",
         "Left out, and why:",
-        f"- {total - cited} of the store's {total} source file(s): not cited by this explanation (other hosts, "
+        f"- {total - cited} of the store's {plural(total, 'source file')}: not cited by this explanation (other hosts, "
         "other times, or nothing anomalous in them)",
         "- metric samples: the chains carry each signal's baseline, values, window and sample count "
         "(explain.json); the raw series stay in the store (`synestra sql`)",
