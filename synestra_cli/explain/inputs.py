@@ -40,15 +40,29 @@ class JobInputs:
 
 
 def comparable(inputs: JobInputs) -> Comparable:
-    """When the job's samples may make a baseline (signals/anomalies.py COMPARABLE_SQL): while it trained
-    (an attempt's first to last iteration line; an attempt that logged none, its whole span) and not
-    while it saved or restored a checkpoint."""
-    busy = list(inputs.training.values())
-    busy += [(a.start, a.end) for a in inputs.scope.attempts if a.attempt not in inputs.training and a.start and a.end]
-    if not inputs.training:  # no iteration line at all: nothing tells when it computed
-        busy = []
+    """The job's own idle spans, whose samples make no baseline (signals/anomalies.py COMPARABLE_SQL):
+    its saves and restores; and, when it logged iteration lines, every stretch of its span (its attempts'
+    first start to last end) outside its training spans (an attempt's first to last iteration line; an
+    attempt that logged none, its whole span): start-ups, hangs, the exits and the gaps between attempts.
+    The samples before and after the job are the hosts' own and stay comparable."""
     idle = [(c.start, c.end) for c in inputs.checkpoints if c.start and c.end and c.start <= c.end]
-    return Comparable(disjoint(busy), disjoint(idle))
+    if inputs.training:  # else nothing tells when it computed
+        timed = [(a.attempt, a.start, a.end) for a in inputs.scope.attempts if a.start and a.end]
+        untrained = [(lo, hi) for n, lo, hi in timed if n not in inputs.training]
+        busy = disjoint([*inputs.training.values(), *untrained])
+        span = [t for s in busy for t in s] + [t for _, lo, hi in timed for t in (lo, hi)]
+        idle += gaps(busy, min(span), max(span))
+    return Comparable(disjoint(idle))
+
+
+def gaps(busy: list[tuple[datetime, datetime]], lo: datetime, hi: datetime) -> list[tuple[datetime, datetime]]:
+    """The stretches of lo..hi outside the sorted, disjoint busy spans."""
+    out, at = [], lo
+    for b_lo, b_hi in busy:
+        if b_lo > at:
+            out.append((at, b_lo))
+        at = max(at, b_hi)
+    return out + ([(at, hi)] if hi > at else [])
 
 
 def job_inputs(conn: duckdb.DuckDBPyConnection, job_id: str) -> JobInputs:

@@ -112,15 +112,15 @@ WHERE s.b IS NOT NULL AND s.b >= 0
 
 WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
-# A sample is comparable when it was taken while the job computed: inside a training span (an attempt's
-# first to last iteration line; $any_busy false: the job logged none, every sample is) and outside its
-# checkpoints' saves and restores. The GPUs of a job that hangs, restarts, waits between attempts or
-# writes a checkpoint are idle and cool: a quartile over those samples put job 1003's memory temperature
-# baseline at 74 C where the samples before the event read 81-84 (issue 34). Both span lists are
-# disjoint and sorted, so the latest span starting at or before the sample (an ASOF join) is the only one
-# that can hold it.
-COMPARABLE_SQL = "(NOT ? OR coalesce(s.ts <= b.hi, false)) AND (i.hi IS NULL OR s.ts > i.hi)"
-BUSY_DDL = "CREATE OR REPLACE TEMP TABLE _busy AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
+# A sample is comparable unless it was taken in one of the job's own idle spans (explain/inputs.py
+# comparable: its saves and restores, each attempt's start-up and end around its iteration lines, the
+# gaps between attempts). The GPUs of a job that hangs, restarts, waits between attempts or writes a
+# checkpoint are idle and cool: a quartile over those samples put job 1003's memory temperature baseline
+# at 74 C where the samples before the event read 81-84 (issue 34). The samples before and after the job
+# are the hosts' own, as they were: a fault that began before the job's first iteration line is still
+# measured against them. The spans are disjoint and sorted, so the latest one starting at or before the
+# sample (an ASOF join) is the only one that can hold it.
+COMPARABLE_SQL = "(i.hi IS NULL OR s.ts > i.hi)"
 IDLE_DDL = "CREATE OR REPLACE TEMP TABLE _idle AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
 # `ok`: the sample is comparable (COMPARABLE_SQL): it may make the baseline.
 SIGNAL_SQL = f"""
@@ -128,7 +128,6 @@ CREATE OR REPLACE TEMP TABLE _sig AS
 SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x,
        {COMPARABLE_SQL} AS ok
 FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
-ASOF LEFT JOIN _busy b ON s.ts >= b.lo
 ASOF LEFT JOIN _idle i ON s.ts >= i.lo
 """
 
@@ -305,10 +304,9 @@ def _scope_from_samples(
 
 @dataclass(frozen=True)
 class Comparable:
-    """When a job's samples are comparable with one another (COMPARABLE_SQL): its training spans (none:
-    every sample) and, inside them, its idle spans (saves, restores); each list sorted and disjoint."""
+    """When a job's samples are not comparable with the rest (COMPARABLE_SQL): its own idle spans (saves,
+    restores, start-ups, hangs, requeues), sorted and disjoint."""
 
-    busy: list[tuple[datetime, datetime]] = field(default_factory=list)
     idle: list[tuple[datetime, datetime]] = field(default_factory=list)
 
 
@@ -323,12 +321,10 @@ def disjoint(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, dat
     return out
 
 
-def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> bool:
-    """_busy and _idle for SIGNAL_SQL; whether the job has training spans (COMPARABLE_SQL's parameter)."""
-    c = comparable or Comparable()
-    for ddl, spans in ((BUSY_DDL, c.busy), (IDLE_DDL, c.idle)):
-        conn.execute(ddl, [[lo for lo, _ in spans], [hi for _, hi in spans]])
-    return bool(c.busy)
+def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> None:
+    """_idle for SIGNAL_SQL."""
+    spans = (comparable or Comparable()).idle
+    conn.execute(IDLE_DDL, [[lo for lo, _ in spans], [hi for _, hi in spans]])
 
 
 def anomalies(
@@ -341,7 +337,8 @@ def anomalies(
     for single-sample windows too, and then wants them corroborated (fleet/scan.py). `windows`: the
     read windows of the scope, each a candidate baseline (None: one, all samples pooled). `comparable`:
     when the job's samples may make a baseline (None: all of them)."""
-    conn.execute(SIGNAL_SQL, [load_comparable(conn, comparable)])
+    load_comparable(conn, comparable)
+    conn.execute(SIGNAL_SQL)
     conn.execute(WINDOWS_DDL)
     if windows:
         conn.execute(

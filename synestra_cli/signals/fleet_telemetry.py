@@ -161,7 +161,7 @@ WHERE s.b IS NOT NULL AND s.b >= 0 AND s.sid + d.k IN (SELECT sid FROM _fseries)
 SIGNAL_SQL = """
 CREATE OR REPLACE TEMP TABLE _fsig AS
 SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x, s.win, s.rn,
-       (NOT coalesce(j.any_busy, false) OR coalesce(s.ts <= b.hi, false)) AND (i.hi IS NULL OR s.ts > i.hi) AS ok
+       (i.hi IS NULL OR s.ts > i.hi) AS ok
 FROM (
     SELECT sid, ts, value, prev_ts, win, rn,
            CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
@@ -172,13 +172,11 @@ FROM (
         WINDOW w AS (PARTITION BY sid ORDER BY ts)
     )
 ) s JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
-LEFT JOIN (SELECT DISTINCT job, true AS any_busy FROM _fbusy) j ON j.job = f.job
-ASOF LEFT JOIN _fbusy b ON b.job = f.job AND s.ts >= b.lo
 ASOF LEFT JOIN _fidle i ON i.job = f.job AND s.ts >= i.lo
 """
-# Each job's training and idle spans (signals/anomalies.py COMPARABLE_SQL), sorted and disjoint per job.
+# Each job's idle spans (signals/anomalies.py COMPARABLE_SQL), sorted and disjoint per job.
 SPANS_DDL = """
-CREATE OR REPLACE TEMP TABLE {table} AS
+CREATE OR REPLACE TEMP TABLE _fidle AS
 SELECT unnest($jobs::VARCHAR[]) AS job, unnest($lo::TIMESTAMP[]) AS lo, unnest($hi::TIMESTAMP[]) AS hi
 """
 # signals/anomalies.py ANOMALIES_SQL, per series: its baseline from the healthiest of its own job's
@@ -231,7 +229,7 @@ WHERE in_a_row >= ? OR discrete
 ORDER BY job, onset, host, entity, metric, first_bad  -- the order of signals/anomalies.py, a total one
 """
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
-TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fbusy", "_fidle")
+TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fidle")
 TEMP_TABLES += ("_fhosts", "_fports", "_fjob_hosts", "_fhost_series")
 TEMP_TABLES += ("_fhost_cand", "_fsumm", "_fcand_series")
 TEMP_TABLES += ("_fcand", "_fseries", "_fcand_hours", "_fcand_rows", "_fscope", "_fsig", *EVENT_TABLES)
@@ -294,10 +292,8 @@ def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> None:
     )
     conn.execute(WINDOWS_DDL, {k: [w[i] for w in wins] for i, k in enumerate(("jobs", "w", "lo", "hi"))})
     conn.execute(WINDOW_LISTS_SQL)
-    for table, part in (("_fbusy", "busy"), ("_fidle", "idle")):
-        spans = [(j, lo, hi) for j in jobs for lo, hi in getattr(reads[j].comparable or Comparable(), part)]
-        columns = {k: [x[i] for x in spans] for i, k in enumerate(("jobs", "lo", "hi"))}
-        conn.execute(SPANS_DDL.format(table=table), columns)
+    idle = [(j, lo, hi) for j in jobs for lo, hi in (reads[j].comparable or Comparable()).idle]
+    conn.execute(SPANS_DDL, {k: [x[i] for x in idle] for i, k in enumerate(("jobs", "lo", "hi"))})
     conn.execute(HOSTS_DDL, {"jobs": [h[0] for h in hosts], "hosts": [h[1] for h in hosts]})
     conn.execute(
         PORTS_DDL, {"jobs": [p[0] for p in ports], "hosts": [p[1] for p in ports], "entities": [p[2] for p in ports]}
