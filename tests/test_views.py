@@ -114,14 +114,18 @@ def test_the_watchdog_timeouts_follow_the_xid_that_caused_them(db):
     assert str(ROOT) not in ticket and "anchors.md" not in ticket
 
 
-# Every command and format a script may pipe: (args, an id its whole output must hold).
-WALK = [
+# Every command that reads the store, in every format a script may pipe: (args, an id its whole output must
+# hold). The binary ones by their magic bytes: a PNG, a gzip stream (the packet).
+WALK: list[tuple[list[str], str | bytes]] = [
     (["sources"], "sacct.txt"),
     (["sources", "--format", "csv"], "source_id"),
     (["sources", "--format", "json"], "source_id"),
     (["jobs"], "1003"),
     (["jobs", "--format", "csv"], "1003"),
     (["jobs", "--format", "json"], "1003"),
+    (["jobs", "--job", "1003"], "1003"),
+    (["jobs", "--job", "1003", "--format", "csv"], "1003"),
+    (["jobs", "--job", "1003", "--format", "json"], "synestra.attempts/"),
     (["explain", "--job", "1003"], "rack-01"),
     (["explain", "--job", "1003", "--format", "json"], "rack-01"),
     (["explain", "--job", "1003", "--format", "jsonl"], "rack-01"),
@@ -135,27 +139,47 @@ WALK = [
     (["fleet"], "cooling.thermal"),
     (["fleet", "--format", "csv"], "gpu-004:mlx5_0"),
     (["fleet", "--format", "json"], "gpu-004:mlx5_0"),
+    (["fleet", "--format", "slurm"], "NodeName=gpu-004"),
+    (["fleet", "--format", "kubernetes"], "kubectl cordon gpu-004"),
+    (["fleet", "--format", "hostlist"], "gpu-[001-004]"),
     (["risks", "--at", "2026-11-03T05:19:00"], "gpu-004:mlx5_0"),
+    (["risks", "--at", "2026-11-03T05:19:00", "--format", "csv"], "gpu-004:mlx5_0"),
     (["risks", "--at", "2026-11-03T05:19:00", "--format", "json"], "gpu-004:mlx5_0"),
     (["annotations", "--job", "1003"], "synestra-id:"),
     (["annotations", "--job", "1003", "--format", "jsonl"], "synestra-id:"),
     (["annotations", "--job", "1003", "--format", "json-datasource"], "isRegion"),
     (["sql", "SELECT source_id, path FROM sources"], "sacct.txt"),
+    (["sql", "SELECT source_id, path FROM sources", "--format", "csv"], "sacct.txt"),
+    (["sql", "SELECT source_id, path FROM sources", "--format", "json"], "sacct.txt"),
+    (["sql", "SELECT source_id, path FROM sources", "--format", "jsonl"], "sacct.txt"),
     (["formats"], "sacct"),
+    (["formats", "--format", "csv"], "sacct"),
+    (["formats", "--format", "json"], "sacct"),
+    (["timeline", "--job", "1003", "-o", "-"], "Job 1003"),
     (["timeline", "--job", "1003", "-o", "-", "--format", "svg"], "Job 1003"),
+    (["timeline", "--job", "1003", "-o", "-", "--format", "png"], b"\x89PNG\r\n\x1a\n"),
+    (["packet", "--job", "1003", "-o", "-"], b"\x1f\x8b"),
 ]
 
 
-@pytest.mark.heavy
-@pytest.mark.parametrize("args,ident", WALK, ids=[" ".join(a[:3]) for a, _ in WALK])
-def test_every_command_and_format_at_80_columns_and_into_head(db, args, ident):
-    env = {**os.environ, "COLUMNS": "80", "SYNESTRA_DB": db}
-    whole = subprocess.run([SYNESTRA, *args], env=env, capture_output=True, text=True, timeout=300)
-    assert whole.returncode == 0 and "Traceback" not in whole.stderr, whole.stderr
-    assert ident in whole.stdout, (args, whole.stdout[:500])
+def walk(args: list[str], ident: str | bytes, env: dict[str, str], where: str = "stdout", fresh=None) -> None:
+    """The command whole (exit 0, no traceback, the id in its output), then piped into head -1 (exit 0
+    and quiet: SIGPIPE is no error). `fresh` prepares what a writing command changes, before each run."""
+    if fresh:
+        fresh()
+    whole = subprocess.run([SYNESTRA, *args], env=env, capture_output=True, timeout=300)
+    stderr = whole.stderr.decode(errors="replace")
+    assert whole.returncode == 0 and "Traceback" not in stderr, stderr
+    out = whole.stdout if where == "stdout" else whole.stderr
+    if isinstance(ident, bytes):
+        assert out.startswith(ident), (args, out[:20])
+    else:
+        assert ident in out.decode(), (args, out[:500])
+    if fresh:
+        fresh()
     line = " ".join(subprocess.list2cmdline([a]) for a in [SYNESTRA, *args])
     piped = subprocess.run(
-        ["bash", "-c", f'{line} | head -1; echo "rc=${{PIPESTATUS[0]}}"'],
+        ["bash", "-c", f'{line} | head -1 >/dev/null; echo "rc=${{PIPESTATUS[0]}}"'],
         env=env,
         capture_output=True,
         text=True,
@@ -165,6 +189,59 @@ def test_every_command_and_format_at_80_columns_and_into_head(db, args, ident):
     assert "Traceback" not in piped.stderr and "Broken pipe" not in piped.stderr, piped.stderr
 
 
+@pytest.mark.heavy
+@pytest.mark.parametrize("args,ident", WALK, ids=[" ".join(a[:5]) for a, _ in WALK])
+def test_every_command_and_format_at_80_columns_and_into_head(db, args, ident):
+    walk(args, ident, {**os.environ, "COLUMNS": "80", "SYNESTRA_DB": db})
+
+
+EXPORTS = ROOT / "sample_data" / "exports"
+SACCT, TOPOLOGY = str(EXPORTS / "sacct.txt"), str(EXPORTS / "topology.csv")
+# The commands that write (a store, a lake, a simulation) in each format: (args, the id, where it is: the
+# table reports go to stderr, the documents to stdout; what to make afresh before each run).
+WRITES: list[tuple[list[str], str, str, str]] = [
+    (["ingest", SACCT, TOPOLOGY, "--db", "{tmp}/w.duckdb"], "sacct.txt", "stderr", "nothing"),
+    (
+        ["ingest", SACCT, TOPOLOGY, "--db", "{tmp}/w.duckdb", "--format", "json"],
+        "synestra.ingest/1",
+        "stdout",
+        "nothing",
+    ),
+    (["ingest", SACCT, TOPOLOGY, "--db", "{tmp}/w.duckdb", "--format", "csv"], "sacct.txt", "stdout", "nothing"),
+    (["forget", TOPOLOGY, "--db", "{tmp}/w.duckdb"], "topology.csv", "stderr", "store"),
+    (["forget", TOPOLOGY, "--db", "{tmp}/w.duckdb", "--format", "json"], "synestra.forget/1", "stdout", "store"),
+    (["forget", TOPOLOGY, "--db", "{tmp}/w.duckdb", "--format", "csv"], "topology.csv", "stdout", "store"),
+    (["compact", "--db", "{tmp}/lake/"], "compacted", "stderr", "lake"),
+    (["compact", "--db", "{tmp}/lake/", "--format", "json"], "synestra.compact/1", "stdout", "lake"),
+    (
+        ["simulate", "{tmp}/sim", "--scenario", "routine", "--nodes", "4", "--hours", "1"],
+        "synestra.simulate/1",
+        "stdout",
+        "nothing",
+    ),
+]
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("args,ident,where,made", WRITES, ids=[" ".join(a[:1] + a[-2:]) for a, *_ in WRITES])
+def test_every_writing_command_and_format_at_80_columns_and_into_head(tmp_path, args, ident, where, made):
+    def fresh() -> None:
+        for old in (tmp_path / n for n in ("w.duckdb", "w.duckdb.wal", "lake", "sim")):
+            if old.is_dir():
+                shutil.rmtree(old)
+            old.unlink(missing_ok=True)
+        if made != "nothing":
+            into = str(tmp_path / "w.duckdb") if made == "store" else f"{tmp_path}/lake/"  # the / makes a lake
+            res = CliRunner().invoke(cli, ["ingest", SACCT, TOPOLOGY, "--db", into])
+            assert res.exit_code == 0, res.output
+        if made == "lake":  # a second load: small parts to compact
+            res = CliRunner().invoke(cli, ["ingest", str(EXPORTS / "syslog"), "--db", into])
+            assert res.exit_code == 0, res.output
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYNESTRA_")}
+    walk([a.replace("{tmp}", str(tmp_path)) for a in args], ident, {**env, "COLUMNS": "80"}, where, fresh)
+
+
 def test_an_unknown_extension_or_a_missing_folder_is_one_line_and_exit_2(tmp_path):
     for target, words in ((tmp_path / "x.jpg", "unknown extension"), (tmp_path / "no" / "x.html", "does not exist")):
         res = CliRunner().invoke(
@@ -172,6 +249,15 @@ def test_an_unknown_extension_or_a_missing_folder_is_one_line_and_exit_2(tmp_pat
         )
         assert res.exit_code == 2 and words in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert not target.exists()
+
+
+def test_a_store_file_named_as_a_folder_is_one_line_not_a_traceback(tmp_path):
+    store = tmp_path / "s.duckdb"
+    assert CliRunner().invoke(cli, ["ingest", TOPOLOGY, "--db", str(store)]).exit_code == 0
+    for args in (["sources"], ["compact"], ["ingest", TOPOLOGY]):
+        res = CliRunner().invoke(cli, [*args, "--db", f"{store}/"])
+        assert res.exit_code == 8 and "drop the trailing /" in res.stderr, res.output
+        assert res.exception is None or isinstance(res.exception, SystemExit)
 
 
 def test_a_mistyped_command_gets_a_suggestion():
