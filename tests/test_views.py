@@ -307,6 +307,24 @@ def test_the_packet_holds_the_job_s_evidence_and_nothing_else_and_is_the_same_tw
 
 
 @pytest.mark.heavy
+def test_the_packet_hashes_the_files_the_figures_come_from(db):
+    """The thermal cause of job 1003's save at 1802 is DCGM samples, not log lines: the packet's sources
+    are those files too (the ones holding the chains' series), and only the job's hosts'."""
+    from synestra_cli.accounting.checkpoint_tax import explain_with_tax
+    from synestra_cli.explain import packet
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        job = explain_with_tax(conn, "1003")
+        series = packet.metric_series(job, 1802)
+        paths = packet.metric_sources(conn, series)
+        rows, _ = packet.sources(conn, paths)
+    assert {(h, m) for h, _, m, _, _ in series} >= {("gpu-001", "gpu_memory_temp_celsius")}
+    assert [Path(p).name for p in paths] == ["gpu-001.prom.gz", "gpu-002.prom.gz"]
+    assert all(set(r["hosts"]) <= {"gpu-001", "gpu-002"} and len(r["sha256"]) == 64 for r in rows)
+
+
+@pytest.mark.heavy
 def test_annotations_carry_a_stable_id_and_a_dashboard(db):
     first = json.loads(run(db, "annotations", "--job", "1003", "--dashboard-uid", "abc", "--panel-id", "2"))[
         "annotations"

@@ -61,7 +61,10 @@ def command(job_id: str, checkpoint: int | None, output: Path, fmt: str | None, 
             job = explain_with_tax(conn, job_id)  # the whole job: the ticket's cost and the picture
             chosen = select(job, checkpoint) if checkpoint is not None else None
             lines = packet.cited_lines(job, checkpoint)
-            cited, total = packet.sources(conn, sorted({x["source"] for x in lines}))
+            cited_paths = {x["source"] for x in lines} | set(
+                packet.metric_sources(conn, packet.metric_series(job, checkpoint))
+            )
+            cited, total = packet.sources(conn, sorted(cited_paths))
             tl = build(conn, job_id, job)
         status(f"drawing the picture of job {job_id}")
         picture = render(tl, "png")

@@ -33,6 +33,19 @@ SELECT path, sha256, format, bytes, rows, first_ts, last_ts, hosts FROM sources
 WHERE path IN (SELECT unnest(?::VARCHAR[])) ORDER BY path
 """
 COUNT_SQL = "SELECT count(*) FROM sources"
+# The files whose samples a metric link was read from: its series (host, entity, metric) from the first
+# sample of its baseline to the end of its window. A DCGM or switch export is what the RMA desk or the
+# fabric team checks the figures against, so its sha256 belongs beside the cited log files'.
+METRIC_SOURCES_SQL = """
+WITH w AS (
+    SELECT unnest(?::VARCHAR[]) AS host, unnest(?::VARCHAR[]) AS entity, unnest(?::VARCHAR[]) AS metric,
+           unnest(?::TIMESTAMP[]) AS t0, unnest(?::TIMESTAMP[]) AS t1
+)
+SELECT DISTINCT s.path FROM w
+JOIN metrics m ON m.host = w.host AND m.entity = w.entity AND m.metric = w.metric AND m.ts BETWEEN w.t0 AND w.t1
+JOIN sources s ON s.source_id = m.source_id
+ORDER BY s.path
+"""
 # 2000-01-01T00:00:00Z: the members' mtime, whatever day the packet is made.
 FIXED_MTIME = 946684800
 
@@ -55,6 +68,28 @@ def cited_lines(job: JobExplanation, checkpoint: int | None = None) -> list[dict
                 key = (str(ev["source"]), int(ev["line"]))
                 seen.setdefault(key, {"source": key[0], "line": key[1], "time": lk.time, "signal": lk.signal})
     return [seen[k] for k in sorted(seen)]
+
+
+def metric_series(job: JobExplanation, checkpoint: int | None = None) -> list[tuple[str, str, str, Any, Any]]:
+    """Each metric link's series and the span its figures were read over (baseline's first sample, or
+    the window's start, to the window's end), once."""
+    seen: set[tuple[str, str, str, Any, Any]] = set()
+    for c in _explained(job, checkpoint):
+        for lk in list(c.chain) + [lk for alt in c.alternatives for lk in alt.evidence]:
+            ev, win = lk.evidence, lk.evidence.get("window") or {}
+            if ev.get("type") != "metric" or not (lk.host and lk.entity and ev.get("metric") and win.get("end")):
+                continue
+            start = min(x for x in ((ev.get("baseline") or {}).get("from"), win.get("start")) if x is not None)
+            seen.add((lk.host, lk.entity, ev["metric"], start, win["end"]))
+    return sorted(seen, key=str)
+
+
+def metric_sources(conn: duckdb.DuckDBPyConnection, series: list[tuple[str, str, str, Any, Any]]) -> list[str]:
+    """The files the metric links' samples came from (METRIC_SOURCES_SQL)."""
+    if not series:
+        return []
+    cols = [list(x) for x in zip(*series, strict=True)]
+    return [r[0] for r in conn.execute(METRIC_SOURCES_SQL, cols).fetchall()]
 
 
 def _read_lines(path: str, first: int, last: int) -> list[str] | None:
@@ -122,7 +157,8 @@ def readme(
         f"evidence.txt    the {plural(n_lines, 'cited log line')}, each with {CONTEXT_LINES} lines of context "
         "('>' marks it)",
         "assets.json     the identities the causes name: GPU UUID, serial, PCI id; cable ends; rack hosts",
-        "sources.json    each cited file as the store recorded it: sha256, format, rows, time span, hosts",
+        "sources.json    each cited file (log lines, and the metric samples the chains' figures come from) as "
+        "the store recorded it: sha256, format, rows, time span, hosts",
         "",
         "Left out, and why:",
         f"- {total - cited} of the store's {plural(total, 'source file')}: not cited by this explanation (other hosts, "
