@@ -325,6 +325,20 @@ def test_the_packet_hashes_the_files_the_figures_come_from(db):
 
 
 @pytest.mark.heavy
+def test_the_picture_s_title_spans_the_job_not_its_saves(db):
+    """Job 1003 started at 09:05 (its start-up is drawn there) and saved first at 09:23: the title says
+    when the job ran, from its first attempt's start to its last attempt's end."""
+    from synestra_cli.explain.timeline import build
+    from synestra_cli.store import open_store
+
+    with open_store(db, read_only=True) as conn:
+        tl = build(conn, "1003")
+    first, last = min(a["start"] for a in tl.attempts), max(a["end"] for a in tl.attempts)
+    assert tl.headline["title"].endswith(f"{first:%Y-%m-%dT%H:%M:%S}Z .. {last:%Y-%m-%dT%H:%M:%S}Z"), tl.headline
+    assert "T09:05:00Z .. " in tl.headline["title"]
+
+
+@pytest.mark.heavy
 def test_annotations_carry_a_stable_id_and_a_dashboard(db):
     first = json.loads(run(db, "annotations", "--job", "1003", "--dashboard-uid", "abc", "--panel-id", "2"))[
         "annotations"

@@ -140,7 +140,7 @@ def build(conn: duckdb.DuckDBPyConnection, job_id: str, job: JobExplanation | No
     tl = Timeline(job, attempts, windows, steps, causes, start=start, end=end)
     tl.bands = bands_of(job, attempts, windows, steps)
     tl.events = events_of(job)
-    tl.headline = headline_of(job)
+    tl.headline = headline_of(job, start, end)
     if start and end:
         lo = start - timedelta(seconds=LOOKBACK_S)
         for c in causes:

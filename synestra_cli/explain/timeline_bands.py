@@ -82,8 +82,9 @@ def events_of(job: JobExplanation) -> list[dict[str, Any]]:
     return sorted(seen.values(), key=lambda e: (e["time"], e["where"], e["signal"]))
 
 
-def headline_of(job: JobExplanation) -> dict[str, str]:
-    """Title, verdict, action and tax: what a picture pasted alone into a ticket must say."""
+def headline_of(job: JobExplanation, start: datetime | None = None, end: datetime | None = None) -> dict[str, str]:
+    """Title, verdict, action and tax: what a picture pasted alone into a ticket must say. `start`..`end`:
+    the job's span as drawn (its attempts, steps and checkpoints); else its checkpoints'."""
     hot = [cp for cp in job.checkpoints if cp.cause]
     verdicts = []
     for cp in hot:
@@ -100,7 +101,8 @@ def headline_of(job: JobExplanation) -> dict[str, str]:
             f"checkpoint tax {t['checkpoint_tax']:.1%}, hidden {t['hidden_tax']:.1%}, goodput {t['goodput']:.1%} "
             f"of {t['gpu_hours']:,.1f} GPU-h ({t['gpus']} GPU{'' if t['gpus'] == 1 else 's'})"
         )
-    span = [cp.start for cp in job.checkpoints if cp.start]
+    # the job's own span, not its first save's (job 1003's title began at 09:23, its start-up at 09:05)
+    span = [t for t in (start, end) if t] or [cp.start for cp in job.checkpoints if cp.start]
     when = f"{iso(min(span))} .. {iso(max(span))}" if span else ""
     attempts = f"{job.attempts} attempt{'' if job.attempts == 1 else 's'}"
     return {
