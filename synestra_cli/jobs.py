@@ -14,6 +14,7 @@ import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.inspect import fetch_dicts
+from synestra_cli.shown import plural
 from synestra_cli.store.sql import one_row, scalar
 
 JOB_IDS_SQL = """
@@ -162,7 +163,7 @@ def empty_window_message(conn: duckdb.DuckDBPyConnection, since: datetime | None
     if not n:
         return "no jobs in the store (ingest job logs and sacct output first)"
     span = f"{iso(lo)} .. {iso(hi)}" if lo and hi else "with no times"
-    return f"no job ran {window}; the store's {n} job(s) ran {span}"
+    return f"no job ran {window}; the store's {plural(n, 'job')} ran {span}"
 
 
 JOBS_ON_HOSTS_SQL = """

@@ -53,6 +53,7 @@ COMMAND_ARGS = {
     "risks": ["--history-hours", "0"],
     "annotations": ["--job", "1003"],
     "timeline": ["--job", "1003", "-o", "{tmp}/tl"],
+    "packet": ["--job", "1003", "-o", "{tmp}/p"],
     "ingest": [str(SAMPLE / "topology.csv")],
     "forget": ["1"],
     "compact": [],
@@ -104,17 +105,17 @@ def test_every_command_with_every_format(store, tmp_path, name, fmt):
     db = tmp_path / "copy.duckdb"
     shutil.copy(store, db)
     args = [a.replace("{tmp}", str(tmp_path)) for a in COMMAND_ARGS[name]]
-    if name == "timeline":
+    if name in ("timeline", "packet"):  # the file's suffix names the format
         args[-1] += f".{fmt}"
         pytest.importorskip("vl_convert")
     full = [name, *args, "--format", fmt, *([] if name in NO_DB else ["--db", str(db)])]
     res = CliRunner().invoke(cli, full, env={"COLUMNS": "100"})
     assert res.exit_code == 0, res.output
-    if name in ("ingest", "forget", "compact", "check", "timeline"):
+    if name in ("ingest", "forget", "compact", "check", "timeline", "packet"):
         assert res.stderr  # their report
     else:
         assert res.stderr == ""  # piped: no progress, no noise
-    if name == "timeline":
+    if name in ("timeline", "packet"):
         assert Path(args[-1]).stat().st_size > 0
         return
     _check_output(name, fmt, res.stdout)
@@ -311,7 +312,7 @@ def test_fail_over_names_every_job_over_the_line(store):
     docs = json.loads(res.stdout)["jobs"]
     over = [d["job"] for d in docs if d["checkpoint_tax"] > 0]
     assert len(over) >= 2 and all(f"job {j} checkpoint tax" in res.stderr for j in over)
-    assert f"{len(over)} of {len(docs)} job(s) over 0.0%" in res.stderr
+    assert f"{len(over)} of {len(docs)} jobs over 0.0%" in res.stderr
     assert res.stderr.count("exceeds") == len(over)
 
 

@@ -43,7 +43,7 @@ def test_table_folds_routine_checkpoints_into_one_line(db_path):
     _store(db_path)
     res = CliRunner().invoke(cli, ["explain", "--db", str(db_path), "--job", "100"])
     assert res.exit_code == 0
-    assert "5 routine checkpoint(s) (periodic 4, final 1)" in res.stdout
+    assert "5 routine checkpoints (periodic 4, final 1)" in res.stdout
 
 
 def test_all_with_jsonl_writes_one_document_per_job(db_path):

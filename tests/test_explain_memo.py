@@ -107,7 +107,7 @@ def test_ingest_explain_keeps_every_job_for_the_next_tax_report(db_path, tmp_pat
     (tmp_path / "empty").mkdir()
     out = CliRunner().invoke(cli, ["ingest", str(tmp_path / "empty"), "--db", str(db_path), "--explain"])
     assert out.exit_code == 0, out.stderr
-    assert "explain: 1 job(s) explained and kept for tax-report" in out.stderr
+    assert "explain: 1 job explained and kept for tax-report" in out.stderr
     with open_store(db_path, read_only=True) as c:
         (key,) = c.execute("SELECT store_key FROM explanations WHERE job_id = '42'").fetchone()
         assert key == memo.store_key(c)

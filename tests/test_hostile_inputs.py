@@ -326,7 +326,7 @@ def test_8_a_wrong_forced_format_does_not_block_the_right_load(tmp_path, db_path
         wrong = ingest_file(c, f, IngestOptions(format="prometheus", host="gpu-001"))
         right = ingest_file(c, f, IngestOptions(host="gpu-001"))
         n_sources = _count(c, "SELECT count(*) FROM sources")
-    assert wrong.status == "failed" and "--format forced it" in wrong.error
+    assert wrong.status == "failed" and "--input-format forced it" in wrong.error
     assert right.status == "loaded" and right.format == "syslog" and n_sources == 1
 
 

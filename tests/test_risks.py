@@ -82,7 +82,7 @@ def test_fail_over_exit_code_and_formats(ghost):
     n = doc["degrading"]  # the link, the decoy, and a benign flap on an idle node
     assert doc["schema"] == "synestra.risks/1" and n >= 2
     res = run.invoke(cli, [*base, "--fail-over", str(n - 1)])
-    assert res.exit_code == 7 and f"{n} component(s) degrading" in res.output
+    assert res.exit_code == 7 and f"{n} components degrading" in res.output
     assert run.invoke(cli, [*base, "--fail-over", str(n)]).exit_code == 0
     res = run.invoke(cli, [*base, "--format", "csv"])
     assert res.exit_code == 0 and res.stdout.splitlines()[0].startswith("rank,status,kind,asset")

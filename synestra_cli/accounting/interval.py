@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from synestra_cli.shown import plural
+
 MIN_FAILURES_FOR_MTBF = 2  # fewer unplanned failures than this: MTBF is not estimated
 
 
@@ -62,7 +64,7 @@ def advise(
         return without_advice("no completed blocking save: cannot estimate the save cost")
     if failures < MIN_FAILURES_FOR_MTBF:
         return without_advice(
-            f"{failures} unplanned failure(s): too few to estimate MTBF "
+            f"{plural(failures, 'unplanned failure')}: too few to estimate MTBF "
             f"(need {MIN_FAILURES_FOR_MTBF}); pool jobs with --all for a fleet MTBF"
         )
     mtbf = wall_s / failures
@@ -85,7 +87,7 @@ def advise(
 
 # Change the cadence when Daly's interval would save at least this share of the wall time.
 CADENCE_GAIN = 0.005
-DALY_SOURCE = "Young 1974, Daly 2006, first-order waste (anchors.md 2.3)"
+DALY_SOURCE = "Young 1974 (CACM 17(9)), Daly 2006 (FGCS 22(3)): first-order waste"
 
 
 def cadence_action(iv: IntervalAdvice) -> dict[str, str] | None:

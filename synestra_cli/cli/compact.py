@@ -7,6 +7,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import RETAIN_S, db_option, format_option
 from synestra_cli.cli.render import dumps
+from synestra_cli.shown import plural
 from synestra_cli.store.lake import lake_target
 
 SCHEMA = "synestra.compact/1"
@@ -48,8 +49,9 @@ def command(db: str | None, retain: int | None, fmt: str) -> None:
 
         done = compact(target, retain)
         click.echo(
-            f"compacted {done.merged} part(s) into {done.written} in {done.partitions} partition(s); "
-            f"{done.deleted} retired part(s) deleted; manifest: {done.checkpoint or 'unchanged'}",
+            f"compacted {plural(done.merged, 'part')} into {done.written} in {plural(done.partitions, 'partition')}; "
+            f"{done.deleted} retired {'part' if done.deleted == 1 else 'parts'} deleted; "
+            f"manifest: {done.checkpoint or 'unchanged'}",
             err=True,
         )
         doc.update(

@@ -87,8 +87,8 @@ def command(
     \b
     Examples:
       synestra explain --job 1001
-      synestra explain --job 1001 --checkpoint 4350 --format json | jq '.checkpoints[0].cause'
-      synestra explain --all --since -24h --format jsonl
+      synestra explain --job 1003 --checkpoint 1802 --format json | jq '.checkpoints[0].cause'
+      synestra explain --all --since 24h --format jsonl
       synestra explain --all --host gpu-002 --format csv
       synestra explain --job 1003 --checkpoint 1950 --format markdown > ticket.md
     """
@@ -171,11 +171,12 @@ def selected_jobs(
 def _markdown(docs: list, checkpoint: int | None, since: datetime | None, until: datetime | None) -> None:
     from synestra_cli.explain.api import select
     from synestra_cli.explain.markdown import job_markdown
+    from synestra_cli.shown import relative_in
 
     filtered = checkpoint is not None or since is not None or until is not None
     for d in docs:
         cps = select(d, checkpoint, since, until) if filtered else None
-        click.echo(job_markdown(d, cps))
+        click.echo(relative_in(job_markdown(d, cps)))  # a ticket leaks no analyst's home folder
 
 
 def csv_rows(docs: list) -> list[dict]:

@@ -20,6 +20,7 @@ from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc, RestartDoc
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.restart_text import loop_line, stages_line
+from synestra_cli.shown import iso, plural, relative_in
 
 MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
 SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")
@@ -37,12 +38,13 @@ LAYER_STYLE = {
 
 
 def _text(s: str, style: str = "") -> Text:
-    """Text from the store (host names, log signals, file names): escape sequences shown, not obeyed."""
-    return Text(printable(s), style=style)
+    """Text from the store (host names, log signals, file names): escape sequences shown, not obeyed;
+    paths under the working directory relative to it."""
+    return Text(printable(relative_in(s)), style=style)
 
 
 def _add(text: Text, s: str, style: str = "") -> None:
-    text.append(printable(s), style=style)
+    text.append(printable(relative_in(s)), style=style)
 
 
 def _rel(t: datetime | None, ref: datetime | None) -> str:
@@ -101,7 +103,7 @@ def _charged(tax: CheckpointTaxDoc) -> Text:
 
 
 def _checkpoint(node: Tree, cp: CheckpointExplanation, restart: RestartDoc | None = None) -> None:
-    when = cp.start.strftime("%Y-%m-%d %H:%M:%SZ") if cp.start else "time not logged"
+    when = iso(cp.start) if cp.start else "time not logged"
     dur = f"{cp.duration_s:.1f} s" if cp.duration_s is not None else "? s"
     if cp.precision == "bounded" and cp.duration_s is not None:  # its lines carry no time: a bound, not a measure
         dur = f"at most {dur} (not dated)"
@@ -137,12 +139,12 @@ def _runbook(branch: Tree, c: Cause) -> None:
         branch.add(_text(f"asset: {describe(a)}"))
     if len(c.assets) > len(shown):
         branch.add(
-            _text(f"      ... {len(c.assets) - len(shown)} more asset(s): --format json lists them all", style="dim")
+            _text(f"      ... {_more(len(c.assets) - len(shown), 'asset')}: --format json lists them all", style="dim")
         )
 
 
 def _failure(node: Tree, f: FailureExplanation) -> None:
-    when = f.at.strftime("%Y-%m-%d %H:%M:%SZ") if f.at else "time not known"
+    when = iso(f.at) if f.at else "time not known"
     how = " ".join(p for p in (f.state, f.exit_code) if p)
     head = _text(f"attempt {f.attempt} failed  {when}  {how + '  ' if how else ''}")
     _add(head, "FAILURE (no restore after it)", style="bold")
@@ -166,7 +168,7 @@ def _chain(branch: Tree, cp: CheckpointExplanation | FailureExplanation) -> None
                 hidden += 1
                 continue
         if lk.layer == "checkpoint" and hidden:
-            branch.add(_text(f"      ... {hidden} more signal(s): --format json lists them all", style="dim"))
+            branch.add(_text(f"      ... {_more(hidden, 'signal')}: --format json lists them all", style="dim"))
         branch.add(_link(lk, cp.start if isinstance(cp, CheckpointExplanation) else cp.at))
 
 
@@ -176,7 +178,12 @@ def _folded(node: Tree, run: list[CheckpointExplanation]) -> None:
         kinds[cp.trigger] = kinds.get(cp.trigger, 0) + 1
     its = ", ".join(str(cp.iteration) for cp in run[:6]) + (" ..." if len(run) > 6 else "")
     summary = ", ".join(f"{k} {n}" for k, n in kinds.items())
-    node.add(_text(f"{len(run)} routine checkpoint(s) ({summary}): iterations {its}", style="dim"))
+    node.add(_text(f"{plural(len(run), 'routine checkpoint')} ({summary}): iterations {its}", style="dim"))
+
+
+def _more(n: int, word: str) -> str:
+    """`1 more signal`, `2 more signals`."""
+    return f"{n} more {word if n == 1 else word + 's'}"
 
 
 def _take_restart(pending: list[RestartDoc], cp: CheckpointExplanation) -> RestartDoc | None:
@@ -191,7 +198,8 @@ def _take_restart(pending: list[RestartDoc], cp: CheckpointExplanation) -> Resta
 
 def render_job(console: Console, job: JobExplanation) -> None:
     cadence = f"saves every {job.cadence} iterations" if job.cadence else "no save cadence learned"
-    tree = Tree(_text(f"job {job.job}  {len(job.hosts)} host(s)  {job.attempts} attempt(s)  {cadence}", style="bold"))
+    head = f"job {job.job}  {plural(len(job.hosts), 'host')}  {plural(job.attempts, 'attempt')}  {cadence}"
+    tree = Tree(_text(head, style="bold"))
     for loop in job.restart_loops:
         tree.add(_text(loop_line(loop), style="bold magenta"))
     pending = list(job.restarts)  # each restart shown under its restore, or on its own after the checkpoints

@@ -7,6 +7,8 @@ import click
 
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import TOP, db_option, format_option, window_options
+from synestra_cli.cli.render import safe
+from synestra_cli.shown import iso, plural
 
 CSV_COLUMNS = [
     "rank",
@@ -33,9 +35,11 @@ def identity(asset: dict) -> str | None:
     if asset["kind"] == "nic":
         return asset.get("far_end")
     if asset["kind"] == "rack":
-        return f"{len(asset.get('hosts') or [])} hosts"
+        n = len(asset.get("hosts") or [])
+        return f"{n} host{'' if n == 1 else 's'}"
     if asset["kind"] == "filesystem":
-        return f"{len(asset.get('clients') or [])} clients complained"
+        n = len(asset.get("clients") or [])
+        return f"{n} client{'' if n == 1 else 's'} complained"
     return asset.get("rack")
 
 
@@ -63,7 +67,29 @@ def flat_rows(doc: dict) -> list[dict]:
 
 def _seen(c: dict) -> str:
     lo, hi = c["first_seen"], c["last_seen"]
-    return f"{lo:%m-%d %H:%M} +{(hi - lo).total_seconds() / 3600:.1f}h" if lo and hi else ""
+    return f"{iso(lo, minutes=True)} +{(hi - lo).total_seconds() / 3600:.1f}h" if lo and hi else ""
+
+
+# (header, justify, min width, max width): nothing is cut (`cooling.the…` or `leaf-01:Ethern…` names
+# nothing): a long one wraps; on a narrow screen (80 columns) the identity, the incident and episode
+# counts and the span give way (the lemons' lines below name each identity; CSV and JSON keep them all).
+COLUMNS = (
+    ("#", "right", 2, 3),
+    ("component", "left", 18, 24),
+    ("identity", "left", 12, 40),
+    ("cause", "left", 12, 24),
+    ("jobs", "right", 4, 4),
+    ("fail", "right", 4, 4),
+    ("inc", "right", 3, 3),
+    ("GPU-h", "right", 6, 8),
+    ("eps", "right", 3, 3),
+    ("first seen, span", "left", 24, 24),
+    ("", "left", 5, 5),
+)
+FOLDED = ("component", "identity", "cause")
+SPAN_MIN_WIDTH = 140  # narrower than this, the table leaves out the first-seen span
+NARROW_WIDTH = 120  # narrower than this, only the columns below
+NARROW = ("#", "component", "cause", "jobs", "fail", "GPU-h", "")
 
 
 def _print_table(out, doc: dict) -> None:
@@ -71,63 +97,57 @@ def _print_table(out, doc: dict) -> None:
     from rich.table import Table
 
     table = Table(header_style="bold", box=None, pad_edge=False)
-    # (header, justify, min width, max width): identities and causes give way, figures never do
-    for col, justify, lo, hi in (
-        ("#", "right", 2, 3),
-        ("component", "left", 18, 24),
-        ("identity", "left", 8, 18),
-        ("cause", "left", 8, 16),
-        ("jobs", "right", 4, 4),
-        ("fail", "right", 4, 4),
-        ("inc", "right", 3, 3),
-        ("GPU-h", "right", 6, 8),
-        ("eps", "right", 3, 3),
-        ("first seen, span", "left", 18, 18),
-        ("", "left", 5, 5),
-    ):
+    wide, narrow = out.width >= SPAN_MIN_WIDTH, out.width < NARROW_WIDTH
+    shown = [c for c in COLUMNS if (wide or c[0] != "first seen, span") and (not narrow or c[0] in NARROW)]
+    for col, justify, lo, hi in shown:
         table.add_column(
             col,
             justify=justify,  # type: ignore[arg-type]
-            no_wrap=True,
-            overflow="ellipsis",
+            no_wrap=col not in FOLDED,
+            overflow="fold" if col in FOLDED else "ellipsis",
             min_width=lo,
             max_width=hi,
         )
     for i, c in enumerate(doc["components"], 1):
         cats = c["categories"]
         cause = (cats[0] + (f" +{len(cats) - 1}" if len(cats) > 1 else "")) if cats else ""
-        table.add_row(
-            str(i),
-            f"{c['asset']['kind']} {c['asset']['id']}",
-            identity(c["asset"]) or "",
-            cause,
-            str(len(c["jobs"])),
-            str(c["failures"]),
-            str(c["incidents"]),
-            f"{c['gpu_hours']:,.2f}",
-            str(len(c["episodes"])),
-            _seen(c),
-            "[bold red]LEMON[/]" if c["lemon"] else "",
-        )
+        cells = {  # store text: as text, not markup (safe)
+            "#": str(i),
+            "component": safe(f"{c['asset']['kind']} {c['asset']['id']}"),
+            "identity": safe(identity(c["asset"]) or ""),
+            "cause": safe(cause),
+            "jobs": str(len(c["jobs"])),
+            "fail": str(c["failures"]),
+            "inc": str(c["incidents"]),
+            "GPU-h": f"{c['gpu_hours']:,.2f}",
+            "eps": str(len(c["episodes"])),
+            "first seen, span": _seen(c),
+            "": "[bold red]LEMON[/]" if c["lemon"] else "",
+        }
+        table.add_row(*(cells[col[0]] for col in shown))
     out.print(table)
 
 
 def _print_evidence(out, c: dict) -> None:
     ident = identity(c["asset"])
     out.print(
-        f"[bold red]lemon[/] {c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: "
-        f"{'; '.join(c['lemon_reasons'])}"
+        "[bold red]lemon[/] "
+        + safe(f"{c['asset']['kind']} {c['asset']['id']}{f' ({ident})' if ident else ''}: ")
+        + safe("; ".join(c["lemon_reasons"]))
     )
     for h in c["hits"][:6]:
-        at = h["at"].strftime("%Y-%m-%d %H:%M:%S") if h["at"] else "?"
+        at = iso(h["at"]) if h["at"] else "?"
         out.print(
-            f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
-            f"(first signal {at}, confidence {h['confidence']:.2f})"
+            safe(
+                f"    job {h['job']} attempt {h['attempt']}: {h['what']} <- {h['category']} "
+                f"(first signal {at}, confidence {h['confidence']:.2f})"
+            )
         )
     for e in c["episodes"][:4]:
         ev = e["evidence"][0] if e["evidence"] else None
         what = f"{ev['host']}:{ev['entity'] or ''} {ev['signal']}" if ev else ""
-        out.print(f"    episode {e['start']:%Y-%m-%d %H:%M} .. {e['end']:%H:%M}: {e['signals']} signal(s), {what}")
+        span = f"{iso(e['start'], minutes=True)} .. {iso(e['end'], minutes=True)}"
+        out.print(safe(f"    episode {span}: {plural(e['signals'], 'signal')}, {what}"))
 
 
 EXCLUDE_FORMATS = ("slurm", "kubernetes", "hostlist")
@@ -160,9 +180,9 @@ def _exclude(db, since, until, fmt: str, exclude: bool, by: str) -> None:
             click.echo(found.hostlist())
     else:
         out = console()
-        out.print(f"[bold]exclude[/] {len(found.nodes)} node(s) (commands: --format slurm or kubernetes)")
+        out.print(f"[bold]exclude[/] {plural(len(found.nodes), 'node')} (commands: --format slurm or kubernetes)")
         for n in found.nodes:
-            out.print(f"  {n.name}: {n.reason}", soft_wrap=True)
+            out.print(safe(f"  {n.name}: {n.reason}"), soft_wrap=True)
 
 
 @click.command("fleet")
@@ -234,9 +254,9 @@ def command(since, until, by, only_lemons, top, exclude, db, fmt) -> None:
         return
     out = console()
     out.print(
-        f"[bold]fleet[/] {doc['since']:%Y-%m-%d %H:%M} .. {doc['until']:%Y-%m-%d %H:%M} UTC: "
-        f"{doc['jobs']} job(s), {len(doc['components'])} component(s), "
-        f"{sum(c['lemon'] for c in doc['components'])} lemon(s)"
+        f"[bold]fleet[/] {iso(doc['since'], minutes=True)} .. {iso(doc['until'], minutes=True)}: "
+        f"{plural(doc['jobs'], 'job')}, {plural(len(doc['components']), 'component')}, "
+        f"{plural(sum(c['lemon'] for c in doc['components']), 'lemon')}"
         if doc["since"]
         else "[bold]fleet[/]"
     )

@@ -8,6 +8,7 @@ from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import dumps, render_rows
 from synestra_cli.errors import EmptyStoreError
+from synestra_cli.shown import plural
 from synestra_cli.store import open_store, resolve_db_path
 from synestra_cli.store.lake import lake_target
 from synestra_cli.store.sources import forget
@@ -43,8 +44,8 @@ def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
         with open_store(path) as conn:
             removed, rows = forget(conn, list(sources))
     for source_id, source_path, source_format, n in removed:
-        click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {n} rows)", err=True)
-    click.echo(f"total: {len(removed)} source(s) forgotten, {rows} rows removed", err=True)
+        click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {plural(n, 'row')})", err=True)
+    click.echo(f"total: {plural(len(removed), 'source')} forgotten, {plural(rows, 'row')} removed", err=True)
     records = [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed]
     if fmt == "json":
         click.echo(dumps({"schema": "synestra.forget/1", "rows": rows, "sources": records}))

@@ -14,6 +14,7 @@ from synestra_cli.cli.render import dumps, printable, render_rows, show_time
 from synestra_cli.errors import ExitCode
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
+from synestra_cli.shown import plural, relative_in
 from synestra_cli.store import open_store
 from synestra_cli.store.lake import lake_target
 from synestra_cli.store.lake_writer import ingest_target
@@ -79,12 +80,12 @@ class Reporter:
             self.say(f"{r.path}: skipped, {r.error}")
             return
         span = f"{show_time(r.first_ts)} .. {show_time(r.last_ts)}" if r.first_ts and r.last_ts else "no timestamps"
-        self.say(f"{r.path}: {r.format}, {r.rows} rows, {r.rejected} rejected, {span}")
+        self.say(f"{r.path}: {r.format}, {plural(r.rows, 'row')}, {r.rejected} rejected, {span}")
         for line, reason, text in r.reject_samples[:REJECTS_SHOWN]:
             where = f"{r.path}:{line}" if line is not None else r.path  # a row whose line is not kept
             self.say(f"  reject {where}: {reason}: {text[:80]!r}")
-        for note in r.notes:
-            self.say(f"  note: {note}")
+        for note in r.notes:  # a note may name another source as the store holds it: absolute
+            self.say(f"  note: {relative_in(note)}")
 
 
 def _explain_all(conn, db=None) -> str:
@@ -92,7 +93,7 @@ def _explain_all(conn, db=None) -> str:
     from synestra_cli.explain import memo
 
     try:
-        return f"explain: {memo.keep_all(conn, db)} job(s) explained and kept for tax-report"
+        return f"explain: {plural(memo.keep_all(conn, db), 'job')} explained and kept for tax-report"
     except EmptyStoreError:
         return "explain: no jobs in the store yet"
 

@@ -9,6 +9,7 @@ import click
 
 from synestra_cli.cli.render import dumps
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.shown import plural
 
 
 def run_follow(
@@ -26,7 +27,7 @@ def run_follow(
     from synestra_cli.follow import Follower
 
     follower = Follower(db, paths, options)
-    reporter.say(f"following {len(paths)} path(s) every {interval:g} s into {follower.db} (Ctrl-C stops)")
+    reporter.say(f"following {plural(len(paths), 'path')} every {interval:g} s into {follower.db} (Ctrl-C stops)")
     for path in paths:
         if not path.exists():
             reporter.say(f"warning: {path} does not exist (yet): it is read once it appears")

@@ -35,7 +35,7 @@ def command(db, jobs: tuple[str, ...], hosts: tuple[str, ...], fmt: str) -> None
     Examples:
       synestra jobs
       synestra jobs --host gpu-002 --format csv
-      synestra jobs --job 4242 --format json | jq '.attempts[] | {attempt, state, hosts}'
+      synestra jobs --job 1003 --format json | jq '.attempts[] | {attempt, state, hosts}'
     """
     from synestra_cli.cli.render import dumps
 

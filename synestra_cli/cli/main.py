@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "tax-report": "tax_report",
     "timeline": "timeline",
     "annotations": "annotations",
+    "packet": "packet",
     "fleet": "fleet",
     "risks": "risks",
 }
@@ -42,6 +43,17 @@ class LazyGroup(click.Group):
         if mod is None or importlib.util.find_spec(f"synestra_cli.cli.{mod}") is None:
             return None
         return importlib.import_module(f"synestra_cli.cli.{mod}").command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """An unknown command names the nearest known ones (`explian`: did you mean explain?)."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+
+            near = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(near)}?" if near else ""
+            ctx.fail(f"No such command {name!r}.{hint} (synestra --help lists them)")
+        return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: click.Context):
         # Around every command, also what happens outside its own handler (an import, click's last

@@ -27,8 +27,9 @@ db_option = click.option(
 
 # `-24h`, `now-2d`, `now`, `now+30m`: relative to the wall clock, in seconds to weeks.
 _RELATIVE = re.compile(r"^(?:now)?\s*(?:([+-])\s*(\d+(?:\.\d+)?)\s*([smhdw]))?$", re.IGNORECASE)
+_AGO = re.compile(r"^\d+(?:\.\d+)?\s*[smhdw]$", re.IGNORECASE)  # `24h`, `30m`, `7d`: ago
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-TIME_HELP = "UTC unless it carries a zone; ISO 8601 as the JSON outputs write it, or relative: -24h, now-2d"
+TIME_HELP = "UTC unless it carries a zone; ISO 8601 as the JSON outputs write it, or relative: 24h, -24h, now-2d"
 
 
 def utc_now() -> datetime:
@@ -43,6 +44,8 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     a date alone (midnight UTC), or a time relative to now (`now`, `-24h`, `now-2d`, `now+30m`).
     ValueError otherwise."""
     text = text.strip()
+    if _AGO.match(text):  # `--since 24h`, as kubectl and journalctl users type it: that long ago
+        text = "-" + text
     m = _RELATIVE.match(text) if text and (text[0] in "+-" or text.lower().startswith("now")) else None
     if m:
         base = now or utc_now()
@@ -54,7 +57,8 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         t = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError as exc:
         raise ValueError(
-            f"{text!r} is not a time: write 2026-11-03T00:00:00Z, 2026-11-03 02:00:00+02:00, 2026-11-03, -24h or now-2d"
+            f"{text!r} is not a time: write 2026-11-03T00:00:00Z, 2026-11-03 02:00:00+02:00, 2026-11-03, "
+            "24h, -24h or now-2d"
         ) from exc
     return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
 

@@ -4,7 +4,7 @@ Never on a pipe or a file: a script's stderr stays what it was."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -38,3 +38,19 @@ def progress_on_tty(stream: TextIO | None = None) -> Iterator[None]:
 
     with bar, progress.listening(listen):
         yield
+
+
+@contextmanager
+def status_on_tty(what: str, stream: TextIO | None = None) -> Iterator[Callable[[str], None]]:
+    """A spinner with its elapsed time on stderr, if it is a terminal, for a step that draws no bar
+    (a picture rendering); yields a function that changes what it says. The library's bars show too."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        with progress_on_tty(stream):
+            yield lambda _: None
+        return
+    from rich.console import Console
+
+    status = Console(file=stream).status(what)
+    with status, progress_on_tty(stream):
+        yield lambda text: status.update(text)

@@ -41,6 +41,14 @@ def printable(text: Any, one_line: bool = True) -> str:
     return str(text).translate(_ESCAPES_LINE if one_line else _ESCAPES)
 
 
+def safe(value: Any) -> str:
+    """Text from the store (job ids, hosts, causes, log words) for a rich console: shown as it is, no
+    markup (a host named `[bold]x` prints those brackets), no escape sequences."""
+    from rich.markup import escape
+
+    return escape(printable(value))
+
+
 def to_jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
         # Naive datetimes in the store are UTC.
@@ -87,11 +95,9 @@ def human_duration(seconds: float | None) -> str:
 
 def show_time(value: datetime) -> str:
     """A time for a human: UTC, and saying so (the store's naive times are UTC)."""
-    if value.tzinfo is not None:
-        from datetime import UTC
+    from synestra_cli.shown import iso
 
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value.strftime("%Y-%m-%d %H:%M:%SZ")
+    return iso(value)
 
 
 def _cell(value: Any, column: str = "") -> str:
@@ -125,10 +131,16 @@ def width() -> int | None:
 
 
 def console(stderr: bool = False):
-    """A rich console laid out for width(): the terminal, or $COLUMNS when piped."""
+    """A rich console laid out for width(): the terminal, or $COLUMNS when piped. Colour only where a view
+    asks for it (no automatic highlighting of numbers inside host names or paths); a reader that went away
+    (`| head -1`) ends the command quietly with 0 (cli/common.py handle_errors), where rich would exit 1."""
     from rich.console import Console
 
-    return Console(stderr=stderr, width=width(), soft_wrap=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    return _Console(stderr=stderr, width=width(), soft_wrap=False, highlight=False)
 
 
 def render_rows(
@@ -232,8 +244,8 @@ def _table(batches: Iterable[Sequence[dict[str, Any]]], columns: Sequence[str], 
     from rich.text import Text
 
     table = Table(title=printable(title) if title else None, header_style="bold")
-    for c in columns:
-        table.add_column(Text(printable(c)))
+    for c in columns:  # fold, never cut: an id or a path cut to `/work/sample_data/exp…` names nothing
+        table.add_column(Text(printable(c)), overflow="fold")
     shown, more = 0, False
     for rows in batches:
         for r in rows:

@@ -11,6 +11,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import HISTORY_HOURS, RISK_FAIL_OVER, TIME_HELP, UTC_TIME, db_option, format_option
 from synestra_cli.errors import ExitCode
+from synestra_cli.shown import iso, path, plural
 
 CSV_COLUMNS = [
     "rank",
@@ -49,39 +50,39 @@ def _rows(doc: dict) -> list[dict]:
 
 
 def _print(doc: dict) -> None:
+    from rich.text import Text
+
     from synestra_cli.cli.fleet import identity
-    from synestra_cli.cli.render import console
+    from synestra_cli.cli.render import console, printable, safe
 
     out = console()
     out.print(
-        f"[bold]risks at {doc['at']:%Y-%m-%d %H:%M:%S} UTC[/]: {doc['degrading']} component(s) degrading now, "
-        f"{len(doc['risks']) - doc['degrading']} known lemon(s)"
+        f"[bold]risks at {iso(doc['at'])}[/]: {plural(doc['degrading'], 'component')} degrading now, "
+        f"{plural(len(doc['risks']) - doc['degrading'], 'known lemon')}"
     )
-    for i, r in enumerate(doc["risks"], 1):
+    for i, r in enumerate(doc["risks"], 1):  # the store's words (hosts, causes, reasons) as text: safe()
         a = r["asset"]
-        since = f" since {r['since']:%H:%M:%S}" if r["since"] else ""
-        jobs = ", ".join(f"{j['job']} ({j['gpus']} GPUs)" for j in r["jobs"]) or "no job running on it"
+        since = f" since {iso(r['since'])}" if r["since"] else ""
+        jobs = ", ".join(f"{j['job']} ({plural(j['gpus'], 'GPU')})" for j in r["jobs"]) or "no job running on it"
         style = "bold red" if r["status"] == "degrading" else "yellow"
         ident = identity(a)
         out.print(
-            f"[{style}]{i}. {r['status']}[/] {a['kind']} {a['id']}{f' ({ident})' if ident else ''}: "
-            f"{', '.join(r['categories'])}{since}, score {r['score']:.2f}"
+            f"[{style}]{i}. {r['status']}[/] "
+            + safe(
+                f"{a['kind']} {a['id']}{f' ({ident})' if ident else ''}: "
+                f"{', '.join(r['categories'])}{since}, score {r['score']:.2f}"
+            )
         )
-        out.print(f"   jobs: {jobs}; at stake {r['gpu_hours_per_hour']:,.0f} GPU-h per hour")
+        out.print(safe(f"   jobs: {jobs}; at stake {r['gpu_hours_per_hour']:,.0f} GPU-h per hour"))
         for reason in r["lemon_reasons"]:
-            out.print(f"   lemon: {reason}")
+            out.print(safe(f"   lemon: {reason}"))
         for lk in r["evidence"][:5]:
             ev = lk["evidence"]
-            shown = (
-                f"{ev['before']:.3g} -> {ev['after']:.3g}"
-                if ev.get("type") == "metric"
-                else f"{ev.get('source')}:{ev.get('line')}"
-            )
-            out.print(
-                f"   {lk['time']:%H:%M:%S} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}  "
-                f"[dim]{shown}[/]"
-            )
-        out.print(f"   action: {r['action']}")
+            # a metric's words carry its values already: only a log line adds where to read it
+            where = f"  {path(ev.get('source'))}:{ev.get('line')}" if ev.get("type") == "log" else ""
+            line = f"   {iso(lk['time'])} {lk['layer']:<9} {lk['host']}:{lk['entity'] or ''} {lk['signal']}"
+            out.print(Text(printable(line)) + Text(printable(where), style="dim"))
+        out.print(safe(f"   action: {r['action']}"))
 
 
 @click.command("risks")
@@ -133,8 +134,8 @@ def command(at, history_hours, fail_over, db, fmt) -> None:
     doc = report.to_json()
     if report.stale:
         click.echo(
-            f"risks: warning: the store's latest data is from {report.latest_data:%Y-%m-%d %H:%M:%S} UTC, "
-            f"before {report.at:%Y-%m-%d %H:%M:%S}: ingest the latest exports first",
+            f"risks: warning: the store's latest data is from {iso(report.latest_data)}, "
+            f"before {iso(report.at)}: ingest the latest exports first",
             err=True,
         )
     if fmt == "json":
@@ -144,5 +145,5 @@ def command(at, history_hours, fail_over, db, fmt) -> None:
     else:
         _print(doc)
     if fail_over is not None and doc["degrading"] > fail_over:
-        click.echo(f"risks: {doc['degrading']} component(s) degrading, more than {fail_over}", err=True)
+        click.echo(f"risks: {plural(doc['degrading'], 'component')} degrading, more than {fail_over}", err=True)
         sys.exit(int(ExitCode.THRESHOLD))

@@ -8,10 +8,12 @@ from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import dumps, render_rows
 from synestra_cli.inspect import SOURCE_COLUMNS, list_sources
+from synestra_cli.shown import path
 from synestra_cli.store import open_store
 
 SCHEMA = "synestra.sources/1"
-DROP_FIRST = ["hosts", "n_hosts", "source_id", "last_ts", "first_ts", "rejected"]
+# At 80 columns these give way, in this order; source_id (what `forget` takes) and the path never do.
+DROP_FIRST = ["hosts", "n_hosts", "last_ts", "first_ts", "rejected"]
 
 
 @click.command("sources")
@@ -33,4 +35,6 @@ def command(db, fmt) -> None:
     if fmt == "json":
         click.echo(dumps({"schema": SCHEMA, "sources": [{c: r.get(c) for c in SOURCE_COLUMNS} for r in rows]}))
     else:
+        if fmt == "table":  # a person reads the path from where they are; csv keeps the store's own
+            rows = [{**r, "path": path(r.get("path"))} for r in rows]
         render_rows(rows, SOURCE_COLUMNS, fmt, title="sources", drop_first=DROP_FIRST)

@@ -20,8 +20,9 @@ from synestra_cli.cli.options import (
     refuse_together,
     window_options,
 )
-from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows
+from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows, safe
 from synestra_cli.errors import ExitCode
+from synestra_cli.shown import plural
 
 if TYPE_CHECKING:  # the command imports the library when it runs (fast --help)
     from synestra_cli.accounting.document import FleetDoc, IntervalDoc, JobTaxDoc, RankedCauseDoc
@@ -45,20 +46,13 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 
 
-def _safe(value) -> str:
-    """Text from the logs (job ids, hosts, components) shown as text: no markup, no escape sequences."""
-    from rich.markup import escape
-
-    return escape(printable(value))
-
-
 def _print_job(doc: JobTaxDoc, console, price: float | None = None) -> None:
     from rich.table import Table
 
     usd: Mapping[str, object] = doc.get("usd") or {}
     wall_usd = f", ${usd['wall']:,.2f}" if usd else ""
     console.print(
-        f"[bold]job {_safe(doc['job'])}[/]  {doc['gpus']} GPUs, wall {human_duration(doc['wall_s'])} "
+        f"[bold]job {safe(doc['job'])}[/]  {plural(doc['gpus'], 'GPU')}, wall {human_duration(doc['wall_s'])} "
         f"({doc['gpu_hours']:.1f} GPU-h{wall_usd})   "
         f"checkpoint tax [bold red]{doc['checkpoint_tax']:.1%}[/]{_dollars(usd, 'checkpoint_tax')}  "
         f"hidden tax [bold yellow]{doc['hidden_tax']:.1%}[/]{_dollars(usd, 'hidden_tax')}  "
@@ -83,16 +77,16 @@ def _print_job(doc: JobTaxDoc, console, price: float | None = None) -> None:
     for cause in doc["by_cause"][:5]:
         where = " ".join(x for x in (cause.get("host"), cause.get("component")) if x)
         console.print(
-            f"  cause {_safe(cause['category'])} {_safe(where)}: {cause['gpu_hours']:.2f} GPU-h"
+            f"  cause {safe(cause['category'])} {safe(where)}: {cause['gpu_hours']:.2f} GPU-h"
             + _usd(cause["gpu_hours"], price)
         )
     for note in doc["notes"]:
-        console.print(f"  [yellow]note[/]: {_safe(note)}")
+        console.print(f"  [yellow]note[/]: {safe(note)}")
     iv = doc["interval"]
     if iv["daly_s"]:
         _print_advice(iv, " ", console)
     else:
-        console.print(f"  interval: {_safe(iv['note'])}")
+        console.print(f"  interval: {safe(iv['note'])}")
     console.print()
 
 
@@ -112,7 +106,7 @@ def _print_advice(iv: IntervalDoc, who: str, console) -> None:
 def _print_fleet(fleet: FleetDoc, causes: list[RankedCauseDoc], by: str, console, price: float | None = None) -> None:
     usd: Mapping[str, object] = fleet.get("usd") or {}
     console.print(
-        f"[bold]fleet[/]: {fleet['jobs']} jobs, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated"
+        f"[bold]fleet[/]: {plural(fleet['jobs'], 'job')}, {fleet['allocated_gpu_hours']:,.1f} GPU-h allocated"
         f"{_dollars(usd, 'allocated')}, "
         f"checkpoint tax {_pct(fleet['checkpoint_tax'])}{_dollars(usd, 'checkpoint_tax')}, "
         f"hidden tax {_pct(fleet['hidden_tax'])}{_dollars(usd, 'hidden_tax')}, "
@@ -128,8 +122,8 @@ def _print_fleet(fleet: FleetDoc, causes: list[RankedCauseDoc], by: str, console
         console.print(f"[bold]costliest by {by}[/]")
         for row in causes[:10]:
             console.print(
-                f"  {_safe(row['key']):<40} {row['gpu_hours']:>10,.2f} GPU-h{_usd(row['gpu_hours'], price)}  "
-                f"{row['jobs']} job(s)"
+                f"  {safe(row['key']):<40} {row['gpu_hours']:>10,.2f} GPU-h{_usd(row['gpu_hours'], price)}  "
+                f"{plural(row['jobs'], 'job')}"
             )
 
 
@@ -235,5 +229,5 @@ def _fail_over(docs: list[JobTaxDoc], key: Literal["checkpoint_tax", "hidden_tax
     what = key.replace("_", " ")
     for d in over:
         click.echo(f"tax-report: job {printable(d['job'])} {what} {d[key]:.1%} exceeds {limit}%", err=True)
-    click.echo(f"tax-report: {len(over)} of {len(docs)} job(s) over {limit}%", err=True)
+    click.echo(f"tax-report: {len(over)} of {plural(len(docs), 'job')} over {limit}%", err=True)
     sys.exit(int(ExitCode.THRESHOLD))

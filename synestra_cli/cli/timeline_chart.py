@@ -1,14 +1,16 @@
 """The timeline as a Vega-Lite chart (altair), written offline by vl-convert: HTML with the Vega
-libraries inlined (no network needed to view it), SVG or PNG.
+libraries inlined (no network needed to view it, and as wide as the window), SVG or PNG (WIDTH).
 
-Top to bottom, on one shared time axis: one lane per attempt coloured by its final state, with its
-checkpoints as ticks (routine ones grey, the others coloured by trigger), degradation windows shaded,
-each cause's first signal as a labelled rule; the step time; then each cause's key signals.
+A picture that stands alone in a ticket: a title and a headline (the job, the verdict, the action, the
+tax), then on one shared time axis: where the time went (every tax bucket as a coloured span, with its
+legend), the causes' events as marks (an Xid, a link down, a watchdog timeout) and each cause's first
+signal labelled, one lane per attempt coloured by its final state with its checkpoints as ticks, the
+step time, then each cause's key signals. Degradation windows are shaded and each cause's first signal
+is a dashed rule in every strip; both are in the legend.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -18,7 +20,18 @@ from synestra_cli.explain.api import CheckpointExplanation
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.timeline import Timeline
 
-WIDTH = 900
+WIDTH = 1400  # PNG and SVG; the HTML page fills the window ("container")
+HEADLINE_COLOUR = "#b71c1c"
+BAND_COLOURS = {  # explain/timeline_bands.py BUCKETS, in legend order
+    "save": "#1e88e5",
+    "restore": "#8e24aa",
+    "start-up": "#fdd835",
+    "lost work": "#e53935",
+    "hang": "#6d4c41",
+    "requeue": "#00897b",
+    "degraded": "#fb8c00",
+}
+RULE_LEGEND = "first signal of a cause"
 TICKS = ["routine", "reactive", "restart", "preemption", "slow save", "other"]
 TICK_COLOURS = ["#616161", "#ef6c00", "#c62828", "#6a1b9a", "#1565c0", "#6d4c41"]
 STATES = ["COMPLETED", "FAILED", "PREEMPTED", "NODE_FAIL", "TIMEOUT", "CANCELLED", "RUNNING", "?"]
@@ -54,24 +67,33 @@ def _x(title: str | None = None) -> alt.X:
     return alt.X("start:T", title=title, axis=alt.Axis(format="%H:%M", labelAngle=0))
 
 
-def _overlays(tl: Timeline, height: int) -> list[alt.Chart]:
-    """Degradation windows shaded and each cause's first signal as a rule, for every strip."""
+def _overlays(tl: Timeline, height: int, width: Any, legend: bool = False) -> list[alt.Chart]:
+    """Degradation windows shaded and each cause's first signal as a dashed rule, for every strip (the
+    rule's legend once, in the strip that asks for it)."""
     win = _frame(tl.windows, ["attempt", "start", "end", "factor"])
-    causes = _frame([{"start": c["first_signal"], "label": c["label"]} for c in tl.causes], ["start", "label"])
+    causes = _frame(
+        [{"start": c["first_signal"], "label": c["label"], "what": RULE_LEGEND} for c in tl.causes],
+        ["start", "label", "what"],
+    )
     shade = (
         alt.Chart(win)
         .mark_rect(color="#fff3e0", opacity=0.9)
         .encode(x="start:T", x2="end:T", tooltip=["start:T", "end:T", alt.Tooltip("factor:Q", title="step time x")])
     )
+    colour = alt.Color(
+        "what:N",
+        scale=alt.Scale(domain=[RULE_LEGEND], range=[HEADLINE_COLOUR]),
+        legend=alt.Legend(title=None, orient="top", symbolType="stroke", symbolDash=[4, 3]) if legend else None,
+    )
     rule = (
         alt.Chart(causes)
-        .mark_rule(color="#b71c1c", strokeDash=[4, 3], strokeWidth=1.5)
-        .encode(x="start:T", tooltip=["label:N", "start:T"])
+        .mark_rule(strokeDash=[4, 3], strokeWidth=1.5)
+        .encode(x="start:T", color=colour, tooltip=["label:N", "start:T"])
     )
-    return [shade.properties(width=WIDTH, height=height), rule.properties(width=WIDTH, height=height)]
+    return [shade.properties(width=width, height=height), rule.properties(width=width, height=height)]
 
 
-def _lanes(tl: Timeline) -> Any:
+def _lanes(tl: Timeline, width: Any) -> Any:
     att = _frame(
         [{**a, "lane": f"attempt {a['attempt']} {a['state']}"} for a in tl.attempts],
         ["attempt", "start", "end", "state", "lane"],
@@ -125,7 +147,7 @@ def _lanes(tl: Timeline) -> Any:
         )
     )
     height = max(60, 40 * len(att))
-    layers = [*_overlays(tl, height), bars.properties(width=WIDTH, height=height), ticks]
+    layers = [*_overlays(tl, height, width), bars.properties(width=width, height=height), ticks]
     return (
         alt.layer(*layers)
         .resolve_scale(color="independent")
@@ -133,47 +155,76 @@ def _lanes(tl: Timeline) -> Any:
     )
 
 
-def _causes(tl: Timeline) -> Any:
-    """One row per cause: a mark at each of its signals, the first one larger and labelled."""
-    sig = _frame(
-        [{"start": t, "cause": c["label"], "signal": what} for c in tl.causes for t, what in c["signals"]],
-        ["start", "cause", "signal"],
+def _bands(tl: Timeline, width: Any) -> Any:
+    """Where the time went: one row per tax bucket present, each span a coloured bar, with its legend."""
+    rows = [{**b, "hours": (b["end"] - b["start"]).total_seconds() / 3600} for b in tl.bands]
+    df = _frame(rows, ["bucket", "start", "end", "attempt", "hours"])
+    order = [b for b in BAND_COLOURS if b in set(df["bucket"])]
+    bars = (
+        alt.Chart(df)
+        .mark_bar(height=16)
+        .encode(
+            x=_x(),
+            x2="end:T",
+            y=alt.Y("bucket:N", title=None, sort=order),
+            color=alt.Color(
+                "bucket:N",
+                scale=alt.Scale(domain=list(BAND_COLOURS), range=list(BAND_COLOURS.values())),
+                legend=alt.Legend(title="where the time went (tax buckets)", orient="top"),
+            ),
+            tooltip=["bucket:N", "attempt:N", "start:T", "end:T", alt.Tooltip("hours:Q", format=".2f")],
+        )
     )
-    first = _frame(
+    height = max(40, 22 * len(order))
+    layers = [*_overlays(tl, height, width, legend=True), bars.properties(width=width, height=height)]
+    return alt.layer(*layers).resolve_scale(color="independent").properties(title="where the time went")
+
+
+def _events(tl: Timeline, width: Any) -> Any:
+    """The causes' events as marks on a row per layer, and each cause's first signal labelled."""
+    ev = _frame(
+        [{"start": e["time"], "layer": e["layer"], "event": f"{e['where']} {e['signal']}".strip()} for e in tl.events],
+        ["start", "layer", "event"],
+    )
+    first = _frame(  # one text row per cause above the marks: two causes minutes apart do not overprint
         [
             {
                 "start": c["first_signal"],
-                "cause": c["label"],
                 "text": f"{c['label']}: {c['first_text']}",
                 "action": c["action"],
+                "dy": 10 + 15 * i,
             }
-            for c in tl.causes
+            for i, c in enumerate(tl.causes)
         ],
-        ["start", "cause", "text", "action"],
+        ["start", "text", "action", "dy"],
     )
-    y = alt.Y("cause:N", title=None, axis=None, sort=[c["label"] for c in tl.causes])
-    dots = (
-        alt.Chart(sig)
-        .mark_point(color="#b71c1c", size=30, opacity=0.6)
-        .encode(x=_x(), y=y, tooltip=["cause:N", "signal:N", "start:T"])
-    )
-    big = (
-        alt.Chart(first)
-        .mark_point(shape="diamond", filled=True, color="#b71c1c", size=140)
-        .encode(x="start:T", y=y, tooltip=["text:N", "start:T", "action:N"])
+    layers = sorted(set(ev["layer"])) or ["gpu"]
+    label_rows = 15 * len(tl.causes) + 10
+    height = max(60, 28 * len(layers) + label_rows)
+    # the marks below the causes' labels: the strip's top rows are left to the text
+    y = alt.Y("layer:N", title=None, sort=layers, scale=alt.Scale(range=[label_rows + 12, height - 8]))
+    marks = (
+        alt.Chart(ev)
+        .mark_point(filled=True, size=90, opacity=0.85)
+        .encode(
+            x=_x(),
+            y=y,
+            shape=alt.Shape("layer:N", legend=alt.Legend(title="event", orient="top")),
+            color=alt.value(HEADLINE_COLOUR),
+            tooltip=["event:N", "start:T"],
+        )
     )
     text = (
         alt.Chart(first)
-        .mark_text(align="left", dx=9, color="#b71c1c", fontWeight="bold", fontSize=11)
-        .encode(x="start:T", y=y, text="text:N")
+        .mark_text(align="left", dx=6, color=HEADLINE_COLOUR, fontWeight="bold", fontSize=11)
+        .encode(x="start:T", y=alt.Y("dy:Q", scale=None, axis=None), text="text:N", tooltip=["text:N", "action:N"])
     )
-    height = max(30, 26 * len(tl.causes))
-    return alt.layer(*_overlays(tl, height), dots.properties(width=WIDTH, height=height), big, text).properties(
-        title="causes: first signal and the signals of its chain"
+    return alt.layer(*_overlays(tl, height, width), marks.properties(width=width, height=height), text).properties(
+        title="events: what the logs and counters say happened, and each cause's first signal"
     )
 
 
-def _restarts(tl: Timeline) -> Any:
+def _restarts(tl: Timeline, width: Any) -> Any:
     """One row per restart, its phases as bars between the stages the logs date (explain/restart_text.py)."""
     df = _frame(tl.restarts, ["restart", "phase", "start", "end"])
     rows = list(dict.fromkeys(df["restart"]))
@@ -189,12 +240,12 @@ def _restarts(tl: Timeline) -> Any:
         )
     )
     height = max(30, 24 * len(rows))
-    return alt.layer(*_overlays(tl, height), bars.properties(width=WIDTH, height=height)).properties(
+    return alt.layer(*_overlays(tl, height, width), bars.properties(width=width, height=height)).properties(
         title="restarts in stages: detection, stopping, requeue, start-up, load, warm-up"
     )
 
 
-def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str) -> Any:
+def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str, width: Any) -> Any:
     points = alt.OverlayMarkDef(size=8) if len(df) <= DENSE else False
     line = (
         alt.Chart(df)
@@ -206,33 +257,55 @@ def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str) 
             tooltip=["start:T", alt.Tooltip(f"{field}:Q", format=".3g")],
         )
     )
-    return alt.layer(*_overlays(tl, 90), line.properties(width=WIDTH, height=90)).properties(title=title)
+    return alt.layer(*_overlays(tl, 90, width), line.properties(width=width, height=90)).properties(title=title)
 
 
-def chart(tl: Timeline) -> Any:
+def chart(tl: Timeline, width: Any = WIDTH) -> Any:
+    """The whole picture; `width`: pixels, or "container" (an HTML page as wide as its window)."""
     steps = pd.DataFrame(
         [{"start": s["ts"], "step_time_s": s["step_time_s"], "attempt": s["attempt"]} for s in tl.steps],
         columns=["start", "step_time_s", "attempt"],
     )
-    strips = [_causes(tl)] if tl.causes else []
-    strips += [_lanes(tl)] + ([_restarts(tl)] if tl.restarts else [])
-    strips += [_strip(steps, "step_time_s", "step time (s)", tl, "#1565c0")]
+    strips = [_bands(tl, width)] if tl.bands else []
+    strips += [_events(tl, width)] if tl.events or tl.causes else []
+    strips += [_lanes(tl, width)] + ([_restarts(tl, width)] if tl.restarts else [])
+    strips += [_strip(steps, "step_time_s", "step time (s)", tl, "#1565c0", width)]
     for s in tl.series:
         df = pd.DataFrame([{"start": t, "y": v, "attempt": 0} for t, v in s.points], columns=["start", "y", "attempt"])
-        strips.append(_strip(df, "y", f"{s.label}  [{s.cause}]", tl, "#2e7d32"))
-    out = alt.vconcat(*strips, spacing=14).resolve_scale(x="shared", color="independent")
+        strips.append(_strip(df, "y", f"{s.label}  [{s.cause}]", tl, "#2e7d32", width))
+    h = tl.headline
+    title = alt.TitleParams(
+        text=h.get("title", f"Job {tl.job.job}"),
+        subtitle=[x for x in (h.get("verdict"), h.get("action"), h.get("tax")) if x] + ["times in UTC"],
+        anchor="start",
+        fontSize=20,
+        color=HEADLINE_COLOUR,
+        subtitleFontSize=14,
+        subtitleColor="#212121",
+        offset=12,
+    )
+    out = alt.vconcat(*strips, spacing=16, title=title).resolve_scale(
+        x="shared", color="independent", shape="independent"
+    )
+    if width == "container":
+        out = out.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
     return out.configure_view(stroke="#eeeeee").configure_axis(grid=True, gridColor="#f3f3f3")
 
 
-def write(tl: Timeline, path: Path, fmt: str | None = None) -> str:
-    """HTML (self-contained), SVG or PNG: fmt, else by the file's suffix; returns the format written."""
-    suffix = path.suffix.lower()
-    fmt = fmt or {".png": "png", ".svg": "svg", ".html": "html", ".htm": "html"}.get(suffix, "html")
-    c = chart(tl)
+# The HTML page: the chart's container as wide as the window (Vega sizes "container" views from it).
+FULL_WIDTH_CSS = "<style>body{margin:12px} #vega-chart,.vega-embed{width:100%;display:block}</style>"
+
+
+def render(tl: Timeline, fmt: str) -> bytes:
+    """The picture as HTML (self-contained: the Vega libraries inlined), SVG or PNG bytes."""
+    import vl_convert as vlc
+
     if fmt == "html":
-        c.save(str(path), format="html", inline=True)
-    elif fmt == "png":
-        c.save(str(path), format="png", scale_factor=2)
-    else:
-        c.save(str(path), format="svg")
-    return fmt
+        page = vlc.vegalite_to_html(chart(tl, "container").to_dict(), bundle=True)
+        # right after the page's own <head> (the first): the inlined vega-embed bundle holds "</head>" in a
+        # string of its own, where a style would be inert and the chart left unsized
+        return page.replace("<head>", "<head>" + FULL_WIDTH_CSS, 1).encode()
+    spec = chart(tl).to_dict()
+    if fmt == "png":
+        return bytes(vlc.vegalite_to_png(spec, scale=2))
+    return vlc.vegalite_to_svg(spec).encode()

@@ -14,11 +14,22 @@ from typing import Any, NamedTuple
 from synestra_cli.explain.assets import Asset, rack_name
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.wording import BUCKETS, XID_CATALOG, XID_SOURCE
+from synestra_cli.shown import plural
 
 Action = dict[str, str]
 
-UFM = "NVIDIA UFM PDR plugin thresholds (anchors.md 4.2)"
-META = "Meta's failure taxonomy: a failure with no hardware signal is the job's (anchors.md 1.2)"
+# Public sources a reader can look up (not the project's notes): a ticket cites where its rule comes from.
+UFM = "NVIDIA UFM PDR plugin: Field BER thresholds, symbol-error test (Mellanox ufm_sdk_3.0)"
+META = (
+    "Kokolis et al., Revisiting Reliability in Large-Scale ML Research Clusters (HPCA 2025, arXiv 2410.21680): "
+    "a failure with no hardware signal is the job's"
+)
+# A GPU's own thermal signals, not a fabric tool's: DCGM's clock-event reasons name thermal slowdown; the
+# 10 C over the GPU's own baseline is Synestra's rule (docs/explain.md, signals/thresholds.py).
+THERMAL = (
+    "DCGM clock-event reasons (DCGM_FI_DEV_CLOCKS_EVENT_REASONS: SW / HW thermal slowdown); "
+    "Synestra's rule: 10 C over the GPU's own baseline (docs/explain.md)"
+)
 
 
 class Rule(NamedTuple):
@@ -60,7 +71,7 @@ RULES: dict[str, Rule] = {
         "facilities_ticket",
         "Open a facilities ticket for {place} (cooling): hosts {hosts}",
         "{spread} ran hot at once (10 C over their own baseline, or throttling): {signals}",
-        UFM + "; DeltaT 10 C",
+        THERMAL,
     ),
     "power.capping": Rule(
         "check_power",
@@ -172,7 +183,7 @@ def _bucket(b: str) -> str:
 def _spread(links: list[ChainLink]) -> str:
     gpus = {(lk.host, lk.entity) for lk in links if lk.layer == "gpu" and lk.host}
     hosts = {h for h, _ in gpus}
-    return f"{len(gpus)} GPU(s) on {len(hosts)} host(s)" if gpus else "its GPUs"
+    return f"{plural(len(gpus), 'GPU')} on {plural(len(hosts), 'host')}" if gpus else "its GPUs"
 
 
 def _signals(links: list[ChainLink], most: int = 3) -> str:
@@ -186,7 +197,7 @@ def _signals(links: list[ChainLink], most: int = 3) -> str:
         f"{':'.join(p for p in (lk.host, lk.entity) if p)} {lk.signal}{_ref(lk)}".strip() for lk in cause_side[:most]
     ]
     more = len(cause_side) - most
-    return "; ".join(named) + (f"; and {more} more signal(s)" if more > 0 else "")
+    return "; ".join(named) + (f"; and {more} more {'signal' if more == 1 else 'signals'}" if more > 0 else "")
 
 
 def _fields(

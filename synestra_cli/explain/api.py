@@ -27,7 +27,7 @@ from synestra_cli.explain.document import (
     RestartLoopDoc,
     link_doc,
 )
-from synestra_cli.explain.inputs import JobInputs, job_inputs
+from synestra_cli.explain.inputs import JobInputs, comparable, job_inputs
 from synestra_cli.explain.loops import cause_key, restart_doc, restart_loops
 from synestra_cli.explain.reason import (
     Cause,
@@ -52,10 +52,8 @@ from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.triggers import Checkpoint, Classified, classify, learn_cadence, preempted
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
-from synestra_cli.signals.collectives import Laggard
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
-from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sql import scalar
 
@@ -249,23 +247,23 @@ def event_read(scope: JobScope, spans: list[tuple[datetime, datetime]]) -> Event
 
 def _evidence(
     conn: duckdb.DuckDBPyConnection,
-    scope: JobScope,
+    inputs: JobInputs,
     items: list[Classified],
-    inc: list,
     failed: list[Attempt],
-    windows: list[DegradationWindow],
     telemetry: JobTelemetry | None = None,
-    laggards: list[Laggard] | None = None,
 ) -> Evidence:
     """Telemetry and events of the job's hosts, read only around the effects that need a cause;
-    `telemetry`: the job's, read already with a fleet's for these same windows, else read here."""
+    `telemetry`: the job's, read already with a fleet's for these same windows, else read here.
+    `items` and `failed` are the whole job's, whatever the view: a checkpoint's evidence (its baselines,
+    its first signal) is one set, the same in the job's explanation as in a view of that checkpoint."""
+    scope, inc = inputs.scope, inputs.incidents
     ev = Evidence(
         scope,
         [],
-        windows,
+        inputs.windows,
         inc,
         stragglers=lambda *window: straggler_host(conn, *window),
-        laggards=laggards or [],
+        laggards=inputs.laggards or [],
     )
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
@@ -274,7 +272,7 @@ def _evidence(
         ev.observed, found = telemetry.observed, telemetry.anomalies
     else:
         ev.observed = build_scope(conn, scope, spans) > 0
-        found = anomalies(conn, windows=spans)
+        found = anomalies(conn, windows=spans, comparable=comparable(inputs))
     read = event_read(scope, spans)
     logged = telemetry.events if telemetry is not None and telemetry.event_read == read else typed_events(conn, *read)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}
@@ -317,8 +315,9 @@ def explain_job(
         )
     # attempt failures are whole-job facts: a view of one checkpoint or a time window leaves them out
     whole = checkpoint is None and since is None and until is None
-    failed = unexplained_failures(scope, classified, inc) if whole else []
-    ev = _evidence(conn, scope, chosen, inc, failed, inputs.windows, telemetry, inputs.laggards)
+    every_failure = unexplained_failures(scope, classified, inc)
+    failed = every_failure if whole else []
+    ev = _evidence(conn, inputs, classified, every_failure, telemetry)
     failures = []
     for a in failed:
         r = reason_failure(a, ev)

@@ -14,7 +14,7 @@ import duckdb
 
 from synestra_cli.explain.api import JobExplanation, event_read, explain_each, explain_job, telemetry_windows
 from synestra_cli.explain.assets import load_books
-from synestra_cli.explain.inputs import inputs_for
+from synestra_cli.explain.inputs import comparable, inputs_for
 from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
 from synestra_cli.signals.steps import DegradationWindow
 
@@ -28,7 +28,11 @@ def explain_batch(
         return []
     inputs = inputs_for(conn, job_ids, windows)
     spans = {j: telemetry_windows(conn, inputs[j]) for j in job_ids}
-    reads = {j: JobRead(inputs[j].scope, w, event_read(inputs[j].scope, w)) for j, w in spans.items() if w}
+    reads = {
+        j: JobRead(inputs[j].scope, w, event_read(inputs[j].scope, w), comparable(inputs[j]))
+        for j, w in spans.items()
+        if w
+    }
     telemetry = fleet_telemetry(conn, reads)
     books = load_books(conn, [inputs[j].scope for j in job_ids])
 

@@ -13,6 +13,7 @@ from typing import Any
 from synestra_cli.explain import wording
 from synestra_cli.explain.rules import ACTIVITY_METRICS, LAYERS, SKEW_S
 from synestra_cli.explain.triggers import Checkpoint
+from synestra_cli.shown import plural
 from synestra_cli.signals.activity import StragglerHost
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.collectives import Laggard
@@ -54,6 +55,8 @@ def from_signal(s: Anomaly | Event) -> ChainLink:
         "window": {"start": s.onset, "end": s.end},
         "samples": s.samples,
         "count": count if s.metric in wording.COUNTED else None,
+        # where `before` came from: the job's comparable samples of this series it is a quartile of
+        "baseline": {"from": s.baseline_from, "to": s.baseline_to, "samples": s.baseline_samples},
     }
     signal = wording.metric(s.metric, s.before, s.after, count, s.is_rate)
     return ChainLink(s.onset, s.layer, s.host, s.entity, signal, evidence)
@@ -109,7 +112,7 @@ def from_laggard(lag: Laggard) -> ChainLink:
         more = {"kind": "straggler", "rank": lag.rank, "host_basis": lag.host_basis}
         return ChainLink(lag.ts, "job", lag.host, f"rank{lag.rank}", what, _log(lag.path, lag.line, what, **more))
     group = " ".join(x for x in (lag.pg_desc, f"(process group {lag.pg})" if lag.pg else "") if x)
-    peers = f"; {lag.waiting} peer(s) wait in it" if lag.waiting else ""
+    peers = f"; {plural(lag.waiting, 'peer')} {'waits' if lag.waiting == 1 else 'wait'} in it" if lag.waiting else ""
     where = f" on {lag.host}" if lag.host else ""
     basis = {"allocation": " (host from the allocation: rank // ranks per node)"}.get(lag.host_basis or "", "")
     what = (
@@ -171,11 +174,25 @@ def from_checkpoint(cp: Checkpoint, trigger: str) -> ChainLink:
     return ChainLink(cp.start or cp.end, "checkpoint", None, None, what, _log(cp.path, cp.line, None))
 
 
-def _order(lk: ChainLink) -> tuple:
+# Layers whose links are effects (a watchdog timeout, a crash, a slowdown, the checkpoint): never before
+# the cause they follow from.
+EFFECT_LAYERS = ("collective", "throughput", "job", "checkpoint")
+
+
+def _order(lk: ChainLink, after: datetime | None = None) -> tuple:
     """Time first (links without one go last); at equal times the causal layer order, then the names,
-    so that the same store always prints the same chain (SQL row order is not fixed across runs)."""
+    so that the same store always prints the same chain (SQL row order is not fixed across runs).
+    `after`: the cause's first signal. An effect dated up to SKEW_S before it (the NCCL watchdog dates a
+    hang from its collective's start, on the job log's clock, 2 s before the Xid that stopped the GPU
+    on the kernel's) is placed at it, after the cause's own links: an effect follows what caused it."""
     layer = LAYERS.index(lk.layer) if lk.layer in LAYERS else len(LAYERS)
-    return (lk.time is None, lk.time or datetime.min, layer, lk.host or "", lk.entity or "", lk.signal)
+    t = lk.time
+    early = t is not None and after is not None and after - timedelta(seconds=SKEW_S) <= t < after
+    if early and lk.layer in EFFECT_LAYERS:
+        t = after
+    line = lk.evidence.get("line") if lk.evidence.get("type") == "log" else None
+    where = (lk.host or "", lk.entity or "", str(lk.evidence.get("source") or ""), line if isinstance(line, int) else 0)
+    return (t is None, t or datetime.min, layer, *where, lk.signal, lk.time or datetime.min)
 
 
 def own(effects: list[ChainLink], cause: Any) -> list[ChainLink]:
@@ -187,11 +204,11 @@ def own(effects: list[ChainLink], cause: Any) -> list[ChainLink]:
     return [lk for lk in effects if lk.layer != "throughput" or lk.time is None or lk.time >= first]
 
 
-def ordered(links: list[ChainLink]) -> list[ChainLink]:
-    """In causal order (_order), without duplicates."""
+def ordered(links: list[ChainLink], after: datetime | None = None) -> list[ChainLink]:
+    """In causal order (_order; `after`: the cause's first signal), without duplicates."""
     seen: set[tuple] = set()
     out = []
-    for lk in sorted(links, key=_order):
+    for lk in sorted(links, key=lambda lk: _order(lk, after)):
         key = (lk.time, lk.layer, lk.host, lk.entity, lk.signal)
         if key not in seen:
             seen.add(key)

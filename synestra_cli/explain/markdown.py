@@ -17,6 +17,7 @@ from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import ExplainTaxDoc
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.restart_text import WORDS, loop_line, span, stage_times, stages_line
+from synestra_cli.shown import iso, plural
 
 
 def _cell(text: Any) -> str:
@@ -26,7 +27,7 @@ def _cell(text: Any) -> str:
 def _when(t: Any) -> str:
     if isinstance(t, str):
         t = datetime.fromisoformat(t.replace("Z", ""))
-    return t.strftime("%Y-%m-%d %H:%M:%SZ") if isinstance(t, datetime) else "?"
+    return iso(t) if isinstance(t, datetime) else "?"
 
 
 def _offset(t: datetime | None, ref: datetime | None) -> str:
@@ -205,10 +206,11 @@ def job_markdown(job: JobExplanation, checkpoints: list[CheckpointExplanation] |
     causes = ", ".join(f"{cp.cause.category} {_where(cp.cause)}" for cp in shown if cp.cause) or "none"
     routine = sum(cp.routine for cp in chosen)
     out = [
-        f"# Job {job.job}: {len(shown)} non-routine checkpoint(s): {causes}",
+        f"# Job {job.job}: {plural(len(shown), 'non-routine checkpoint')}: {causes}",
         "",
-        f"{len(job.hosts)} host(s) ({', '.join(job.hosts)}), {job.attempts} attempt(s), "
-        f"{routine} routine checkpoint(s)" + (f", saves every {job.cadence} iterations." if job.cadence else "."),
+        f"{plural(len(job.hosts), 'host')} ({', '.join(job.hosts)}), {plural(job.attempts, 'attempt')}, "
+        f"{plural(routine, 'routine checkpoint')}"
+        + (f", saves every {job.cadence} iterations." if job.cadence else "."),
         "",
     ]
     out += [*(f"**{_cell(loop_line(lp))}**" for lp in job.restart_loops), ""] if job.restart_loops else []

@@ -124,7 +124,7 @@ def _attribute(
         replace(a, evidence=tuple(ch.ordered([ch.from_signal(s) for s in c.signals])))
         for a, c in zip(causes[1 : 1 + MAX_ALTERNATIVES], all_cands[1 : 1 + MAX_ALTERNATIVES], strict=True)
     ]
-    return Reasoning(causes[0], alts, ch.ordered(links + ch.own(effects, causes[0])))
+    return Reasoning(causes[0], alts, ch.ordered(links + ch.own(effects, causes[0]), causes[0].first_signal))
 
 
 def _thin(
@@ -423,4 +423,4 @@ def _straggler(r: Reasoning, ev: Evidence, w: DegradationWindow, attempt: int | 
         return r
     cause = replace(r.cause, host=found.host, confidence=found.confidence)
     link = ch.from_straggler(found, w)
-    return Reasoning(cause, r.alternatives, ch.ordered([*r.chain, link]))
+    return Reasoning(cause, r.alternatives, ch.ordered([*r.chain, link], cause.first_signal))

@@ -2,7 +2,10 @@
 step time and the key signals of each cause, as plain rows (the chart is drawn in cli/timeline_chart.py).
 
 Key signals are the metric series the cause's own chain names (at most MAX_SERIES_PER_CAUSE per cause):
-gauges as sampled, counters as their per-second rate (window function, resets dropped).
+gauges as sampled, counters as their per-second rate (window function, resets dropped). A counter of
+discrete events (link downs, Xids: wording.COUNTED) is not a rate: its chain links are drawn as events,
+with the log lines (`events`). The tax buckets are spans on the time axis (`bands`, timeline_bands.py).
+The picture renders the same explanation as every other view (the caller's `job`, with its tax).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import duckdb
 from synestra_cli.explain.api import JobExplanation, explain_job
 from synestra_cli.explain.restart_text import phases
 from synestra_cli.explain.rules import LOOKBACK_S, METRIC_RULES
+from synestra_cli.explain.timeline_bands import bands_of, events_of, headline_of
 from synestra_cli.explain.wording import COUNTED, GAUGE_NAMES, RATE_NAMES
 from synestra_cli.signals.scope import load_scope
 from synestra_cli.signals.steps import degradation_windows
@@ -58,6 +62,11 @@ class Timeline:
     start: datetime | None = None
     restarts: list[dict[str, Any]] = field(default_factory=list)  # each restart's phases (explain/restarts.py)
     end: datetime | None = None
+    # where the time went: {bucket, start, end, attempt} per span (save, restore, startup, hang, requeue,
+    # lost_work, degraded_throughput); a later `restarts` list (restart stages) draws beside it
+    bands: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # {time, layer, where, signal, source}
+    headline: dict[str, str] = field(default_factory=dict)  # title, verdict, action, tax
 
 
 def _label(metric: str, host: str, entity: str | None) -> str:
@@ -90,7 +99,10 @@ def _causes(job: JobExplanation) -> list[dict[str, Any]]:
         metrics = [
             (lk.host, lk.entity, lk.evidence["metric"])
             for lk in cp.chain
-            if lk.evidence.get("type") == "metric" and lk.host and lk.evidence.get("metric") in KIND
+            if lk.evidence.get("type") == "metric"
+            and lk.host
+            and lk.evidence.get("metric") in KIND
+            and lk.evidence.get("metric") not in COUNTED  # discrete events: drawn as marks (events_of)
         ]
         own = [lk for lk in cp.chain if lk.layer in SIGNAL_LAYERS and lk.time is not None]
         first = own[0] if own else None  # the chain is in time order
@@ -115,8 +127,9 @@ def _restart_phases(job: JobExplanation) -> list[dict[str, Any]]:
     ]
 
 
-def build(conn: duckdb.DuckDBPyConnection, job_id: str) -> Timeline:
-    job = explain_job(conn, job_id)
+def build(conn: duckdb.DuckDBPyConnection, job_id: str, job: JobExplanation | None = None) -> Timeline:
+    """The job's timeline; `job`: its explanation (with its tax) when the caller has it, else explained here."""
+    job = job or explain_job(conn, job_id)
     scope = load_scope(conn, job_id)
     attempts = [
         {"attempt": a.attempt, "start": a.start, "end": a.end, "state": a.state or "?"}
@@ -136,6 +149,9 @@ def build(conn: duckdb.DuckDBPyConnection, job_id: str) -> Timeline:
     start, end = (min(times), max(times)) if times else (None, None)
     causes = _causes(job)
     tl = Timeline(job, attempts, windows, steps, causes, start=start, end=end, restarts=_restart_phases(job))
+    tl.bands = bands_of(job, attempts, windows, steps)
+    tl.events = events_of(job)
+    tl.headline = headline_of(job, start, end)
     if start and end:
         lo = start - timedelta(seconds=LOOKBACK_S)
         for c in causes:

@@ -26,6 +26,7 @@ from synestra_cli.explain.chain import ChainLink, from_signal
 from synestra_cli.explain.document import link_doc
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.scan import Episode, episodes, fleet_signals
+from synestra_cli.shown import iso
 from synestra_cli.store.sql import one_row
 
 SCHEMA = "synestra.fleet/1"
@@ -107,9 +108,9 @@ class FleetRow:
     def lemon_reasons(self) -> list[str]:
         out = []
         if len(self.jobs) >= LEMON_JOBS:
-            out.append(f"hurt {len(self.jobs)} jobs: {', '.join(self.jobs)}")
+            out.append(f"hurt {len(self.jobs)} job{'' if len(self.jobs) == 1 else 's'}: {', '.join(self.jobs)}")
         if len(self.episodes) >= LEMON_EPISODES:
-            spans = ", ".join(f"{e.start:%Y-%m-%d %H:%M}" for e in self.episodes[:6])
+            spans = ", ".join(iso(e.start, minutes=True) for e in self.episodes[:6])
             out.append(f"reported errors in {len(self.episodes)} separate episodes (from {spans})")
         return out
 

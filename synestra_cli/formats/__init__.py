@@ -95,7 +95,11 @@ def unknown_message(head: str) -> str:
     from synestra_cli.formats.nearest import nearest  # the hint table is only read when a file is refused
 
     near = nearest(head)
-    hint = f"nearest: {near} (try --input-format {near})" if near else "`synestra formats` lists them"
+    hint = (
+        f"nearest: {near} (try --input-format {near})"
+        if near
+        else "`synestra formats` lists them; --input-format NAME reads it as one"
+    )
     return f"unknown format; {hint}"
 
 

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 import duckdb
 
 from synestra_cli.formats.base import leap_second
+from synestra_cli.shown import plural
 
 STORE_NEAR_DAYS = 31  # store evidence further than this from every placement of the file says nothing
 HEADER_SLACK = timedelta(days=1)  # the header's local times carry a zone name we do not resolve
@@ -191,7 +192,7 @@ def _from_store(
     if gap > timedelta(days=STORE_NEAR_DAYS):
         return None
     others = len(spans) - 1
-    also = f" and {others} other source(s)" if others else ""
+    also = f" and {plural(others, 'other source')}" if others else ""
     return YearChoice(k, "store", f"dated evidence in the store for the same hosts ({path}{also})")
 
 

@@ -197,7 +197,7 @@ def _refusal(s: Staged, options: IngestOptions) -> str | None:
         return str(InputError(f"{where}: {reason} ({result.rejected} rejected lines; --strict)"))
     if result.rejected and not result.rows:
         line, reason, _ = result.reject_samples[0] if result.reject_samples else (None, "rejected", "")
-        hint = "" if not options.format else f"; is it really {name}? (--format forced it)"
+        hint = "" if not options.format else f"; is it really {name}? (--input-format forced it)"
         first = f"the first at line {line}" if line is not None else "the first"
         return str(
             InputError(

@@ -20,11 +20,23 @@ window (a discrete metric: one).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import duckdb
 
+from synestra_cli.signals.baselines import (
+    BAD_SAMPLE_SQL,
+    BASE_SQL,
+    HEALTHIEST_SQL,
+    MIN_BASELINE_SAMPLES,
+    ONSET_SQL,
+    PER_WINDOW_SQL,
+    POOLED_SQL,
+    limits_sql,
+    pre_onset_sql,
+)
 from synestra_cli.signals.candidates import scope_from_summaries, summaries_cover
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
 from synestra_cli.signals.scope import JobScope
@@ -99,62 +111,54 @@ WHERE s.b IS NOT NULL AND s.b >= 0
 """
 
 WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
-# Fewer samples than this in a read window (a 2-sample tail) say nothing of its baseline.
-MIN_BASELINE_SAMPLES = 4
-
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
+# A sample is comparable unless it was taken in one of the job's own idle spans (explain/inputs.py
+# comparable: its saves and restores, each attempt's start-up and end around its iteration lines, the
+# gaps between attempts). The GPUs of a job that hangs, restarts, waits between attempts or writes a
+# checkpoint are idle and cool: a quartile over those samples put job 1003's memory temperature baseline
+# at 74 C where the samples before the event read 81-84 (issue 34). The samples before and after the job
+# are the hosts' own, as they were: a fault that began before the job's first iteration line is still
+# measured against them. The spans are disjoint and sorted, so the latest one starting at or before the
+# sample (an ASOF join) is the only one that can hold it.
+COMPARABLE_SQL = "(i.hi IS NULL OR s.ts > i.hi)"
+IDLE_DDL = "CREATE OR REPLACE TEMP TABLE _idle AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
+# `ok`: the sample is comparable (COMPARABLE_SQL): it may make the baseline.
 SIGNAL_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _sig AS
-SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x
+SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x,
+       {COMPARABLE_SQL} AS ok
 FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
+ASOF LEFT JOIN _idle i ON s.ts >= i.lo
 """
 
-# Per series: its baseline and threshold; only series whose extreme crosses it go on to the windows.
-# The baseline is the quartile of the series' healthiest read window (the lowest lower quartile for
-# what is bad going up, the highest upper quartile for what is bad going down), not of all windows
-# pooled: a fault that persists through the job's later windows (a ghost link stays for hours) would
-# otherwise become its own baseline. A window needs MIN_BASELINE_SAMPLES to speak; else all pooled.
-# An anomaly window is a run of samples past the threshold with `min_samples` of them in a row inside one
-# read window: the scope holds the last sample of one window beside the first of the next, but the
-# samples between were not read, so those two alone are not known to be in a row (nor could the
-# summaries' pair test bound them). A run that has its samples in a row goes on across the gap, as a
-# fault still there after it.
-# A series' threshold from its baseline b, kept when its range crosses it, and a sample past it: one text
-# for the per-job read below and the fleet's (fleet_telemetry.py).
-LIMITS_SQL = """CASE WHEN direction = 'up' THEN greatest(floor, b * ratio + delta)
-                   ELSE least(floor, b * ratio - delta) END AS threshold
-    FROM cand
-    WHERE CASE WHEN direction = 'up' THEN hi >= floor AND hi > b * ratio + delta
-               ELSE lo <= floor AND lo < b * ratio - delta END"""
-ONSET_SQL = """CASE WHEN prev0 IS NULL THEN first_bad
-            WHEN kind = 'counter' AND len(rest) >= 1 AND list_median(rest) > b
-                 THEN greatest(prev0, first_bad - to_microseconds(CAST(
-                      least(1.0, greatest(0.0, (x0 - b) / (list_median(rest) - b)))
-                      * (epoch_us(first_bad) - epoch_us(prev0)) AS BIGINT)))
-            ELSE first_bad - (first_bad - prev0) / 2 END AS onset"""  # see ANOMALIES_SQL's comment on the onset
-BAD_SAMPLE_SQL = """coalesce(CASE WHEN l.direction = 'up' THEN s.x >= l.floor AND s.x > l.b * l.ratio + l.delta
-                         ELSE s.x <= l.floor AND s.x < l.b * l.ratio - l.delta END, false) AS bad"""
+# Per series: its baseline and threshold (signals/baselines.py); only series whose extreme crosses it go
+# on to the windows. An anomaly window is a run of samples past the threshold with `min_samples` of them
+# in a row inside one read window: the scope holds the last sample of one window beside the first of the
+# next, but the samples between were not read, so those two alone are not known to be in a row (nor
+# could the summaries' pair test bound them). A run that has its samples in a row goes on across the
+# gap, as a fault still there after it.
 ANOMALIES_SQL = f"""
 WITH pooled AS (
-    SELECT host, entity, metric, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
+    SELECT host, entity, metric, {POOLED_SQL}
     FROM _sig WHERE x IS NOT NULL GROUP BY host, entity, metric
 ), per_window AS (
-    SELECT s.host, s.entity, s.metric, quantile_cont(s.x, [0.25, 0.75]) AS q
+    SELECT s.host, s.entity, s.metric, w.w, {PER_WINDOW_SQL}
     FROM _sig s JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
-    WHERE s.x IS NOT NULL GROUP BY s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
+    WHERE s.x IS NOT NULL AND s.ok GROUP BY s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
 ), healthiest AS (
-    SELECT host, entity, metric, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window GROUP BY host, entity, metric
+    SELECT host, entity, metric, {HEALTHIEST_SQL} FROM per_window GROUP BY host, entity, metric
 ), base AS (
-    SELECT p.host, p.entity, p.metric, p.hi, p.lo, [coalesce(h.q1, p.q[1]), coalesce(h.q2, p.q[2])] AS q
+    SELECT p.host, p.entity, p.metric, p.hi, p.lo, {BASE_SQL}
     FROM pooled p LEFT JOIN healthiest h
          ON h.host = p.host AND h.entity IS NOT DISTINCT FROM p.entity AND h.metric = p.metric
-), cand AS (
+), cand0 AS (
     SELECT host, entity, metric, hi, lo, r.* EXCLUDE (metric),
-           CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
+           CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
+           CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
     FROM base JOIN _rules r USING (metric)
-), limits AS (
-    SELECT *, {LIMITS_SQL}
-), flagged AS (
+), limits0 AS (
+    SELECT *, {limits_sql("cand0")}
+), {pre_onset_sql("_sig", ("host", "entity", "metric"))}, flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
            {BAD_SAMPLE_SQL},
            row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts) AS rn, w.w AS win
@@ -171,7 +175,8 @@ WITH pooled AS (
            median(x) AS after, CASE WHEN any_value(direction) = 'up' THEN max(x) ELSE min(x) END AS peak,
            count(*) AS n, max(piece) AS in_a_row, any_value(kind) AS kind, arg_min(prev_ts, ts) AS prev0,
            arg_min(x, ts) AS x0, any_value(threshold) AS threshold, bool_or(discrete) AS discrete,
-           list(x ORDER BY ts)[2:] AS rest  -- the window's own rate comes after its first sample
+           list(x ORDER BY ts)[2:] AS rest,  -- the window's own rate comes after its first sample
+           any_value(prov) AS prov
     FROM pieces GROUP BY host, entity, metric, island
 )
 SELECT host, entity, metric, layer, category, weight,
@@ -180,7 +185,8 @@ SELECT host, entity, metric, layer, category, weight,
        -- window's own rate after it (a scrape every 5 min would otherwise blur it by 2.5 min). A
        -- gauge, or a window of one sample: midway.
        {ONSET_SQL},
-       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
+       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad,
+       prov.f, prov.t, prov.n
 FROM windows
 WHERE in_a_row >= ? OR discrete
 ORDER BY onset, host, entity, metric, first_bad  -- a total order: windows with one onset came either way
@@ -205,6 +211,10 @@ class Anomaly:
     last_normal: datetime  # the sample before the window: the change happened after it
     threshold: float  # the level this entity had to cross to be anomalous
     first_bad: datetime  # the first anomalous sample: the change happened by then
+    # the comparable samples `before` was taken over: the first's and last's times, and how many
+    baseline_from: datetime | None = None
+    baseline_to: datetime | None = None
+    baseline_samples: int = 0
 
     @property
     def bounds(self) -> tuple[datetime, datetime]:
@@ -292,14 +302,42 @@ def _scope_from_samples(
     return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 
+@dataclass(frozen=True)
+class Comparable:
+    """When a job's samples are not comparable with the rest (COMPARABLE_SQL): its own idle spans (saves,
+    restores, start-ups, hangs, requeues), sorted and disjoint."""
+
+    idle: list[tuple[datetime, datetime]] = field(default_factory=list)
+
+
+def disjoint(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Sorted, overlapping spans merged (an ASOF join finds a sample's span only among disjoint ones)."""
+    out: list[tuple[datetime, datetime]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> None:
+    """_idle for SIGNAL_SQL."""
+    spans = (comparable or Comparable()).idle
+    conn.execute(IDLE_DDL, [[lo for lo, _ in spans], [hi for _, hi in spans]])
+
+
 def anomalies(
     conn: duckdb.DuckDBPyConnection,
     min_samples: int = MIN_ANOMALY_SAMPLES,
     windows: list[tuple[datetime, datetime]] | None = None,
+    comparable: Comparable | None = None,
 ) -> list[Anomaly]:
     """Anomaly windows over `_scope` (build_scope first), in onset order. `min_samples`: risks asks
     for single-sample windows too, and then wants them corroborated (fleet/scan.py). `windows`: the
-    read windows of the scope, each a candidate baseline (None: one, all samples pooled)."""
+    read windows of the scope, each a candidate baseline (None: one, all samples pooled). `comparable`:
+    when the job's samples may make a baseline (None: all of them)."""
+    load_comparable(conn, comparable)
     conn.execute(SIGNAL_SQL)
     conn.execute(WINDOWS_DDL)
     if windows:
@@ -308,7 +346,10 @@ def anomalies(
             [len(windows), [w[0] for w in windows], [w[1] for w in windows]],
         )
     rows = conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, min_samples]).fetchall()
-    return [
-        Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first)
-        for h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first in rows
-    ]
+    return [anomaly_of(row) for row in rows]
+
+
+def anomaly_of(row: tuple[Any, ...]) -> Anomaly:
+    """An Anomaly from a row of ANOMALIES_SQL (or the fleet's, past its job column)."""
+    h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first, b_from, b_to, b_n = row
+    return Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first, b_from, b_to, b_n)

@@ -34,7 +34,18 @@ from typing import Any
 import duckdb
 
 from synestra_cli import progress, settings
-from synestra_cli.signals.anomalies import BAD_SAMPLE_SQL, LIMITS_SQL, MIN_BASELINE_SAMPLES, ONSET_SQL, Anomaly
+from synestra_cli.signals.anomalies import Anomaly, Comparable, anomaly_of
+from synestra_cli.signals.baselines import (
+    BAD_SAMPLE_SQL,
+    BASE_SQL,
+    HEALTHIEST_SQL,
+    MIN_BASELINE_SAMPLES,
+    ONSET_SQL,
+    PER_WINDOW_SQL,
+    POOLED_SQL,
+    limits_sql,
+    pre_onset_sql,
+)
 from synestra_cli.signals.candidates import CAND_HOURS, read_hours_by_rowid
 from synestra_cli.signals.events import Event
 from synestra_cli.signals.fleet_candidates import clock_bits, fleet_candidates
@@ -149,7 +160,8 @@ WHERE s.b IS NOT NULL AND s.b >= 0 AND s.sid + d.k IN (SELECT sid FROM _fseries)
 # flagged series' samples (1.9 -> 1.0 s on the campus's 10.9 M).
 SIGNAL_SQL = """
 CREATE OR REPLACE TEMP TABLE _fsig AS
-SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x, s.win, s.rn
+SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x, s.win, s.rn,
+       (i.hi IS NULL OR s.ts > i.hi) AS ok
 FROM (
     SELECT sid, ts, value, prev_ts, win, rn,
            CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
@@ -160,6 +172,12 @@ FROM (
         WINDOW w AS (PARTITION BY sid ORDER BY ts)
     )
 ) s JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
+ASOF LEFT JOIN _fidle i ON i.job = f.job AND s.ts >= i.lo
+"""
+# Each job's idle spans (signals/anomalies.py COMPARABLE_SQL), sorted and disjoint per job.
+SPANS_DDL = """
+CREATE OR REPLACE TEMP TABLE _fidle AS
+SELECT unnest($jobs::VARCHAR[]) AS job, unnest($lo::TIMESTAMP[]) AS lo, unnest($hi::TIMESTAMP[]) AS hi
 """
 # signals/anomalies.py ANOMALIES_SQL, per series: its baseline from the healthiest of its own job's
 # read windows (`win`: the window each sample was read in, so no second join to the windows). The
@@ -167,22 +185,23 @@ FROM (
 # and rule joined to each run afterwards (the same rows, 5.4 -> 2.6 CPU s on the campus's 5x10^6).
 ANOMALIES_SQL = f"""
 WITH pooled AS (
-    SELECT sid, quantile_cont(x, [0.25, 0.75]) AS q, max(x) AS hi, min(x) AS lo
+    SELECT sid, {POOLED_SQL}
     FROM _fsig WHERE x IS NOT NULL GROUP BY sid
 ), per_window AS (
-    SELECT sid, quantile_cont(x, [0.25, 0.75]) AS q
-    FROM _fsig WHERE x IS NOT NULL GROUP BY sid, win HAVING count(*) >= ?
+    SELECT sid, win AS w, {PER_WINDOW_SQL}
+    FROM _fsig WHERE x IS NOT NULL AND ok GROUP BY sid, win HAVING count(*) >= ?
 ), healthiest AS (
-    SELECT sid, min(q[1]) AS q1, max(q[2]) AS q2 FROM per_window GROUP BY sid
+    SELECT sid, {HEALTHIEST_SQL} FROM per_window GROUP BY sid
 ), base AS (
-    SELECT p.sid, p.hi, p.lo, [coalesce(h.q1, p.q[1]), coalesce(h.q2, p.q[2])] AS q
+    SELECT p.sid, p.hi, p.lo, {BASE_SQL}
     FROM pooled p LEFT JOIN healthiest h USING (sid)
-), cand AS (
-    SELECT sid, f.job, f.host, f.entity, hi, lo, r.*, CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b
+), cand0 AS (
+    SELECT sid, f.job, f.host, f.entity, hi, lo, r.*, CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
+           CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
     FROM base JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
-), limits AS (
-    SELECT *, {LIMITS_SQL}
-), flagged AS (
+), limits0 AS (
+    SELECT *, {limits_sql("cand0")}
+), {pre_onset_sql("_fsig", ("sid",))}, flagged AS (
     SELECT s.sid, s.ts, s.prev_ts, s.x,
            {BAD_SAMPLE_SQL}, s.rn, s.win
     FROM _fsig s JOIN limits l USING (sid)
@@ -198,18 +217,20 @@ WITH pooled AS (
     FROM pieces GROUP BY sid, island
 ), windows AS (
     SELECT r.*, l.job, l.host, l.entity, l.metric, l.layer, l.category, l.weight, l.b, l.kind, l.threshold,
-           l.discrete, CASE WHEN l.direction = 'up' THEN r.x_hi ELSE r.x_lo END AS peak
+           l.discrete, l.prov, CASE WHEN l.direction = 'up' THEN r.x_hi ELSE r.x_lo END AS peak
     FROM runs r JOIN limits l USING (sid)
 )
 SELECT job, host, entity, metric, layer, category, weight,
        {ONSET_SQL},
-       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad
+       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad,
+       prov.f, prov.t, prov.n
 FROM windows
 WHERE in_a_row >= ? OR discrete
 ORDER BY job, onset, host, entity, metric, first_bad  -- the order of signals/anomalies.py, a total one
 """
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
-TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fhosts", "_fports", "_fjob_hosts", "_fhost_series")
+TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fidle")
+TEMP_TABLES += ("_fhosts", "_fports", "_fjob_hosts", "_fhost_series")
 TEMP_TABLES += ("_fhost_cand", "_fsumm", "_fcand_series")
 TEMP_TABLES += ("_fcand", "_fseries", "_fcand_hours", "_fcand_rows", "_fscope", "_fsig", *EVENT_TABLES)
 
@@ -221,6 +242,7 @@ class JobRead:
     scope: JobScope
     windows: list[Window]  # sorted, disjoint
     event_read: EventRead  # hosts (and switches), from, to
+    comparable: Comparable | None = None  # when its samples may make a baseline (None: all of them)
 
 
 @dataclass(frozen=True)
@@ -270,6 +292,8 @@ def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> None:
     )
     conn.execute(WINDOWS_DDL, {k: [w[i] for w in wins] for i, k in enumerate(("jobs", "w", "lo", "hi"))})
     conn.execute(WINDOW_LISTS_SQL)
+    idle = [(j, lo, hi) for j in jobs for lo, hi in (reads[j].comparable or Comparable()).idle]
+    conn.execute(SPANS_DDL, {k: [x[i] for x in idle] for i, k in enumerate(("jobs", "lo", "hi"))})
     conn.execute(HOSTS_DDL, {"jobs": [h[0] for h in hosts], "hosts": [h[1] for h in hosts]})
     conn.execute(
         PORTS_DDL, {"jobs": [p[0] for p in ports], "hosts": [p[1] for p in ports], "entities": [p[2] for p in ports]}
@@ -293,8 +317,7 @@ def _anomalies(
     conn.execute(SIGNAL_SQL)
     found: dict[str, list[Anomaly]] = {j: [] for j in reads}
     for j, *row in conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, MIN_ANOMALY_SAMPLES]).fetchall():
-        h, e, m, ly, c, w, on, last, b, a, pk, n, kind, normal, thr, first = row
-        found[j].append(Anomaly(h, e, m, ly, c, w, on, last, b, a, pk, n, kind == "counter", normal, thr, first))
+        found[j].append(anomaly_of(tuple(row)))
     out = {}
     for j, r in reads.items():
         seen, touched = counts.get(j, (0, 0))

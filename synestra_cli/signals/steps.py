@@ -123,3 +123,21 @@ def degradation_windows_for(conn: duckdb.DuckDBPyConnection, job_ids: list[str])
     for job, *row in conn.execute(WINDOWS_SQL, params).fetchall():
         out.setdefault(job, []).append(DegradationWindow(*row))
     return out
+
+
+# Per attempt, the first and last iteration lines: the stretch in which the job's GPUs were computing.
+TRAINING_SQL = """
+SELECT job_id, attempt, min(ts), max(ts) FROM steps_reconciled
+WHERE job_id IN (SELECT unnest($jobs::VARCHAR[])) AND ts IS NOT NULL
+GROUP BY ALL ORDER BY job_id, attempt NULLS FIRST
+"""
+
+
+def training_spans_for(
+    conn: duckdb.DuckDBPyConnection, job_ids: list[str]
+) -> dict[str, dict[int | None, tuple[datetime, datetime]]]:
+    """Per job, per attempt: from its first iteration line to its last (the job computing)."""
+    out: dict[str, dict[int | None, tuple[datetime, datetime]]] = {}
+    for job, attempt, lo, hi in conn.execute(TRAINING_SQL, {"jobs": job_ids}).fetchall():
+        out.setdefault(job, {})[attempt] = (lo, hi)
+    return out

@@ -74,6 +74,10 @@ def lake_target(db: str | Path | None) -> str | None:
         return None
     if raw.startswith(URL_SCHEMES):
         return raw
+    if raw.endswith(("/", os.sep)) and Path(raw.rstrip("/" + os.sep)).is_file():
+        # the trailing / asks for a lake folder where a store file is: say so (reading <file>/_lake.json
+        # would end in a traceback)
+        raise StoreError(f"{raw} names a folder, but {raw.rstrip('/' + os.sep)} is a store file: drop the trailing /")
     if raw.endswith(("/", os.sep)) or Path(raw).is_dir():
         return raw
     return None
