@@ -129,8 +129,9 @@ def _merge(asset: Asset, signals: list[Signal]) -> list[Episode]:
 
 
 def episodes(signals: list[Signal], inv: Inventory) -> dict[str, list[Episode]]:
-    """Per asset id, its episodes in time order. Thermal or power trouble on two or more GPUs or hosts
-    of one rack at once is the rack's episode (one rack event, counted once), else the GPU's."""
+    """Per asset id, its episodes in time order. Thermal or power trouble on two or more hosts of one
+    rack at once is the rack's episode (one rack event, counted once); on several GPUs of one host the
+    host's; on one GPU that GPU's."""
     by_asset: dict[str, tuple[Asset, list[Signal]]] = {}
     rack_sigs: dict[tuple[str, str], list[Signal]] = {}
     for s in (s for s in signals if not blip(s)):
@@ -145,13 +146,14 @@ def episodes(signals: list[Signal], inv: Inventory) -> dict[str, list[Episode]]:
     for (rack, _cat), sigs in sorted(rack_sigs.items()):
         rack_asset = Asset("rack", rack, None, None, {"hosts": inv.rack_hosts(rack)})
         for ep in _merge(rack_asset, sigs):
-            if len({(s.host, s.entity) for s in ep.signals}) >= 2:
+            if len({s.host for s in ep.signals}) >= 2:
                 out.setdefault(rack, []).append(ep)
-            else:
-                for s in ep.signals:
-                    a = inv.of(s.category, s.host, s.entity)
-                    if a is not None:
-                        by_asset.setdefault(a.id, (a, []))[1].append(s)
+                continue
+            several = len({s.entity for s in ep.signals}) >= 2  # several GPUs of one host: the host's
+            for s in ep.signals:
+                a = inv.of(s.category, s.host, None if several else s.entity)
+                if a is not None:
+                    by_asset.setdefault(a.id, (a, []))[1].append(s)
     for aid, (asset, sigs) in by_asset.items():
         if asset.kind == "filesystem":  # every client complains: the clients are the evidence
             clients = sorted({s.host for s in sigs})
