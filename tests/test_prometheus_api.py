@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 from datetime import datetime
 
+import pytest
 from conftest import REAL_SAMPLES
 
+from synestra_cli.formats import prom_json, prom_json_stream
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 
@@ -69,3 +73,76 @@ def test_a_scalar_answer_is_refused_because_it_has_no_series(conn, tmp_path):
     report = ingest_file(conn, path, IngestOptions())
     assert report.status == "failed"
     assert "scalar" in report.error
+
+
+# ---------------------------------------------------------------- a big answer, read as a stream (issue 37 item 7)
+# The answer is read a batch of whole results at a time (formats/prom_json_stream.py); small batches here so
+# that a few results make many batches, and every way a dump is written still reads the same.
+
+
+def _series(n_hosts: int, points: int) -> list[dict]:
+    out = []
+    for h in range(n_hosts):
+        for gpu in range(2):
+            labels = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": f"gpu-{h:03d}", "gpu": str(gpu)}
+            labels["UUID"] = f"GPU-{h:04d}-{gpu}"
+            labels["ifAlias"] = 'odd "},{" and "}]" in a label'  # boundaries inside strings
+            out.append(
+                {"metric": labels, "values": [[1795000000 + 60 * i, str(40 + h + i % 3)] for i in range(points)]}
+            )
+    return out
+
+
+@pytest.mark.parametrize("style", ["compact", "jq_sorted_pretty", "gzip"])
+def test_an_answer_read_in_many_small_batches_loads_every_series_once(conn, tmp_path, monkeypatch, style):
+    monkeypatch.setattr(prom_json, "BATCH_BYTES", 700)
+    monkeypatch.setattr(prom_json_stream, "CHUNK", 512)  # chunks cut results, strings and numbers in two
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": _series(12, 7)}}
+    text = json.dumps(doc, sort_keys=True, indent=2) if style == "jq_sorted_pretty" else json.dumps(doc)
+    path = tmp_path / ("answer.json.gz" if style == "gzip" else "answer.json")
+    path.write_bytes(gzip.compress(text.encode()) if style == "gzip" else text.encode())
+    report = ingest_file(conn, path, IngestOptions())
+    assert (report.status, report.rows, report.rejected) == ("loaded", 12 * 2 * 7, 0), report.error
+    got = conn.execute("SELECT host, entity, count(*), min(value) FROM metrics GROUP BY ALL ORDER BY ALL").fetchall()
+    assert len(got) == 24 and all(n == 7 for _, _, n, _ in got)
+    assert got[5] == ("gpu-002", "gpu1", 7, 42.0)
+    # one GPU row per GPU, whatever batch its series came in
+    assert conn.execute("SELECT count(*), count(DISTINCT (host, entity)) FROM gpus").fetchone() == (24, 24)
+
+
+def test_an_error_status_written_after_the_results_leaves_nothing_behind(conn, tmp_path, monkeypatch):
+    # `jq -S` puts "data" before "status": the results are read before the answer says it failed
+    monkeypatch.setattr(prom_json, "BATCH_BYTES", 500)
+    doc = {"data": {"result": _series(3, 4), "resultType": "matrix"}, "error": "query timed out", "status": "error"}
+    path = tmp_path / "late-error.json"
+    path.write_text(json.dumps(doc))
+    report = ingest_file(conn, path, IngestOptions())
+    assert report.status == "failed" and "query timed out" in report.error
+    assert conn.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.97])
+def test_a_truncated_answer_fails_with_a_clear_message(conn, tmp_path, cut):
+    text = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": _series(4, 5)}})
+    path = tmp_path / "cut.json"
+    path.write_text(text[: int(len(text) * cut)])
+    report = ingest_file(conn, path, IngestOptions())
+    assert report.status == "failed" and "not a successful Prometheus API answer" in report.error
+    assert conn.execute("SELECT count(*) FROM metrics").fetchone() == (0,)
+
+
+def test_the_stream_cuts_only_between_results_and_finds_the_array_s_end():
+    body = [{"metric": {"a": "x},{y", "b": "}]"}, "values": [[1, "2"]]} for _ in range(5)]
+    text = json.dumps({"data": {"result": body, "resultType": "matrix", "stats": {"x": [[1, 2]]}}, "status": "success"})
+    stream = prom_json_stream.AnswerStream(io.BytesIO(text.encode()))
+    batches = list(stream.batches(10, lambda t: _is_json(t)))
+    assert [r for b in batches for r in json.loads(b)] == body and len(batches) == 5
+    assert stream.members == {"status": "success", "resultType": "matrix"} and stream.result_seen
+
+
+def _is_json(text: bytes) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

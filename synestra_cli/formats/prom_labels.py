@@ -266,15 +266,45 @@ def write_series(
     to say that series named no host; evidence: where the store's gpus and sources are seen from the file
     (LoadContext.evidence).
     """
+    begin_series(conn, source_id, evidence)
+    rows = write_batch(conn, source_id, host, default_ts)
+    finish_series(conn, source_id, notes, evidence)
+    return rows
+
+
+def begin_series(conn: duckdb.DuckDBPyConnection, source_id: int, evidence: str = "") -> None:
+    """What write_batch needs, once per file (a file read in batches: formats/prom_json.py)."""
     install_macros(conn)
     create_lookups(conn)
     conn.execute(UUID_HOSTS_SQL.format(evidence=evidence), {"sid": source_id})
+    conn.execute(RESOLVED_ALL_DROP)
+
+
+def write_batch(conn: duckdb.DuckDBPyConnection, source_id: int, host: str | None, default_ts: datetime) -> int:
+    """The samples of the series in prom_series/prom_samples now into metrics (their series kept for
+    finish_series: sids must be unique across a file's batches); returns the rows written."""
     conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
+    rows = scalar(conn, INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts})
+    conn.execute(RESOLVED_ALL_APPEND)
+    return int(rows)
+
+
+def finish_series(
+    conn: duckdb.DuckDBPyConnection, source_id: int, notes: list[str] | None = None, evidence: str = ""
+) -> None:
+    """Once per file, over every batch's series: the notes on hosts, the GPUs, the host names, the catalog."""
+    conn.execute("CREATE OR REPLACE TEMP TABLE prom_resolved AS SELECT * FROM prom_resolved_all")
     if notes is not None:
         notes += host_notes(conn, evidence)
-    rows = scalar(conn, INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts})
     conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
     conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})
     conn.execute(INSERT_CATALOG_SQL)
-    drop_temp(conn, ("prom_resolved", "prom_uuid_hosts", *LOOKUP_TABLES))
-    return int(rows)
+    drop_temp(conn, ("prom_resolved", "prom_resolved_all", "prom_uuid_hosts", *LOOKUP_TABLES))
+
+
+# Every batch's resolved series (one row per series, no samples: small), for finish_series.
+RESOLVED_ALL_DROP = "DROP TABLE IF EXISTS prom_resolved_all"
+RESOLVED_ALL_APPEND = """
+CREATE TEMP TABLE IF NOT EXISTS prom_resolved_all AS SELECT * FROM prom_resolved LIMIT 0;
+INSERT INTO prom_resolved_all SELECT * FROM prom_resolved
+"""
