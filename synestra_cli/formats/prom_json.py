@@ -15,15 +15,16 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.errors import InputError
+from synestra_cli.errors import InputError, raise_if_stopped
 from synestra_cli.formats import prom_labels
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, open_binary
 from synestra_cli.formats.prom_json_stream import answer_batches
-from synestra_cli.store.sql import drop_temp, scalar
+from synestra_cli.store.connect import SESSION_SQL
+from synestra_cli.store.sql import drop_temp, quote_ident, scalar
 
 # A batch of results (a JSON array's text) and the first sid it numbers its results from.
 VALID_SQL = "SELECT json_valid($text)"
-BATCH_BYTES = 16 << 20  # the text of one batch: ~10^5 samples per MB; DuckDB holds a few times a batch
+BATCH_BYTES = 4 << 20  # the text of one batch (~10^5 samples per MB): DuckDB holds ~10x a batch while parsing it
 
 # One row per result (series), read into typed lists by one json_transform (casting each result and
 # pair to JSON[] and extracting its fields one by one cost ~10x: 6 s for 76,800 pairs); then one row
@@ -80,32 +81,53 @@ def sniff(head: str) -> float:
 
 def load(ctx: LoadContext) -> LoadResult:
     conn, result = ctx.conn, LoadResult()
-    prom_labels.begin_series(conn, ctx.source_id, ctx.evidence)
-    base = 0
-    with open_binary(ctx.path) as f:
-        limit = None if ctx.end is None else ctx.end - ctx.offset
-        f.seek(ctx.offset)
-        stream, batches = answer_batches(f, BATCH_BYTES, lambda text: _valid(conn, text), ctx.display, limit)
-        for batch in batches:
-            conn.execute(
-                PAIRS_SQL, {"text": batch.decode("utf-8", errors="replace"), "shape": RESULT_SHAPE, "base": base}
-            )
-            base += int(scalar(conn, "SELECT count(*) FROM prom_json_results"))
-            for sql in (PAIRS_OF_RESULTS_SQL, SERIES_SQL, ROWS_SQL, SAMPLES_SQL):
-                conn.execute(sql)
-            result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
-            result.rows += prom_labels.write_batch(conn, ctx.source_id, ctx.fallback_host, ctx.mtime)
-            drop_temp(conn, TEMP_TABLES, views=["prom_samples"])
-    _check(ctx.display, stream.members, stream.result_seen)
-    prom_labels.finish_series(conn, ctx.source_id, result.notes, ctx.evidence)
+    work = _scratch(conn)
+    try:
+        prom_labels.begin_series(work, ctx.source_id, ctx.evidence)
+        base = 0
+        with open_binary(ctx.path) as f:
+            limit = None if ctx.end is None else ctx.end - ctx.offset
+            f.seek(ctx.offset)
+            stream, batches = answer_batches(f, BATCH_BYTES, lambda text: _valid(work, text), ctx.display, limit)
+            for batch in batches:
+                raise_if_stopped()  # a stop interrupts the file's cursor, not this scratch one: check per batch
+                base = _parse(work, batch, base)
+                result.rejects_from(work, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
+                result.rows += prom_labels.write_batch(conn, ctx.source_id, ctx.fallback_host, ctx.mtime, work)
+                drop_temp(work, TEMP_TABLES, views=["prom_samples"])
+        _check(ctx.display, stream.members)
+        prom_labels.finish_series(conn, ctx.source_id, result.notes, ctx.evidence, work)
+    finally:
+        work.close()  # its temp tables go with it
     return result
+
+
+def _scratch(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A connection of its own for the batches' tables (same database, autocommit, the file's catalog as its
+    default): what a batch replaces is freed at once, where the file's transaction would keep every batch's
+    tables until COMMIT (memory growing with the file: ~200 bytes a sample)."""
+    work = conn.cursor()
+    for sql in SESSION_SQL:
+        work.execute(sql)
+    work.execute(f"USE {quote_ident(str(scalar(conn, 'SELECT current_database()')))}")
+    return work
+
+
+def _parse(work: duckdb.DuckDBPyConnection, batch: bytes, base: int) -> int:
+    """One batch's results into prom_series / prom_samples (and its rejects), numbered from `base` + 1;
+    returns the next number."""
+    work.execute(PAIRS_SQL, {"text": batch.decode("utf-8", errors="replace"), "shape": RESULT_SHAPE, "base": base})
+    base += int(scalar(work, "SELECT count(*) FROM prom_json_results"))
+    for sql in (PAIRS_OF_RESULTS_SQL, SERIES_SQL, ROWS_SQL, SAMPLES_SQL):
+        work.execute(sql)
+    return base
 
 
 def _valid(conn: duckdb.DuckDBPyConnection, text: bytes) -> bool:
     return bool(scalar(conn, VALID_SQL, {"text": text.decode("utf-8", errors="replace")}))
 
 
-def _check(display: str, members: dict[str, Any], result_seen: bool) -> None:
+def _check(display: str, members: dict[str, Any]) -> None:
     """A successful answer of series: status success, resultType matrix or vector (read after the results
     when the dump sorted its keys: the file's rows are then rolled back with it)."""
     status, error = members.get("status"), members.get("error")
