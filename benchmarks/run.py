@@ -19,7 +19,10 @@ Steps (each in a child process, so peak RSS is the OS's figure for that step alo
    2 min, SNMP and optics 5 min), over `--job-node-hours` / nodes hours (at most 24): 512 nodes x 24 h
    for the 256-host job, 2,048 x 6 h for the 1,024-host one, the same number of samples. `explain --job`
    cold and warm, computed, with its peak RSS, next to that store's size; and as a user meets it (the
-   first run keeps the explanation, the next read it back: `explain_kept`).
+   first run keeps the explanation, the next read it back: `explain_kept`);
+8. a Prometheus `query_range` answer for `--promjson-hosts` hosts (default 500: 8 GPUs x 5 DCGM fields x
+   `--promjson-points` samples each) ingested at the default SYNESTRA_MEMORY_LIMIT: time, CPU, peak RSS,
+   rows (prom_json_big.py).
 Prints a table and writes the same figures as JSON (--out).
 """
 
@@ -34,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import prom_json_big  # benchmarks/: this script's folder is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -398,6 +403,13 @@ def print_table(doc: dict) -> None:
                 f"  tax-report --all ({s['jobs']} jobs): cold {tr['cold_s']:.2f} s (explains every job, keeps "
                 f"the explanations), warm median {tr['warm_median_s']:.2f} s (reuses them)"
             )
+    pj = doc.get("promjson")
+    if pj:
+        print(
+            f"\nquery_range answer, {pj['hosts']} hosts ({pj['series']:,} series, {pj['pairs']:,} samples, "
+            f"{pj['mb']:.0f} MB): exit {pj['exit_code']}, {pj['seconds']:.0f} s ({pj['cpu_s']:.0f} CPU s), "
+            f"peak RSS {pj['peak_rss_mb']:.0f} MB, {pj['rows'] or 0:,} rows"
+        )
     if doc.get("job_sizes"):
         print(
             f"\nexplain --job by job size (campus sampling; computed each run: SYNESTRA_KEPT=0; raw = also "
@@ -433,7 +445,7 @@ def main() -> None:
     )
     ap.add_argument(
         "--steps",
-        default="formats,syslog,scales,jobsizes",
+        default="formats,syslog,scales,jobsizes,promjson",
         help="which parts to run (e.g. `--steps scales --scales 4` adds one store size)",
     )
     ap.add_argument(
@@ -449,6 +461,8 @@ def main() -> None:
         help="each job-size campus simulates this many node-hours (hours capped at 24)",
     )
     ap.add_argument("--job-seed", type=int, default=5)
+    ap.add_argument("--promjson-hosts", type=int, default=500, help="hosts of the query_range answer (step promjson)")
+    ap.add_argument("--promjson-points", type=int, default=720, help="samples per series (60 s step)")
     ap.add_argument(
         "--reuse-stores",
         action="store_true",
@@ -474,7 +488,8 @@ def main() -> None:
     }
     steps = set(args.steps.split(","))
     compile_package()
-    base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
+    campaign = steps & {"formats", "syslog", "scales"}  # the other steps make their own data
+    base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip) if campaign else Path()
     groups = files_per_format(base / "exports") if steps & {"formats", "syslog"} else {}
     chosen = {name: paths for name, paths in groups.items() if not args.formats or name in args.formats.split(",")}
     doc["formats"] = bench_formats(chosen, work) if "formats" in steps else []
@@ -505,6 +520,11 @@ def main() -> None:
             )
         doc["scales"].append(entry)
     doc["job_sizes"] = bench_jobsizes(args) if "jobsizes" in steps else []
+    doc["promjson"] = (
+        prom_json_big.bench(args.cache / "promjson", args.promjson_hosts, args.promjson_points)
+        if "promjson" in steps
+        else None
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2, default=str))
     print_table(doc)

@@ -53,6 +53,7 @@ from synestra_cli.explain.triggers import Checkpoint, Classified, classify, lear
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
+from synestra_cli.signals.peers import peer_outliers
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
 from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.sql import scalar
@@ -273,6 +274,10 @@ def _evidence(
     else:
         ev.observed = build_scope(conn, scope, spans) > 0
         found = anomalies(conn, windows=spans, comparable=comparable(inputs))
+    # the job's error counters against their peers: gray parts no rule's floor or own history shows
+    cabled = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
+    beside, fresh = peer_outliers(conn, scope.hosts, cabled, spans, found)
+    found = [*beside, *fresh]
     read = event_read(scope, spans)
     logged = telemetry.events if telemetry is not None and telemetry.event_read == read else typed_events(conn, *read)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}

@@ -19,6 +19,8 @@ from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMA
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.signals import anomalies as an
 from synestra_cli.signals.events import Event, typed_events
+from synestra_cli.signals.peers import peer_outliers
+from synestra_cli.signals.thresholds import PEER_RULES
 from synestra_cli.store.sql import placeholders
 
 Signal = an.Anomaly | Event
@@ -90,6 +92,30 @@ def fleet_signals(
     return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
 
 
+# The hosts and switch ports whose error counters are compared (signals/peers.py): every one in the window.
+PEER_HOSTS_SQL = "SELECT DISTINCT host FROM metrics WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) ORDER BY host"
+PEER_PORTS_SQL = """
+SELECT DISTINCT switch, switch_port FROM topology WHERE switch IS NOT NULL AND switch_port IS NOT NULL ORDER BY ALL
+"""
+
+
+def peer_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> list[Signal]:
+    """Series far above their peers in [start, end] (signals/peers.py), the fleet's series of the same metric
+    and side being the peers: a GPU whose correctable ECC errors run at 1000x the fleet's, a NIC whose FEC
+    corrects 10^4x more than its neighbours', under every rule's floor."""
+    metrics = [r.metric for r in PEER_RULES]
+    hosts = [
+        h
+        for (h,) in conn.execute(
+            PEER_HOSTS_SQL.format(metrics=placeholders(len(metrics))), [start, end, *metrics]
+        ).fetchall()
+    ]
+    ports = [(sw, port) for sw, port in conn.execute(PEER_PORTS_SQL).fetchall()]
+    switches = {sw for sw, _ in ports}
+    _, found = peer_outliers(conn, [h for h in hosts if h not in switches], ports, [(start, end)])
+    return list(found)
+
+
 def asset_of(s: Signal, inv: Inventory) -> Asset | None:
     return inv.of(
         s.category, s.host, s.component if isinstance(s, Event) and s.category == "storage.slow" else s.entity
@@ -101,12 +127,13 @@ def blip(s: Signal) -> bool:
 
 
 def substantive(s: Signal) -> bool:
-    """Enough alone: an event, a discrete counter, or a sustained change far past its threshold (a
-    single scrape, however large, may be a one-off burst)."""
+    """Enough alone: an event, a discrete counter, a sustained change far past its threshold (a single
+    scrape, however large, may be a one-off burst), or a series orders of magnitude above its peers."""
     return (
         isinstance(s, Event)
         or s.metric in DISCRETE_METRICS
         or (s.magnitude >= STRONG_MAGNITUDE and s.samples >= MIN_ANOMALY_SAMPLES)
+        or (s.peers is not None and s.peers.found)  # 100x its peers over PEER_MIN_EVENTS events at least
     )
 
 
@@ -129,8 +156,9 @@ def _merge(asset: Asset, signals: list[Signal]) -> list[Episode]:
 
 
 def episodes(signals: list[Signal], inv: Inventory) -> dict[str, list[Episode]]:
-    """Per asset id, its episodes in time order. Thermal or power trouble on two or more GPUs or hosts
-    of one rack at once is the rack's episode (one rack event, counted once), else the GPU's."""
+    """Per asset id, its episodes in time order. Thermal or power trouble on two or more hosts of one
+    rack at once is the rack's episode (one rack event, counted once); on several GPUs of one host the
+    host's; on one GPU that GPU's."""
     by_asset: dict[str, tuple[Asset, list[Signal]]] = {}
     rack_sigs: dict[tuple[str, str], list[Signal]] = {}
     for s in (s for s in signals if not blip(s)):
@@ -145,13 +173,14 @@ def episodes(signals: list[Signal], inv: Inventory) -> dict[str, list[Episode]]:
     for (rack, _cat), sigs in sorted(rack_sigs.items()):
         rack_asset = Asset("rack", rack, None, None, {"hosts": inv.rack_hosts(rack)})
         for ep in _merge(rack_asset, sigs):
-            if len({(s.host, s.entity) for s in ep.signals}) >= 2:
+            if len({s.host for s in ep.signals}) >= 2:
                 out.setdefault(rack, []).append(ep)
-            else:
-                for s in ep.signals:
-                    a = inv.of(s.category, s.host, s.entity)
-                    if a is not None:
-                        by_asset.setdefault(a.id, (a, []))[1].append(s)
+                continue
+            several = len({s.entity for s in ep.signals}) >= 2  # several GPUs of one host: the host's
+            for s in ep.signals:
+                a = inv.of(s.category, s.host, None if several else s.entity)
+                if a is not None:
+                    by_asset.setdefault(a.id, (a, []))[1].append(s)
     for aid, (asset, sigs) in by_asset.items():
         if asset.kind == "filesystem":  # every client complains: the clients are the evidence
             clients = sorted({s.host for s in sigs})
