@@ -52,6 +52,21 @@ def test_every_sample_job_explained_from_the_fleet_s_rows_is_the_job_explained_a
     assert any(c["kind"] == "restore" for d in docs for c in d["checkpoints"])
 
 
+@pytest.mark.heavy
+def test_a_fleet_read_a_few_jobs_at_a_time_in_time_order_answers_as_all_at_once(sample_store, monkeypatch):
+    from synestra_cli.explain import batch
+
+    with open_store(sample_store, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        whole = [_json(e) for e in explain_batch(conn, jobs)]
+        reads: list[int] = []
+        fleet = batch.fleet_telemetry
+        monkeypatch.setattr(batch, "BATCH_JOBS", 3)
+        monkeypatch.setattr(batch, "fleet_telemetry", lambda c, r: reads.append(len(r)) or fleet(c, r))
+        assert [_json(e) for e in explain_batch(conn, jobs)] == whole
+    assert len(reads) == -(-len(jobs) // 3) and max(reads) <= 3
+
+
 def test_the_fleet_s_rows_are_each_job_s_own_rows(sample_store):
     with open_store(sample_store, read_only=True) as conn:
         jobs = jobs_in_window(conn)

@@ -102,10 +102,12 @@ def _from_summaries(
             SUMMARY_HOSTS_SQL.format(metrics=placeholders(len(metrics))), [start, end, *metrics]
         ).fetchall()
     ]
-    if not hosts:
-        return []
-    an.build_scope(conn, JobScope("fleet", [], hosts), [(start, end)], min_samples, clock_events=False)
-    return list(an.anomalies(conn, min_samples))
+    found: list[Signal] = []
+    for i in range(0, len(hosts), HOST_BATCH):  # a month's candidates of every host would not fit in memory
+        scope = JobScope("fleet", [], hosts[i : i + HOST_BATCH])
+        an.build_scope(conn, scope, [(start, end)], min_samples, clock_events=False)
+        found += an.anomalies(conn, min_samples)
+    return found
 
 
 def _from_samples(
