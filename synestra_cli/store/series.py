@@ -75,12 +75,31 @@ ORDER BY b.series_id, m.ts
 COPY_UNNUMBERED_SQL = COPY_SQL.replace("m.* EXCLUDE (series_id)", "m.*")
 
 
+# A lake is in the series layout when every part of its metrics has every row's series id (a lake written
+# before 023 has parts without the column; a compaction of old and new parts, rows with it NULL): read from
+# the parts' footers, once per reader.
+LAKE_SERIES_SQL = """
+CREATE TEMP TABLE IF NOT EXISTS _lake_series_layout AS
+WITH meta AS (SELECT * FROM parquet_metadata($files))
+SELECT len($files) > 0
+       AND (SELECT count(DISTINCT file_name) FROM meta WHERE path_in_schema = 'series_id') = len($files)
+       AND (SELECT coalesce(sum(stats_null_count), 0) FROM meta WHERE path_in_schema = 'series_id') = 0 AS ok
+"""
+
+
 def has_series_layout(conn: duckdb.DuckDBPyConnection, catalog: str | None = None) -> bool:
     """Whether `metrics` (of `catalog`, default the current database) is in the series layout: a store
-    migrated to 023 (a store opened read-only before it is not; nor, yet, a lake: its parts carry no ids)."""
-    from synestra_cli.store.connect import is_lake_reader  # connect imports the migrations, which import this
+    migrated to 023 (a store opened read-only before it is not), or a lake whose every metrics part carries
+    its rows' series ids."""
+    from synestra_cli.store.connect import PARTS_TABLE, is_lake_reader  # connect imports the migrations
 
-    return not is_lake_reader(conn) and bool(scalar(conn, HAS_SERIES_SQL, {"catalog": catalog}))
+    if is_lake_reader(conn):
+        files = [u for (u,) in conn.execute(f"SELECT url FROM {PARTS_TABLE} WHERE tbl = 'metrics'").fetchall()]
+        if not files:
+            return False
+        conn.execute(LAKE_SERIES_SQL, {"files": files})
+        return bool(scalar(conn, "SELECT ok FROM _lake_series_layout"))
+    return bool(scalar(conn, HAS_SERIES_SQL, {"catalog": catalog}))
 
 
 def copy_by_series(
