@@ -219,7 +219,7 @@ class LakeWriter:
         """The series this source's samples were the first to name, as its part of the lake's dictionary."""
         query = f"SELECT * FROM series WHERE series_id > {self._series} AND metric <> '' ORDER BY series_id"
         out = self._export_one("series", query, sid, tmp)
-        self._series = int(self.conn.execute("SELECT max(series_id) FROM series").fetchone()[0])  # type: ignore[index]
+        self._series = int(self.conn.execute("SELECT coalesce(max(series_id), 0) FROM series").fetchone()[0])  # type: ignore[index]
         return out
 
     def _export_one(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import duckdb
 
-from synestra_cli.store.sql import scalar
+from synestra_cli.store.sql import has_table, scalar
 
 SERIES_DDL = """
 CREATE TABLE IF NOT EXISTS series (
@@ -75,16 +75,17 @@ ORDER BY b.series_id, m.ts
 COPY_UNNUMBERED_SQL = COPY_SQL.replace("m.* EXCLUDE (series_id)", "m.*")
 
 
-# A lake is in the series layout when every part of its metrics has every row's series id (a lake written
-# before 023 has parts without the column; a compaction of old and new parts, rows with it NULL): read from
-# the parts' footers, once per reader.
+# A lake is in the series layout when every part of its metrics a reader reads (its scope: the whole lake,
+# or a job's partitions) has every row's series id (a lake written before 023 has parts without the column;
+# a compaction of old and new parts, rows with it NULL): read from the parts' footers, once per scope.
 LAKE_SERIES_SQL = """
-CREATE TEMP TABLE IF NOT EXISTS _lake_series_layout AS
 WITH meta AS (SELECT * FROM parquet_metadata($files))
-SELECT len($files) > 0
-       AND (SELECT count(DISTINCT file_name) FROM meta WHERE path_in_schema = 'series_id') = len($files)
-       AND (SELECT coalesce(sum(stats_null_count), 0) FROM meta WHERE path_in_schema = 'series_id') = 0 AS ok
+SELECT (SELECT count(DISTINCT file_name) FROM meta WHERE path_in_schema = 'series_id') = len($files)
+       AND (SELECT coalesce(sum(stats_null_count), 0) FROM meta WHERE path_in_schema = 'series_id') = 0
 """
+LAKE_SCOPE_SQL = "SELECT url FROM _lake_scope WHERE tbl = 'metrics' ORDER BY url"
+LAKE_PARTS_SQL = "SELECT url FROM {parts} WHERE tbl = 'metrics' ORDER BY url"
+_lake_layouts: dict[tuple[str, ...], bool] = {}
 
 
 def has_series_layout(conn: duckdb.DuckDBPyConnection, catalog: str | None = None) -> bool:
@@ -94,11 +95,12 @@ def has_series_layout(conn: duckdb.DuckDBPyConnection, catalog: str | None = Non
     from synestra_cli.store.connect import PARTS_TABLE, is_lake_reader  # connect imports the migrations
 
     if is_lake_reader(conn):
-        files = [u for (u,) in conn.execute(f"SELECT url FROM {PARTS_TABLE} WHERE tbl = 'metrics'").fetchall()]
-        if not files:
-            return False
-        conn.execute(LAKE_SERIES_SQL, {"files": files})
-        return bool(scalar(conn, "SELECT ok FROM _lake_series_layout"))
+        scoped = has_table(conn, "_lake_scope", temporary=True)
+        sql = LAKE_SCOPE_SQL if scoped else LAKE_PARTS_SQL.format(parts=PARTS_TABLE)
+        files = tuple(u for (u,) in conn.execute(sql).fetchall())
+        if files and files not in _lake_layouts:
+            _lake_layouts[files] = bool(scalar(conn, LAKE_SERIES_SQL, {"files": list(files)}))
+        return bool(files) and _lake_layouts[files]
     return bool(scalar(conn, HAS_SERIES_SQL, {"catalog": catalog}))
 
 
