@@ -21,6 +21,8 @@ MY_FORMATS = [
     "gnmic_event",
     "topology_csv",
     "ibnetdiscover",
+    "sonic_counters",
+    "ibswinfo",
 ]
 
 
@@ -45,7 +47,7 @@ REFUSED = {"gh-telegraf-12831_gnmi-proto_transceiver-output-power_decimal_val.tx
 
 def test_every_fabric_sample_loads_with_only_explained_rejects(conn):
     samples = sorted(p for p in FABRIC.iterdir() if p.suffix != ".prom" and p.name != "PROVENANCE.md")
-    assert len(samples) == 20
+    assert len(samples) == 31
     for path in samples:
         report = ingest_file(conn, path, IngestOptions())
         if path.name in REFUSED:
