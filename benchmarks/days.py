@@ -13,6 +13,7 @@ each with its wall and CPU seconds and peak RSS (the child's, from wait4), next 
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -83,6 +84,7 @@ def bench_days(args: Any, ctx: dict[str, Any]) -> list[dict[str, Any]]:
                 {"SYNESTRA_KEPT": "0"},
             ),
             "job": job,
+            "load_avg": os.getloadavg()[0],  # the neighbours' share of the machine while this length ran
         }
         if days == 1:
             entry["ingest"] = store
@@ -95,9 +97,12 @@ def _line(e: dict[str, Any]) -> str:
     return (
         f"{e['days']:>3} d {e['store_mb']:>9,.0f} MB {e['samples']:>14,} samples | tax-report cold "
         f"{e['tax_report_cold']['wall_s']:.2f} s ({e['tax_report_cold']['cpu_s']:.1f} CPU s, "
-        f"{e['tax_report_cold']['peak_rss_mb']:.0f} MB), warm {e['tax_report_warm']['wall_s']:.2f} s | fleet "
-        f"{e['fleet']['wall_s']:.2f} s ({e['fleet']['peak_rss_mb']:.0f} MB) | risks {e['risks']['wall_s']:.2f} s | "
-        f"explain {e['explain']['wall_s']:.2f} s ({e['explain']['cpu_s']:.2f} CPU s)"
+        f"{e['tax_report_cold']['peak_rss_mb']:.0f} MB), warm {e['tax_report_warm']['wall_s']:.2f} s "
+        f"({e['tax_report_warm']['cpu_s']:.1f} CPU s) | fleet "
+        f"{e['fleet']['wall_s']:.2f} s ({e['fleet']['cpu_s']:.1f} CPU s, {e['fleet']['peak_rss_mb']:.0f} MB) | risks "
+        f"{e['risks']['wall_s']:.2f} s ({e['risks']['cpu_s']:.1f} CPU s, {e['risks']['peak_rss_mb']:.0f} MB) | "
+        f"explain {e['explain']['wall_s']:.2f} s ({e['explain']['cpu_s']:.2f} CPU s, "
+        f"{e['explain']['peak_rss_mb']:.0f} MB) | grown in {e['grow_s']:.0f} s | load {e['load_avg']:.1f}"
     )
 
 

@@ -165,3 +165,27 @@ def test_the_migration_s_progress_is_told_to_whoever_listens(stores, tmp_path, m
     assert heard and heard[0][1] == 0 and heard[-1][1] == heard[-1][2] > 2
     assert all(what == sm.WHAT for what, _, _ in heard)
     os.remove(db)
+
+
+def test_an_older_store_keeps_its_layout_until_compact_or_ingest_migrates_it(stores, sim, tmp_path):
+    """The branch's choice (docs/data-model.md, "Existing stores migrate once"): a report that keeps its
+    explanations writes into an older store without rewriting its samples; `compact` or `ingest` does."""
+    runner = CliRunner()
+    for how in ("compact", "ingest"):
+        db = simcache.store_copy(stores["legacy"], tmp_path, f"{how}.duckdb")
+        kept = runner.invoke(cli, ["tax-report", "--all", "--db", str(db), "--format", "json"])
+        assert kept.exit_code == 0, kept.output
+        with open_store(db, read_only=True) as conn:
+            assert conn.execute("SELECT count(*) FROM explanations").fetchone()[0] > 0  # it wrote its rows
+            assert not has_series_layout(conn)  # and left the samples as they were
+        if how == "compact":
+            done = runner.invoke(cli, ["compact", "--db", str(db), "--format", "json"])
+            assert done.exit_code == 0, done.output
+            assert "023_series" in json.loads(done.stdout)["migrated"]
+        else:  # a file the store already holds: skipped, but the store is migrated before it
+            done = runner.invoke(cli, ["ingest", str(sim / "exports" / "sacct.txt"), "--db", str(db)])
+            assert done.exit_code == 0, done.output
+        with open_store(db, read_only=True) as a, open_store(stores["series"], read_only=True) as b:
+            assert has_series_layout(a)
+            assert a.execute(ROWS_SQL).fetchall() == b.execute(ROWS_SQL).fetchall()
+        assert kept.stdout == runner.invoke(cli, ["tax-report", "--all", "--db", str(db), "--format", "json"]).stdout
