@@ -24,7 +24,7 @@ from synestra_cli.accounting import kept
 from synestra_cli.accounting.buckets import BUCKETS
 from synestra_cli.accounting.document import SCHEMA, FleetDoc, RankedCauseDoc, TaxDoc
 from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
-from synestra_cli.accounting.report import JobTax, TaxReport, job_doc, report_jobs, report_of
+from synestra_cli.accounting.report import Charge, JobTax, TaxReport, job_doc, report_jobs, report_of
 from synestra_cli.explain import memo
 from synestra_cli.explain.api import JobExplanation
 from synestra_cli.explain.document import CauseChargeDoc
@@ -33,16 +33,6 @@ ROUTINE = "checkpoint.routine"
 UNKNOWN = "unknown"
 SKEW = timedelta(seconds=30)  # clock skew between the job log and the degradation window
 RESTART_WITHIN = timedelta(hours=2)  # a crash ends a window; its restart comes after hang, requeue, start-up
-
-
-@dataclass(frozen=True)
-class Charge:
-    category: str
-    host: str | None
-    component: str | None
-    bucket: str
-    seconds: float
-    checkpoint: tuple[str, int | None, int | None] | None  # (kind, attempt, iteration) it is tied to
 
 
 def _who(cp) -> tuple[str, str | None, str | None]:

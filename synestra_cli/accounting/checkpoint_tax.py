@@ -13,9 +13,9 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.accounting.attribution import Charge, by_cause, charges_for
+from synestra_cli.accounting.attribution import by_cause, charges_for
 from synestra_cli.accounting.interval import cadence_action
-from synestra_cli.accounting.report import tax_report
+from synestra_cli.accounting.report import Charge, tax_report
 from synestra_cli.errors import NotFoundError
 from synestra_cli.explain.api import JobExplanation, explain_job
 from synestra_cli.explain.document import CheckpointTaxDoc

@@ -23,7 +23,7 @@ import duckdb
 
 from synestra_cli.accounting.buckets import DegradedWindow, JobBuckets
 from synestra_cli.accounting.interval import IntervalAdvice
-from synestra_cli.accounting.report import JobTax
+from synestra_cli.accounting.report import Charge, JobTax
 from synestra_cli.store.sql import has_table
 
 LOAD_SQL = "SELECT job_id, doc FROM kept_taxes WHERE store_key = ? AND job_id IN (SELECT unnest(?::VARCHAR[]))"
@@ -90,8 +90,6 @@ def to_json(t: JobTax) -> dict[str, Any]:
 
 def from_json(doc: dict[str, Any]) -> JobTax:
     """The inverse of `to_json`: the JobTax job_taxes and charges_for computed."""
-    from synestra_cli.accounting.attribution import Charge  # attribution reads this module
-
     b = JobBuckets(
         doc["job"],
         doc["gpus"],

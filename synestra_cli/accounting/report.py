@@ -57,12 +57,24 @@ FROM sel LEFT JOIN firsts f USING (job_id) LEFT JOIN saves v USING (job_id)
 UNPLANNED_PREFIXES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "CANCELLED", "REQUEUED", "BOOT_FAIL")
 
 
+@dataclass(frozen=True)
+class Charge:
+    """Seconds of one tax bucket charged to one cause (accounting/attribution.py makes them)."""
+
+    category: str
+    host: str | None
+    component: str | None
+    bucket: str
+    seconds: float
+    checkpoint: tuple[str, int | None, int | None] | None  # (kind, attempt, iteration) it is tied to
+
+
 @dataclass
 class JobTax:
     buckets: JobBuckets
     interval: IntervalAdvice
     failures: int
-    charges: list = field(default_factory=list)  # attribution.Charge, filled by build_report
+    charges: list[Charge] = field(default_factory=list)  # filled by build_report
     by_cause: list[CauseChargeDoc] = field(default_factory=list)
 
     def headlines(self, price: float | None) -> HeadlinesDoc:

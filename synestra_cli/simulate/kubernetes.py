@@ -23,9 +23,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from synestra_cli.simulate import faults as F
 from synestra_cli.simulate import launchers, trainers
-from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.joblog import launch_lines
 from synestra_cli.simulate.jobs import US, Attempt, JobTimeline
 from synestra_cli.simulate.logfmt import EPOCH, Line
@@ -291,23 +289,3 @@ def write_container_logs(root: Path, every: list[Pods], render: Rendering) -> No
             folder.mkdir(parents=True, exist_ok=True)
             lines = container_lines(p.tl, a, render)
             (folder / f"{p.run(a)}.log").write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
-
-
-def write_kubernetes(
-    root: Path,
-    cl: Cluster,
-    timelines: list[JobTimeline],
-    effects: dict[str, list[F.Effect]],
-    render: Rendering,
-    seed: int,
-) -> None:
-    """exports/kubernetes/{pods.watch.json, events.json, nodes.json, jobs.json} and exports/pods/ (logs)."""
-    from synestra_cli.simulate.kube_events import write_events, write_jobs_list, write_nodes
-
-    out = root / "kubernetes"
-    out.mkdir(parents=True, exist_ok=True)
-    every = write_pods(out / "pods.watch.json", timelines, seed)
-    write_events(out / "events.json", every, cl, effects)
-    write_nodes(out / "nodes.json", cl, effects, min(tl.attempts[0].start for tl in timelines))
-    write_jobs_list(out / "jobs.json", every)
-    write_container_logs(root / "pods", every, render)

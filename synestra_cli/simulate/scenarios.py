@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from synestra_cli.errors import InputError
-from synestra_cli.simulate import export, groundtruth, kubernetes, trainers
+from synestra_cli.simulate import export, groundtruth, kube_export, kubernetes, trainers
 from synestra_cli.simulate import faults as F
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.jobs import US
@@ -431,7 +431,7 @@ def _generate(
         logs = [ln for f in plan.faults for ln in f.logs] + noise.logs
         export.write_syslogs(root, cl, plan.t0, plan.t1, seed, logs, effects, gz, plan.render)
     if scheduler == "kubernetes":
-        kubernetes.write_kubernetes(root, cl, timelines, effects, plan.render, seed)
+        kube_export.write_kubernetes(root, cl, timelines, effects, plan.render, seed)
     else:
         export.write_jobs(root, timelines, plan.render)
     meta = {
