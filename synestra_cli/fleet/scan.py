@@ -18,8 +18,10 @@ import duckdb
 from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES, RACK_CATEGORIES, XID_APP
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.signals import anomalies as an
+from synestra_cli.signals.candidates import summaries_cover
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.peers import peer_outliers
+from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.thresholds import PEER_RULES
 from synestra_cli.store.sql import placeholders
 
@@ -48,6 +50,10 @@ FLEET_SCOPE_SQL = """
 INSERT INTO _scope (ts, host, entity, metric, value) SELECT ts, host, entity, metric, value FROM metrics
 WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) AND host IN ({hosts})
 """
+# The hosts (and switches) with telemetry of these metrics in the window, from their hourly summaries.
+SUMMARY_HOSTS_SQL = """
+SELECT DISTINCT host FROM host_summaries WHERE last_ts >= ? AND first_ts <= ? AND metric IN ({metrics}) ORDER BY host
+"""
 EVENT_HOSTS_SQL = "SELECT DISTINCT host FROM events WHERE ts BETWEEN ? AND ? AND host IS NOT NULL ORDER BY host"
 
 
@@ -75,6 +81,41 @@ def fleet_signals(
     `min_samples` 1 (risks) also returns single-scrape windows; an episode needs them corroborated."""
     an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
     metrics = [r.metric for r in METRIC_RULES]
+    found: list[Signal] = []
+    if summaries_cover(conn, start, end):
+        found += _from_summaries(conn, start, end, metrics, min_samples)
+    else:
+        found += _from_samples(conn, start, end, metrics, min_samples)
+    hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
+    found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
+    return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
+
+
+def _from_summaries(
+    conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, metrics: list[str], min_samples: int
+) -> list[Signal]:
+    """The window's anomalies as one job's are found (signals/anomalies.py build_scope): every host and
+    switch a job of the whole fleet and the whole window, its series tested on the hourly summaries and
+    only the candidates' samples read (by series id in the series layout). A series that is no candidate
+    holds no anomaly window, so these are the anomalies of every sample (_from_samples)."""
+    hosts = [
+        r[0]
+        for r in conn.execute(
+            SUMMARY_HOSTS_SQL.format(metrics=placeholders(len(metrics))), [start, end, *metrics]
+        ).fetchall()
+    ]
+    found: list[Signal] = []
+    for i in range(0, len(hosts), HOST_BATCH):  # a month's candidates of every host would not fit in memory
+        scope = JobScope("fleet", [], hosts[i : i + HOST_BATCH])
+        an.build_scope(conn, scope, [(start, end)], min_samples, clock_events=False)
+        found += an.anomalies(conn, min_samples)
+    return found
+
+
+def _from_samples(
+    conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, metrics: list[str], min_samples: int
+) -> list[Signal]:
+    """Without summaries for the whole window: every sample of the window, a batch of hosts at a time."""
     marks = placeholders(len(metrics))
     series_hosts = [
         r[0] for r in conn.execute(SERIES_HOSTS_SQL.format(metrics=marks), [start, end, *metrics]).fetchall()
@@ -87,9 +128,7 @@ def fleet_signals(
             FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))), [start, end, *metrics, *batch]
         )
         found += an.anomalies(conn, min_samples)
-    hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
-    found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
-    return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
+    return found
 
 
 # The hosts and switch ports whose error counters are compared (signals/peers.py): every one in the window.

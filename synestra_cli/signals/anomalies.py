@@ -260,11 +260,13 @@ def build_scope(
     scope: JobScope,
     windows: list[tuple[datetime, datetime]],
     min_samples: int = MIN_ANOMALY_SAMPLES,
+    clock_events: bool = True,
 ) -> int:
     """Decide which series of the job's telemetry inside the (sorted, disjoint) windows could hold an
     anomaly window of `min_samples` (as `anomalies` will be asked), from the hourly summaries or else
     from the samples (`_series`), and copy the raw samples of those candidates into the temp table
-    `_scope`. Returns the series observed (> 0 when any sample falls in the windows)."""
+    `_scope`. Returns the series observed (> 0 when any sample falls in the windows). `clock_events` False:
+    the clocks-event bitmask is not read (the fleet's scan judges the rules' metrics only: fleet/scan.py)."""
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
@@ -276,7 +278,7 @@ def build_scope(
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     port_names = sorted({p[1] for p in ports})
     derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
-    metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC]
+    metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC] * clock_events
     conn.execute(SERIES_DDL)
     conn.execute(SCOPE_DDL)
     if not windows:
