@@ -73,6 +73,14 @@ def signal_start(s: Signal) -> datetime:
     return s.onset if isinstance(s, an.Anomaly) else s.ts
 
 
+def signal_order(s: Signal) -> tuple[datetime | str | int, ...]:
+    """A total order of signals, time first: two at one second (an Xid 79 and the "fallen off the bus"
+    line beside it) come in the same order whatever order the threads read them in."""
+    if isinstance(s, an.Anomaly):
+        return (s.onset, s.host, s.entity or "", s.category, s.metric, "", 0)
+    return (s.ts, s.host, s.entity or "", s.category, f"{s.kind} {s.code}", s.path or "", s.line or 0)
+
+
 def fleet_signals(
     conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, min_samples: int = MIN_ANOMALY_SAMPLES
 ) -> list[Signal]:
@@ -88,7 +96,7 @@ def fleet_signals(
         found += _from_samples(conn, start, end, metrics, min_samples)
     hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
     found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
-    return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
+    return sorted(found, key=signal_order)
 
 
 def _from_summaries(
@@ -184,7 +192,7 @@ def corroborated(signals: list[Signal]) -> bool:
 
 def _merge(asset: Asset, signals: list[Signal]) -> list[Episode]:
     out: list[Episode] = []
-    for s in sorted(signals, key=signal_start):
+    for s in sorted(signals, key=signal_order):
         t0, t1 = signal_start(s), max(s.end, signal_start(s))
         if out and t0 <= out[-1].end + EPISODE_GAP:
             out[-1].end = max(out[-1].end, t1)
