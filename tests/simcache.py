@@ -130,8 +130,8 @@ def _older(path: Path, upto: str) -> Iterator[Any]:
     """A new store file with the schema of migration `upto`, open (ingest keeps its layout)."""
     import duckdb
 
-    from synestra_cli.store.connect import SESSION_SQL
     from synestra_cli.store.migrations import apply_migrations
+    from synestra_cli.store.session import SESSION_SQL
 
     conn = duckdb.connect(str(path))
     try:

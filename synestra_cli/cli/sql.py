@@ -31,7 +31,7 @@ def command(query, db, fmt) -> None:
     """
     from synestra_cli import settings
     from synestra_cli.cli import main
-    from synestra_cli.store.connect import MEMORY_LIMIT
+    from synestra_cli.store.session import MEMORY_LIMIT
 
     if main.OWN_PROCESS:
         # anyone's query: the process's data held to the budget, so that one huge value DuckDB allocates

@@ -38,7 +38,8 @@ from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, F
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.signals.steps import DegradationWindow
-from synestra_cli.store.connect import is_lake_reader, may_be_lake
+from synestra_cli.store.connect import may_be_lake
+from synestra_cli.store.session import is_lake_reader
 from synestra_cli.store.sql import fetch_one, has_table, transaction
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"

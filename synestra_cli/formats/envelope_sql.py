@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from synestra_cli.formats.base import iter_line_batches, lines_to_table
 from synestra_cli.formats.envelope import BY_KIND, LINE_PREFIXES, Envelope, continued_sql
-from synestra_cli.store.connect import LEAP_SECOND_SQL
+from synestra_cli.store.session import LEAP_SECOND_SQL
 from synestra_cli.store.sql import registered
 
 GROUPS = ("body", "host", "rank", "stream", "ts", "tag", "partial")

@@ -19,7 +19,7 @@ from synestra_cli.errors import InputError, raise_if_stopped
 from synestra_cli.formats import prom_labels
 from synestra_cli.formats.base import Format, LoadContext, LoadResult, open_binary
 from synestra_cli.formats.prom_json_stream import answer_batches
-from synestra_cli.store.connect import SESSION_SQL
+from synestra_cli.store.session import SESSION_SQL
 from synestra_cli.store.sql import drop_temp, quote_ident, scalar
 
 # A batch of results (a JSON array's text) and the first sid it numbers its results from.

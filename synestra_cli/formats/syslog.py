@@ -43,7 +43,7 @@ from synestra_cli.formats.base import (
 from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.formats.syslog_clock import ClockScan, clock_order
 from synestra_cli.formats.syslog_loose import resolve_loose
-from synestra_cli.store.connect import SESSION_SQL
+from synestra_cli.store.session import SESSION_SQL
 from synestra_cli.store.sql import fetch_one, one_row
 
 STAGE_CHUNK_ROWS = 122_880

@@ -20,14 +20,8 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.errors import StoreBusyError
-from synestra_cli.store.connect import (
-    OFFLINE_CONFIG,
-    SESSION_SQL,
-    connect,
-    resolve_db_path,
-    session_limits,
-    wait_for_lock,
-)
+from synestra_cli.store.connect import connect, resolve_db_path, wait_for_lock
+from synestra_cli.store.session import OFFLINE_CONFIG, SESSION_SQL, session_limits
 from synestra_cli.store.sources import SourcedTable, sourced_tables
 from synestra_cli.store.spill import spill_folder, sweep
 from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal

@@ -24,7 +24,7 @@ from synestra_cli.simulate.faults import SW_POWER_CAP, Effect, Fault, dt
 from synestra_cli.simulate.model import Cause, Disturbance
 
 if TYPE_CHECKING:
-    from synestra_cli.simulate.scenarios import Plan
+    from synestra_cli.simulate.plan import Plan
 
 # A healthy H100's correctable (single-bit) ECC errors: telemetry.py draws one every ~14 h per GPU.
 SBE_BACKGROUND = 2e-5

@@ -9,27 +9,20 @@ reads it silently with rows missing, or fails with DuckDB's own words (issue 38)
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from synestra_cli.errors import StoreError
-from synestra_cli.store.lake_manifest import Entry, FsspecFS, LakeFS, LocalFS, Part, file_sha256, read_manifest
+from synestra_cli.store.lake import load_lake
+from synestra_cli.store.lake_damage import Damage, owner, size_problem
+from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS, Part, file_sha256, read_manifest
 from synestra_cli.store.sql import quote_ident, scalar
 
 FILE_TABLES_SQL = """
 SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary
 ORDER BY table_name
 """
-
-
-@dataclass
-class Damage:
-    path: str
-    source_id: int | None
-    problem: str
 
 
 @dataclass
@@ -46,50 +39,8 @@ class CheckReport:
         return not self.damaged
 
 
-def _owner(entry: Entry, part: Part) -> int | None:
-    return None if part.sources else entry.source_id
-
-
-def size_problem(fs: LocalFS, part: Part) -> str | None:
-    """Why a local part does not match its entry's size (None: it does)."""
-    try:
-        size = os.stat(fs.url(part.path)).st_size
-    except FileNotFoundError:
-        return "missing"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror})"
-    if size != part.bytes:
-        return f"{size:,} bytes where the manifest says {part.bytes:,}: replaced or damaged"
-    return None
-
-
-def verify_sizes(fs: LakeFS, entries: list[Entry]) -> list[Damage]:
-    """Every part of these entries that is missing or not the size it was written with (a local lake;
-    an object store's sizes would cost a listing per open: `synestra check` reads them)."""
-    if not isinstance(fs, LocalFS):
-        return []
-    return [
-        Damage(p.path, _owner(e, p), problem)
-        for e in entries
-        for p in e.parts
-        if (problem := size_problem(fs, p)) is not None
-    ]
-
-
-def damaged_error(root: str, damage: list[Damage]) -> StoreError:
-    first = damage[0]
-    more = f" (and {len(damage) - 1} more part(s))" if len(damage) > 1 else ""
-    owner = f" of source {first.source_id}" if first.source_id is not None else ""
-    return StoreError(
-        f"lake {root}: part {first.path}{owner} does not match the manifest: {first.problem}{more}; restore it "
-        "from a copy, or `synestra forget` its source and ingest the file again (`synestra check` lists them all)"
-    )
-
-
 def check_lake(target: str) -> CheckReport:
     """Every part the manifest lists: there, its size, its sha256 (or its footer's rows, before layout 3)."""
-    from synestra_cli.store.lake import load_lake
-
     lake = load_lake(target)
     report = CheckReport(target, "lake")
     conn = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False})
@@ -102,7 +53,7 @@ def check_lake(target: str) -> CheckReport:
                 report.bytes += part.bytes
                 problem = _part_problem(conn, lake.fs, part)
                 if problem:
-                    report.damaged.append(Damage(part.path, _owner(entry, part), problem))
+                    report.damaged.append(Damage(part.path, owner(entry, part), problem))
     finally:
         conn.close()
     return report

@@ -18,7 +18,6 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.errors import EmptyStoreError, StoreError
-from synestra_cli.store.connect import PARTS_TABLE, is_lake_reader
 from synestra_cli.store.lake_manifest import (
     LAKE_FILE,
     URL_SCHEMES,
@@ -30,6 +29,7 @@ from synestra_cli.store.lake_manifest import (
     read_manifest,
     read_settings,
 )
+from synestra_cli.store.session import PARTS_TABLE, is_lake_reader
 from synestra_cli.store.sql import fetch_one, has_table, quote_ident, scalar
 
 # The telemetry tables, partitioned by day and host bucket; every other table is one part per source.
@@ -94,7 +94,7 @@ def load_lake(target: str, create: bool = False, verify: bool = False) -> Lake:
     """The lake's settings and the entries a reader lists. `verify`: every part checked to be there at the
     size its entry says (store/check.py; a local lake), read again once if one is not (a forget or a
     replace may have committed meanwhile), else StoreError naming the part."""
-    from synestra_cli.store.check import damaged_error, verify_sizes
+    from synestra_cli.store.lake_damage import damaged_error, verify_sizes
 
     fs = open_fs(target)
     if not create and fs.read_text(LAKE_FILE) is None:  # a folder that no ingest has written to
@@ -121,8 +121,8 @@ def day_sql(ts: str) -> str:
 def open_reader(target: str, *, locked: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB over the lake: the store's schema, its tables replaced by views over the parts.
     `locked`: `synestra sql`'s sandbox, which may read the lake's parts and nothing else."""
-    from synestra_cli.store.connect import MEMORY_LIMIT, OFFLINE_CONFIG, SESSION_SQL
     from synestra_cli.store.migrations import apply_migrations
+    from synestra_cli.store.session import MEMORY_LIMIT, OFFLINE_CONFIG, SESSION_SQL
 
     lake = load_lake(target, verify=True)
     conn = duckdb.connect(

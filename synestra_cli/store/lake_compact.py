@@ -228,7 +228,7 @@ def _files(fs: LakeFS, rels: list[str]) -> str:
 
 
 def _conn(fs: LakeFS) -> duckdb.DuckDBPyConnection:
-    from synestra_cli.store.connect import MEMORY_LIMIT, OFFLINE_CONFIG
+    from synestra_cli.store.session import MEMORY_LIMIT, OFFLINE_CONFIG
 
     conn = duckdb.connect(
         ":memory:",

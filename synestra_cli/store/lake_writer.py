@@ -393,8 +393,8 @@ def _staging_store(home: Path) -> duckdb.DuckDBPyConnection:
     """A DuckDB file of its own in `home`, not `:memory:`: the rows of committed files wait there for
     their export, compressed and evictable as a store file's blocks are, where an in-memory database
     keeps its tables uncompressed in the buffer pool."""
-    from synestra_cli.store.connect import MEMORY_LIMIT, OFFLINE_CONFIG, SESSION_SQL
     from synestra_cli.store.migrations import apply_migrations
+    from synestra_cli.store.session import MEMORY_LIMIT, OFFLINE_CONFIG, SESSION_SQL
 
     conn = duckdb.connect(
         str(home / "staging.duckdb"),

@@ -19,7 +19,7 @@ from typing import TypeVar
 import duckdb
 
 from synestra_cli import settings
-from synestra_cli.store.connect import SESSION_SQL
+from synestra_cli.store.session import SESSION_SQL
 
 # Items in flight per worker beyond the one the caller consumes (map_in_threads).
 AHEAD = 2

@@ -92,7 +92,7 @@ def has_series_layout(conn: duckdb.DuckDBPyConnection, catalog: str | None = Non
     """Whether `metrics` (of `catalog`, default the current database) is in the series layout: a store
     migrated to 023 (a store opened read-only before it is not), or a lake whose every metrics part carries
     its rows' series ids."""
-    from synestra_cli.store.connect import PARTS_TABLE, is_lake_reader  # connect imports the migrations
+    from synestra_cli.store.session import PARTS_TABLE, is_lake_reader
 
     if is_lake_reader(conn):
         scoped = has_table(conn, "_lake_scope", temporary=True)
