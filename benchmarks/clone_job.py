@@ -20,9 +20,11 @@ HOSTS_SQL = (
 IN_JOB = "host IN (SELECT host FROM jh)"
 # One statement per table; {s} is the clone's suffix. Telemetry in the order ingest writes it.
 CLONE_SQL = [
-    "INSERT INTO metrics SELECT ts, host || '{s}', entity, metric, value, source_id FROM metrics "
+    "INSERT INTO metrics (ts, host, entity, metric, value, source_id)"
+    " SELECT ts, host || '{s}', entity, metric, value, source_id FROM metrics "
     f"WHERE {IN_JOB} ORDER BY host, entity, metric, ts",
-    "INSERT INTO metrics SELECT ts, m.host, m.entity || '{s}', metric, value, source_id FROM metrics m "
+    "INSERT INTO metrics (ts, host, entity, metric, value, source_id)"
+    " SELECT ts, m.host, m.entity || '{s}', metric, value, source_id FROM metrics m "
     "SEMI JOIN jp ON jp.switch = m.host AND jp.switch_port = m.entity ORDER BY m.host, m.entity, m.metric, ts",
     "INSERT INTO events SELECT ts, host || '{s}', component, kind, code, severity, message, fields, source_id, "
     f"line FROM events WHERE {IN_JOB}",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 # Background series: 1,000 hosts x 48 (entity, metric) series, one sample every SPACING seconds.
 PAD_SQL = """
-INSERT INTO metrics
+INSERT INTO metrics (ts, host, entity, metric, value, source_id)
 SELECT ts, host, entity, metric, value, 999999 FROM (
     SELECT $t0::TIMESTAMP + to_seconds(s * $spacing) AS ts,
            printf('bg-%04d', h) AS host, printf('gpu%d', e % 8) AS entity,

@@ -14,12 +14,20 @@ Steps (each in a child process, so peak RSS is the OS's figure for that step alo
    store scale (scale k = the campaign simulated over k x hours), computed every run (SYNESTRA_KEPT=0:
    a kept explanation would be read instead);
 6. `synestra tax-report --all` latency, median of N;
-7. job size (`--job-sizes`, default 8, 64, 256 and 1,024 hosts): per size, a `ghost-link` campus whose
+7. the baseline over days (`days`, benchmarks/days.py): one simulated day of --days-nodes nodes grown by
+   SQL to 1, 7 and 30 days; at each, store size, `tax-report --all` cold and warm, `fleet`, `risks`, one
+   job's `explain`, with peak RSS;
+8. Prometheus text next to the in-memory floor and promtool (`peers`), and the fixed cost of a small file
+   (`smallfiles`): benchmarks/peers.py;
+9. job size (`--job-sizes`, default 8, 64, 256 and 1,024 hosts): per size, a `ghost-link` campus whose
    main job has that many hosts (twice the nodes), under campus sampling (DCGM 1 min, node_exporter
    2 min, SNMP and optics 5 min), over `--job-node-hours` / nodes hours (at most 24): 512 nodes x 24 h
    for the 256-host job, 2,048 x 6 h for the 1,024-host one, the same number of samples. `explain --job`
    cold and warm, computed, with its peak RSS, next to that store's size; and as a user meets it (the
-   first run keeps the explanation, the next read it back: `explain_kept`).
+   first run keeps the explanation, the next read it back: `explain_kept`);
+8. a Prometheus `query_range` answer for `--promjson-hosts` hosts (default 500: 8 GPUs x 5 DCGM fields x
+   `--promjson-points` samples each) ingested at the default SYNESTRA_MEMORY_LIMIT: time, CPU, peak RSS,
+   rows (prom_json_big.py).
 Prints a table and writes the same figures as JSON (--out).
 """
 
@@ -34,6 +42,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import days  # its helpers, beside it (on sys.path as the script's own folder)
+import peers
+import prom_json_big
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -398,6 +410,15 @@ def print_table(doc: dict) -> None:
                 f"  tax-report --all ({s['jobs']} jobs): cold {tr['cold_s']:.2f} s (explains every job, keeps "
                 f"the explanations), warm median {tr['warm_median_s']:.2f} s (reuses them)"
             )
+    pj = doc.get("promjson")
+    if pj:
+        print(
+            f"\nquery_range answer, {pj['hosts']} hosts ({pj['series']:,} series, {pj['pairs']:,} samples, "
+            f"{pj['mb']:.0f} MB): exit {pj['exit_code']}, {pj['seconds']:.0f} s ({pj['cpu_s']:.0f} CPU s), "
+            f"peak RSS {pj['peak_rss_mb']:.0f} MB, {pj['rows'] or 0:,} rows"
+        )
+    days.print_days(doc.get("days", []))
+    peers.print_peers(doc.get("peers", {}), doc.get("small_files", {}))
     if doc.get("job_sizes"):
         print(
             f"\nexplain --job by job size (campus sampling; computed each run: SYNESTRA_KEPT=0; raw = also "
@@ -431,9 +452,14 @@ def main() -> None:
         action="store_true",
         help="simulate gzipped exports (as sites archive them; 1x uncompressed is ~30 GB)",
     )
+    ap.add_argument("--days", default="1,7,30", help="step days: the store lengths measured, in days")
+    ap.add_argument("--days-nodes", type=int, default=128, help="step days: nodes of the simulated day")
+    ap.add_argument("--days-hours", type=float, default=24.0, help="step days: hours of the simulated day")
+    ap.add_argument("--peer-files", type=int, default=16, help="step peers: DCGM files read by each of the three")
+    ap.add_argument("--small-files", type=int, default=10_000, help="step smallfiles: one-line syslog files")
     ap.add_argument(
         "--steps",
-        default="formats,syslog,scales,jobsizes",
+        default="formats,syslog,scales,jobsizes,promjson,days,peers,smallfiles",
         help="which parts to run (e.g. `--steps scales --scales 4` adds one store size)",
     )
     ap.add_argument(
@@ -449,6 +475,8 @@ def main() -> None:
         help="each job-size campus simulates this many node-hours (hours capped at 24)",
     )
     ap.add_argument("--job-seed", type=int, default=5)
+    ap.add_argument("--promjson-hosts", type=int, default=500, help="hosts of the query_range answer (step promjson)")
+    ap.add_argument("--promjson-points", type=int, default=720, help="samples per series (60 s step)")
     ap.add_argument(
         "--reuse-stores",
         action="store_true",
@@ -474,7 +502,8 @@ def main() -> None:
     }
     steps = set(args.steps.split(","))
     compile_package()
-    base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip)
+    campaign = steps & {"formats", "syslog", "scales"}  # the other steps make their own data
+    base = dataset(args.cache, args.nodes, args.hours, args.seed, args.gzip) if campaign else Path()
     groups = files_per_format(base / "exports") if steps & {"formats", "syslog"} else {}
     chosen = {name: paths for name, paths in groups.items() if not args.formats or name in args.formats.split(",")}
     doc["formats"] = bench_formats(chosen, work) if "formats" in steps else []
@@ -505,6 +534,26 @@ def main() -> None:
             )
         doc["scales"].append(entry)
     doc["job_sizes"] = bench_jobsizes(args) if "jobsizes" in steps else []
+    doc["promjson"] = (
+        prom_json_big.bench(args.cache / "promjson", args.promjson_hosts, args.promjson_points)
+        if "promjson" in steps
+        else None
+    )
+    ctx = {
+        "dataset": dataset,
+        "bench_store": bench_store,
+        "run_child": run_child,
+        "main_job": main_job,
+        "synestra": SYNESTRA,
+        "py": PY,
+        "root": ROOT,
+        "ingest_child": INGEST_CHILD,
+        "data": base,
+    }
+    doc["days"] = days.bench_days(args, ctx) if "days" in steps else []
+    if "peers" in steps:
+        doc["peers"] = peers.bench_peers(args, ctx, groups or files_per_format(base / "exports"))
+    doc["small_files"] = peers.bench_small_files(args, ctx) if "smallfiles" in steps else {}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2, default=str))
     print_table(doc)

@@ -61,6 +61,18 @@ def conn():
     c.close()
 
 
+# The last schema before the series layout (migration 024, store/series.py): a store an older Synestra
+# wrote, still read by the old paths (its summaries' row ranges, its candidates' files).
+LEGACY_SCHEMA = "023_job_marks"
+
+
+@pytest.fixture
+def legacy_conn():
+    c = memory_store(LEGACY_SCHEMA)
+    yield c
+    c.close()
+
+
 @pytest.fixture
 def db_path(tmp_path) -> Path:
     return tmp_path / "store.duckdb"

@@ -171,7 +171,9 @@ class Scenario:
                 total = (0.0 if reset_at is not None and t - every < reset_at <= t else total) + v * every
             rows.append([at(t), host, entity, metric, total if counter else v, sid])
             t += every
-        self.conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
+        self.conn.executemany(
+            "INSERT INTO metrics (ts, host, entity, metric, value, source_id) VALUES (?, ?, ?, ?, ?, ?)", rows
+        )
         return self
 
 

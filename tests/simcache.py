@@ -104,22 +104,43 @@ def truth(sim: Path) -> dict[str, Any]:
     return json.loads((sim / "truth.json").read_text())
 
 
-def ingested(sim: Path, *parts: str) -> Path:
+def ingested(sim: Path, *parts: str, upto: str | None = None) -> Path:
     """A store file holding the ingest of sim's exports (or of `parts` under exports/, e.g. "jobs",
-    "sacct.txt"), with the default options. Read only: open it with read_only=True, or take store_copy."""
+    "sacct.txt"), with the default options. Read only: open it with read_only=True, or take store_copy.
+    `upto`: a store of that migration's schema (as an older Synestra wrote it; opened read-only, it is read
+    as it is: opened for writing, it is migrated)."""
     from synestra_cli.formats.base import IngestOptions
     from synestra_cli.ingest import ingest_paths
     from synestra_cli.store import open_store
 
-    dest = root() / _key("store", f"{reader_digest()}-{sim.name}", {"parts": list(parts)})
+    args: dict[str, Any] = {"parts": list(parts)} | ({"upto": upto} if upto else {})
+    dest = root() / _key("store", f"{reader_digest()}-{sim.name}", args)
 
     def make(scratch: Path) -> None:
         paths = [sim / "exports" / p for p in parts] or [sim / "exports"]
-        with open_store(scratch / "store.duckdb") as conn:
+        with open_store(scratch / "store.duckdb") if upto is None else _older(scratch / "store.duckdb", upto) as conn:
             reports = ingest_paths(conn, paths, IngestOptions())
         assert all(r.status == "loaded" for r in reports), [(r.path, r.error) for r in reports]
 
     return _build(dest, make) / "store.duckdb"
+
+
+@contextmanager
+def _older(path: Path, upto: str) -> Iterator[Any]:
+    """A new store file with the schema of migration `upto`, open (ingest keeps its layout)."""
+    import duckdb
+
+    from synestra_cli.store.connect import SESSION_SQL
+    from synestra_cli.store.migrations import apply_migrations
+
+    conn = duckdb.connect(str(path))
+    try:
+        for sql in SESSION_SQL:
+            conn.execute(sql)
+        apply_migrations(conn, upto)
+        yield conn
+    finally:
+        conn.close()
 
 
 def store_copy(store: Path, folder: Path, name: str = "store.duckdb") -> Path:

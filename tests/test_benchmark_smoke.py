@@ -37,6 +37,16 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
             "2",
             "--job-node-hours",
             "4",
+            "--days",
+            "1,2",
+            "--days-nodes",
+            "4",
+            "--days-hours",
+            "2",
+            "--peer-files",
+            "1",
+            "--small-files",
+            "20",
             "--out",
             str(out),
         ],
@@ -59,6 +69,13 @@ def test_the_benchmark_prints_and_writes_every_figure(tmp_path):
     assert all(r["explain_raw"]["warm_median_cpu_s"] > 0 for r in sizes)  # the raw-path baseline, same run
     assert all(r["store"]["store_mb"] > 0 and r["metric_samples"] > 0 for r in sizes)
     assert "by job size" in proc.stdout
+    assert [d["days"] for d in doc["days"]] == [1, 2]
+    one, two = doc["days"]
+    assert two["samples"] == 2 * one["samples"] and two["store_mb"] > one["store_mb"]
+    assert all(d[k]["peak_rss_mb"] > 0 for d in doc["days"] for k in ("tax_report_cold", "fleet", "risks", "explain"))
+    assert doc["peers"]["rows"] > 0 and doc["peers"]["vs_floor"] > 0
+    assert doc["small_files"]["files"] == [2, 20] and "ms_per_file" in doc["small_files"]
+    assert "The baseline over days" in proc.stdout and "small files" in proc.stdout
 
 
 @pytest.mark.slow

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 import simcache
-from conftest import copy_sample_store
+from conftest import LEGACY_SCHEMA, copy_sample_store
 
 from synestra_cli.explain import memo
 from synestra_cli.explain.api import event_read, explain_job, jobs_in_window, telemetry_windows
@@ -51,6 +52,21 @@ def test_every_sample_job_explained_from_the_fleet_s_rows_is_the_job_explained_a
     assert any(c["kind"] == "restore" for d in docs for c in d["checkpoints"])
 
 
+@pytest.mark.heavy
+def test_a_fleet_read_a_few_jobs_at_a_time_in_time_order_answers_as_all_at_once(sample_store, monkeypatch):
+    from synestra_cli.explain import batch
+
+    with open_store(sample_store, read_only=True) as conn:
+        jobs = jobs_in_window(conn)
+        whole = [_json(e) for e in explain_batch(conn, jobs)]
+        reads: list[int] = []
+        fleet = batch.fleet_telemetry
+        monkeypatch.setattr(batch, "BATCH_JOBS", 3)
+        monkeypatch.setattr(batch, "fleet_telemetry", lambda c, r: reads.append(len(r)) or fleet(c, r))
+        assert [_json(e) for e in explain_batch(conn, jobs)] == whole
+    assert len(reads) == -(-len(jobs) // 3) and max(reads) <= 3
+
+
 def test_the_fleet_s_rows_are_each_job_s_own_rows(sample_store):
     with open_store(sample_store, read_only=True) as conn:
         jobs = jobs_in_window(conn)
@@ -78,6 +94,13 @@ def campaign():
     # sample_data has no syslog: a campaign's lanes meet GPU, link and storage faults in the kernel log,
     # crashes and preemptions in the job logs, on hosts whose jobs follow one another
     return simcache.ingested(simcache.simulation("campaign", seed=41, nodes=4, hours=12))
+
+
+@pytest.fixture(scope="module")
+def legacy_campaign():
+    # the same campaign in a store written before the series layout (opened read-only: read as it is, its
+    # candidates by their hours' row ranges or their files)
+    return simcache.ingested(simcache.simulation("campaign", seed=41, nodes=4, hours=12), upto=LEGACY_SCHEMA)
 
 
 @pytest.mark.heavy
@@ -196,7 +219,7 @@ def test_the_fleet_s_read_reports_its_progress_to_whoever_listens(campaign):
     assert any(p[0] == "explaining jobs" for p in heard)
 
 
-def test_the_fleet_reads_its_candidates_samples_by_rowid_and_answers_alike(campaign, monkeypatch):
+def test_the_fleet_reads_its_candidates_samples_by_rowid_and_answers_alike(legacy_campaign, monkeypatch):
     # read by their hours' row ranges (store/summaries.py row_lo, row_hi), never by their files' row groups
     from synestra_cli.signals import fleet_telemetry as ft
 
@@ -205,7 +228,7 @@ def test_the_fleet_reads_its_candidates_samples_by_rowid_and_answers_alike(campa
     def by_source(*_):
         raise AssertionError("read by file")
 
-    with open_store(campaign, read_only=True) as conn:
+    with open_store(legacy_campaign, read_only=True) as conn:
         jobs = jobs_in_window(conn)
         alone = {j: _json(explain_job(conn, j)) for j in jobs}
         monkeypatch.setattr(ft, "_read_by_source", by_source)
@@ -216,15 +239,17 @@ def test_the_fleet_reads_its_candidates_samples_by_rowid_and_answers_alike(campa
 
 
 @pytest.mark.parametrize("why", ["stale ranges", "candidates far apart"])
-def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(campaign, tmp_path, monkeypatch, why):
+def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(
+    legacy_campaign, tmp_path, monkeypatch, why
+):
     import shutil
 
     from synestra_cli.signals import fleet_telemetry as ft
 
     db = tmp_path / "moved.duckdb"
-    shutil.copy(campaign, db)
+    shutil.copy(legacy_campaign, db)
     if why == "stale ranges":  # as after a forget renumbered the rows: every range misses its hour's rows
-        with open_store(db) as conn:
+        with duckdb.connect(str(db)) as conn:  # not open_store: that would migrate it to the series layout
             conn.execute("UPDATE metric_summaries SET row_lo = row_lo + 1, row_hi = row_hi + 1")
         monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 1e9)
     else:
@@ -242,11 +267,11 @@ def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("whole", [True, False], ids=["whole table", "candidates' files"])
-def test_the_fleet_reads_its_candidates_files_or_the_whole_table_and_answers_alike(campaign, monkeypatch, whole):
+def test_the_fleet_reads_its_candidates_files_or_the_whole_table_and_answers_alike(legacy_campaign, monkeypatch, whole):
     from synestra_cli.signals import fleet_telemetry as ft
 
     monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 0.0)  # by file
-    with open_store(campaign, read_only=True) as conn:
+    with open_store(legacy_campaign, read_only=True) as conn:
         jobs = jobs_in_window(conn)
         alone = {j: _json(explain_job(conn, j)) for j in jobs}
         chosen = []
@@ -257,10 +282,10 @@ def test_the_fleet_reads_its_candidates_files_or_the_whole_table_and_answers_ali
     assert whole_batch == alone
 
 
-def test_the_whole_table_is_scanned_only_when_the_candidates_files_are_most_of_it(campaign, monkeypatch):
+def test_the_whole_table_is_scanned_only_when_the_candidates_files_are_most_of_it(legacy_campaign, monkeypatch):
     from synestra_cli.signals import fleet_telemetry as ft
 
-    with open_store(campaign, read_only=True) as conn:
+    with open_store(legacy_campaign, read_only=True) as conn:
         every = [s for (s,) in conn.execute("SELECT source_id FROM sources").fetchall()]
         hull = list(conn.execute("SELECT min(first_ts), max(last_ts) FROM sources").fetchone())
         assert ft.scan_whole_table(conn, every, hull)

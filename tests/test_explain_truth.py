@@ -14,6 +14,8 @@ import simcache
 from explain_truth import Score, run_scenario, score_job
 
 from synestra_cli.accounting.report import tax_report
+from synestra_cli.explain.api import explain_job
+from synestra_cli.fleet.risks import risks_at
 from synestra_cli.simulate.export import Intervals
 from synestra_cli.simulate.joblog import MODEL_BUILD_US
 from synestra_cli.simulate.jobs import US
@@ -125,6 +127,50 @@ def test_undated_restores_are_bounded_not_zero(variant):
 @pytest.mark.heavy
 def test_nfs_outage_in_journald_json_with_printk_stamps_explains_the_slow_save(variant):
     _all_right(_main_score(variant, "slow-storage-journald"))
+
+
+def _causes(conn) -> list[dict]:
+    doc = explain_job(conn, MAIN_JOB).to_json()
+    return [c["cause"] for c in doc["checkpoints"] if c["cause"]]
+
+
+@pytest.mark.heavy
+def test_a_power_cap_on_one_node_names_that_node_and_a_hot_rack_its_rack(variant):
+    # issue 37 item 8: one host's GPUs capped is the host's (its assets the host and its GPUs), not its rack's
+    _all_right(_main_score(variant, "power-cap-host"))
+    conn, truth = variant("power-cap-host")
+    (fault,) = [f for f in truth["faults"] if f["kind"] == "power_cap_host"]
+    for cause in _causes(conn):
+        assert (cause["category"], cause["host"], cause["component"]) == ("power.capping", fault["hosts"][0], None)
+        kinds = [a["kind"] for a in cause["assets"]]
+        assert kinds[0] == "host" and kinds.count("gpu") >= 2
+    # several hosts of one rack hot: the rack, host null
+    _all_right(_main_score(variant, "thermal-rack"))
+    conn, truth = variant("thermal-rack")
+    assert {(c["host"], c["component"]) for c in _causes(conn)} == {(None, truth["faults"][0]["component"])}
+
+
+@pytest.mark.heavy
+def test_a_gray_gpu_is_named_against_its_peers_and_risks_lists_both_gray_gpus(variant):
+    # issue 37 item 6: PCIe replays under every floor, found only against the job's other GPUs; beside it a
+    # GPU with 1000x its peers' correctable ECC, which slows nothing and is never blamed
+    _all_right(_main_score(variant, "gray-gpu"))
+    conn, truth = variant("gray-gpu")
+    (cause,) = _causes(conn)
+    doc = explain_job(conn, MAIN_JOB).to_json()
+    links = [lk for c in doc["checkpoints"] if c["cause"] for lk in c["chain"] if "peers" in lk["evidence"]]
+    peers = links[0]["evidence"]["peers"]
+    assert peers["found"] and peers["ratio"] >= 100 and peers["series"] == 32 and "x its peers" in links[0]["signal"]
+    gray = {(f["hosts"][0], f["component"], f["category"]) for f in truth["faults"] + truth["decoys"]}
+    gray = {g for g in gray if g[2] in ("host.pcie", "gpu.memory") and g[0] in truth["jobs"][0]["hosts"]}
+    assert len(gray) == 2
+    report = risks_at(conn, history=None)
+    found = {
+        (r.asset.host, r.asset.component, r.categories[0])
+        for r in report.degrading
+        if any("peers" in lk.evidence and lk.evidence["peers"]["found"] for lk in r.chain)
+    }
+    assert found == gray
 
 
 # Big jobs under the sampling campus fleets use (DCGM 1 min, node_exporter 2 min, SNMP and optics 5 min):

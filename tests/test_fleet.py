@@ -137,7 +137,9 @@ def _port(sc: Scenario, host: str, metric: str, bad: list[tuple[float, float, fl
     for t in range(0, 7201, 30):
         total += 30 * sum(rate for lo, hi, rate in bad if lo <= t < hi)
         rows.append([at(t), host, "mlx5_0", metric, total, sid])
-    sc.conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
+    sc.conn.executemany(
+        "INSERT INTO metrics (ts, host, entity, metric, value, source_id) VALUES (?, ?, ?, ?, ?, ?)", rows
+    )
 
 
 def test_a_noisy_but_healthy_link_is_no_episode_a_failing_one_is(conn):

@@ -36,7 +36,7 @@ def test_a_sparse_counter_dates_its_onset_inside_the_scrape_interval_by_its_own_
         [at(t), "gpu-002", "mlx5_0", "ib_port_symbol_errors_total", float(max(0, t - 1000)), sid]
         for t in range(-1800, 3601, 300)
     ]
-    conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany("INSERT INTO metrics (ts, host, entity, metric, value, source_id) VALUES (?, ?, ?, ?, ?, ?)", rows)
     [a] = _scoped(conn, sc)
     assert a.onset == at(1000) and a.bounds == (at(900), at(1200))
 

@@ -108,7 +108,8 @@ def _fill(conn, seed: int) -> None:
             overlap = 20 if rng.random() < 0.2 else 0
             for part, rows in ((0, range(cut + overlap)), (1, range(cut, n))):
                 conn.execute(
-                    "INSERT INTO metrics SELECT unnest(?::TIMESTAMP[]), ?, ?, ?, unnest(?::DOUBLE[]), ?",
+                    "INSERT INTO metrics (ts, host, entity, metric, value, source_id) "
+                    "SELECT unnest(?::TIMESTAMP[]), ?, ?, ?, unnest(?::DOUBLE[]), ?",
                     [[ts[i] for i in rows], host, entity, metric, [values[i] for i in rows], sid + part],
                 )
         sid += 2
@@ -190,7 +191,8 @@ def test_a_hot_pair_across_the_gap_between_two_windows_is_neither_a_candidate_no
     ts = [T0 + timedelta(seconds=60 * i) for i in range(300)]
     edges = (max(t for t in ts if t <= end1), min(t for t in ts if t >= start2))
     conn.execute(
-        "INSERT INTO metrics SELECT unnest(?::TIMESTAMP[]), 'h1', 'gpu7', 'gpu_temp_celsius', unnest(?::DOUBLE[]), 900",
+        "INSERT INTO metrics (ts, host, entity, metric, value, source_id) "
+        "SELECT unnest(?::TIMESTAMP[]), 'h1', 'gpu7', 'gpu_temp_celsius', unnest(?::DOUBLE[]), 900",
         [ts, [95.0 if t in edges else 60.0 for t in ts]],
     )
     conn.execute(
@@ -388,9 +390,11 @@ def test_migration_021_backfills_the_host_summaries_ingest_writes(sample_store):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_row_ranges_that_no_longer_hold_their_samples_are_not_trusted(conn, seed):
+def test_row_ranges_that_no_longer_hold_their_samples_are_not_trusted(legacy_conn, seed):
     """DuckDB may renumber rows after a delete: a row range that misses some of its hour's samples is
-    noticed, and the candidates are read by file instead, with the same answers."""
+    noticed, and the candidates are read by file instead, with the same answers (a store before the
+    series layout: its summaries carry row ranges)."""
+    conn = legacy_conn
     _fill(conn, seed)
     windows = WINDOWS["one"]
     conn.execute("UPDATE metric_summaries SET row_lo = row_lo + 1")
@@ -401,9 +405,11 @@ def test_row_ranges_that_no_longer_hold_their_samples_are_not_trusted(conn, seed
 
 @pytest.mark.parametrize("gap, most", [(0, 10_000), (candidates.ROWID_MERGE_GAP, 10_000), (0, 0)])
 @pytest.mark.parametrize("seed", range(3))
-def test_candidates_read_by_row_ranges_merged_or_not_or_by_file_answer_alike(conn, seed, gap, most, monkeypatch):
+def test_candidates_read_by_row_ranges_merged_or_not_or_by_file_answer_alike(legacy_conn, seed, gap, most, monkeypatch):
     """Each candidate hour's rows are one constant rowid scan (near ones merged); past ROWID_MAX_RANGES
-    scans the candidates' files are read instead. Every way gives the raw read's anomalies."""
+    scans the candidates' files are read instead (a store before the series layout). Every way gives the
+    raw read's anomalies."""
+    conn = legacy_conn
     read = candidates._read_by_rowid
     used, ranges = [], []
     monkeypatch.setattr(candidates, "ROWID_MERGE_GAP", gap)
@@ -437,8 +443,8 @@ def _summaries(path: Path) -> tuple[list, list, int]:
             for table in ("metric_summaries", "host_summaries")
         ]
         listed = conn.execute("SELECT count(*) FROM summarised_sources").fetchone()[0]
-        held = conn.execute(ROWS_HELD_SQL).fetchone()
-        assert held == (0, True)  # each range holds its hour's samples
+        ranged = conn.execute("SELECT count(row_lo) + count(row_hi) FROM metric_summaries").fetchone()
+        assert ranged == (0,)  # the series layout reads by series, not by row range
     finally:
         conn.close()
     return rows[0], rows[1], listed
@@ -446,10 +452,10 @@ def _summaries(path: Path) -> tuple[list, list, int]:
 
 @pytest.mark.heavy
 def test_summaries_computed_in_the_stage_are_those_of_the_store(tmp_path, monkeypatch):
-    """Ingest summarises a batch in its stage, outside the store's lock, and moves the row ranges to where
-    the rows landed. Row for row (ranges too) they are the summaries computed from the store after the
-    commit; a batch whose stage lost rows after they were summarised (here a copy of a file dropped
-    from its batch) is summarised from the store instead, with the same result."""
+    """Ingest summarises a batch in its stage, outside the store's lock. Row for row they are the summaries
+    computed from the store after the commit (neither with row ranges: the series layout reorders a batch's
+    rows and reads them by series); a batch whose stage lost rows after they were summarised (here a copy
+    of a file dropped from its batch) is summarised from the store instead, with the same result."""
     copy = tmp_path / "in" / "copy.prom.gz"
     copy.parent.mkdir()
     copy.write_bytes(sorted((SAMPLE / "dcgm").iterdir())[0].read_bytes())  # read just before its original
@@ -497,7 +503,8 @@ def test_every_source_with_a_duplicate_sample_is_checked_for_them(conn, seed):
             rows.append((T0 - timedelta(seconds=30), "h1", "gpu0", "gpu_temp_celsius", odd_values[kind], sid))
     columns = [list(c) for c in zip(*rows, strict=True)]
     conn.execute(
-        "INSERT INTO metrics SELECT unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+        "INSERT INTO metrics (ts, host, entity, metric, value, source_id) "
+        "SELECT unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
         "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::INTEGER[])",
         columns,
     )

@@ -127,7 +127,8 @@ def test_a_new_year_inside_the_file_with_store_evidence(conn, tmp_path):
         " TIMESTAMP '2019-01-01 00:05:00', TIMESTAMP '2019-01-01 00:05:00', ['superserver'], 'd')"
     )
     conn.execute(
-        "INSERT INTO metrics VALUES (TIMESTAMP '2019-01-01 00:05:00', 'superserver', 'gpu0', 'gpu_temp_c', 40, 801)"
+        "INSERT INTO metrics (ts, host, entity, metric, value, source_id) "
+        "VALUES (TIMESTAMP '2019-01-01 00:05:00', 'superserver', 'gpu0', 'gpu_temp_c', 40, 801)"
     )
     path = tmp_path / "messages"
     path.write_text(

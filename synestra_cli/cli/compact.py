@@ -30,9 +30,10 @@ def command(db: str | None, retain: int | None, fmt: str) -> None:
     --retain seconds (a reader that opened the lake before may still read them); --retain 0 deletes
     them now, when no reader is running. `synestra ingest` compacts by itself once a partition holds
     8 small parts in a row; this is for an operator (after a bulk load, before other engines scan the
-    folder). On a store file it does nothing (DuckDB keeps one file). Exit 4 if another writer holds
-    the lake. The report goes to stderr; with --format json, also to stdout (synestra.compact/1,
-    docs/outputs.md).
+    folder). On a store file it applies the migrations the store lacks (a store written before the
+    series layout has its samples rewritten by series once, resumable if stopped, with progress on a
+    terminal), as `ingest` does before its first file. Exit 4 if another writer holds the lake. The
+    report goes to stderr; with --format json, also to stdout (synestra.compact/1, docs/outputs.md).
 
     \b
     Example:
@@ -41,9 +42,18 @@ def command(db: str | None, retain: int | None, fmt: str) -> None:
     """
     target = lake_target(db)
     doc: dict[str, object] = {"schema": SCHEMA, "lake": target is not None}
-    if target is None:
-        click.echo("a store file: nothing to compact (a lake is a folder or an s3:// URL)", err=True)
-        doc.update(merged=0, written=0, partitions=0, deleted=0, checkpoint=None)
+    if target is None:  # a store file: the migrations it lacks (023 rewrites its samples by series, resumably)
+        from synestra_cli.cli.progress import progress_on_tty
+        from synestra_cli.store.connect import migrate
+
+        with progress_on_tty():
+            applied = migrate(db)
+        click.echo(
+            f"a store file: {'migrated (' + ', '.join(applied) + ')' if applied else 'up to date'}; "
+            "nothing to compact (a lake is a folder or an s3:// URL)",
+            err=True,
+        )
+        doc.update(merged=0, written=0, partitions=0, deleted=0, checkpoint=None, migrated=applied)
     else:
         from synestra_cli.store.lake_writer import compact
 

@@ -41,7 +41,7 @@ def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
         path = resolve_db_path(db)
         if not path.exists():
             raise EmptyStoreError(f"no store at {path}: nothing to forget (pass --db?)")
-        with open_store(path) as conn:
+        with open_store(path, long_migrations=False) as conn:  # an older store's samples are rewritten by ingest
             removed, rows = forget(conn, list(sources))
     for source_id, source_path, source_format, n in removed:
         click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {plural(n, 'row')})", err=True)

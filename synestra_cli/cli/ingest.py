@@ -88,6 +88,17 @@ class Reporter:
             self.say(f"  note: {relative_in(note)}")
 
 
+def _migrate_first(db: str | None) -> None:
+    """The migrations the store lacks, before the first file, with their progress on a terminal: migration
+    023 rewrites an older store's samples once (store/series_migration.py), minutes on a big store."""
+    from synestra_cli.cli.progress import progress_on_tty
+    from synestra_cli.ingest.staging import commit_wait_s
+    from synestra_cli.store.connect import migrate
+
+    with progress_on_tty():
+        migrate(db, wait_s=commit_wait_s())  # waits for readers as long as a commit would
+
+
 def _explain_all(conn, db=None) -> str:
     from synestra_cli.errors import EmptyStoreError
     from synestra_cli.explain import memo
@@ -238,6 +249,7 @@ def command(
     else:
         # A store file, attached only for each batch's commit: readers get in between (docs/runbook.md).
         with stop_on_signals():  # SIGTERM as Ctrl-C: the file being loaded rolls back, exit 143
+            _migrate_first(db)
             reports = ingest_paths(db, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
         if explain_after:
             from synestra_cli.cli.progress import progress_on_tty

@@ -11,24 +11,63 @@ import click
 from synestra_cli import __version__
 from synestra_cli.errors import ExitCode
 
-# command name -> module under synestra_cli.cli exposing a click command named `command`
-COMMANDS: dict[str, str] = {
-    "ingest": "ingest",
-    "sources": "sources",
-    "forget": "forget",
-    "compact": "compact",
-    "check": "check",
-    "sql": "sql",
-    "formats": "formats_cmd",
-    "jobs": "jobs",
-    "simulate": "simulate",
-    "explain": "explain",
-    "tax-report": "tax_report",
-    "timeline": "timeline",
-    "annotations": "annotations",
-    "packet": "packet",
-    "fleet": "fleet",
-    "risks": "risks",
+# command name -> (module under synestra_cli.cli exposing a click command named `command`, the start of its help's
+# first paragraph). `synestra --help` lists the commands from these words, without importing a command: each
+# imports what it needs (ingest: pyarrow and every parser), ~0.4 s of a help screen. tests/test_startup.py
+# holds them to the commands' own help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("ingest", "Load files or folders (recursively; .gz read transparently) into the store."),
+    "sources": ("sources", "List ingested files: format, rows, rejected lines, time span, hosts."),
+    "forget": (
+        "forget",
+        "Remove sources, by id or by path as `synestra sources` lists them, and every row they wrote, in one",
+    ),
+    "compact": (
+        "compact",
+        "Compact a lake: in each partition (a table, or a table's day and host bucket), every run of two or more",
+    ),
+    "check": (
+        "check",
+        "Check that the store is whole. A store file is read whole, every table and column (DuckDB verifies each",
+    ),
+    "sql": ("sql", "Run a read-only SQL QUERY against the store (tables: docs/data-model.md)."),
+    "formats": ("formats_cmd", "List the input formats (names usable with `ingest --input-format NAME`)."),
+    "jobs": (
+        "jobs",
+        "List jobs: name, user, state, attempts, GPUs, hosts, first/last time, steps, saves, restores, incidents.",
+    ),
+    "simulate": (
+        "simulate",
+        "Simulate a GPU cluster that fails in a known way: OUTDIR/exports/ holds syslog, DCGM, fabric counters,",
+    ),
+    "explain": (
+        "explain",
+        "Explain every checkpoint of a job: routine, reactive, restart, preemption or final, and for the non-routine",
+    ),
+    "tax-report": (
+        "tax_report",
+        "Account the checkpoint tax: each job's wall time in buckets that sum to it, the causes that cost most,",
+    ),
+    "timeline": (
+        "timeline",
+        "Draw a job's timeline, a picture that stands alone: its title and headline (job, verdict, action, checkpoint",
+    ),
+    "annotations": (
+        "annotations",
+        "Grafana annotations (time and timeEnd in epoch ms, tags, text) for every checkpoint of a job and each",
+    ),
+    "packet": (
+        "packet",
+        "Write what a vendor's RMA desk or a fabric team asks for, in one tar.gz: the ticket (Markdown), the picture",
+    ),
+    "fleet": (
+        "fleet",
+        "Hosts, GPUs, NICs/links, racks and filesystems ranked by the GPU-hours, failures and incidents they cost",
+    ),
+    "risks": (
+        "risks",
+        "Components degrading now, before they cost a checkpoint: error-counter rates rising, receive power sagging,",
+    ),
 }
 
 EXIT_CODES_HELP = "\n".join(f"  {c.value:>3}  {c.name.lower()}" for c in ExitCode)
@@ -36,11 +75,11 @@ EXIT_CODES_HELP = "\n".join(f"  {c.value:>3}  {c.name.lower()}" for c in ExitCod
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name, mod in COMMANDS.items() if importlib.util.find_spec(f"synestra_cli.cli.{mod}")]
+        return [name for name, (mod, _) in COMMANDS.items() if importlib.util.find_spec(f"synestra_cli.cli.{mod}")]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        mod = COMMANDS.get(cmd_name)
-        if mod is None or importlib.util.find_spec(f"synestra_cli.cli.{mod}") is None:
+        mod, _ = COMMANDS.get(cmd_name, ("", ""))
+        if not mod or importlib.util.find_spec(f"synestra_cli.cli.{mod}") is None:
             return None
         return importlib.import_module(f"synestra_cli.cli.{mod}").command
 
@@ -54,6 +93,16 @@ class LazyGroup(click.Group):
             hint = f" Did you mean {' or '.join(near)}?" if near else ""
             ctx.fail(f"No such command {name!r}.{hint} (synestra --help lists them)")
         return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, each command's short help cut from COMMANDS as click cuts it from the help."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, short_help(name, limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
         # Around every command, also what happens outside its own handler (an import, click's last
@@ -85,6 +134,11 @@ def cli() -> None:
 # True in the `synestra` process itself (the console script), not where cli is invoked in another
 # program's process (tests' CliRunner, a notebook): only then may a command bound the process (sql).
 OWN_PROCESS = False
+
+
+def short_help(name: str, limit: int) -> str:
+    """The command's line in the listing, as click cuts it from the command's own help."""
+    return click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)
 
 
 def main() -> None:  # pragma: no cover - console-script shim

@@ -61,8 +61,8 @@ def _start(ray: Any, workers: int) -> None:
 class _Loader:
     """One ingest worker: a staging store over the lake, one file at a time."""
 
-    def __init__(self, target: str, options: IngestOptions) -> None:
-        self.writer = LakeWriter(target, task=True)
+    def __init__(self, target: str, options: IngestOptions, worker: int) -> None:
+        self.writer = LakeWriter(target, task=True, worker=worker)  # its own block of new series ids
         self.options = options
 
     def load(self, path: str, source_id: int) -> tuple[FileReport, Entry | None]:
@@ -109,7 +109,7 @@ def ingest(
         ids = writer.reserve_ids(len(items))
         _start(ray, workers)
         actor = ray.remote(num_cpus=1)(_Loader)
-        pool = [actor.remote(target, options) for _ in range(max(1, workers))]
+        pool = [actor.remote(target, options, k) for k in range(max(1, workers))]
         pending = {
             i: pool[i % len(pool)].load.remote(str(item), ids[i])
             for i, item in enumerate(items)

@@ -53,8 +53,10 @@ from synestra_cli.explain.triggers import Checkpoint, Classified, classify, lear
 from synestra_cli.signals.activity import straggler_host
 from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
 from synestra_cli.signals.events import Event, typed_events
+from synestra_cli.signals.peers import peer_outliers
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
 from synestra_cli.store.parallel import default_workers, map_in_threads
+from synestra_cli.store.series import has_series_layout
 from synestra_cli.store.sql import scalar
 
 if TYPE_CHECKING:  # the fleet's read (explain/batch.py) is not imported to explain one job
@@ -268,11 +270,20 @@ def _evidence(
     spans = _telemetry_windows([plan(cl, ev) for cl in items] + [plan_attempt_failure(a, ev) for a in failed])
     if not spans:
         return ev
+    if telemetry is None and has_series_layout(conn):  # one reading path for one job and many (store/series.py)
+        from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
+
+        job_read = JobRead(scope, spans, event_read(scope, spans), comparable(inputs))
+        telemetry = fleet_telemetry(conn, {scope.job_id: job_read}).get(scope.job_id)
     if telemetry is not None and telemetry.windows == spans:
         ev.observed, found = telemetry.observed, telemetry.anomalies
     else:
         ev.observed = build_scope(conn, scope, spans) > 0
         found = anomalies(conn, windows=spans, comparable=comparable(inputs))
+    # the job's error counters against their peers: gray parts no rule's floor or own history shows
+    cabled = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
+    beside, fresh = peer_outliers(conn, scope.hosts, cabled, spans, found)
+    found = [*beside, *fresh]
     read = event_read(scope, spans)
     logged = telemetry.events if telemetry is not None and telemetry.event_read == read else typed_events(conn, *read)
     ports = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch}

@@ -187,6 +187,10 @@ def assets_of(
         return [book.gpu(host, component)]
     if category.startswith("network."):
         return [book.cable(host, component)]
+    if category in ("cooling.thermal", "power.capping") and host and component is None:
+        # one host's trouble (its power supply, fans, a cap set on it): the host, then the GPUs that showed it
+        mine = [book.gpu(h, e) for h, e in sorted(set(entities)) if h == host and e and e.startswith("gpu")]
+        return [book.host(host), *mine]
     if category == "storage.slow" and component:
         clients = sorted({h for h, _ in entities} | ({host} if host else set()))
         return [{"kind": "filesystem", "server": component, "clients": clients}]

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from synestra_cli.explain.rules import (
     FLAG_METRICS,
     HOST_LEVEL_METRICS,
+    ORDINARY_WEIGHT,
     POST_WINDOW_S,
     PRE_WINDOW_S,
     RACK_CATEGORIES,
@@ -90,21 +91,27 @@ def _key(s: Signal, scope: JobScope) -> tuple[str, str, str, str]:
 
 def _named(key: tuple[str, str, str, str], signals: list[Signal], scope: JobScope) -> Candidate:
     """Name a group: the host end of a cable unless only its switch end spoke; a filesystem by its
-    server (host: the first client to complain); a rack when several GPUs or hosts of it are hot or
-    capped, else the one GPU; a switch port as switch:port."""
+    server (host: the first client to complain); a rack when several of its hosts are hot or capped, a host
+    when several of its GPUs are (and no other host of its rack), else the one GPU; a switch port as
+    switch:port."""
     cat, what, where, which = key
     first = min(signals, key=lambda s: (_onset(s), s.host, s.entity or ""))  # ties: by name, not by row order
     if what == "fs":
         return Candidate(cat, first.host, where, signals)
     if what == "cable" and any(s.host in scope.hosts for s in signals):
         return Candidate(cat, where, which or None, signals)
-    if what == "rack" and len({(s.host, s.entity) for s in signals}) >= 2:
+    if what == "rack" and len({s.host for s in signals}) >= 2:
         return Candidate(cat, None, where, signals)  # the rack's, not one of its hosts: the same name in every job
-    if what == "host" and len({s.entity for s in signals}) >= 2:
-        return Candidate(cat, where, None, signals)
+    if what in ("host", "rack") and len({s.entity for s in signals}) >= 2:
+        # several GPUs of one host: that host's (its power supply, its fans, a cap set on it), not its rack's
+        return Candidate(cat, first.host if what == "rack" else where, None, signals)
     if first.host not in scope.hosts:
         return Candidate(cat, first.host, f"{first.host}:{first.entity}", signals)
     return Candidate(cat, first.host, first.entity, signals)
+
+
+def _ordinary(s: Signal) -> bool:
+    return isinstance(s, Anomaly) and s.ordinary
 
 
 def _magnitude(s: Signal) -> float:
@@ -158,7 +165,7 @@ def _score(c: Candidate, effect: Effect, peers: int) -> float:
         return 0.0
     miss = 1.0
     for s, _ in timed:
-        miss *= 1.0 - min(1.0, s.weight * _magnitude(s))
+        miss *= 1.0 - min(1.0, s.weight * _magnitude(s) * (ORDINARY_WEIGHT if _ordinary(s) else 1.0))
     timing = max(p for _, p in timed)
     specificity = 1.0 / (1.0 + SPREAD_PENALTY * max(0, peers - 1))
     return TEMPLATES[effect.kind].get(c.category, 0.0) * (1.0 - miss) * timing * specificity

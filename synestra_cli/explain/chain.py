@@ -45,7 +45,7 @@ def from_signal(s: Anomaly | Event) -> ChainLink:
         more = {"kind": s.kind, "code": s.code} if s.code is not None else {"kind": s.kind}
         return ChainLink(s.ts, s.layer, s.host, s.entity, name, _log(s.path, s.line, s.message, **more))
     count = wording.increase(s.after, s.last_normal, s.end) if s.is_rate else None
-    evidence = {
+    evidence: dict[str, Any] = {
         "type": "metric",
         "metric": s.metric,
         "unit": "per_second" if s.is_rate else None,
@@ -59,6 +59,11 @@ def from_signal(s: Anomaly | Event) -> ChainLink:
         "baseline": {"from": s.baseline_from, "to": s.baseline_to, "samples": s.baseline_samples},
     }
     signal = wording.metric(s.metric, s.before, s.after, count, s.is_rate)
+    if s.peers is not None:  # the job's other series of its metric: the evidence, or its context
+        p = s.peers
+        evidence["peers"] = {"series": p.series, "median": p.median, "max": p.max, "ratio": p.ratio, "found": p.found}
+        if p.found:
+            signal = wording.against_peers(s.metric, s.after, p.median, p.max, p.series, p.ratio)
     return ChainLink(s.onset, s.layer, s.host, s.entity, signal, evidence)
 
 

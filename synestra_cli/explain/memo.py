@@ -184,7 +184,7 @@ def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation],
             from synestra_cli.store import lake_kept
 
             return lake_kept.keep(target, key, _docs(explanations), key_for) if explanations else 0
-        with open_store(db) as conn:
+        with open_store(db, long_migrations=False) as conn:  # a few rows: no rewrite of an older store's samples
             return save(conn, key, explanations, beside)
     except (SynestraError, duckdb.Error, OSError):
         return 0

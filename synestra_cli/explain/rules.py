@@ -114,7 +114,13 @@ SPREAD_PENALTY = 0.5
 # excess over its own baseline: a ghost link 10^4 past its baseline is not made "fabric-wide" by the
 # stray symbol error per scrape that some of a big job's thousands of NICs always show.
 SPREAD_PEER_DECADES = 1.0
-# Thermal and power trouble on several GPUs or hosts of one rack is the rack's (cooling, PDU budget).
+# A window found against its own history on a series no busier than its peers over the hours read (a stray
+# burst of the background: Anomaly.ordinary, signals/thresholds.py PEER_ORDINARY_DECADES) counts this much
+# of its strength: three symbol errors in a row on a link that errs every few minutes are not a failing
+# part, and must not outweigh a part 500x its peers.
+ORDINARY_WEIGHT = 0.5
+# Thermal and power trouble on several hosts of one rack is the rack's (cooling, PDU budget); on several GPUs
+# of one host, that host's.
 RACK_CATEGORIES = ("cooling.thermal", "power.capping")
 # Below this score the evidence is too thin to name a cause: say unknown.
 MIN_SCORE = 0.15

@@ -164,3 +164,12 @@ def metric(name: str, before: float, after: float, count: int | None, is_rate: b
         return f"{RATE_NAMES[name]} {_num(before)} -> {_num(after)}/s"
     label, unit = GAUGE_NAMES.get(name, (name, ""))
     return f"{label} {_num(before)} -> {_num(after)}{unit}"
+
+
+def against_peers(name: str, rate: float, median: float, others_max: float, series: int, ratio: float) -> str:
+    """A rate set beside its peers': `PCIe replays 0.0558/s, 558x its peers (median 0, max 0.00028/s of 31)`."""
+    label = RATE_NAMES.get(name) or (COUNTED[name][1] if name in COUNTED else name)
+    return (
+        f"{label} {_num(rate)}/s, {ratio:.0f}x its peers "
+        f"(median {_num(median)}, max {_num(others_max)}/s of {series - 1})"
+    )

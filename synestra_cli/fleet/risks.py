@@ -2,7 +2,9 @@
 
 At a time T (default: the store's latest data) the fleet's telemetry and events of the LOOKBACK before
 T are scanned with explain's own rules (scan.py over signals/): each series against its own baseline
-in that window, counter rates from window functions with resets handled. An asset is at risk when a
+in that window, counter rates from window functions with resets handled; and each error counter against
+the fleet's others of its metric (signals/peers.py: a gray GPU or NIC orders of magnitude above its peers,
+under every floor). An asset is at risk when a
 corroborated episode of it is still active at T (its last anomalous sample within RECENT of T, or an
 event within LOOKBACK): error-counter rates up, receive power down, FEC corrected codewords climbing,
 temperatures up, Xid or AER events. Lemons already known from jobs that ended before T (lemons.py over
@@ -25,7 +27,7 @@ from synestra_cli.explain.document import link_doc
 from synestra_cli.fleet.actions import action_for
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.fleet.lemons import asset_json, data_span, fleet_report
-from synestra_cli.fleet.scan import Episode, Signal, episodes, fleet_signals
+from synestra_cli.fleet.scan import Episode, Signal, episodes, fleet_signals, peer_signals
 from synestra_cli.signals.anomalies import Anomaly
 
 SCHEMA = "synestra.risks/1"
@@ -140,7 +142,8 @@ def running_jobs(conn: duckdb.DuckDBPyConnection, hosts: list[str], at: datetime
 
 def _degrading(conn: duckdb.DuckDBPyConnection, at: datetime, inv: Inventory) -> list[Risk]:
     # single-scrape windows too: at a 2-minute scrape, two erring metrics at once are the earliest sign
-    signals = [s for s in fleet_signals(conn, at - LOOKBACK, at, min_samples=1) if _active(s, at)]
+    found = fleet_signals(conn, at - LOOKBACK, at, min_samples=1) + peer_signals(conn, at - LOOKBACK, at)
+    signals = [s for s in found if _active(s, at)]
     out = []
     for eps in episodes(signals, inv).values():
         ep: Episode = eps[-1]

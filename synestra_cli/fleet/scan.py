@@ -18,7 +18,11 @@ import duckdb
 from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES, RACK_CATEGORIES, XID_APP
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.signals import anomalies as an
+from synestra_cli.signals.candidates import summaries_cover
 from synestra_cli.signals.events import Event, typed_events
+from synestra_cli.signals.peers import peer_outliers
+from synestra_cli.signals.scope import JobScope
+from synestra_cli.signals.thresholds import PEER_RULES
 from synestra_cli.store.sql import placeholders
 
 Signal = an.Anomaly | Event
@@ -45,6 +49,10 @@ SELECT DISTINCT host FROM metrics WHERE ts BETWEEN ? AND ? AND metric IN ({metri
 FLEET_SCOPE_SQL = """
 INSERT INTO _scope (ts, host, entity, metric, value) SELECT ts, host, entity, metric, value FROM metrics
 WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) AND host IN ({hosts})
+"""
+# The hosts (and switches) with telemetry of these metrics in the window, from their hourly summaries.
+SUMMARY_HOSTS_SQL = """
+SELECT DISTINCT host FROM host_summaries WHERE last_ts >= ? AND first_ts <= ? AND metric IN ({metrics}) ORDER BY host
 """
 EVENT_HOSTS_SQL = "SELECT DISTINCT host FROM events WHERE ts BETWEEN ? AND ? AND host IS NOT NULL ORDER BY host"
 
@@ -73,6 +81,41 @@ def fleet_signals(
     `min_samples` 1 (risks) also returns single-scrape windows; an episode needs them corroborated."""
     an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
     metrics = [r.metric for r in METRIC_RULES]
+    found: list[Signal] = []
+    if summaries_cover(conn, start, end):
+        found += _from_summaries(conn, start, end, metrics, min_samples)
+    else:
+        found += _from_samples(conn, start, end, metrics, min_samples)
+    hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
+    found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
+    return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
+
+
+def _from_summaries(
+    conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, metrics: list[str], min_samples: int
+) -> list[Signal]:
+    """The window's anomalies as one job's are found (signals/anomalies.py build_scope): every host and
+    switch a job of the whole fleet and the whole window, its series tested on the hourly summaries and
+    only the candidates' samples read (by series id in the series layout). A series that is no candidate
+    holds no anomaly window, so these are the anomalies of every sample (_from_samples)."""
+    hosts = [
+        r[0]
+        for r in conn.execute(
+            SUMMARY_HOSTS_SQL.format(metrics=placeholders(len(metrics))), [start, end, *metrics]
+        ).fetchall()
+    ]
+    found: list[Signal] = []
+    for i in range(0, len(hosts), HOST_BATCH):  # a month's candidates of every host would not fit in memory
+        scope = JobScope("fleet", [], hosts[i : i + HOST_BATCH])
+        an.build_scope(conn, scope, [(start, end)], min_samples, clock_events=False)
+        found += an.anomalies(conn, min_samples)
+    return found
+
+
+def _from_samples(
+    conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, metrics: list[str], min_samples: int
+) -> list[Signal]:
+    """Without summaries for the whole window: every sample of the window, a batch of hosts at a time."""
     marks = placeholders(len(metrics))
     series_hosts = [
         r[0] for r in conn.execute(SERIES_HOSTS_SQL.format(metrics=marks), [start, end, *metrics]).fetchall()
@@ -85,9 +128,31 @@ def fleet_signals(
             FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))), [start, end, *metrics, *batch]
         )
         found += an.anomalies(conn, min_samples)
-    hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
-    found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
-    return sorted(found, key=lambda s: (signal_start(s), s.host, s.entity or "", s.category))
+    return found
+
+
+# The hosts and switch ports whose error counters are compared (signals/peers.py): every one in the window.
+PEER_HOSTS_SQL = "SELECT DISTINCT host FROM metrics WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) ORDER BY host"
+PEER_PORTS_SQL = """
+SELECT DISTINCT switch, switch_port FROM topology WHERE switch IS NOT NULL AND switch_port IS NOT NULL ORDER BY ALL
+"""
+
+
+def peer_signals(conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> list[Signal]:
+    """Series far above their peers in [start, end] (signals/peers.py), the fleet's series of the same metric
+    and side being the peers: a GPU whose correctable ECC errors run at 1000x the fleet's, a NIC whose FEC
+    corrects 10^4x more than its neighbours', under every rule's floor."""
+    metrics = [r.metric for r in PEER_RULES]
+    hosts = [
+        h
+        for (h,) in conn.execute(
+            PEER_HOSTS_SQL.format(metrics=placeholders(len(metrics))), [start, end, *metrics]
+        ).fetchall()
+    ]
+    ports = [(sw, port) for sw, port in conn.execute(PEER_PORTS_SQL).fetchall()]
+    switches = {sw for sw, _ in ports}
+    _, found = peer_outliers(conn, [h for h in hosts if h not in switches], ports, [(start, end)])
+    return list(found)
 
 
 def asset_of(s: Signal, inv: Inventory) -> Asset | None:
@@ -101,12 +166,13 @@ def blip(s: Signal) -> bool:
 
 
 def substantive(s: Signal) -> bool:
-    """Enough alone: an event, a discrete counter, or a sustained change far past its threshold (a
-    single scrape, however large, may be a one-off burst)."""
+    """Enough alone: an event, a discrete counter, a sustained change far past its threshold (a single
+    scrape, however large, may be a one-off burst), or a series orders of magnitude above its peers."""
     return (
         isinstance(s, Event)
         or s.metric in DISCRETE_METRICS
         or (s.magnitude >= STRONG_MAGNITUDE and s.samples >= MIN_ANOMALY_SAMPLES)
+        or (s.peers is not None and s.peers.found)  # 100x its peers over PEER_MIN_EVENTS events at least
     )
 
 
@@ -129,8 +195,9 @@ def _merge(asset: Asset, signals: list[Signal]) -> list[Episode]:
 
 
 def episodes(signals: list[Signal], inv: Inventory) -> dict[str, list[Episode]]:
-    """Per asset id, its episodes in time order. Thermal or power trouble on two or more GPUs or hosts
-    of one rack at once is the rack's episode (one rack event, counted once), else the GPU's."""
+    """Per asset id, its episodes in time order. Thermal or power trouble on two or more hosts of one
+    rack at once is the rack's episode (one rack event, counted once); on several GPUs of one host the
+    host's; on one GPU that GPU's."""
     by_asset: dict[str, tuple[Asset, list[Signal]]] = {}
     rack_sigs: dict[tuple[str, str], list[Signal]] = {}
     for s in (s for s in signals if not blip(s)):
@@ -145,13 +212,14 @@ def episodes(signals: list[Signal], inv: Inventory) -> dict[str, list[Episode]]:
     for (rack, _cat), sigs in sorted(rack_sigs.items()):
         rack_asset = Asset("rack", rack, None, None, {"hosts": inv.rack_hosts(rack)})
         for ep in _merge(rack_asset, sigs):
-            if len({(s.host, s.entity) for s in ep.signals}) >= 2:
+            if len({s.host for s in ep.signals}) >= 2:
                 out.setdefault(rack, []).append(ep)
-            else:
-                for s in ep.signals:
-                    a = inv.of(s.category, s.host, s.entity)
-                    if a is not None:
-                        by_asset.setdefault(a.id, (a, []))[1].append(s)
+                continue
+            several = len({s.entity for s in ep.signals}) >= 2  # several GPUs of one host: the host's
+            for s in ep.signals:
+                a = inv.of(s.category, s.host, None if several else s.entity)
+                if a is not None:
+                    by_asset.setdefault(a.id, (a, []))[1].append(s)
     for aid, (asset, sigs) in by_asset.items():
         if asset.kind == "filesystem":  # every client complains: the clients are the evidence
             clients = sorted({s.host for s in sigs})

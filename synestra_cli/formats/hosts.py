@@ -16,11 +16,18 @@ def short_host_sql(expr: str) -> str:
     )
 
 
-def record_full_names_sql(source: str, column: str, sid: str = "$sid") -> str:
-    """INSERT of the (short host, full name) pairs of `column` in relation `source` for source `sid`
-    (the parameter $sid, or a column of `source` naming each row's source)."""
+HOST_NAMES_INSERT = "INSERT INTO host_names (host, name, source_id) "
+
+
+def full_names_select_sql(source: str, column: str, sid: str = "$sid") -> str:
+    """The (short host, full name, source) rows record_full_names_sql inserts."""
     return (
-        f"INSERT INTO host_names (host, name, source_id) "
         f"SELECT DISTINCT {short_host_sql(column)}, {column}, {sid} FROM {source} "
         f"WHERE {column} IS NOT NULL AND {short_host_sql(column)} <> {column} ORDER BY 1, 2"
     )
+
+
+def record_full_names_sql(source: str, column: str, sid: str = "$sid") -> str:
+    """INSERT of the (short host, full name) pairs of `column` in relation `source` for source `sid`
+    (the parameter $sid, or a column of `source` naming each row's source)."""
+    return HOST_NAMES_INSERT + full_names_select_sql(source, column, sid)

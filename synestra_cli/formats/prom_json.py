@@ -3,22 +3,28 @@
     {"status":"success","data":{"resultType":"matrix","result":[{"metric":{...},"values":[[1435781430.781,"1"],...]}]}}
 
 Timestamps are float epoch seconds; values are strings (so that NaN and +Inf survive). Each result is one
-series: its labels go through the same mapping as scraped text (prom_labels.py).
+series: its labels go through the same mapping as scraped text (prom_labels.py). A big job's answer is
+hundreds of MB: it is read as a stream (prom_json_stream.py), its result array a batch of whole results at
+a time, each batch parsed by DuckDB and written before the next is read, so memory is one batch's.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from synestra_cli.errors import InputError
+import duckdb
+
+from synestra_cli.errors import InputError, raise_if_stopped
 from synestra_cli.formats import prom_labels
-from synestra_cli.formats.base import Format, LoadContext, LoadResult
-from synestra_cli.store.sql import drop_temp, one_row
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, open_binary
+from synestra_cli.formats.prom_json_stream import answer_batches
+from synestra_cli.store.connect import SESSION_SQL
+from synestra_cli.store.sql import drop_temp, quote_ident, scalar
 
-HEADER_SQL = """
-SELECT j->>'status', j->'data'->>'resultType', j->>'error'
-FROM (SELECT TRY_CAST($text AS JSON) AS j)
-"""
+# A batch of results (a JSON array's text) and the first sid it numbers its results from.
+VALID_SQL = "SELECT json_valid($text)"
+BATCH_BYTES = 4 << 20  # the text of one batch (~10^5 samples per MB): DuckDB holds ~10x a batch while parsing it
 
 # One row per result (series), read into typed lists by one json_transform (casting each result and
 # pair to JSON[] and extracting its fields one by one cost ~10x: 6 s for 76,800 pairs); then one row
@@ -26,8 +32,9 @@ FROM (SELECT TRY_CAST($text AS JSON) AS j)
 RESULT_SHAPE = '[{"metric": "MAP(VARCHAR, VARCHAR)", "values": [["VARCHAR"]], "value": ["VARCHAR"]}]'
 PAIRS_SQL = """
 CREATE OR REPLACE TEMP TABLE prom_json_results AS
-SELECT (row_number() OVER ())::INTEGER AS sid, r.metric AS labels, coalesce(r."values", [r."value"]) AS pairs
-FROM (SELECT unnest(json_transform(CAST($text AS JSON)->'data'->'result', $shape)) AS r)
+SELECT (row_number() OVER () + $base)::INTEGER AS sid, r.metric AS labels,
+       coalesce(r."values", [r."value"]) AS pairs
+FROM (SELECT unnest(json_transform(CAST($text AS JSON), $shape)) AS r)
 """
 PAIRS_OF_RESULTS_SQL = """
 CREATE OR REPLACE TEMP TABLE prom_json_pairs AS
@@ -73,25 +80,65 @@ def sniff(head: str) -> float:
 
 
 def load(ctx: LoadContext) -> LoadResult:
-    conn, text = ctx.conn, ctx.read_text()
-    status, result_type, error = one_row(conn, HEADER_SQL, {"text": text})
+    conn, result = ctx.conn, LoadResult()
+    work = _scratch(conn)
+    try:
+        prom_labels.begin_series(work, ctx.source_id, ctx.evidence)
+        base = 0
+        with open_binary(ctx.path) as f:
+            limit = None if ctx.end is None else ctx.end - ctx.offset
+            f.seek(ctx.offset)
+            stream, batches = answer_batches(f, BATCH_BYTES, lambda text: _valid(work, text), ctx.display, limit)
+            for batch in batches:
+                raise_if_stopped()  # a stop interrupts the file's cursor, not this scratch one: check per batch
+                base = _parse(work, batch, base)
+                result.rejects_from(work, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
+                result.rows += prom_labels.write_batch(conn, ctx.source_id, ctx.fallback_host, ctx.mtime, work)
+                drop_temp(work, TEMP_TABLES, views=["prom_samples"])
+        _check(ctx.display, stream.members)
+        prom_labels.finish_series(conn, ctx.source_id, result.notes, ctx.evidence, work)
+    finally:
+        work.close()  # its temp tables go with it
+    return result
+
+
+def _scratch(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A connection of its own for the batches' tables (same database, autocommit, the file's catalog as its
+    default): what a batch replaces is freed at once, where the file's transaction would keep every batch's
+    tables until COMMIT (memory growing with the file: ~200 bytes a sample)."""
+    work = conn.cursor()
+    for sql in SESSION_SQL:
+        work.execute(sql)
+    work.execute(f"USE {quote_ident(str(scalar(conn, 'SELECT current_database()')))}")
+    return work
+
+
+def _parse(work: duckdb.DuckDBPyConnection, batch: bytes, base: int) -> int:
+    """One batch's results into prom_series / prom_samples (and its rejects), numbered from `base` + 1;
+    returns the next number."""
+    work.execute(PAIRS_SQL, {"text": batch.decode("utf-8", errors="replace"), "shape": RESULT_SHAPE, "base": base})
+    base += int(scalar(work, "SELECT count(*) FROM prom_json_results"))
+    for sql in (PAIRS_OF_RESULTS_SQL, SERIES_SQL, ROWS_SQL, SAMPLES_SQL):
+        work.execute(sql)
+    return base
+
+
+def _valid(conn: duckdb.DuckDBPyConnection, text: bytes) -> bool:
+    return bool(scalar(conn, VALID_SQL, {"text": text.decode("utf-8", errors="replace")}))
+
+
+def _check(display: str, members: dict[str, Any]) -> None:
+    """A successful answer of series: status success, resultType matrix or vector (read after the results
+    when the dump sorted its keys: the file's rows are then rolled back with it)."""
+    status, error = members.get("status"), members.get("error")
     if status != "success":
         raise InputError(
-            f"{ctx.display}: not a successful Prometheus API answer "
-            f"(status {status or 'missing or not JSON'}{': ' + error if error else ''})"
+            f"{display}: not a successful Prometheus API answer "
+            f"(status {status or 'missing or not JSON'}{': ' + str(error) if error else ''})"
         )
+    result_type = members.get("resultType")
     if result_type not in ("matrix", "vector"):
-        raise InputError(f"{ctx.display}: resultType {result_type!r} carries no series (need matrix or vector)")
-    conn.execute(PAIRS_SQL, {"text": text, "shape": RESULT_SHAPE})
-    for sql in (PAIRS_OF_RESULTS_SQL, SERIES_SQL, ROWS_SQL, SAMPLES_SQL):
-        conn.execute(sql)
-    result = LoadResult()
-    result.rejects_from(conn, REJECT_SAMPLES_SQL, REJECT_COUNT_SQL)
-    result.rows = prom_labels.write_series(
-        conn, ctx.source_id, ctx.fallback_host, ctx.mtime, result.notes, ctx.evidence
-    )
-    drop_temp(conn, TEMP_TABLES, views=["prom_samples"])
-    return result
+        raise InputError(f"{display}: resultType {result_type!r} carries no series (need matrix or vector)")
 
 
 FORMAT = Format(

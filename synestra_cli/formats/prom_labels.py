@@ -21,7 +21,7 @@ import duckdb
 
 from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.formats.hosts import record_full_names_sql, short_host_sql
+from synestra_cli.formats.hosts import HOST_NAMES_INSERT, full_names_select_sql, short_host_sql
 from synestra_cli.store.sql import drop_temp, one_row, scalar, temp_table
 
 # Labels that name the host, the entity or the GPU's identity. Any other label of a metric that is not in
@@ -134,8 +134,8 @@ r AS (
 SELECT *, row_number() OVER (ORDER BY host, entity, metric) AS ord FROM r
 """.replace("{short}", short_host_sql("full_host"))
 
-INSERT_METRICS_SQL = """
-INSERT INTO metrics (ts, host, entity, metric, value, source_id)
+METRICS_INSERT = "INSERT INTO metrics (ts, host, entity, metric, value, source_id) "
+METRICS_SELECT_SQL = """
 SELECT coalesce(epoch_ms(ms), $default_ts), host, entity, metric,
        CASE WHEN is_dcgm AND dcgm_blank(value, kind) THEN NULL ELSE value * coalesce(scale, 1.0) END, $sid
 FROM (SELECT r.host, r.entity, r.metric, r.is_dcgm, r.kind, r.scale, unnest(p.vals) AS value, unnest(p.ms) AS ms
@@ -143,8 +143,8 @@ FROM (SELECT r.host, r.entity, r.metric, r.is_dcgm, r.kind, r.scale, unnest(p.va
       ORDER BY r.ord)
 """
 
-INSERT_GPUS_SQL = """
-INSERT INTO gpus (host, entity, pci_bus_id, uuid, model, source_id)
+GPUS_INSERT = "INSERT INTO gpus (host, entity, pci_bus_id, uuid, model, source_id) "
+GPUS_SELECT_SQL = """
 SELECT host, gpu, max(pci), max(uuid), max(model), $sid
 FROM (SELECT host, 'gpu' || labels['gpu'] AS gpu, prom_pci_bus_id(labels['pci_bus_id']) AS pci,
              coalesce(labels['UUID'], labels['gpu_uuid'], labels['uuid']) AS uuid,
@@ -164,11 +164,10 @@ WHERE uuid IS NOT NULL AND host IS NOT NULL AND source_id <> $sid
 GROUP BY uuid HAVING count(DISTINCT host) = 1
 """
 
-INSERT_CATALOG_SQL = """
-INSERT INTO metric_catalog (metric, unit, kind, description)
+CATALOG_INSERT = "INSERT INTO metric_catalog (metric, unit, kind, description) "
+CATALOG_SELECT_SQL = """
 SELECT c.metric, c.unit, c.kind, c.description
 FROM prom_catalog c WHERE c.metric IN (SELECT metric FROM prom_resolved)
-ON CONFLICT DO NOTHING
 """
 
 LOOKUP_TABLES = ("prom_source_map", "prom_catalog")  # what create_lookups makes; its callers drop them
@@ -266,15 +265,86 @@ def write_series(
     to say that series named no host; evidence: where the store's gpus and sources are seen from the file
     (LoadContext.evidence).
     """
+    begin_series(conn, source_id, evidence)
+    rows = write_batch(conn, source_id, host, default_ts)
+    finish_series(conn, source_id, notes, evidence)
+    return rows
+
+
+# A file read in batches (formats/prom_json.py) maps each batch on a scratch connection `work` (autocommit:
+# what a batch replaces is freed at once, where the file's transaction would keep every batch's tables until
+# COMMIT) and writes only its rows through `conn`, the file's transaction, streamed as Arrow batches. With
+# `work` None (one batch: the exposition text) everything runs on `conn`.
+
+
+def begin_series(conn: duckdb.DuckDBPyConnection, source_id: int, evidence: str = "") -> None:
+    """What write_batch needs, once per file (on the connection that maps the batches)."""
     install_macros(conn)
     create_lookups(conn)
     conn.execute(UUID_HOSTS_SQL.format(evidence=evidence), {"sid": source_id})
-    conn.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
+    conn.execute(RESOLVED_ALL_DROP)
+
+
+def write_batch(
+    conn: duckdb.DuckDBPyConnection,
+    source_id: int,
+    host: str | None,
+    default_ts: datetime,
+    work: duckdb.DuckDBPyConnection | None = None,
+) -> int:
+    """The samples of the series in prom_series/prom_samples (on `work`) into metrics (through `conn`); their
+    series are kept for finish_series (so sids must be unique across a file's batches). Returns the rows."""
+    work = work or conn
+    work.execute(RESOLVE_SQL, {"host": host, "identity": IDENTITY_LABELS, "attribute_prefix": ATTRIBUTE_LABEL_PREFIX})
+    rows = _write(conn, work, METRICS_INSERT, METRICS_SELECT_SQL, {"sid": source_id, "default_ts": default_ts})
+    work.execute(RESOLVED_ALL_APPEND)
+    return rows
+
+
+def finish_series(
+    conn: duckdb.DuckDBPyConnection,
+    source_id: int,
+    notes: list[str] | None = None,
+    evidence: str = "",
+    work: duckdb.DuckDBPyConnection | None = None,
+) -> None:
+    """Once per file, over every batch's series: the notes on hosts, the GPUs, the host names, the catalog."""
+    work = work or conn
+    work.execute("CREATE OR REPLACE TEMP TABLE prom_resolved AS SELECT * FROM prom_resolved_all")
     if notes is not None:
-        notes += host_notes(conn, evidence)
-    rows = scalar(conn, INSERT_METRICS_SQL, {"sid": source_id, "default_ts": default_ts})
-    conn.execute(INSERT_GPUS_SQL, {"sid": source_id})
-    conn.execute(record_full_names_sql("prom_resolved", "full_host"), {"sid": source_id})
-    conn.execute(INSERT_CATALOG_SQL)
-    drop_temp(conn, ("prom_resolved", "prom_uuid_hosts", *LOOKUP_TABLES))
-    return int(rows)
+        notes += host_notes(work, evidence)
+    _write(conn, work, GPUS_INSERT, GPUS_SELECT_SQL, {"sid": source_id})
+    _write(conn, work, HOST_NAMES_INSERT, full_names_select_sql("prom_resolved", "full_host"), {"sid": source_id})
+    _write(conn, work, CATALOG_INSERT, CATALOG_SELECT_SQL, None, "ON CONFLICT DO NOTHING")
+    drop_temp(work, ("prom_resolved", "prom_resolved_all", "prom_uuid_hosts", *LOOKUP_TABLES))
+
+
+STREAM_ROWS = 1 << 17  # rows per Arrow batch from the scratch connection into the file's transaction
+
+
+def _write(
+    conn: duckdb.DuckDBPyConnection,
+    work: duckdb.DuckDBPyConnection,
+    insert: str,
+    select: str,
+    params: dict[str, object] | None,
+    tail: str = "",
+) -> int:
+    """INSERT `insert` the rows of `select`: one statement on one connection, else computed on `work` and
+    streamed into `conn` (DuckDB reads the local reader by its name: a replacement scan, never a registered
+    view, which the file's transaction would keep until COMMIT). Returns the rows inserted."""
+    if work is conn:
+        return int(scalar(conn, f"{insert}{select} {tail}", params))
+    work.complete()  # a relation streams only once the last execute() result is done
+    _prom_rows = work.sql(select, params=params).to_arrow_reader(STREAM_ROWS)  # noqa: F841
+    # executed here, not through a helper: the replacement scan looks for `_prom_rows` in the caller's frame
+    row = conn.execute(f"{insert}SELECT * FROM _prom_rows {tail}").fetchone()
+    return int(row[0]) if row else 0
+
+
+# Every batch's resolved series (one row per series, no samples: small), for finish_series.
+RESOLVED_ALL_DROP = "DROP TABLE IF EXISTS prom_resolved_all"
+RESOLVED_ALL_APPEND = """
+CREATE TEMP TABLE IF NOT EXISTS prom_resolved_all AS SELECT * FROM prom_resolved LIMIT 0;
+INSERT INTO prom_resolved_all SELECT * FROM prom_resolved
+"""

@@ -25,6 +25,7 @@ from synestra_cli.ingest.plan import SKIP, Known, Plan, Source, decide, waits_fo
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.ingest.resume import chain_duplicates
 from synestra_cli.store.checks import CheckResult, check_sources
+from synestra_cli.store.series import copy_by_series, has_series_layout
 from synestra_cli.store.sources import SourcedTable, delete_sources, qualified
 from synestra_cli.store.sql import quote_ident, scalar, transaction
 from synestra_cli.store.summaries import (
@@ -336,9 +337,13 @@ def _copy(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, options: In
         t.name for t in batch.tables if (t.name in filled or t.name == "sources") and t.name not in DERIVED_TABLES
     ]
     replaced = sorted({sid for s in batch.files for sid in s.plan.replaces})
+    by_series = "metrics" in tables and has_series_layout(conn, store)
     with transaction(conn):
         delete_sources(conn, replaced, store)
         for name in tables:
+            if name == "metrics" and by_series:  # numbered and in series order (store/series.py)
+                copy_by_series(conn, qualified(stage, name), qualified(store, "series"), qualified(store, name))
+                continue
             conn.execute(f"INSERT INTO {qualified(store, name)} BY NAME SELECT * FROM {qualified(stage, name)}")
         for name in SHARED_TABLES:
             if name in filled:
@@ -353,7 +358,8 @@ def _summarise(conn: duckdb.DuckDBPyConnection, store: str, batch: Batch, teleme
     computed in its stage when they still hold, else from the store. A source left without one (a crash in
     between) is read raw, with the same answers."""
     ids = [s.source_id for s in batch.files]
-    if batch.summarised and copy_stage_summaries(conn, batch.schema, f"{quote_ident(store)}.main", ids):
+    ranged = not has_series_layout(conn, store)  # rows in series order are not where the stage had them
+    if batch.summarised and copy_stage_summaries(conn, batch.schema, f"{quote_ident(store)}.main", ids, ranged):
         return
     home = scalar(conn, "SELECT current_database()")
     conn.execute(f"USE {quote_ident(store)}")

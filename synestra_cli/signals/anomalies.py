@@ -46,6 +46,7 @@ from synestra_cli.signals.thresholds import (
     DISCRETE_METRICS,
     METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
+    PEER_ORDINARY_DECADES,
 )
 from synestra_cli.store.sql import insert_rows, placeholders, scalar
 
@@ -194,6 +195,18 @@ ORDER BY onset, host, entity, metric, first_bad  -- a total order: windows with 
 
 
 @dataclass(frozen=True)
+class Peers:
+    """The same metric on the job's other entities of the same side (signals/peers.py): against these,
+    not its own history, the series was found anomalous."""
+
+    series: int  # the series of the metric and side compared, the suspect included
+    median: float  # their median rate (per s)
+    max: float  # the highest rate of the others
+    ratio: float  # the series' rate / max(median, the metric's quiet level)
+    found: bool = True  # True: the evidence itself; False: context for a window found against its own history
+
+
+@dataclass(frozen=True)
 class Anomaly:
     host: str
     entity: str | None
@@ -215,6 +228,14 @@ class Anomaly:
     baseline_from: datetime | None = None
     baseline_to: datetime | None = None
     baseline_samples: int = 0
+    # found against its peers (peers.found; before: their median), or its own history's window set beside them
+    peers: Peers | None = None
+
+    @property
+    def ordinary(self) -> bool:
+        """A window found against its own history on a series no busier than its peers over the hours read
+        (less than a decade above their median or its metric's quiet level): a burst of the background."""
+        return self.peers is not None and not self.peers.found and self.peers.ratio < 10**PEER_ORDINARY_DECADES
 
     @property
     def bounds(self) -> tuple[datetime, datetime]:
@@ -239,11 +260,13 @@ def build_scope(
     scope: JobScope,
     windows: list[tuple[datetime, datetime]],
     min_samples: int = MIN_ANOMALY_SAMPLES,
+    clock_events: bool = True,
 ) -> int:
     """Decide which series of the job's telemetry inside the (sorted, disjoint) windows could hold an
     anomaly window of `min_samples` (as `anomalies` will be asked), from the hourly summaries or else
     from the samples (`_series`), and copy the raw samples of those candidates into the temp table
-    `_scope`. Returns the series observed (> 0 when any sample falls in the windows)."""
+    `_scope`. Returns the series observed (> 0 when any sample falls in the windows). `clock_events` False:
+    the clocks-event bitmask is not read (the fleet's scan judges the rules' metrics only: fleet/scan.py)."""
     _load_rules(conn)
     conn.execute(PORTS_DDL)
     ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
@@ -255,7 +278,7 @@ def build_scope(
     switches = sorted({p[0] for p in ports} - set(scope.hosts))
     port_names = sorted({p[1] for p in ports})
     derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
-    metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC]
+    metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC] * clock_events
     conn.execute(SERIES_DDL)
     conn.execute(SCOPE_DDL)
     if not windows:

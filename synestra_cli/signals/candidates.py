@@ -28,6 +28,7 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
+from synestra_cli.store.series import SAME_SERIES, has_series_layout
 from synestra_cli.store.sql import has_table, one_row, placeholders, scalar
 from synestra_cli.store.summaries import BUCKET
 
@@ -242,6 +243,16 @@ WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.met
 """
 
 
+# The series layout (store/series.py): the candidates' samples by their series' ids (DuckDB pushes them into
+# the scan), in the windows; the hull bounds the scan in time. signals/fleet_telemetry.py reads a fleet's alike.
+SCOPE_BY_SERIES_SQL = f"""
+INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
+FROM metrics m JOIN (SELECT d.series_id FROM _cand c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}) c
+     ON c.series_id = m.series_id
+WHERE ({{spans}}) AND m.ts BETWEEN ? AND ? AND m.value IS NOT NULL
+"""
+
+
 def summaries_cover(conn: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime) -> bool:
     """True when the store has summaries and every source that may hold samples in [lo, hi] has one
     (and $SYNESTRA_SUMMARIES does not turn them off)."""
@@ -305,7 +316,9 @@ def scope_from_summaries(
             return None
     conn.execute(CANDIDATES_SQL, test_args)
     spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
-    if not _read_by_rowid(conn, spans, touch_args):
+    if has_series_layout(conn):
+        conn.execute(SCOPE_BY_SERIES_SQL.format(spans=spans), [*touch_args, *hull])
+    elif not _read_by_rowid(conn, spans, touch_args):
         _read_by_source(conn, spans, touch_args)
     return int(observed)
 

@@ -29,8 +29,15 @@ FROM (
 )
 """
 
+
+def rates_over(source: str) -> str:
+    """The per-sample delta and rate SQL over a relation (a table name or a parenthesised SELECT) with
+    (ts, host, entity, metric, value)."""
+    return _RATES.format(source=source)
+
+
 # The scoped telemetry of one explanation (signals/scope.py builds the temp table _scope).
-SCOPE_RATES_SQL = _RATES.format(source="_scope")
+SCOPE_RATES_SQL = rates_over("_scope")
 
 METRIC_RATES_SQL = (
     _RATES.format(

@@ -25,6 +25,7 @@ from synestra_cli.signals.thresholds import (
     METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
 )
+from synestra_cli.store.series import SAME_SERIES
 from synestra_cli.store.sql import has_table, scalar
 
 # A summary row's hour against each of its job's windows (`_fjobs.wins`), in the row itself: its samples
@@ -139,6 +140,11 @@ SELECT row_number() OVER (ORDER BY s.job, s.host, s.entity, s.metric) * $stride 
 FROM _fcand_series s LEFT JOIN _frules r USING (metric)
 WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 """
+# Each candidate's series id in the store's dictionary (the series layout: its samples are read by it).
+SERIES_OF_CANDIDATES_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _fcand AS
+SELECT c.*, d.series_id FROM _fcand c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}
+"""
 # Every series of the scope: the candidates, and each bit decoded from a bitmask candidate (sid + k).
 # A bit that never changes in the candidate's hours (never set; or always set, its `unless` never) decodes
 # to a constant series, which no baseline finds anomalous: it is not read (half the campus's decoded rows).
@@ -168,9 +174,10 @@ def clock_bits() -> tuple[str, list[object]]:
     return values, [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
 
 
-def fleet_candidates(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int]]:
-    """Every job's candidates into `_fcand` and every series of the scope into `_fseries`; per job, the
-    series (or host-metrics) seen inside its windows and those touching them."""
+def fleet_candidates(conn: duckdb.DuckDBPyConnection, by_series: bool = False) -> dict[str, tuple[int, int]]:
+    """Every job's candidates into `_fcand` (`by_series`: with the store's id of each, store/series.py) and
+    every series of the scope into `_fseries`; per job, the series (or host-metrics) seen inside its windows
+    and those touching them."""
     metrics = {"metrics": _metrics()}
     ranges = ROW_RANGES if scalar(conn, HAS_ROW_RANGES_SQL) else NO_ROW_RANGES
     test = {"bitmask": CLOCK_EVENT_METRIC, "pairs": MIN_ANOMALY_SAMPLES >= 2}
@@ -186,6 +193,8 @@ def fleet_candidates(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, in
     conn.execute(SERIES_SQL)
     observed = conn.execute(HOST_OBSERVED_SQL if staged else OBSERVED_SQL).fetchall()
     conn.execute(CANDIDATES_SQL, {**test, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
+    if by_series:
+        conn.execute(SERIES_OF_CANDIDATES_SQL)
     values, bits = clock_bits()
     conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
     return {j: (seen, touched) for j, seen, touched in observed}

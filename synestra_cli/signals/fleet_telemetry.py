@@ -57,6 +57,7 @@ from synestra_cli.signals.thresholds import (
     METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
 )
+from synestra_cli.store.series import has_series_layout
 from synestra_cli.store.sql import has_table, insert_rows, placeholders, scalar
 
 Window = tuple[datetime, datetime]
@@ -129,6 +130,17 @@ JOIN _fcand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND 
 JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
 """
 SCOPE_ROWS_SQL = _SCOPE.format(samples="_fcand_rows")
+# The series layout (store/series.py): the candidates' own series by their ids, each sample joined to its job's
+# windows. DuckDB pushes the candidates' ids into the scan (a filter by hash), which skips the row groups and
+# rows of every other series; the jobs' hull bounds the scan in time. No summary's row range is needed.
+SCOPE_SERIES_SQL = """
+CREATE OR REPLACE TEMP TABLE _fscope AS
+SELECT c.sid, m.ts, m.value, w.w AS win
+FROM metrics m
+JOIN _fcand c ON c.series_id = m.series_id
+JOIN _fwin w ON w.job = c.job AND m.ts BETWEEN w.lo AND w.hi
+WHERE m.ts BETWEEN $lo AND $hi AND m.value IS NOT NULL
+"""
 SCOPE_SQL = _SCOPE.format(samples="metrics") + (
     "WHERE m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})"
     " AND m.ts BETWEEN ? AND ?\n  AND m.value IS NOT NULL\n"
@@ -309,9 +321,13 @@ def _anomalies(
     if not reads:
         return {}
     _load(conn, reads)
-    counts = fleet_candidates(conn)
+    by_series = has_series_layout(conn)
+    counts = fleet_candidates(conn, by_series)
     values, bits = clock_bits()
-    if not _read_by_rowid(conn):
+    if by_series:
+        hull = [min(r.windows[0][0] for r in reads.values()), max(r.windows[-1][1] for r in reads.values())]
+        conn.execute(SCOPE_SERIES_SQL, {"lo": hull[0], "hi": hull[1]})
+    elif not _read_by_rowid(conn):
         _read_by_source(conn, reads)
     conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
     conn.execute(SIGNAL_SQL)

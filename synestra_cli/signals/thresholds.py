@@ -123,6 +123,67 @@ DISCRETE_METRICS = (
     "gpu_clock_event_hw_power_brake",
 )
 
+# --- Gray failures: a series against its peers (signals/peers.py) -------------------------------------
+# Detection above compares each entity with its own history and the rules' absolute floors, so a part
+# that errs steadily, or whose rate rose but stays under every floor (PCIe replays at 0.05/s on one GPU
+# where its peers show none; correctable ECC 1000x the job's others), is never a signal. Here each
+# error counter's rate over the hours around the job's effects is set beside the same metric's rate on
+# the job's other entities of its side (host GPUs and NICs, or the switch ports cabled to them), on a
+# log scale: median and MAD. A rate below the metric's `quiet` level counts as that level: a handful of
+# stray errors is no rate at all, and a fleet's noisy-but-healthy links (a symbol error every few
+# minutes, under UFM's 0.004/s) stay at the floor with the silent ones.
+
+
+class PeerRule(NamedTuple):
+    metric: str
+    quiet: float  # per s: a rate below this is no rate (the peers' reference is at least this)
+    layer: str
+    category: str
+    weight: float  # how strongly a series this far above its peers implicates its category
+
+
+P = PeerRule
+# fmt: off
+PEER_RULES: tuple[PeerRule, ...] = (
+    # metric                                  quiet   layer       category weight
+    P("gpu_pcie_replay_total",                  1e-4,   "gpu",      PCIE,    0.8),
+    P("gpu_ecc_sbe_volatile_total",             1e-4,   "gpu",      MEMORY,  0.6),
+    P("gpu_nvlink_crc_flit_errors_total",       1e-3,   "gpu",      NVLINK,  0.7),
+    P("gpu_nvlink_crc_data_errors_total",       1e-3,   "gpu",      NVLINK,  0.7),
+    P("gpu_nvlink_replay_errors_total",         1e-3,   "gpu",      NVLINK,  0.7),
+    P("ib_port_symbol_errors_total",            0.004,  "physical", LOSSY,   0.8),
+    P("port_symbol_errors_total",               0.004,  "physical", LOSSY,   0.8),
+    P("port_fec_corrected_codewords_total",     1.0,    "physical", LOSSY,   0.5),
+    P("port_fec_uncorrectable_codewords_total", 0.004,  "physical", LOSSY,   0.8),
+    P("ib_port_rcv_errors_total",               0.004,  "link",     LOSSY,   0.7),
+    P("ib_port_link_error_recovery_total",      1e-3,   "link",     LOSSY,   0.7),
+    P("ib_port_local_link_integrity_errors_total", 1e-3, "link",    LOSSY,   0.7),
+    P("if_in_errors_total",                     0.004,  "link",     LOSSY,   0.7),
+)
+# fmt: on
+# A suspect's rate is at least PEER_DECADES above its peers' median (100x: "orders of magnitude"), and
+# PEER_Z robust z-scores (MAD x 1.4826, at least PEER_MAD_FLOOR decades: peers that all sit at the quiet
+# level have no spread) above it, so that a metric whose healthy rates spread over decades (FEC corrected
+# codewords across optics of several vendors) needs a larger lead.
+PEER_DECADES = 2.0
+PEER_Z = 5.0
+PEER_MAD_FLOOR = 0.1
+# ... over at least this many series of its metric and side (one host's 8 GPUs), counting at least this
+# many events in its elevated span (a rate of 3 errors is a guess).
+PEER_MIN_SERIES = 8
+PEER_MIN_EVENTS = 10
+# A series' own samples date its rise: the split of its read samples into two Poisson rates that best
+# explains them (maximum likelihood), kept when it gains at least PEER_CHANGE_NATS of log-likelihood over
+# one rate and the later rate is PEER_RISE x the earlier; otherwise the rate held through the whole read
+# (onset: its first sample), and a gray part that errs from the start is an old cause of a fresh effect.
+PEER_CHANGE_NATS = 6.0
+PEER_RISE = 4.0
+# A window found against its own history on a series whose rate over the hours read is less than this many
+# decades above its peers' median (or its metric's quiet level) is ordinary among them: a stray burst of
+# the background (three symbol errors in a row on a link that shows one every few minutes), which explain
+# weighs less (rules.ORDINARY_WEIGHT).
+PEER_ORDINARY_DECADES = 1.0
+
 # --- Log event rules (signals/events.py) ---------------------------------------------------------
 # Xid meaning from NVIDIA's Xid catalog (L A.1.1). 43/45 are consequences of an earlier error, not
 # causes; 13/31 are usually the application's own fault (weak unless the job crashed on that GPU).

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from synestra_cli.errors import InputError
-from synestra_cli.simulate import export, groundtruth, kube_export, kubernetes, trainers
+from synestra_cli.simulate import export, groundtruth, kube_export, kubernetes, subtle, trainers
 from synestra_cli.simulate import faults as F
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.jobs import US
@@ -243,6 +243,8 @@ SCENARIOS: dict[str, Callable[[Plan], None]] = {
     "slow-storage-journald": slow_storage_journald,
     "preemption-exit-signal": preemption_exit_signal,
     "gpu-fell-off-bus-reboot": gpu_fell_off_bus_reboot,
+    "power-cap-host": subtle.power_cap_host_scenario,
+    "gray-gpu": subtle.gray_gpu_scenario,
 }
 
 

@@ -140,12 +140,18 @@ def _gpu_counters(
     f["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] = cumulative(power * dts * 1000.0, reset, rng.uniform(1e9, 5e10, g))
     f["DCGM_FI_DEV_POWER_VIOLATION"] = cumulative((bits & SW_POWER_CAP > 0) * dts * 1e6, reset)
     f["DCGM_FI_DEV_THERMAL_VIOLATION"] = cumulative(((bits & (SW_THERMAL | HW_THERMAL)) > 0) * dts * 1e6, reset)
-    f["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"] = cumulative(rng.poisson(2e-5 * dts, (g, ts.size)), reset)
-    f["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] = cumulative(np.zeros((g, ts.size)), reset)
+    # a healthy GPU's correctable ECC errors: one every few hours; a gray one's (ecc_sbe effect) far more
+    sbe, sbe_rate = effect_mask(ts, effects, "ecc_sbe", g)
+    f["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"] = cumulative(rng.poisson(np.where(sbe, sbe_rate, 2e-5) * dts), reset)
     f["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"] = cumulative(onsets(ts, effects, "ecc_dbe", g, lambda e: e.value), reset)
     erring, rate = effect_mask(ts, effects, "nvlink_err", g)
     f["DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"] = cumulative(rng.poisson(np.where(erring, rate, 0) * dts), reset)
     f["DCGM_FI_DEV_XID_ERRORS"] = _last_xid(g, ts, effects)
+    # a healthy GPU's PCIe link replays nothing; a marginal one (pcie_replay effect) a few times a minute.
+    # Drawn last, and only then, so that every other draw of every other host is as it always was.
+    replaying, replay_rate = effect_mask(ts, effects, "pcie_replay", g)
+    replays = rng.poisson(np.where(replaying, replay_rate, 0.0) * dts) if replaying.any() else np.zeros((g, ts.size))
+    f["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] = cumulative(replays, reset)
     return f
 
 

@@ -246,12 +246,21 @@ def may_be_lake(db: str | Path | None) -> bool:
 
 
 def connect(
-    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False, wait_s: float | None = None
+    db: str | Path | None = None,
+    *,
+    read_only: bool = False,
+    locked: bool = False,
+    wait_s: float | None = None,
+    applied: list[str] | None = None,
+    long_migrations: bool = True,
 ) -> duckdb.DuckDBPyConnection:
     """Open (creating and migrating if needed) the store. Read-only opens require an existing store.
     `locked` (read-only only): `synestra sql`'s sandbox, LOCKED_CONFIG. `wait_s`: how long to wait for
     the store's lock (default SYNESTRA_LOCK_WAIT). A folder or URL is a lake (store/lake.py): read through
-    views; only ingest writes one (store/lake_writer.py)."""
+    views; only ingest writes one (store/lake_writer.py). `applied`: the names of the migrations applied
+    are appended to it. `long_migrations` False: a migration that rewrites the samples (023) waits for the
+    next ingest or `compact`: a report keeping its explanations writes a few rows, and the store is read
+    in either layout."""
     if may_be_lake(db):
         from synestra_cli.store import lake
 
@@ -283,7 +292,9 @@ def connect(
         if locked:
             conn.execute("SET lock_configuration = true")
         if not read_only and not locked:
-            _migrate(conn, path)
+            names = _migrate(conn, path, long_migrations)
+            if applied is not None:
+                applied += names
     except duckdb.Error as exc:
         conn.close()
         if is_out_of_memory(exc):
@@ -329,9 +340,18 @@ def _unfinished(conn: duckdb.DuckDBPyConnection) -> bool:
     return not has_table(conn, "sources") or not fetch_one(conn, "SELECT 1 FROM sources LIMIT 1")
 
 
-def _migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
+def migrate(db: str | Path | None = None, wait_s: float | None = None) -> list[str]:
+    """Open the store file for writing, which applies the migrations it lacks, and close it: the names of
+    those applied (`synestra compact`, and `ingest` before its files: a long migration's progress shows on
+    a terminal, cli/progress.py)."""
+    applied: list[str] = []
+    connect(db, wait_s=wait_s, applied=applied).close()
+    return applied
+
+
+def _migrate(conn: duckdb.DuckDBPyConnection, path: Path, long: bool = True) -> list[str]:
     try:
-        apply_migrations(conn)
+        return apply_migrations(conn, long=long)
     except MigrationFailed as exc:
         if isinstance(exc.cause, duckdb.OutOfMemoryException):  # a big store's rewrite: more memory helps
             raise StoreError(
@@ -346,19 +366,20 @@ def _migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 @contextmanager
 def open_store(
-    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False
+    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False, long_migrations: bool = True
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    conn = connect(db, read_only=read_only, locked=locked)
+    conn = connect(db, read_only=read_only, locked=locked, long_migrations=long_migrations)
     try:
         yield conn
     finally:
         conn.close()
 
 
-def memory_store() -> duckdb.DuckDBPyConnection:
-    """An in-memory store with the full schema (tests, simulator checks)."""
+def memory_store(upto: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory store with the full schema (tests, simulator checks); `upto`: the schema of that
+    migration (a store an older Synestra wrote)."""
     conn = duckdb.connect(":memory:")
     for sql in SESSION_SQL:
         conn.execute(sql)
-    apply_migrations(conn)
+    apply_migrations(conn, upto)
     return conn

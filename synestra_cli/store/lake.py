@@ -35,7 +35,7 @@ from synestra_cli.store.sql import fetch_one, has_table, quote_ident, scalar
 # The telemetry tables, partitioned by day and host bucket; every other table is one part per source.
 PARTITIONED = {"metrics": "ts", "events": "ts"}
 # Tables keyed without a source (their key): a distributed ingest's workers may each write a row.
-KEYED = {"metric_catalog": "metric"}
+KEYED = {"metric_catalog": "metric", "series": "series_id"}
 NULL_BUCKET = -1  # rows without a host (a fabric-wide event)
 NULL_DAY = "none"  # rows without a time
 # The bucket of a host, computable by any engine (docs/lake.md gives Spark's and Trino's spelling).

@@ -57,7 +57,17 @@ from synestra_cli.store.sources import BOOKKEEPING_TABLES, find_sources, sourced
 from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal, registered
 
 KEPT_IN_STAGING = ("sources", "jobs")  # what later files' ingest decisions read (skip, replace, cluster)
-PRELOADED = ("sources", "jobs", "metric_catalog")
+# (and the series dictionary: a file's samples are numbered with the lake's ids, store/series.py)
+PRELOADED = ("sources", "jobs", "metric_catalog", "series")
+# The order of a part's rows: metrics by series and time (store/series.py), so that a part's row groups hold
+# few series each and a reader's series ids skip the others by their min and max (a partitioned COPY does
+# not keep the order of the rows it reads).
+PART_ORDER = {"metrics": " ORDER BY series_id, ts"}
+# Series ids a worker of a distributed ingest numbers new series from: worker k after the lake's last id
+# plus k blocks, so that two workers never give one id to two series (one series may get two ids, one
+# per worker that met it first: readers join a series' names to all of its ids). A placeholder row of
+# the block's first id (metric '') keeps the numbering there; it is never exported.
+SERIES_BLOCK = 1 << 20
 # Loose manifest entries past which a writer compacts the manifest into one checkpoint as it closes: a
 # reader then reads one object and at most this many more (docs/lake.md gives the open times).
 COMPACT_AFTER = 64
@@ -106,7 +116,7 @@ class LakeWriter:
     ingest (engine/), which stages its files' parts while the driver holds the lock and writes the
     entries."""
 
-    def __init__(self, target: str, task: bool = False) -> None:
+    def __init__(self, target: str, task: bool = False, worker: int = 0) -> None:
         self.fs: LakeFS = open_fs(target)
         self._lock = None if task else lake_lock.take(self.fs)
         self._committed = 0
@@ -117,12 +127,12 @@ class LakeWriter:
                 mark_layout(self.fs)  # its parts carry checksums (layout 3)
                 _clear_stale_staging(self.fs)
             self.conn = _staging_store(self._home.enter_context(staging_dir(self.fs)))
-            self._preload(target, task)
+            self._preload(target, task, worker)
         except BaseException:
             self.close()
             raise
 
-    def _preload(self, target: str, task: bool) -> None:
+    def _preload(self, target: str, task: bool, worker: int) -> None:
         manifest = read_manifest(self.fs)
         reader = open_reader(target)
         try:
@@ -138,6 +148,10 @@ class LakeWriter:
         if last:  # ids continue after every source the lake has seen, replaced ones included
             self.conn.execute("SELECT max(nextval('source_id_seq')) FROM range(?)", [last]).fetchall()
         self._catalog = {r[0] for r in self.conn.execute("SELECT metric FROM metric_catalog").fetchall()}
+        self._series = int(self.conn.execute("SELECT coalesce(max(series_id), 0) FROM series").fetchone()[0])  # type: ignore[index]
+        if task:  # this worker's own block of ids for new series
+            self._series += 1 + worker * SERIES_BLOCK
+            self.conn.execute("INSERT INTO series VALUES (?, NULL, NULL, '')", [self._series])
         self._tables = [t.name for t in sourced_tables(self.conn)]  # `sources` last: read for the entry
         self._count_sql = " UNION ALL ".join(  # _rows_of: every staged table's rows of one source
             f"SELECT {quote_literal(t)}, count(*) FROM {quote_ident(t)} WHERE source_id = $sid" for t in self._tables
@@ -200,8 +214,16 @@ class LakeWriter:
             query = "SELECT * FROM metric_catalog WHERE list_contains(?, metric) ORDER BY metric"
             out += self._export_one("metric_catalog", query, sid, tmp, [new])
             self._catalog.update(new)
+        out += self._export_series(sid, tmp)
         # the source's own row last: to a reader of the folder alone, rows are live when their source is
         return sorted(out, key=lambda part: part[1].table == "sources")
+
+    def _export_series(self, sid: int, tmp: Path) -> list[tuple[Path, Part]]:
+        """The series this source's samples were the first to name, as its part of the lake's dictionary."""
+        query = f"SELECT * FROM series WHERE series_id > {self._series} AND metric <> '' ORDER BY series_id"
+        out = self._export_one("series", query, sid, tmp)
+        self._series = int(self.conn.execute("SELECT coalesce(max(series_id), 0) FROM series").fetchone()[0])  # type: ignore[index]
+        return out
 
     def _export_one(
         self, table: str, query: str, sid: int, tmp: Path, params: list[Any] | None = None, rows: int | None = None
@@ -220,7 +242,7 @@ class LakeWriter:
         folder = tmp / table
         self.conn.execute(
             f"COPY (SELECT *, {day_sql(ts)} AS day, {bucket_sql('host', self.buckets)} AS bucket "
-            f"FROM {quote_ident(table)} WHERE source_id = {sid}) TO {quote_literal(folder)} "
+            f"FROM {quote_ident(table)} WHERE source_id = {sid}{PART_ORDER.get(table, '')}) TO {quote_literal(folder)} "
             f"(FORMAT parquet, COMPRESSION zstd, PARTITION_BY (day, bucket), FILENAME_PATTERN 'part-{sid:08d}-{{i}}')"
         )
         files = sorted(folder.rglob("*.parquet"), key=lambda f: (_partition(f, "day"), int(_partition(f, "bucket"))))

@@ -7,10 +7,13 @@ let a query for a few hosts and a time window skip most of the store.
 
 from __future__ import annotations
 
+import functools
+
 import duckdb
 
 from synestra_cli.store.job_views import BOUNDED_RESTORES, JOB_VIEWS, RESTORE_DURATIONS
 from synestra_cli.store.kube_views import KUBE_VIEWS
+from synestra_cli.store.series_migration import migrate as migrate_to_series
 from synestra_cli.store.sql import transaction
 from synestra_cli.store.summaries import HOST_SUMMARIES_SQL, SORT_SUMMARIES_SQL, SUMMARY_DDL
 from synestra_cli.store.summaries import backfill as backfill_summaries
@@ -288,9 +291,14 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("021_host_summaries", HOST_SUMMARIES_SQL),  # store/summaries.py: a big job's hosts ruled out per host
     ("022_kubernetes", KUBE_VIEWS),  # store/kube_views.py: Kubernetes jobs' runs and attempts beside sacct's
     ("023_job_marks", JOB_MARKS + RESTORE_DURATIONS),
+    ("024_series", ""),  # store/series.py: the series dictionary, samples in (series_id, ts) order (LONG below)
 ]
 # Work a migration does in Python after its SQL, in the same transaction (a loop over the store's sources).
 AFTER_SQL = {"012_metric_summaries": backfill_summaries, "018_summaries_by_hour": sort_summaries_by_hour}
+# Migrations that run in transactions of their own (a rewrite of every sample, resumable after a kill: the
+# last one records the migration), given the SQL that records it.
+LONG = {"024_series": migrate_to_series}
+RECORD_SQL = "INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())"
 
 
 def applied(conn: duckdb.DuckDBPyConnection) -> list[str]:
@@ -298,23 +306,36 @@ def applied(conn: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name").fetchall()]
 
 
-def apply_migrations(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    """Apply the migrations not yet recorded, each in its own transaction. Returns their names."""
+def apply_migrations(conn: duckdb.DuckDBPyConnection, upto: str | None = None, long: bool = True) -> list[str]:
+    """Apply the migrations not yet recorded, each in its own transaction (`upto`: none after that one, a
+    store as an older Synestra left it: the tests of what a migration does; `long` False: none from the
+    first LONG one on, for a command that writes a few rows into a store it otherwise reads). Returns
+    their names."""
     done = set(applied(conn))
     new = []
     for name, sql in MIGRATIONS:
+        if (upto is not None and name > upto) or (not long and name in LONG and name not in done):
+            break
         if name in done:
             continue
         try:
+            if name in LONG:
+                LONG[name](conn, functools.partial(_record, conn, name))
+                new.append(name)
+                continue
             with transaction(conn):
                 conn.execute(sql)
                 if name in AFTER_SQL:
                     AFTER_SQL[name](conn)
-                conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, current_localtimestamp())", [name])
+                conn.execute(RECORD_SQL, [name])
         except duckdb.Error as exc:
             raise MigrationFailed(name, exc) from exc
         new.append(name)
     return new
+
+
+def _record(conn: duckdb.DuckDBPyConnection, name: str) -> None:
+    conn.execute(RECORD_SQL, [name])
 
 
 class MigrationFailed(Exception):

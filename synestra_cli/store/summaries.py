@@ -198,6 +198,9 @@ BATCH_SUMMARY_SQL = "INSERT INTO metric_summaries " + _SUMMARY_SELECT.format(
     order=f"ORDER BY {SUMMARY_ORDER}",  # a big batch's row groups each hold a few of its hours
     ranges=", min(rid), max(rid)",
 )
+# The series layout (store/series.py): a batch's rows are reordered on their way in, and read by series, not
+# by row range; its summaries carry none.
+BATCH_SUMMARY_UNRANGED_SQL = BATCH_SUMMARY_SQL.replace(", min(rid), max(rid)", ", NULL, NULL")
 MARK_SQL = "INSERT OR IGNORE INTO summarised_sources SELECT unnest($ids::INTEGER[])"
 
 # Migration 012: the tables (SUMMARY_DDL), then `backfill` summarises every source already in the store
@@ -225,10 +228,14 @@ def summarise_sources(conn: duckdb.DuckDBPyConnection, source_ids: list[int], te
     without its summary (this failed, or a crash came in between) is read raw, slower but with the same
     answers. A replaced or forgotten source's summary goes with its rows (both tables carry source_id).
     True when written."""
+    from synestra_cli.store.series import has_series_layout, number_series  # series imports the migrations
+
     try:
         with transaction(conn):
             if telemetry:
-                conn.execute(BATCH_SUMMARY_SQL, {"ids": source_ids})
+                number_series(conn, source_ids)
+                by_series = has_series_layout(conn)
+                conn.execute(BATCH_SUMMARY_UNRANGED_SQL if by_series else BATCH_SUMMARY_SQL, {"ids": source_ids})
                 conn.execute(BATCH_HOST_SUMMARY_SQL, {"ids": source_ids})
             conn.execute(MARK_SQL, {"ids": source_ids})
     except duckdb.Error as exc:
@@ -298,21 +305,26 @@ def repeatable_sources(conn: duckdb.DuckDBPyConnection, stage: str) -> set[int]:
     return {sid for (sid,) in conn.execute(REPEATABLE_SQL.format(stage=stage)).fetchall()}
 
 
-def copy_stage_summaries(conn: duckdb.DuckDBPyConnection, stage: str, store: str, ids: list[int]) -> bool:
+def copy_stage_summaries(
+    conn: duckdb.DuckDBPyConnection, stage: str, store: str, ids: list[int], ranged: bool = True
+) -> bool:
     """Once the stage's metrics are committed to `store` (both `catalog.schema`), in a transaction of its own:
     the stage's summaries (summarise_stage) into the store's, their row ranges moved to where the rows
-    landed, and `ids` listed as summarised. False (nothing written) when the summaries no longer match the
-    stage's rows (some deleted since), the rows did not land as one run, or the write failed."""
+    landed (`ranged` False: none, the rows were reordered on their way: store/series.py), and `ids` listed
+    as summarised. False (nothing written) when the summaries no longer match the stage's rows (some deleted
+    since), the rows did not land as one run, or the write failed."""
     try:
         with transaction(conn):
-            return _copy_stage_summaries(conn, stage, store, ids)
+            return _copy_stage_summaries(conn, stage, store, ids, ranged)
     except duckdb.Error as exc:
         if is_interrupt(exc):
             raise
         return False
 
 
-def _copy_stage_summaries(conn: duckdb.DuckDBPyConnection, stage: str, store: str, ids: list[int]) -> bool:
+def _copy_stage_summaries(
+    conn: duckdb.DuckDBPyConnection, stage: str, store: str, ids: list[int], ranged: bool
+) -> bool:
     n, lo, hi, valued = one_row(conn, STAGE_ROWS_SQL.format(stage=stage))
     if one_row(conn, STAGE_SUMMED_SQL.format(stage=stage)) != (valued,):
         return False
@@ -323,7 +335,7 @@ def _copy_stage_summaries(conn: duckdb.DuckDBPyConnection, stage: str, store: st
         landed, first, last = one_row(conn, LANDED_SQL.format(store=store), {"ids": ids})
         if landed != n or last - first + 1 != n:
             return False
-        conn.execute(COPY_SUMMARIES_SQL.format(store=store, stage=stage), {"shift": first - lo})
+        conn.execute(COPY_SUMMARIES_SQL.format(store=store, stage=stage), {"shift": first - lo if ranged else None})
         conn.execute(COPY_HOST_SUMMARIES_SQL.format(store=store, stage=stage))
     conn.execute(COPY_MARK_SQL.format(store=store), {"ids": ids})
     return True
