@@ -818,6 +818,12 @@ FACTS = [
         datetime(2025, 3, 7, 22, 43, 58),
     ),
     _f(
+        "training/nemo-resiliency-demo_nvrx-straggler-detection_nemo-run-prefix.log",
+        "two saves, the one the straggler stop forced numbered by its file (step=16) though step 16 was never printed",
+        "SELECT list((iteration, end_ts) ORDER BY line) FROM checkpoints WHERE kind = 'save'",
+        [(9, datetime(2025, 3, 7, 22, 43, 12)), (16, datetime(2025, 3, 7, 22, 43, 58))],
+    ),
+    _f(
         "training/nemo-resiliency-demo_nvrx-ft-launcher-in-job-restart_nemo-run-prefix.log",
         "behind NeMo-Run's and torchrun's prefixes: the saves (iteration, finalized at) and the restore in attempt 2",
         "SELECT list((kind, iteration, attempt, end_ts) ORDER BY line) FROM checkpoints",
