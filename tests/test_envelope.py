@@ -215,3 +215,6 @@ def test_a_pdsh_bracketed_host_is_not_taken_for_torchruns_role_and_rank():
     )
     env = envelope.detect(text)
     assert env is not None and env.prefix == "host_bracket" and env.hosts == ("gpu3", "gpu4")
+    # Keras' progress bar (`{current}/{target} [====>…]`) is no NeMo-Run task's `name/replica `
+    bars = "".join(f"{k}/100 [==>...........................] - ETA: 1s - loss: 0.3{k}\n" for k in range(10, 15))
+    assert (envelope.detect(bars) or envelope.Envelope()).prefix != "nemo_run"

@@ -69,11 +69,12 @@ PREFIXES = (
     ),
     Prefix("rank", r"^\[rank(?P<rank>\d+)\]: ?(?P<body>.*)$", "[rank"),
     # NeMo-Run relaying a task's output (nemo_run/run/logs.py): `{GREEN}{role_name[-10:]}/{replica_id}{ENDC} `,
-    # the role (the task's name) cut to its last 10 characters, green only on a terminal; under torchrun
+    # the role (the task's name) cut to its last 10 characters, green only on a terminal (not a digit first: a
+    # progress bar's `10/100 [===>…` is no task); under torchrun
     # (`--tee 3`) the worker's lines carry torchrun's own `[{role}{local_rank}]:` behind it.
     Prefix(
         "nemo_run",
-        r"^(?:\x1b\[[0-9;]*m)?(?P<tag>[\w.-]{1,10}/\d{1,5})(?:\x1b\[0m)? "
+        r"^(?:\x1b\[[0-9;]*m)?(?P<tag>[A-Za-z_.-][\w.-]{0,9}/\d{1,5})(?:\x1b\[0m)? "
         rf"(?:{TORCHRUN_TEE})?(?P<body>.*)$",
         "/",
     ),
