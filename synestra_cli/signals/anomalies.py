@@ -162,11 +162,11 @@ WITH pooled AS (
 ), {pre_onset_sql("_sig", ("host", "entity", "metric"))}, flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
            {BAD_SAMPLE_SQL},
-           row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts) AS rn, w.w AS win
+           row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts, s.x) AS rn, w.w AS win
     FROM _sig s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
     LEFT JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
 ), islands AS (
-    SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY ts) AS island
+    SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY rn) AS island
     FROM flagged WHERE bad
 ), pieces AS (
     SELECT *, count(*) OVER (PARTITION BY host, entity, metric, island, win) AS piece FROM islands

@@ -25,7 +25,8 @@ FROM (
     SELECT ts, host, entity, metric, value,
            lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts
     FROM {source} WHERE isfinite(value)  -- NaN (a scrape's "no value", a staleness marker) is no evidence
-    WINDOW w AS (PARTITION BY host, entity, metric ORDER BY ts)
+    -- value breaks a tie in time (two exports of one series at one second): the same rates on every run
+    WINDOW w AS (PARTITION BY host, entity, metric ORDER BY ts, value)
 )
 """
 
@@ -36,8 +37,11 @@ def rates_over(source: str) -> str:
     return _RATES.format(source=source)
 
 
-# The scoped telemetry of one explanation (signals/scope.py builds the temp table _scope).
-SCOPE_RATES_SQL = rates_over("_scope")
+# The scoped telemetry of one explanation (signals/scope.py builds the temp table _scope). A sample read
+# twice (two exported files that overlap, or the reads of two windows that touch) is one sample: its
+# copy would be a zero-second step whose place among the samples, and so the runs of anomalous samples,
+# depended on the order the threads delivered them.
+SCOPE_RATES_SQL = rates_over("(SELECT DISTINCT ts, host, entity, metric, value FROM _scope)")
 
 METRIC_RATES_SQL = (
     _RATES.format(

@@ -180,8 +180,9 @@ FROM (
                 WHEN value < prev THEN value ELSE value - prev END / (epoch(ts) - epoch(prev_ts)) AS rate
     FROM (
         SELECT sid, ts, value, win, lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts, row_number() OVER w AS rn
-        FROM _fscope WHERE isfinite(value)
-        WINDOW w AS (PARTITION BY sid ORDER BY ts)
+        -- a sample read twice is one (signals/counters.py SCOPE_RATES_SQL); value breaks a tie in time
+        FROM (SELECT DISTINCT sid, ts, value, win FROM _fscope) WHERE isfinite(value)
+        WINDOW w AS (PARTITION BY sid ORDER BY ts, value)
     )
 ) s JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
 ASOF LEFT JOIN _fidle i ON i.job = f.job AND s.ts >= i.lo
@@ -218,7 +219,7 @@ WITH pooled AS (
            {BAD_SAMPLE_SQL}, s.rn, s.win
     FROM _fsig s JOIN limits l USING (sid)
 ), islands AS (
-    SELECT *, rn - row_number() OVER (PARTITION BY sid ORDER BY ts) AS island
+    SELECT *, rn - row_number() OVER (PARTITION BY sid ORDER BY rn) AS island
     FROM flagged WHERE bad
 ), pieces AS (
     SELECT *, count(*) OVER (PARTITION BY sid, island, win) AS piece FROM islands
