@@ -85,6 +85,10 @@ BY_NAME = {
     # DeepSpeed's own lines after the Hugging Face Trainer's: DeepSpeed's logger is the firmer claim (both are read)
     "gh-transformers-pr14946_hf-trainer-save-then-deepspeed.log": "deepspeed",
     "gh-transformers-pr27820_hf-save-plain-then-deepspeed-torch-engine.log": "deepspeed",
+    # NeMo 2 logs behind NeMo-Run's `ining-demo/0 ` and torchrun's `[default0]:`: read as NeMo once the envelope is
+    # off (their NVRx lines are read by every job-log format)
+    "nemo-resiliency-demo_nvrx-ft-launcher-in-job-restart_nemo-run-prefix.log": "nemo",
+    "nemo-resiliency-demo_nvrx-straggler-detection_nemo-run-prefix.log": "nemo",
 }
 # Newer families (issue 35): the format by a part of the file name, in folders holding several formats.
 BY_NAME_PART = [
@@ -806,6 +810,35 @@ FACTS = [
         "SELECT list(rank ORDER BY rank), min(fields->>'host') FROM job_incidents WHERE kind = 'straggler'",
         [0, 1, 2, 4, 5, 6],
         "4809917ea058",
+    ),
+    _f(
+        "training/nemo-resiliency-demo_nvrx-straggler-detection_nemo-run-prefix.log",
+        "behind NeMo-Run's and torchrun's prefixes: the straggler warning dated by its NeMo line",
+        "SELECT min(ts) FROM job_incidents WHERE kind = 'straggler'",
+        datetime(2025, 3, 7, 22, 43, 58),
+    ),
+    _f(
+        "training/nemo-resiliency-demo_nvrx-straggler-detection_nemo-run-prefix.log",
+        "two saves, the one the straggler stop forced numbered by its file (step=16) though step 16 was never printed",
+        "SELECT list((iteration, end_ts) ORDER BY line) FROM checkpoints WHERE kind = 'save'",
+        [(9, datetime(2025, 3, 7, 22, 43, 12)), (16, datetime(2025, 3, 7, 22, 43, 58))],
+    ),
+    _f(
+        "training/nemo-resiliency-demo_nvrx-ft-launcher-in-job-restart_nemo-run-prefix.log",
+        "behind NeMo-Run's and torchrun's prefixes: the saves (iteration, finalized at) and the restore in attempt 2",
+        "SELECT list((kind, iteration, attempt, end_ts) ORDER BY line) FROM checkpoints",
+        [
+            ("save", 9, 1, datetime(2025, 3, 7, 22, 38, 44)),
+            ("restore", 9, 2, datetime(2025, 3, 7, 22, 39, 50)),
+            ("save", 19, 2, datetime(2025, 3, 7, 22, 41, 13)),
+        ],
+    ),
+    _f(
+        "training/nemo-resiliency-demo_nvrx-ft-launcher-in-job-restart_nemo-run-prefix.log",
+        "ft_launcher's in-job restart: dated, and the log's two attempts split at it",
+        "SELECT (SELECT ts FROM job_incidents WHERE kind = 'elastic_restart'), (SELECT count(*) FROM attempts)",
+        datetime(2025, 3, 7, 22, 39, 36, 177000),
+        2,
     ),
     # 8. Prometheus exposition
     _f(

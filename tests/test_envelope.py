@@ -166,3 +166,55 @@ def test_a_compressed_or_utf16_paste_is_read_through_its_envelope_too(tmp_path, 
         "node4",
         43,
     )
+
+
+NEMO_RUN = TRAINING / "nemo-resiliency-demo_nvrx-ft-launcher-in-job-restart_nemo-run-prefix.log"
+
+
+def test_nemo_runs_task_prefix_and_torchruns_local_rank_prefix_are_taken_off_and_kept_as_columns():
+    rows = _columns(NEMO_RUN)
+    assert rows[0] == {
+        "lineno": 1,
+        "line": "Launching training run ...",
+        "host": None,
+        "rank": None,
+        "local_rank": None,
+        "stream": None,
+        "ts": None,
+        "tag": None,
+    }  # NeMo-Run's own console lines before the task's: as written
+    agent, worker = rows[19], rows[42]  # ft_launcher's line (no torchrun prefix), a worker's behind `[default0]:`
+    assert agent["line"].startswith("[2025-03-07 22:36:48,816] [INFO] [ft_launcher@4809917ea058] [default] starting")
+    assert (agent["tag"], agent["local_rank"], agent["rank"]) == ("ining-demo/0", None, None)
+    assert worker["line"].startswith("[NeMo W 2025-03-07 22:37:09 nemo_logging:361]")
+    # a local rank is no global rank: kept apart (a multi-node job's replica 1 also has a `[default0]:`)
+    assert (worker["tag"], worker["local_rank"], worker["rank"]) == ("ining-demo/0", 0, None)
+    assert rows[173]["line"].startswith("[rank2]: Traceback") and rows[173]["local_rank"] == 2
+
+
+def test_nemo_runs_prefix_in_colour_with_a_short_task_name_and_torchruns_alone_are_the_same_class():
+    # nemo_run/run/logs.py: `{GREEN}{role_name[-10:]}/{replica_id}{ENDC} ` (green on a terminal); torchrun --tee:
+    # `[${role_name}${local_rank}]:` (local_elastic_agent.py), here a `--role trainer`
+    lines = [
+        "[NeMo I 2025-03-07 22:39:50 distrib_optimizer:705] Loading distributed optimizer sharded state",
+        "Training epoch 0, iteration 10/19 | lr: 1.649e-06 | global_step: 10 | reduced_train_loss: 11.03",
+    ]
+    coloured = "".join(f"\x1b[32mpretrain/1\x1b[0m [trainer{r}]:{line}\n" for r in (3, 0) for line in lines)
+    alone = "".join(f"[default{r}]:{line}\n" for r in (3, 0) for line in lines)
+    for text, kind, tag in ((coloured, "nemo_run", "pretrain/1"), (alone, "torchrun_tee", None)):
+        env = envelope.detect(text)
+        assert env is not None and env.prefix == kind
+        rows = envelope_sql.normalise(duckdb.connect(), lines_to_table(text, 1), env).to_pylist()
+        assert [r["line"] for r in rows] == lines * 2
+        assert [(r["tag"], r["local_rank"], r["rank"]) for r in rows] == [(tag, 3, None)] * 2 + [(tag, 0, None)] * 2
+
+
+def test_a_pdsh_bracketed_host_is_not_taken_for_torchruns_role_and_rank():
+    text = (
+        "[gpu3]: NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus.\n[gpu4]: NVRM: Xid (PCI:0000:1b:00): 48\n"
+    )
+    env = envelope.detect(text)
+    assert env is not None and env.prefix == "host_bracket" and env.hosts == ("gpu3", "gpu4")
+    # Keras' progress bar (`{current}/{target} [====>…]`) is no NeMo-Run task's `name/replica `
+    bars = "".join(f"{k}/100 [==>...........................] - ETA: 1s - loss: 0.3{k}\n" for k in range(10, 15))
+    assert (envelope.detect(bars) or envelope.Envelope()).prefix != "nemo_run"

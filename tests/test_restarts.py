@@ -279,8 +279,15 @@ NEVER_TRAINED = [
 ]
 
 
-def test_a_segment_that_never_trained_is_start_up_then_hang_and_its_restart_gap_is_start_up(conn, tmp_path):
-    (tmp_path / "4343.log").write_text("\n".join(NEVER_TRAINED) + "\n", encoding="utf-8")
+# ... or die before any trainer banner at all (an import error, a CUDA error at its first touch of the GPU): only
+# torchrun's own lines tell the new group from the old one.
+NO_BANNER = [line for i, line in enumerate(NEVER_TRAINED) if i != _AGAIN]
+
+
+@pytest.mark.parametrize("log", [NEVER_TRAINED, NO_BANNER], ids=["after-a-banner", "before-any-banner"])
+def test_a_segment_that_never_trained_is_start_up_then_hang_and_its_restart_gap_is_start_up(conn, tmp_path, log):
+    assert NEVER_TRAINED[_AGAIN] == LOG[14] and len(NO_BANNER) == len(NEVER_TRAINED) - 1  # only the banner left out
+    (tmp_path / "4343.log").write_text("\n".join(log) + "\n", encoding="utf-8")
     sacct = (
         "JobID|State|ExitCode|Start|End|NodeList|AllocTRES\n"
         "4343|COMPLETED|0:0|2025-03-01T10:00:20|2025-03-01T10:25:00|gpu-[001-002]|gres/gpu=16\n"
@@ -296,3 +303,5 @@ def test_a_segment_that_never_trained_is_start_up_then_hang_and_its_restart_gap_
     assert seg["restart_gap_s"] == 5.0  # the next rendezvous to the next "Starting worker group": start-up
     assert not b.notes  # nothing clamped: every second is in a bucket of its own
     assert b.buckets_s["requeue"] == 0
+    assert sorted(c["seg"] for c in b.attempts) == [1, 2, 3]
+    assert [(r["attempt"], r["in_place"]) for r in explain_job(conn, "4343").to_json()["restarts"]] == [(1, True)] * 2

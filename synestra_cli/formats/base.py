@@ -111,7 +111,7 @@ class LoadContext:
     # where the store's sources are seen from a file parsed apart from it (`catalog.schema.`; "": here)
     evidence: str = ""
     # How the text reached the user (formats/envelope.py), taken off before this load: `path` is then a
-    # normalised copy. `envelope_columns`: (lineno, host, rank, stream, ts, tag) the prefix gave each line.
+    # normalised copy. `envelope_columns`: (lineno, host, rank, local_rank, stream, ts, tag) the prefix gave each line.
     envelope: Envelope | None = None
     envelope_columns: pa.Table | None = None
     origin: Path | None = None  # the user's file when `path` is a copy (transcoded, normalised)

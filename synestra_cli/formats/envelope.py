@@ -49,6 +49,10 @@ class Prefix:
 # with nanoseconds in UTC (`2024-05-01T10:00:00.123456789Z`); a CRI log adds the stream and F/P (full or
 # partial line); docker's json-file is a JSON object per line (envelope_sql.py reads it with json functions).
 TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)"
+# torchrun's `--tee` prefix on a worker's lines: `[${role_name}${local_rank}]:` by default
+# (torch/distributed/elastic/agent/server/local_elastic_agent.py), `[default0]:` for torchrun's default role;
+# no blank after the colon (the worker's line follows as written). `[rank3]:` (role `rank`) is the `rank` kind.
+TORCHRUN_TEE = r"\[(?P<role>[A-Za-z_]+?)(?P<local_rank>\d{1,4})\]:"
 PREFIXES = (
     Prefix("docker_json", r'^\{"log":"(?P<body>.*)', '{"log":'),
     Prefix("cri", rf"^(?P<ts>{TS}) (?P<stream>stdout|stderr) (?P<partial>[FP])(?: (?P<body>.*))?$"),
@@ -64,7 +68,19 @@ PREFIXES = (
         "pid=",
     ),
     Prefix("rank", r"^\[rank(?P<rank>\d+)\]: ?(?P<body>.*)$", "[rank"),
+    # NeMo-Run relaying a task's output (nemo_run/run/logs.py): `{GREEN}{role_name[-10:]}/{replica_id}{ENDC} `,
+    # the role (the task's name) cut to its last 10 characters, green only on a terminal (not a digit first: a
+    # progress bar's `10/100 [===>…` is no task); under torchrun
+    # (`--tee 3`) the worker's lines carry torchrun's own `[{role}{local_rank}]:` behind it.
+    Prefix(
+        "nemo_run",
+        r"^(?:\x1b\[[0-9;]*m)?(?P<tag>[A-Za-z_.-][\w.-]{0,9}/\d{1,5})(?:\x1b\[0m)? "
+        rf"(?:{TORCHRUN_TEE})?(?P<body>.*)$",
+        "/",
+    ),
     Prefix("host_bracket", r"^\[(?P<host>[A-Za-z][\w.-]*)\]: (?P<body>.*)$", "]: "),
+    # torchrun `--tee` alone: after host_bracket, whose `[host]: ` takes a blank torchrun does not write
+    Prefix("torchrun_tee", rf"^{TORCHRUN_TEE}(?P<body>.*)$", "]:"),
     Prefix("host", r"^(?P<host>[A-Za-z][\w.-]*[\w]): (?P<body>.*)$", ": "),
     # another logger's header in front of a trainer's own: `2025-06-25 12:56:09,436 - INFO - [titan] …`
     Prefix(

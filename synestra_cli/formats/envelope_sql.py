@@ -2,8 +2,9 @@
 
 Every line keeps its number: a prompt line, and the continuation of a joined line, become empty lines
 (every format skips those), so a row's `line` is the user's line. The prefix's information is returned
-per line number as `columns` (lineno, host, rank, stream, ts, tag): ts is UTC (kubectl, CRI and docker
-write RFC 3339 with a zone).
+per line number as `columns` (lineno, host, rank, local_rank, stream, ts, tag): rank is a task's or a
+global rank (srun -l, Open MPI), local_rank a rank within its node (torchrun's `[default3]:`), never taken
+for a global one; ts is UTC (kubectl, CRI and docker write RFC 3339 with a zone).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from synestra_cli.formats.envelope import BY_KIND, LINE_PREFIXES, Envelope, cont
 from synestra_cli.store.session import LEAP_SECOND_SQL
 from synestra_cli.store.sql import registered
 
-GROUPS = ("body", "host", "rank", "stream", "ts", "tag", "partial")
+GROUPS = ("body", "host", "rank", "local_rank", "stream", "ts", "tag", "partial")
 ZONED = ("cri", "kubectl_timestamps", "docker_json")
 
 NORMALISE_SQL = """
@@ -39,6 +40,7 @@ WITH b AS (
         CASE WHEN hit THEN {body} ELSE l END AS body,
         CASE WHEN hit THEN nullif(g.host, '') END AS host,
         CASE WHEN hit THEN TRY_CAST(nullif(g.rank, '') AS INTEGER) END AS rank,
+        CASE WHEN hit THEN TRY_CAST(nullif(g.local_rank, '') AS INTEGER) END AS local_rank,
         CASE WHEN hit THEN nullif({stream}, '') END AS stream,
         CASE WHEN hit AND $zoned THEN timezone('UTC', TRY_CAST({leap_ts} AS TIMESTAMPTZ)) END AS ts,
         CASE WHEN hit THEN nullif(g.tag, '') END AS tag,
@@ -66,12 +68,14 @@ WITH b AS (
     FROM f
 ), j AS (
     SELECT grp, min(lineno) AS head, string_agg(coalesce(sep, '') || body, '' ORDER BY lineno) AS text,
-           arg_min(host, lineno) AS host, arg_min(rank, lineno) AS rank, arg_min(stream, lineno) AS stream,
+           arg_min(host, lineno) AS host, arg_min(rank, lineno) AS rank, arg_min(local_rank, lineno) AS local_rank,
+           arg_min(stream, lineno) AS stream,
            arg_min(ts, lineno) AS ts, arg_min(tag, lineno) AS tag
     FROM g GROUP BY grp
 )
 SELECT g.lineno, CASE WHEN g.lineno = j.head THEN j.text ELSE '' END AS line,
        CASE WHEN g.lineno = j.head THEN j.host END AS host, CASE WHEN g.lineno = j.head THEN j.rank END AS rank,
+       CASE WHEN g.lineno = j.head THEN j.local_rank END AS local_rank,
        CASE WHEN g.lineno = j.head THEN j.stream END AS stream, CASE WHEN g.lineno = j.head THEN j.ts END AS ts,
        CASE WHEN g.lineno = j.head THEN j.tag END AS tag
 FROM g JOIN j USING (grp) ORDER BY g.lineno
@@ -117,7 +121,7 @@ def _statement(env: Envelope) -> str:
 
 
 def normalise(conn: duckdb.DuckDBPyConnection, lines: pa.Table, env: Envelope) -> pa.Table:
-    """(lineno, line, host, rank, stream, ts, tag) of every line, the envelope taken off."""
+    """(lineno, line, host, rank, local_rank, stream, ts, tag) of every line, the envelope taken off."""
     params: dict[str, object] = {
         "indent": env.indent,
         "quote": env.quote,
@@ -146,7 +150,7 @@ def columns_of(table: pa.Table) -> pa.Table | None:
     """The per-line columns worth keeping: lines whose prefix said something."""
     cols = table.drop_columns(["line"])
     keep = pc.or_(
-        pc.or_(pc.is_valid(cols["host"]), pc.is_valid(cols["rank"])),
+        pc.or_(pc.or_(pc.is_valid(cols["host"]), pc.is_valid(cols["rank"])), pc.is_valid(cols["local_rank"])),
         pc.or_(pc.or_(pc.is_valid(cols["stream"]), pc.is_valid(cols["ts"])), pc.is_valid(cols["tag"])),
     )
     kept = cols.filter(keep)

@@ -54,6 +54,9 @@ WHERE jl_facts.sid = s.sid AND jl_facts.pos = s.pos
 """
 
 ACTIVITY = "('step', 'save_start', 'save_sched', 'save_end', 'save_block')"
+# torchrun's agent starting a worker group (`[default] Starting worker group`, torch_failures.AGENT_MARKS_SQL) is a
+# marker of its own: new workers that die before any trainer banner still make their own segment.
+AGENT_START = "(fact = 'mark' AND kind = 'worker_start')"
 # A failure that ends the process also closes its attempt, even one that died before its first step.
 FATAL = (
     "('nccl_timeout', 'nccl_error', 'cuda_error', 'python_exception', 'sigterm', 'oom', 'worker_failed', 'job_end',"
@@ -63,13 +66,13 @@ FATAL = (
 BOUNDS_SQL = f"""
 CREATE OR REPLACE TEMP TABLE jl_bounds AS
 WITH f AS (
-    SELECT sid, pos, fact, fact IN {ACTIVITY} OR (fact = 'incident' AND kind IN {FATAL}) AS is_act,
+    SELECT sid, pos, fact, kind, fact IN {ACTIVITY} OR (fact = 'incident' AND kind IN {FATAL}) AS is_act,
         fact = 'step' AND iteration <= lag(iteration) OVER (PARTITION BY sid, fact = 'step' ORDER BY pos) AS went_back
     FROM jl_facts
-    WHERE fact IN {ACTIVITY} OR fact IN ('banner', 'load_start', 'load_end')
+    WHERE fact IN {ACTIVITY} OR fact IN ('banner', 'load_start', 'load_end') OR {AGENT_START}
        OR (fact = 'incident' AND kind IN {FATAL})
 ), g AS (
-    SELECT *, coalesce(went_back, false) OR fact IN ('banner', 'load_start', 'load_end') AS is_marker,
+    SELECT *, coalesce(went_back, false) OR fact IN ('banner', 'load_start', 'load_end') OR {AGENT_START} AS is_marker,
         sum(is_act::INT) OVER (PARTITION BY sid ORDER BY pos, fact ROWS UNBOUNDED PRECEDING) AS act_through
     FROM f
 ), m AS (

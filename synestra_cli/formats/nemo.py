@@ -73,7 +73,12 @@ SELECT sid, pos, lineno, ts_precision, fact, ts1 AS ts,
     -- printed and NeMo's "step N" (steps completed) less one, both snapped to the Megatron-core line next to them
     TRY_CAST(coalesce(nullif(g.it, ''), CAST(TRY_CAST(nullif(fin.step, '') AS BIGINT) - 1 AS VARCHAR),
                       nullif(ptl.step, ''),
-                      nullif(regexp_extract(rest.path, '[-_]step=(\d+)', 1), '')) AS BIGINT) AS iteration,
+                      nullif(regexp_extract(rest.path, '[-_]step=(\d+)', 1), ''),
+                      -- a scheduled save's file names its step as the restore's does: a save begun after a step
+                      -- whose progress line was never printed (a straggler stop) is that step's, not the last logged
+                      CASE WHEN contains(body, 'Scheduled async checkpoint save for') THEN
+                          nullif(regexp_extract(body, 'Scheduled async checkpoint save for \S*[-_]step=(\d+)', 1), '')
+                      END) AS BIGINT) AS iteration,
     fin.step <> '' OR ptl.step <> '' AS loose,
     nullif(coalesce(nullif(fin.path, ''), nullif(ptl.path, ''),
                     nullif(regexp_extract(body, 'Scheduled async checkpoint save for (\S+)', 1), ''),
