@@ -13,7 +13,7 @@ from conftest import copy_sample_store
 from pngpixels import columns_of, pixels, widest_row
 
 from synestra_cli.cli.main import cli
-from synestra_cli.cli.timeline_chart import BAND_COLOURS, HEADLINE_COLOUR
+from synestra_cli.cli.timeline_chart import BAND_COLOURS, HEADLINE_COLOUR, PHASE_COLOURS
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -42,6 +42,11 @@ def check(rows: list[bytes], width: int) -> dict[str, list[int]]:
     assert not missing, missing  # job 1003 has every bucket: saves, a restore, start-ups, lost work, hang, requeue
     # in time order: the work lost before the GPU fell off, then the hang, then the requeue
     assert max(found["lost work"]) <= min(found["hang"]) + 2 and max(found["hang"]) <= min(found["requeue"]) + 2
+    # the restart's own strip: its detection (the fault until the job noticed, 10 min) drawn as a bar,
+    # wider than its legend's swatch; its stopping (3 s) at least in the legend
+    detection = widest_row(rows, rgb(PHASE_COLOURS["detection"]))
+    assert len(detection) > 14 * width // 1400, detection  # a legend swatch is ~10 px
+    assert widest_row(rows, rgb(PHASE_COLOURS["stopping"]))
     return found
 
 

@@ -31,6 +31,17 @@ BAND_COLOURS = {  # explain/timeline_bands.py BUCKETS, in legend order
     "requeue": "#00897b",
     "degraded": "#fb8c00",
 }
+# A restart's phases (explain/restart_text.py PHASES): those that are a tax bucket too in its colour
+# (requeue, start-up, load as restore); detection, stopping and warm-up in their own.
+PHASE_COLOURS = {
+    "detection": "#3949ab",
+    "stopping": "#78909c",
+    "restart in place": "#00897b",
+    "requeue": "#00897b",
+    "start-up": "#fdd835",
+    "load": "#8e24aa",
+    "warm-up": "#26c6da",
+}
 RULE_LEGEND = "first signal of a cause"
 TICKS = ["routine", "reactive", "restart", "preemption", "slow save", "other"]
 TICK_COLOURS = ["#616161", "#ef6c00", "#c62828", "#6a1b9a", "#1565c0", "#6d4c41"]
@@ -235,13 +246,20 @@ def _restarts(tl: Timeline, width: Any) -> Any:
             x=_x(),
             x2="end:T",
             y=alt.Y("restart:N", title=None, sort=rows),
-            color=alt.Color("phase:N", legend=alt.Legend(title="restart phase", orient="top")),
+            color=alt.Color(
+                "phase:N",
+                scale=alt.Scale(domain=list(PHASE_COLOURS), range=list(PHASE_COLOURS.values())),
+                legend=alt.Legend(title="restart phase", orient="top"),
+            ),
             tooltip=["restart:N", "phase:N", "start:T", "end:T"],
         )
     )
     height = max(30, 24 * len(rows))
-    return alt.layer(*_overlays(tl, height, width), bars.properties(width=width, height=height)).properties(
-        title="restarts in stages: detection, stopping, requeue, start-up, load, warm-up"
+    layers = [*_overlays(tl, height, width), bars.properties(width=width, height=height)]
+    return (
+        alt.layer(*layers)  # the phases' colours are their own, not the overlays' (as the tax bands')
+        .resolve_scale(color="independent")
+        .properties(title="restarts in stages: detection, stopping, requeue, start-up, load, warm-up")
     )
 
 
