@@ -177,7 +177,17 @@ def test_4_the_cli_reports_a_hostile_file_in_one_line_and_exits_3(tmp_path):
     bad.write_text(HOSTILE["prom_null.json"])
     result = CliRunner().invoke(cli, ["ingest", str(bad)])
     assert result.exit_code == ExitCode.INPUT
-    assert "Traceback" not in result.stderr and "prom_null.json: could not be loaded (TypeError" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "prom_null.json: 1 result(s) of the answer are not series objects" in result.stderr
+
+
+def test_an_answer_that_matched_no_series_loads_as_nothing(tmp_path):
+    """`"result": []` is what Prometheus answers a query that matched nothing: no rows, not a failure."""
+    empty = tmp_path / "prom_empty.json"
+    empty.write_text('{"status":"success","data":{"resultType":"matrix","result":[]}}')
+    result = CliRunner().invoke(cli, ["ingest", str(empty)])
+    assert result.exit_code == 0, result.stderr
+    assert "prom_empty.json: prom_api_json, 0 rows, 0 rejected" in result.stderr
 
 
 # --- item 5: nothing skipped silently ---------------------------------------------------------------------

@@ -96,6 +96,8 @@ def load(ctx: LoadContext) -> LoadResult:
                 result.rows += prom_labels.write_batch(conn, ctx.source_id, ctx.fallback_host, ctx.mtime, work)
                 drop_temp(work, TEMP_TABLES, views=["prom_samples"])
         _check(ctx.display, stream.members)
+        if stream.not_series:
+            raise InputError(f"{ctx.display}: {stream.not_series} result(s) of the answer are not series objects")
         prom_labels.finish_series(conn, ctx.source_id, result.notes, ctx.evidence, work)
     finally:
         work.close()  # its temp tables go with it

@@ -38,6 +38,7 @@ class AnswerStream:
     answer's small members are in `members` once it is done."""
 
     def __init__(self, f: IO[bytes], limit: int | None = None) -> None:
+        self.not_series = 0  # results that are not objects (null, a number, a string)
         self.f, self.limit = f, limit  # read at most `limit` bytes (what ingest hashed)
         self.buf, self.pos, self.eof = b"", 0, False
         self.members: dict[str, Any] = {}  # status, error, errorType, warnings; data's resultType
@@ -150,6 +151,7 @@ class AnswerStream:
         if self._peek() != ord("{"):  # a scalar or string result: no series (the caller says so)
             while True:
                 self._value()
+                self.not_series += 1
                 c = self._peek()
                 self.pos += 1
                 if c == ord("]"):

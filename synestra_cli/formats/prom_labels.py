@@ -22,7 +22,7 @@ import duckdb
 from synestra_cli.catalog import CANONICAL, CANONICAL_BY_NAME, SOURCE_MAP
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.formats.hosts import HOST_NAMES_INSERT, full_names_select_sql, short_host_sql
-from synestra_cli.store.sql import drop_temp, one_row, scalar, temp_table
+from synestra_cli.store.sql import drop_temp, has_table, one_row, scalar, temp_table
 
 # Labels that name the host, the entity or the GPU's identity. Any other label of a metric that is not in
 # the catalog is appended to its entity (`gpu0{xid="42"}`) so that series differing only by it stay apart.
@@ -310,6 +310,9 @@ def finish_series(
 ) -> None:
     """Once per file, over every batch's series: the notes on hosts, the GPUs, the host names, the catalog."""
     work = work or conn
+    if not has_table(work, "prom_resolved_all", temporary=True):  # no batch held a series (`"result": []`)
+        drop_temp(work, ("prom_uuid_hosts", *LOOKUP_TABLES))
+        return
     work.execute("CREATE OR REPLACE TEMP TABLE prom_resolved AS SELECT * FROM prom_resolved_all")
     if notes is not None:
         notes += host_notes(work, evidence)
