@@ -23,7 +23,7 @@ BATCH_ROWS = 8192  # rows per Arrow record batch a `sql` result streams in
 # (`COPY ... TO '<a part>'` overwrote a lake's data: issue 38). SET stays, for the locked configuration
 # to refuse in its own words; PRAGMA and CALL read the catalog (a setting is the lock's to refuse).
 READING_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "SET", "CALL", "MULTI", "TRANSACTION"})
-SANDBOX = "synestra sql reads the store only: no files, network, extensions or settings"
+SANDBOX = "synestra sql is read-only and reads the store only: no files, network, extensions or settings"
 
 SOURCES_SQL = """
 SELECT source_id, path, format, rows, rejected, first_ts, last_ts, len(hosts) AS n_hosts, hosts

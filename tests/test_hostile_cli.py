@@ -164,7 +164,7 @@ def _cut(attempt, start, end, **secs):
         "last_iteration": secs.pop("last", 100),
         "saved_iteration": secs.pop("saved", 100),
     }
-    for key in ("save_s", "restore_s", "startup_s", "lost_work_s", "hang_s", "requeue_s"):
+    for key in ("save_s", "restore_s", "startup_s", "lost_work_s", "hang_s", "requeue_s", "restart_gap_s"):
         cut[key] = secs.get(key, 0.0)
     return cut
 
@@ -175,9 +175,7 @@ SECONDS = st.floats(min_value=-2e9, max_value=2e9, allow_nan=False)
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.tuples(
-            st.floats(0, 1e6), st.floats(-1e5, 1e6), SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, st.booleans()
-        ),
+        st.tuples(st.floats(0, 1e6), st.floats(-1e5, 1e6), *[SECONDS] * 7, st.booleans()),
         min_size=1,
         max_size=4,
     ),
@@ -200,10 +198,11 @@ def test_no_bucket_is_ever_negative_and_they_sum_to_the_wall_time(attempts, idea
             lost_work_s=d,
             hang_s=e,
             requeue_s=f,
+            restart_gap_s=g,
             failed=failed,
             last=iterations,
         )
-        for i, (start, length, a, b, c, d, e, f, failed) in enumerate(attempts)
+        for i, (start, length, a, b, c, d, e, f, g, failed) in enumerate(attempts)
     ]
     window = DegradedWindow(datetime(2026, 1, 1), datetime(2026, 1, 2), degraded_s)
     jb = assemble("j", 8, cuts, ideal, [window], 0)

@@ -169,7 +169,7 @@ def test_cli_ingest_reports_on_stderr_and_exits_3_when_a_file_fails(tmp_path):
     result = CliRunner().invoke(cli, ["ingest", str(quoted), str(empty)])
     assert result.exit_code == ExitCode.INPUT
     assert result.stdout == ""
-    assert "lines, 1 rows, 0 rejected" in result.stderr
+    assert "lines, 1 row, 0 rejected" in result.stderr
     assert "empty file" in result.stderr
     assert "1 loaded, 0 skipped, 1 failed" in result.stderr
 

@@ -174,15 +174,24 @@ def _big_answer(path, hosts: int, points: int) -> int:
     return hosts * 8 * 2 * points
 
 
+# Linux carries a process's peak RSS across fork and exec: a child of this (by now large) test worker
+# would report the worker's own size. A small interpreter starts the ingest and reports its child's peak.
+CHILD_PEAK = """
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(code)
+"""
+
+
 def _ingest_child(path, db, budget: str) -> tuple[int, float, str]:
     """`synestra ingest` as a user runs it, within `budget`: (exit code, peak RSS in MiB, stderr)."""
     env = {**os.environ, "SYNESTRA_MEMORY_LIMIT": budget}
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([SYNESTRA, "ingest", str(path), "--db", str(db)], stdout=subprocess.DEVNULL,
-                                stderr=err, env=env)  # fmt: skip
-        _, status, usage = os.wait4(proc.pid, 0)
+        args = [sys.executable, "-c", CHILD_PEAK, SYNESTRA, "ingest", str(path), "--db", str(db)]
+        proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
         err.seek(0)
-        return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024, err.read().decode(errors="replace")
+        return proc.returncode, int(proc.stdout.split()[-1]) / 1024, err.read().decode(errors="replace")
 
 
 @pytest.mark.heavy

@@ -212,7 +212,9 @@ def test_markdown_ticket_for_one_checkpoint_has_every_section_in_order(sample_db
     lines = md.splitlines()
     assert lines[0] == "# Job 1003: gpu.fell_off_bus on gpu-002 gpu0 behind the restart restore at iteration 1950"
     heads = [ln for ln in lines if ln.startswith("#")]
-    assert heads[1:] == ["## Assets", "## Chain", "## Alternatives", "## Cost"]
+    assert heads[1:] == ["## Assets", "## Restart", "## Chain", "## Alternatives", "## Cost"]
+    stages = md.split("## Restart")[1].split("## Chain")[0]  # issue 37: the restart's stages, each dated
+    assert "| fault | 2026-11-02T" in stages and "| first step | 2026-11-02T" in stages
     assert md.index("**Verdict:**") < md.index("**Action:**") < md.index("## Assets")
     assert CLUSTER.gpu_uuid("gpu-002", 0) in md.split("## Assets")[1].split("## Chain")[0]
     chain = [ln for ln in md.split("## Chain")[1].split("## Alternatives")[0].splitlines() if ln.startswith("|")]
