@@ -246,9 +246,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=4.0)
     ap.add_argument("--seed", type=int, default=101)
     ap.add_argument("--misses", type=int, default=0, help="print this many misses per trainer")
+    ap.add_argument("--scenario", action="append", help="only this scenario (repeatable; default: all)")
+    ap.add_argument("--trainer", action="append", choices=TRAINERS, help="only this trainer (repeatable)")
     args = ap.parse_args(argv)
+    chosen = cells(args.scenario, tuple(args.trainer or TRAINERS))
     with tempfile.TemporaryDirectory(prefix="trainer-truth-") as tmp:
-        m = run_matrix(Path(tmp), args.nodes, args.hours, args.seed, log=lambda s: print(s, file=sys.stderr))
+        log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+        m = run_matrix(Path(tmp), args.nodes, args.hours, args.seed, chosen, log=log)
     print(
         f"trainer x launcher truth: {len(m.scores)} cells, {args.nodes} nodes, {args.hours} h, seed {args.seed}, "
         f"{m.seconds:.0f} s"
