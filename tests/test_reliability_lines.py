@@ -4,14 +4,12 @@ Each test failed on the code before it (the defect's number in the issue is in i
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from reliability_kit import OPTIONS
+from reliability_kit import syslog as _syslog
 
 from synestra_cli.cli.main import cli
 from synestra_cli.formats.base import IngestOptions
@@ -19,20 +17,6 @@ from synestra_cli.ingest import ingest_paths
 from synestra_cli.store import open_store
 
 pytestmark = pytest.mark.reliability
-
-SYNESTRA = str(Path(sys.executable).parent / "synestra")
-TRACEBACK = "Traceback (most recent call last)"
-OPTIONS = IngestOptions(year=2026)
-
-
-def _syslog(host: str, n: int = 3, minute: int = 0) -> str:
-    return "".join(f"Nov 29 10:{minute:02d}:{i:02d} {host} kernel: line {i}\n" for i in range(1, n + 1))
-
-
-def _run(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [SYNESTRA, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
 
 
 # ---------------------------------------------------------------- defects 7, 15, 16: lines and clocks

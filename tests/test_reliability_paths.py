@@ -9,33 +9,19 @@ while read) is one file's refusal, in one line, and the rest loads; under `--fol
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from reliability_kit import OPTIONS, TRACEBACK
+from reliability_kit import run_synestra as _run
+from reliability_kit import syslog as _syslog
 
 from synestra_cli.errors import ExitCode
 from synestra_cli.follow import Follower
-from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store import open_store
 
 pytestmark = pytest.mark.reliability
-
-SYNESTRA = str(Path(sys.executable).parent / "synestra")
-TRACEBACK = "Traceback (most recent call last)"
-OPTIONS = IngestOptions(year=2026)
-
-
-def _syslog(host: str, n: int = 3, minute: int = 0) -> str:
-    return "".join(f"Nov 29 10:{minute:02d}:{i:02d} {host} kernel: line {i}\n" for i in range(1, n + 1))
-
-
-def _run(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [SYNESTRA, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
 
 
 def _by_name(reports) -> dict[str, tuple[str, str | None]]:
