@@ -166,29 +166,41 @@ def _lanes(tl: Timeline, width: Any) -> Any:
     )
 
 
-def _bands(tl: Timeline, width: Any) -> Any:
-    """Where the time went: one row per tax bucket present, each span a coloured bar, with its legend."""
-    rows = [{**b, "hours": (b["end"] - b["start"]).total_seconds() / 3600} for b in tl.bands]
-    df = _frame(rows, ["bucket", "start", "end", "attempt", "hours"])
-    order = [b for b in BAND_COLOURS if b in set(df["bucket"])]
-    bars = (
+def _span_bars(df: pd.DataFrame, row: str, rows: list[str], colour: str, colours: dict[str, str], legend: str,
+               tooltip: list[Any]) -> Any:  # fmt: skip
+    """Spans as bars on the time axis, one row per `row` value in `rows` order, coloured by `colour` from
+    `colours` (the picture's fixed colours, whatever the job holds), with their legend."""
+    return (
         alt.Chart(df)
         .mark_bar(height=16)
         .encode(
             x=_x(),
             x2="end:T",
-            y=alt.Y("bucket:N", title=None, sort=order),
+            y=alt.Y(f"{row}:N", title=None, sort=rows),
             color=alt.Color(
-                "bucket:N",
-                scale=alt.Scale(domain=list(BAND_COLOURS), range=list(BAND_COLOURS.values())),
-                legend=alt.Legend(title="where the time went (tax buckets)", orient="top"),
+                f"{colour}:N",
+                scale=alt.Scale(domain=list(colours), range=list(colours.values())),
+                legend=alt.Legend(title=legend, orient="top"),
             ),
-            tooltip=["bucket:N", "attempt:N", "start:T", "end:T", alt.Tooltip("hours:Q", format=".2f")],
+            tooltip=tooltip,
         )
     )
-    height = max(40, 22 * len(order))
-    layers = [*_overlays(tl, height, width, legend=True), bars.properties(width=width, height=height)]
-    return alt.layer(*layers).resolve_scale(color="independent").properties(title="where the time went")
+
+
+def _with_overlays(tl: Timeline, bars: Any, height: int, width: Any, title: str, legend: bool = False) -> Any:
+    """Bars under the job's degraded windows and causes' first signals, their colours resolved apart."""
+    layers = [*_overlays(tl, height, width, legend=legend), bars.properties(width=width, height=height)]
+    return alt.layer(*layers).resolve_scale(color="independent").properties(title=title)
+
+
+def _bands(tl: Timeline, width: Any) -> Any:
+    """Where the time went: one row per tax bucket present, each span a coloured bar, with its legend."""
+    rows = [{**b, "hours": (b["end"] - b["start"]).total_seconds() / 3600} for b in tl.bands]
+    df = _frame(rows, ["bucket", "start", "end", "attempt", "hours"])
+    order = [b for b in BAND_COLOURS if b in set(df["bucket"])]
+    tooltip = ["bucket:N", "attempt:N", "start:T", "end:T", alt.Tooltip("hours:Q", format=".2f")]
+    bars = _span_bars(df, "bucket", order, "bucket", BAND_COLOURS, "where the time went (tax buckets)", tooltip)
+    return _with_overlays(tl, bars, max(40, 22 * len(order)), width, "where the time went", legend=True)
 
 
 def _events(tl: Timeline, width: Any) -> Any:
@@ -239,28 +251,10 @@ def _restarts(tl: Timeline, width: Any) -> Any:
     """One row per restart, its phases as bars between the stages the logs date (explain/restart_text.py)."""
     df = _frame(tl.restarts, ["restart", "phase", "start", "end"])
     rows = list(dict.fromkeys(df["restart"]))
-    bars = (
-        alt.Chart(df)
-        .mark_bar(height=16)
-        .encode(
-            x=_x(),
-            x2="end:T",
-            y=alt.Y("restart:N", title=None, sort=rows),
-            color=alt.Color(
-                "phase:N",
-                scale=alt.Scale(domain=list(PHASE_COLOURS), range=list(PHASE_COLOURS.values())),
-                legend=alt.Legend(title="restart phase", orient="top"),
-            ),
-            tooltip=["restart:N", "phase:N", "start:T", "end:T"],
-        )
-    )
-    height = max(30, 24 * len(rows))
-    layers = [*_overlays(tl, height, width), bars.properties(width=width, height=height)]
-    return (
-        alt.layer(*layers)  # the phases' colours are their own, not the overlays' (as the tax bands')
-        .resolve_scale(color="independent")
-        .properties(title="restarts in stages: detection, stopping, requeue, start-up, load, warm-up")
-    )
+    tooltip = ["restart:N", "phase:N", "start:T", "end:T"]
+    bars = _span_bars(df, "restart", rows, "phase", PHASE_COLOURS, "restart phase", tooltip)
+    title = "restarts in stages: detection, stopping, requeue, start-up, load, warm-up"
+    return _with_overlays(tl, bars, max(30, 24 * len(rows)), width, title)
 
 
 def _strip(df: pd.DataFrame, field: str, title: str, tl: Timeline, colour: str, width: Any) -> Any:
