@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from conftest import REAL_SAMPLES
 
 from synestra_cli.cli.main import cli
-from synestra_cli.clusters import resolve_job
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.query.clusters import resolve_job
 
 CEEMS = REAL_SAMPLES / "training" / "ceems-jobstats_sacct-P_cluster-column.txt"
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"

@@ -26,9 +26,9 @@ from synestra_cli.cli.common import stop_on_signals
 from synestra_cli.cli.ingest import Reporter
 from synestra_cli.cli.ingest_follow import run_follow
 from synestra_cli.errors import Terminated
-from synestra_cli.follow import Follower, prefix_shas
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.ingest.follow import Follower, prefix_shas
 from synestra_cli.store import open_store
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 

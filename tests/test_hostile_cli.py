@@ -419,7 +419,7 @@ def test_escape_sequences_in_log_lines_and_file_names_are_shown_escaped(tmp_path
 
 
 def test_sql_streams_its_result_in_record_batches(conn):
-    from synestra_cli.inspect import stream_sql
+    from synestra_cli.query.inspect import stream_sql
 
     cols, batches = stream_sql(conn, "SELECT range AS i, range::VARCHAR AS s FROM range(50000)", batch_rows=4096)
     first = next(batches)

@@ -17,8 +17,8 @@ from reliability_kit import run_synestra as _run
 from reliability_kit import syslog as _syslog
 
 from synestra_cli.errors import ExitCode
-from synestra_cli.follow import Follower
 from synestra_cli.ingest import ingest_paths
+from synestra_cli.ingest.follow import Follower
 from synestra_cli.store import open_store
 
 pytestmark = pytest.mark.reliability

@@ -20,7 +20,7 @@ from synestra_cli.accounting.document import HeadlinesDoc, JobTaxDoc
 from synestra_cli.accounting.interval import IntervalAdvice, advise, cadence_action
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.document import CauseChargeDoc
-from synestra_cli.jobs import empty_window_message
+from synestra_cli.query.jobs import empty_window_message
 from synestra_cli.signals.steps import DegradationWindow, degradation_windows_for
 
 JOBS_SQL = """

@@ -41,9 +41,9 @@ def command(
     if panel_id is not None and not dashboard_uid:
         raise click.UsageError("--panel-id needs --dashboard-uid (a panel belongs to a dashboard)")
     from synestra_cli.cli.render import dumps
-    from synestra_cli.clusters import resolve_job
     from synestra_cli.explain.annotations import datasource_document, document, job_annotations
     from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
+    from synestra_cli.query.clusters import resolve_job
     from synestra_cli.store import open_store
 
     with open_store(db, read_only=True) as conn:

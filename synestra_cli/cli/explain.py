@@ -153,13 +153,13 @@ def selected_jobs(
 ) -> list[str]:
     """The jobs named (each resolved, exit 5 if unknown) or those in the window, then those that ran on
     one of the hosts; none left is exit 5 with what was asked."""
-    from synestra_cli.clusters import resolve_job
     from synestra_cli.errors import NotFoundError
     from synestra_cli.explain.api import jobs_in_window
+    from synestra_cli.query.clusters import resolve_job
 
     ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, j) for j in jobs]
     if hosts:
-        from synestra_cli.jobs import jobs_on_hosts
+        from synestra_cli.query.jobs import jobs_on_hosts
 
         on = jobs_on_hosts(conn, list(hosts))
         ids = [j for j in ids if j in on]

@@ -203,8 +203,8 @@ def command(
       synestra ingest /exports/a100/ --cluster a100 && synestra ingest /exports/h100/ --cluster h100
       synestra ingest --follow /var/log/syslog /var/log/dcgm/ --interval 10
     """
-    from synestra_cli.clusters import check_name
     from synestra_cli.errors import InputError
+    from synestra_cli.query.clusters import check_name
 
     legacy = click.get_current_context().meta.get("legacy_input_format")
     if legacy:

@@ -1,4 +1,4 @@
-"""`synestra ingest --follow`: the poll loop's rendering (library: synestra_cli.follow)."""
+"""`synestra ingest --follow`: the poll loop's rendering (library: synestra_cli.ingest.follow)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def run_follow(
     """Poll until max_polls or a signal (the caller holds cli.common.stop_on_signals: SIGTERM is raised
     as Terminated where Ctrl-C would be, the file being loaded rolls back, exit 143). True when a file's
     last outcome is a failure: one that failed while logrotate moved it and loaded at a later poll did not."""
-    from synestra_cli.follow import Follower
+    from synestra_cli.ingest.follow import Follower
 
     follower = Follower(db, paths, options)
     reporter.say(f"following {plural(len(paths), 'path')} every {interval:g} s into {follower.db} (Ctrl-C stops)")

@@ -7,7 +7,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option, host_option, job_option
 from synestra_cli.cli.render import render_rows
-from synestra_cli.jobs import ATTEMPT_COLUMNS, JOB_COLUMNS, job_summary, jobs_on_hosts, reconciled_attempts
+from synestra_cli.query.jobs import ATTEMPT_COLUMNS, JOB_COLUMNS, job_summary, jobs_on_hosts, reconciled_attempts
 from synestra_cli.store import open_store
 
 JOBS_SCHEMA = "synestra.jobs/2"  # /1 was a bare list with job_id, n_nodes, nodes
@@ -42,7 +42,7 @@ def command(db, jobs: tuple[str, ...], hosts: tuple[str, ...], fmt: str) -> None
     with open_store(db, read_only=True) as conn:
         on_hosts = jobs_on_hosts(conn, list(hosts)) if hosts else None
         if jobs:
-            from synestra_cli.clusters import resolve_job
+            from synestra_cli.query.clusters import resolve_job
 
             ids = [resolve_job(conn, j) for j in jobs]
             rows = [r for j in ids if on_hosts is None or j in on_hosts for r in reconciled_attempts(conn, j)]

@@ -7,7 +7,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import dumps, render_rows
-from synestra_cli.inspect import SOURCE_COLUMNS, list_sources
+from synestra_cli.query.inspect import SOURCE_COLUMNS, list_sources
 from synestra_cli.shown import path
 from synestra_cli.store import open_store
 

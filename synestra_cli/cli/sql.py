@@ -7,7 +7,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import write_batches
-from synestra_cli.inspect import stream_sql
+from synestra_cli.query.inspect import stream_sql
 from synestra_cli.store import open_store
 
 

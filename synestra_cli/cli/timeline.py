@@ -54,8 +54,8 @@ def command(job_id: str, output: Path, fmt: str | None, db: str | None) -> None:
     from synestra_cli.cli import output as out
     from synestra_cli.cli.progress import status_on_tty
     from synestra_cli.cli.timeline_chart import render
-    from synestra_cli.clusters import resolve_job
     from synestra_cli.explain.timeline import build
+    from synestra_cli.query.clusters import resolve_job
     from synestra_cli.store import open_store
 
     fmt = out.format_of(output, fmt, SUFFIXES)

@@ -444,7 +444,7 @@ def jobs_in_window(
     if not rows and not scalar(conn, ANY_JOB_SQL):
         raise EmptyStoreError("the store holds no jobs: ingest job logs or sacct first")
     if not rows:
-        from synestra_cli.jobs import empty_window_message
+        from synestra_cli.query.jobs import empty_window_message
 
         raise NotFoundError(empty_window_message(conn, since, until))
     return [r[0] for r in rows]

@@ -44,7 +44,7 @@ class IngestOptions:
     job_id: str | None = None  # job of a log that does not name it
     strict: bool = False  # any reject fails the file
     format: str | None = None  # force a format instead of sniffing
-    cluster: str | None = None  # cluster of the jobs the files name (synestra_cli/clusters.py)
+    cluster: str | None = None  # cluster of the jobs the files name (synestra_cli/query/clusters.py)
 
 
 # The options that change what a parser reads from the same bytes: part of a source's key.

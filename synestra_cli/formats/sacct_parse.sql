@@ -50,7 +50,7 @@ SELECT lineno, line,
             WHEN elapsed_absurd THEN 'Elapsed out of range (68 years or more) ' || elapsed_text
             WHEN elapsed_text IS NOT NULL AND elapsed_s IS NULL THEN 'unreadable Elapsed ' || elapsed_text
        END,
-       -- jobs are keyed by cluster (synestra_cli/clusters.py): CLUSTER:ID when sacct names it
+       -- jobs are keyed by cluster (synestra_cli/query/clusters.py): CLUSTER:ID when sacct names it
        coalesce(cluster || ':', '') || id.base || CASE WHEN id.task <> '' THEN '_' || id.task ELSE '' END,
        try_cast(nullif(id.het, '') AS INTEGER),
        nullif(id.step, ''), job_name, user_name, state,

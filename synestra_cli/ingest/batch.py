@@ -18,12 +18,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from synestra_cli.clusters import other_form_notes, qualify_batch
 from synestra_cli.errors import InputError, out_of_memory_message
 from synestra_cli.formats.base import Format, IngestOptions, LoadResult
 from synestra_cli.ingest.plan import SKIP, Known, Plan, Source, decide, waits_for_pending
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.ingest.resume import chain_duplicates
+from synestra_cli.query.clusters import other_form_notes, qualify_batch
 from synestra_cli.store.checks import CheckResult, check_sources
 from synestra_cli.store.series import copy_by_series, has_series_layout
 from synestra_cli.store.sources import SourcedTable, delete_sources, qualified

@@ -19,7 +19,6 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
-from synestra_cli.clusters import prefix_hosts
 from synestra_cli.errors import (
     SettingsError,
     StoreWriteError,
@@ -56,6 +55,7 @@ from synestra_cli.ingest.plan import (
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.ingest.staging import Stores
 from synestra_cli.ingest.walk import WalkIssue
+from synestra_cli.query.clusters import prefix_hosts
 from synestra_cli.store.connect import is_store_write_failure
 from synestra_cli.store.sql import quote_ident, transaction
 

@@ -200,7 +200,7 @@ DROP TABLE sources;
 ALTER TABLE sources_006 RENAME TO sources;
 """
 
-# Jobs are keyed by cluster: ids are CLUSTER:ID when the cluster is known (synestra_cli/clusters.py);
+# Jobs are keyed by cluster: ids are CLUSTER:ID when the cluster is known (synestra_cli/query/clusters.py);
 # this view splits them back for queries by cluster.
 CLUSTERS = """
 CREATE VIEW job_clusters AS

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
-from synestra_cli.inspect import fetch_dicts
+from synestra_cli.query.inspect import fetch_dicts
 from synestra_cli.shown import plural
 from synestra_cli.store.sql import one_row, scalar
 
