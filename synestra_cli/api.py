@@ -29,8 +29,9 @@ from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 from synestra_cli.accounting.document import JobTaxDoc, TaxDoc
 from synestra_cli.accounting.report import job_doc
 from synestra_cli.explain import memo
-from synestra_cli.explain.api import JobExplanation, explain_job
 from synestra_cli.explain.document import ExplainDoc
+from synestra_cli.explain.explanation import JobExplanation
+from synestra_cli.explain.job import explain_job
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, ingest_paths
 from synestra_cli.store import open_store
@@ -118,7 +119,7 @@ CHECKPOINT_COLUMNS = [
 
 @dataclass(frozen=True)
 class ExplainResult:
-    explanation: JobExplanation  # the whole typed explanation (synestra_cli.explain.api)
+    explanation: JobExplanation  # the whole typed explanation (synestra_cli.explain.explanation)
 
     def to_json(self) -> ExplainDoc:
         """The `synestra.explain/3` document `synestra explain --format json` prints."""

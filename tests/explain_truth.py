@@ -15,7 +15,7 @@ from pathlib import Path
 
 import simcache
 
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.explain.rules import RACK_CATEGORIES
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths

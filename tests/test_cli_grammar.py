@@ -335,7 +335,7 @@ class _Terminal(io.StringIO):
 
 def test_progress_is_drawn_on_a_terminal_only(store):
     from synestra_cli.cli.progress import progress_on_tty
-    from synestra_cli.explain.api import explain_each
+    from synestra_cli.explain.job import explain_each
     from synestra_cli.store import open_store
 
     terminal, pipe = _Terminal(), io.StringIO()

@@ -124,7 +124,7 @@ def test_a_file_whose_hosts_are_in_the_store_in_the_other_form_gets_a_note(conn,
 
 @pytest.mark.heavy
 def test_sample_data_ingested_with_cluster_explains_as_without(tmp_path):
-    from synestra_cli.explain.api import explain_job
+    from synestra_cli.explain.job import explain_job
     from synestra_cli.store import open_store
 
     causes = {}

@@ -13,9 +13,9 @@ import simcache
 from conftest import LEGACY_SCHEMA, copy_sample_store
 
 from synestra_cli.explain import memo
-from synestra_cli.explain.api import event_read, explain_job, jobs_in_window, telemetry_windows
 from synestra_cli.explain.batch import explain_batch
 from synestra_cli.explain.inputs import inputs_for, job_inputs
+from synestra_cli.explain.job import event_read, explain_job, jobs_in_window, telemetry_windows
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry

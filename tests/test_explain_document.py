@@ -9,8 +9,8 @@ from typing import Any
 from explain_fixtures import SAVE_S, Scenario, bus_id
 
 from synestra_cli.explain import memo
-from synestra_cli.explain.api import explain_job
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, LinkDoc
+from synestra_cli.explain.job import explain_job
 
 
 def _gpu_lost_and_restarted(conn) -> None:

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from explain_fixtures import OTHER, Scenario, bus_id
 
 from synestra_cli.cli.main import cli
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.explain.memo import from_json
 
 

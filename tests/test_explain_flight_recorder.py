@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from conftest import REAL_SAMPLES
 
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.signals.collectives import laggards_for

@@ -18,7 +18,7 @@ import synestra_cli
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import StoreBusyError, StoreError
 from synestra_cli.explain import batch, memo
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.store import open_store
 
 
@@ -227,9 +227,9 @@ def test_explain_all_computes_the_jobs_not_kept_at_once_and_prints_them_alike(sa
 
 def test_explain_reuses_a_kept_explanation_without_computing(sample_db, monkeypatch):
     _explain(sample_db, "--job", "1001", "--format", "json")  # computes and keeps it
-    import synestra_cli.explain.api as api
+    import synestra_cli.explain.job as job
 
-    monkeypatch.setattr(api, "explain_job", lambda *_a, **_k: pytest.fail("the kept explanation was not reused"))
+    monkeypatch.setattr(job, "explain_job", lambda *_a, **_k: pytest.fail("the kept explanation was not reused"))
     doc = json.loads(_explain(sample_db, "--job", "1001", "--format", "json"))
     assert doc["job"] == "1001" and doc["checkpoints"]
 

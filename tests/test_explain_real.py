@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import REAL_SAMPLES
 
-from synestra_cli.explain.api import explain_job, jobs_in_window
+from synestra_cli.explain.job import explain_job, jobs_in_window
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 

@@ -6,7 +6,7 @@ import pytest
 from explain_fixtures import HOSTS, OTHER, SAVE_S, Scenario, bus_id, healthy_job, reactive_job
 
 from synestra_cli.errors import EmptyStoreError, NotFoundError
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 
 
 def _ports(sc: Scenario, metric: str, end: float, bad_host: str | None, bad=(300, 1e9, 0.5)) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from explain_fixtures import SAVE_S, Scenario, healthy_job
 
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.explain.rules import SLOW_SAVE_FACTOR
 from synestra_cli.explain.triggers import healthy_save_s, learn_cadence
 

@@ -14,7 +14,7 @@ import simcache
 from explain_truth import Score, run_scenario, score_job
 
 from synestra_cli.accounting.report import tax_report
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.fleet.risks import risks_at
 from synestra_cli.simulate.export import Intervals
 from synestra_cli.simulate.joblog import MODEL_BUILD_US

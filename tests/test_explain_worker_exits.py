@@ -11,8 +11,8 @@ import pytest
 from conftest import REAL_SAMPLES
 from explain_fixtures import HOSTS, LOG, Scenario, at
 
-from synestra_cli.explain.api import explain_job, telemetry_windows, unexplained_failures
 from synestra_cli.explain.inputs import job_inputs
+from synestra_cli.explain.job import explain_job, telemetry_windows, unexplained_failures
 from synestra_cli.explain.reason import Evidence, plan_attempt_failure
 from synestra_cli.explain.triggers import classify
 from synestra_cli.formats.base import IngestOptions

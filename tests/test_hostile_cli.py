@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from synestra_cli.accounting.buckets import BUCKETS, assemble
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import ExitCode
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.signals.anomalies import anomalies, build_scope
 from synestra_cli.signals.scope import load_scope
 

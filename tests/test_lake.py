@@ -149,13 +149,13 @@ def test_explain_reads_only_its_jobs_partitions(stores, tmp_path):
             dest = away / part.relative_to(copy)
             dest.parent.mkdir(parents=True, exist_ok=True)
             part.rename(dest)
-        from synestra_cli.explain.api import explain_job
+        from synestra_cli.explain.job import explain_job
 
         narrowed = json.dumps(explain_job(conn, "1001").to_json(), default=str, sort_keys=True)
     finally:
         conn.close()
     with connect(store, read_only=True) as full:
-        from synestra_cli.explain.api import explain_job
+        from synestra_cli.explain.job import explain_job
 
         assert narrowed == json.dumps(explain_job(full, "1001").to_json(), default=str, sort_keys=True)
 
@@ -163,8 +163,8 @@ def test_explain_reads_only_its_jobs_partitions(stores, tmp_path):
 def test_a_run_of_jobs_explained_together_reads_only_their_partitions(stores, tmp_path):
     """The Ray engine explains runs of jobs at once (engine/ray_engine.py): narrowed to the run, the
     reader keeps the union of its jobs' partitions, and the batch answers as the store does."""
-    from synestra_cli.explain.api import explain_job
     from synestra_cli.explain.batch import explain_batch
+    from synestra_cli.explain.job import explain_job
     from synestra_cli.store.lake import narrow_to_jobs
 
     lake, store = stores
@@ -420,7 +420,7 @@ def test_a_forget_killed_before_its_entry_changes_nothing(copies, monkeypatch):
 def _explained_now(db: str) -> int:
     """How many jobs a tax report over `db` explains (the rest it reuses), keeping them as the CLI does."""
     from synestra_cli.explain import memo
-    from synestra_cli.explain.api import jobs_in_window
+    from synestra_cli.explain.job import jobs_in_window
 
     with connect(db, read_only=True) as conn:
         _, computed, key = memo.explain_jobs(conn, jobs_in_window(conn))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from synestra_cli.accounting.report import tax_report
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.explain.loops import restart_loops
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.restarts import STAGES, Restart

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REAL_SAMPLES, copy_sample_store
 
-from synestra_cli.explain.api import explain_job
 from synestra_cli.explain.assets import load_book
+from synestra_cli.explain.job import explain_job
 from synestra_cli.explain.rules import SKEW_S
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import copy_sample_store
 
-from synestra_cli.explain.api import explain_job, jobs_in_window
+from synestra_cli.explain.job import explain_job, jobs_in_window
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import batch as batch_module
 from synestra_cli.ingest import ingest_paths

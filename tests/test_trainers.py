@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REAL_SAMPLES
 
-from synestra_cli.explain.api import explain_job
+from synestra_cli.explain.job import explain_job
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 

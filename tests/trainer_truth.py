@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from explain_truth import Score, score_job  # noqa: E402
 
 from synestra_cli.accounting.report import tax_report  # noqa: E402
-from synestra_cli.explain.api import explain_job  # noqa: E402
+from synestra_cli.explain.job import explain_job  # noqa: E402
 from synestra_cli.formats.base import IngestOptions  # noqa: E402
 from synestra_cli.ingest import ingest_paths  # noqa: E402
 from synestra_cli.simulate.model import TRAINERS  # noqa: E402

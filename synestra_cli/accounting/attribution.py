@@ -26,8 +26,8 @@ from synestra_cli.accounting.document import SCHEMA, FleetDoc, RankedCauseDoc, T
 from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
 from synestra_cli.accounting.report import Charge, JobTax, TaxReport, job_doc, report_jobs, report_of
 from synestra_cli.explain import memo
-from synestra_cli.explain.api import JobExplanation
 from synestra_cli.explain.document import CauseChargeDoc
+from synestra_cli.explain.explanation import JobExplanation
 
 ROUTINE = "checkpoint.routine"
 UNKNOWN = "unknown"

@@ -17,9 +17,10 @@ from synestra_cli.accounting.attribution import by_cause, charges_for
 from synestra_cli.accounting.interval import cadence_action
 from synestra_cli.accounting.report import Charge, tax_report
 from synestra_cli.errors import NotFoundError
-from synestra_cli.explain.api import JobExplanation, explain_job
 from synestra_cli.explain.document import CheckpointTaxDoc
+from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.explain.inputs import JobInputs
+from synestra_cli.explain.job import explain_job
 
 TOP_CAUSES = 5
 

@@ -42,7 +42,7 @@ def command(
         raise click.UsageError("--panel-id needs --dashboard-uid (a panel belongs to a dashboard)")
     from synestra_cli.cli.render import dumps
     from synestra_cli.explain.annotations import datasource_document, document, job_annotations
-    from synestra_cli.explain.api import explain_each, explain_job, jobs_in_window
+    from synestra_cli.explain.job import explain_each, explain_job, jobs_in_window
     from synestra_cli.query.clusters import resolve_job
     from synestra_cli.store import open_store
 

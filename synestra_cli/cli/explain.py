@@ -96,7 +96,8 @@ def command(
     if checkpoint is not None and (all_jobs or len(jobs) > 1):
         refuse_together({"--checkpoint": checkpoint, "--all" if all_jobs else "several --job": True})
     from synestra_cli import settings
-    from synestra_cli.explain.api import JobExplanation, explain_job
+    from synestra_cli.explain.explanation import JobExplanation
+    from synestra_cli.explain.job import explain_job
 
     explain: Callable[..., JobExplanation] = explain_job
     if with_tax or fmt == "markdown":
@@ -108,7 +109,7 @@ def command(
         explain = explain_with_tax
     window = (checkpoint, since, until) if fmt != "markdown" else (None, None, None)
     from synestra_cli.cli.progress import progress_on_tty
-    from synestra_cli.explain.api import explain_each
+    from synestra_cli.explain.job import explain_each
     from synestra_cli.store import open_store
     from synestra_cli.store.connect import may_be_lake
 
@@ -154,7 +155,7 @@ def selected_jobs(
     """The jobs named (each resolved, exit 5 if unknown) or those in the window, then those that ran on
     one of the hosts; none left is exit 5 with what was asked."""
     from synestra_cli.errors import NotFoundError
-    from synestra_cli.explain.api import jobs_in_window
+    from synestra_cli.explain.job import jobs_in_window
     from synestra_cli.query.clusters import resolve_job
 
     ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, j) for j in jobs]
@@ -169,7 +170,7 @@ def selected_jobs(
 
 
 def _markdown(docs: list, checkpoint: int | None, since: datetime | None, until: datetime | None) -> None:
-    from synestra_cli.explain.api import select
+    from synestra_cli.explain.job import select
     from synestra_cli.explain.markdown import job_markdown
     from synestra_cli.shown import relative_in
 

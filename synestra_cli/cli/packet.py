@@ -48,7 +48,7 @@ def command(job_id: str, checkpoint: int | None, output: Path, fmt: str | None, 
     from synestra_cli.cli.render import dumps
     from synestra_cli.cli.timeline_chart import render
     from synestra_cli.explain import packet
-    from synestra_cli.explain.api import select
+    from synestra_cli.explain.job import select
     from synestra_cli.explain.markdown import job_markdown
     from synestra_cli.explain.timeline import build
     from synestra_cli.query.clusters import resolve_job

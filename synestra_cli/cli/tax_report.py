@@ -182,7 +182,7 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
             chosen = selected_jobs(conn, jobs, not jobs, hosts, since, until)
         if engine != "local":  # explained by Ray workers, then reused as kept explanations (engine/)
             from synestra_cli.engine import explain_on
-            from synestra_cli.explain.api import jobs_in_window
+            from synestra_cli.explain.job import jobs_in_window
 
             explain_on(engine, conn, db, chosen or jobs_in_window(conn, since, until))
         with progress_on_tty():

@@ -16,7 +16,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from synestra_cli.explain.api import CheckpointExplanation
+from synestra_cli.explain.explanation import CheckpointExplanation
 from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.timeline import Timeline
 

@@ -31,8 +31,8 @@ import duckdb
 
 from synestra_cli.errors import UsageError
 from synestra_cli.explain import memo
-from synestra_cli.explain.api import JobExplanation
 from synestra_cli.explain.batch import explain_batch
+from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, WalkIssue, ingest_file, iter_inputs
 from synestra_cli.store.lake import narrow_to_jobs, open_reader

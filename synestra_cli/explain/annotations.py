@@ -21,7 +21,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from synestra_cli.explain.api import CheckpointExplanation, JobExplanation
+from synestra_cli.explain.explanation import CheckpointExplanation, JobExplanation
 
 SCHEMA = "synestra.annotations/1"
 

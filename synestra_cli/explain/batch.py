@@ -18,9 +18,10 @@ from datetime import datetime
 
 import duckdb
 
-from synestra_cli.explain.api import JobExplanation, event_read, explain_each, explain_job, telemetry_windows
 from synestra_cli.explain.assets import load_books
+from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.explain.inputs import JobInputs, comparable, inputs_for
+from synestra_cli.explain.job import event_read, explain_each, explain_job, telemetry_windows
 from synestra_cli.signals.fleet_telemetry import JobRead, Window, fleet_telemetry
 from synestra_cli.signals.steps import DegradationWindow
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.explain.api import CheckpointExplanation, FailureExplanation, JobExplanation
+from synestra_cli.explain.explanation import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.shown import plural
 
 SCHEMA = "synestra.packet/1"

@@ -16,7 +16,8 @@ from typing import Any
 
 import duckdb
 
-from synestra_cli.explain.api import JobExplanation, explain_job
+from synestra_cli.explain.explanation import JobExplanation
+from synestra_cli.explain.job import explain_job
 from synestra_cli.explain.restart_text import phases
 from synestra_cli.explain.rules import LOOKBACK_S, METRIC_RULES
 from synestra_cli.explain.timeline_bands import bands_of, events_of, headline_of

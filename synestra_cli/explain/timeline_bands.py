@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from synestra_cli.explain.api import JobExplanation
+from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.shown import iso
 
 # Attempt states after which nothing was lost (accounting/buckets.py CLEAN_END_STATES).
