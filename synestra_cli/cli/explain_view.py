@@ -17,8 +17,8 @@ from synestra_cli.cli.render import printable
 from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc, RestartDoc
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.explanation import CheckpointExplanation, FailureExplanation, JobExplanation
-from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.restart_text import loop_line, stages_line
 from synestra_cli.shown import iso, plural, relative_in
 

@@ -16,8 +16,8 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.explanation import CheckpointExplanation
-from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.timeline import Timeline
 
 WIDTH = 1400  # PNG and SVG; the HTML page fills the window ("container")

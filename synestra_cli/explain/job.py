@@ -12,6 +12,7 @@ import duckdb
 from synestra_cli import progress
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import AssetBook, load_book
+from synestra_cli.explain.evidence import Cause, Evidence, crashes_of
 from synestra_cli.explain.explanation import (
     CheckpointExplanation,
     FailureExplanation,
@@ -20,16 +21,8 @@ from synestra_cli.explain.explanation import (
 )
 from synestra_cli.explain.inputs import JobInputs, comparable, job_inputs
 from synestra_cli.explain.loops import cause_key, restart_doc, restart_loops
-from synestra_cli.explain.reason import (
-    Cause,
-    Evidence,
-    Plan,
-    crashes_of,
-    plan,
-    plan_attempt_failure,
-    reason,
-    reason_failure,
-)
+from synestra_cli.explain.plan import Plan, plan, plan_attempt_failure
+from synestra_cli.explain.reason import reason, reason_failure
 from synestra_cli.explain.restarts import Restart, restarts, with_first_signal
 from synestra_cli.explain.rules import (
     FAILED_STATES,
