@@ -136,7 +136,8 @@ def _evidence(
     if not spans:
         return ev
     if telemetry is None and has_series_layout(conn):  # one reading path for one job and many (store/series.py)
-        from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
+        from synestra_cli.signals.fleet_tables import JobRead
+        from synestra_cli.signals.fleet_telemetry import fleet_telemetry
 
         job_read = JobRead(scope, spans, event_read(scope, spans), comparable(inputs))
         telemetry = fleet_telemetry(conn, {scope.job_id: job_read}).get(scope.job_id)

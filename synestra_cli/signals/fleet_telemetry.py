@@ -34,62 +34,18 @@ from typing import Any
 import duckdb
 
 from synestra_cli import progress, settings
-from synestra_cli.signals.anomalies import Anomaly, Comparable, anomaly_of
-from synestra_cli.signals.baselines import (
-    BAD_SAMPLE_SQL,
-    BASE_SQL,
-    HEALTHIEST_SQL,
-    MIN_BASELINE_SAMPLES,
-    ONSET_SQL,
-    PER_WINDOW_SQL,
-    POOLED_SQL,
-    limits_sql,
-    pre_onset_sql,
-)
+from synestra_cli.signals.anomalies import Anomaly, anomaly_of
+from synestra_cli.signals.baselines import MIN_BASELINE_SAMPLES
 from synestra_cli.signals.candidates import CAND_HOURS, read_hours_by_rowid
 from synestra_cli.signals.events import Event
+from synestra_cli.signals.fleet_anomalies import ANOMALIES_SQL, CLOCK_BITS_SQL, SIGNAL_SQL
 from synestra_cli.signals.fleet_candidates import clock_bits, fleet_candidates
 from synestra_cli.signals.fleet_events import EVENT_TABLES, EventRead, fleet_events
-from synestra_cli.signals.scope import JobScope
-from synestra_cli.signals.thresholds import (
-    CLOCK_EVENT_METRIC,
-    DISCRETE_METRICS,
-    METRIC_RULES,
-    MIN_ANOMALY_SAMPLES,
-)
+from synestra_cli.signals.fleet_tables import JobRead, Window, load_tables
+from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, MIN_ANOMALY_SAMPLES
 from synestra_cli.store.series import has_series_layout
-from synestra_cli.store.sql import has_table, insert_rows, placeholders, scalar
+from synestra_cli.store.sql import has_table, placeholders, scalar
 
-Window = tuple[datetime, datetime]
-
-RULES_DDL = """
-CREATE OR REPLACE TEMP TABLE _frules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
-    ratio DOUBLE, delta DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE, discrete BOOLEAN)
-"""
-# Per job: its hull (first window's start to last window's end); its windows; its hosts (every entity)
-# and the switch ports cabled to them.
-JOBS_DDL = """
-CREATE OR REPLACE TEMP TABLE _fjobs AS
-SELECT unnest($jobs::VARCHAR[]) AS job, unnest($lo::TIMESTAMP[]) AS lo, unnest($hi::TIMESTAMP[]) AS hi
-"""
-WINDOWS_DDL = """
-CREATE OR REPLACE TEMP TABLE _fwin AS
-SELECT unnest($jobs::VARCHAR[]) AS job, unnest($w::BIGINT[]) AS w, unnest($lo::TIMESTAMP[]) AS lo,
-       unnest($hi::TIMESTAMP[]) AS hi
-"""
-# Each job's windows as a list on its row (_SUMM tests a summary row against them without a join).
-WINDOW_LISTS_SQL = """
-CREATE OR REPLACE TEMP TABLE _fjobs AS
-SELECT j.*, (SELECT list({'lo': w.lo, 'hi': w.hi} ORDER BY w.w) FROM _fwin w WHERE w.job = j.job) AS wins
-FROM _fjobs j
-"""
-HOSTS_DDL = """
-CREATE OR REPLACE TEMP TABLE _fhosts AS SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host
-"""
-PORTS_DDL = """
-CREATE OR REPLACE TEMP TABLE _fports AS
-SELECT unnest($jobs::VARCHAR[]) AS job, unnest($hosts::VARCHAR[]) AS host, unnest($entities::VARCHAR[]) AS entity
-"""
 UNSUMMARISED_SQL = """
 SELECT s.first_ts, s.last_ts FROM sources s ANTI JOIN summarised_sources u USING (source_id)
 """
@@ -158,104 +114,11 @@ SELECT coalesce(sum(rows) FILTER (WHERE source_id IN (SELECT unnest($sources::IN
 FROM sources WHERE last_ts >= $lo AND first_ts <= $hi
 """
 EMPTY_SCOPE_SQL = "CREATE OR REPLACE TEMP TABLE _fscope (sid BIGINT, ts TIMESTAMP, value DOUBLE, win BIGINT)"
-# signals/anomalies.py CLOCK_BITS_SQL, per job.
-CLOCK_BITS_SQL = """
-INSERT INTO _fscope
-SELECT s.sid + d.k, s.ts, CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END, s.win
-FROM (SELECT sid, ts, TRY_CAST(round(value) AS BIGINT) AS b, win FROM _fscope
-      WHERE sid IN (SELECT sid FROM _fcand WHERE metric = ?)) s
-CROSS JOIN (VALUES {values}) d(k, metric, bit, unless)
-WHERE s.b IS NOT NULL AND s.b >= 0 AND s.sid + d.k IN (SELECT sid FROM _fseries)
-"""
-# signals/counters.py _RATES and signals/anomalies.py SIGNAL_SQL, per series; with each sample's number
-# in its series (`rn`, for ANOMALIES_SQL's runs), taken in this sort rather than a second one of the
-# flagged series' samples (1.9 -> 1.0 s on the campus's 10.9 M).
-SIGNAL_SQL = """
-CREATE OR REPLACE TEMP TABLE _fsig AS
-SELECT s.sid, s.ts, s.prev_ts, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x, s.win, s.rn,
-       (i.hi IS NULL OR s.ts > i.hi) AS ok
-FROM (
-    SELECT sid, ts, value, prev_ts, win, rn,
-           CASE WHEN prev IS NULL OR ts = prev_ts THEN NULL
-                WHEN value < prev THEN value ELSE value - prev END / (epoch(ts) - epoch(prev_ts)) AS rate
-    FROM (
-        SELECT sid, ts, value, win, lag(value) OVER w AS prev, lag(ts) OVER w AS prev_ts, row_number() OVER w AS rn
-        -- a sample read twice is one (signals/counters.py SCOPE_RATES_SQL); value breaks a tie in time
-        FROM (SELECT DISTINCT sid, ts, value, win FROM _fscope) WHERE isfinite(value)
-        WINDOW w AS (PARTITION BY sid ORDER BY ts, value)
-    )
-) s JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
-ASOF LEFT JOIN _fidle i ON i.job = f.job AND s.ts >= i.lo
-"""
-# Each job's idle spans (signals/anomalies.py COMPARABLE_SQL), sorted and disjoint per job.
-SPANS_DDL = """
-CREATE OR REPLACE TEMP TABLE _fidle AS
-SELECT unnest($jobs::VARCHAR[]) AS job, unnest($lo::TIMESTAMP[]) AS lo, unnest($hi::TIMESTAMP[]) AS hi
-"""
-# signals/anomalies.py ANOMALIES_SQL, per series: its baseline from the healthiest of its own job's
-# read windows (`win`: the window each sample was read in, so no second join to the windows). The
-# samples go through the window functions and the grouping with their numbers only, the series' names
-# and rule joined to each run afterwards (the same rows, 5.4 -> 2.6 CPU s on the campus's 5x10^6).
-ANOMALIES_SQL = f"""
-WITH pooled AS (
-    SELECT sid, {POOLED_SQL}
-    FROM _fsig WHERE x IS NOT NULL GROUP BY sid
-), per_window AS (
-    SELECT sid, win AS w, {PER_WINDOW_SQL}
-    FROM _fsig WHERE x IS NOT NULL AND ok GROUP BY sid, win HAVING count(*) >= ?
-), healthiest AS (
-    SELECT sid, {HEALTHIEST_SQL} FROM per_window GROUP BY sid
-), base AS (
-    SELECT p.sid, p.hi, p.lo, {BASE_SQL}
-    FROM pooled p LEFT JOIN healthiest h USING (sid)
-), cand0 AS (
-    SELECT sid, f.job, f.host, f.entity, hi, lo, r.*, CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
-           CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
-    FROM base JOIN _fseries f USING (sid) JOIN _frules r ON r.metric = f.metric
-), limits0 AS (
-    SELECT *, {limits_sql("cand0")}
-), {pre_onset_sql("_fsig", ("sid",))}, flagged AS (
-    SELECT s.sid, s.ts, s.prev_ts, s.x,
-           {BAD_SAMPLE_SQL}, s.rn, s.win
-    FROM _fsig s JOIN limits l USING (sid)
-), islands AS (
-    SELECT *, rn - row_number() OVER (PARTITION BY sid ORDER BY rn) AS island
-    FROM flagged WHERE bad
-), pieces AS (
-    SELECT *, count(*) OVER (PARTITION BY sid, island, win) AS piece FROM islands
-), runs AS (
-    SELECT sid, min(ts) AS first_bad, max(ts) AS last, median(x) AS after, max(x) AS x_hi, min(x) AS x_lo,
-           count(*) AS n, max(piece) AS in_a_row, arg_min(prev_ts, ts) AS prev0, arg_min(x, ts) AS x0,
-           list(x ORDER BY ts)[2:] AS rest
-    FROM pieces GROUP BY sid, island
-), windows AS (
-    SELECT r.*, l.job, l.host, l.entity, l.metric, l.layer, l.category, l.weight, l.b, l.kind, l.threshold,
-           l.discrete, l.prov, CASE WHEN l.direction = 'up' THEN r.x_hi ELSE r.x_lo END AS peak
-    FROM runs r JOIN limits l USING (sid)
-)
-SELECT job, host, entity, metric, layer, category, weight,
-       {ONSET_SQL},
-       last, b AS before, after, peak, n, kind, coalesce(prev0, first_bad) AS last_normal, threshold, first_bad,
-       prov.f, prov.t, prov.n
-FROM windows
-WHERE in_a_row >= ? OR discrete
-ORDER BY job, onset, host, entity, metric, first_bad  -- the order of signals/anomalies.py, a total one
-"""
 # Dropped after the read: a big fleet's samples are not left to the threads that explain each job.
 TEMP_TABLES: tuple[str, ...] = ("_frules", "_fjobs", "_fwin", "_fidle")
 TEMP_TABLES += ("_fhosts", "_fports", "_fjob_hosts", "_fhost_series")
 TEMP_TABLES += ("_fhost_cand", "_fsumm", "_fcand_series")
 TEMP_TABLES += ("_fcand", "_fseries", "_fcand_hours", "_fcand_rows", "_fscope", "_fsig", *EVENT_TABLES)
-
-
-@dataclass(frozen=True)
-class JobRead:
-    """What explain reads of one job's telemetry: its scope in its read windows, its events."""
-
-    scope: JobScope
-    windows: list[Window]  # sorted, disjoint
-    event_read: EventRead  # hosts (and switches), from, to
-    comparable: Comparable | None = None  # when its samples may make a baseline (None: all of them)
 
 
 @dataclass(frozen=True)
@@ -283,36 +146,6 @@ def _summarised(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> l
     return [j for j, r in reads.items() if covered(r.windows)]
 
 
-def _load(conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]) -> None:
-    """The jobs, their windows, hosts and switch ports into the temp tables the statements read."""
-    conn.execute(RULES_DDL)
-    insert_rows(conn, "_frules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
-    jobs = list(reads)
-    wins = [(j, i, lo, hi) for j in jobs for i, (lo, hi) in enumerate(reads[j].windows)]
-    hosts = [(j, h) for j in jobs for h in reads[j].scope.hosts]
-    ports = []
-    for j in jobs:
-        scope = reads[j].scope
-        cabled = {(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port}
-        ports += [(j, sw, port) for sw, port in sorted(cabled) if sw not in set(scope.hosts)]
-    conn.execute(
-        JOBS_DDL,
-        {
-            "jobs": jobs,
-            "lo": [reads[j].windows[0][0] for j in jobs],
-            "hi": [reads[j].windows[-1][1] for j in jobs],
-        },
-    )
-    conn.execute(WINDOWS_DDL, {k: [w[i] for w in wins] for i, k in enumerate(("jobs", "w", "lo", "hi"))})
-    conn.execute(WINDOW_LISTS_SQL)
-    idle = [(j, lo, hi) for j in jobs for lo, hi in (reads[j].comparable or Comparable()).idle]
-    conn.execute(SPANS_DDL, {k: [x[i] for x in idle] for i, k in enumerate(("jobs", "lo", "hi"))})
-    conn.execute(HOSTS_DDL, {"jobs": [h[0] for h in hosts], "hosts": [h[1] for h in hosts]})
-    conn.execute(
-        PORTS_DDL, {"jobs": [p[0] for p in ports], "hosts": [p[1] for p in ports], "entities": [p[2] for p in ports]}
-    )
-
-
 def _anomalies(
     conn: duckdb.DuckDBPyConnection, reads: dict[str, JobRead]
 ) -> dict[str, tuple[list[Window], bool, list[Anomaly]]]:
@@ -321,7 +154,7 @@ def _anomalies(
     reads = {j: reads[j] for j in _summarised(conn, reads)}
     if not reads:
         return {}
-    _load(conn, reads)
+    load_tables(conn, reads)
     by_series = has_series_layout(conn)
     counts = fleet_candidates(conn, by_series)
     values, bits = clock_bits()
