@@ -34,10 +34,11 @@ from synestra_cli.explain.rules import (
 from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, preempted
 from synestra_cli.signals.activity import straggler_host
-from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
+from synestra_cli.signals.anomalies import Anomaly, anomalies
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.peers import peer_outliers
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
+from synestra_cli.signals.scope_samples import build_scope
 from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.series import has_series_layout
 from synestra_cli.store.sql import scalar

@@ -18,6 +18,7 @@ import duckdb
 from synestra_cli.explain.rules import DISCRETE_METRICS, METRIC_RULES, MIN_ANOMALY_SAMPLES, RACK_CATEGORIES, XID_APP
 from synestra_cli.fleet.assets import Asset, Inventory
 from synestra_cli.signals import anomalies as an
+from synestra_cli.signals import scope_samples as ss
 from synestra_cli.signals.candidates import summaries_cover
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.peers import peer_outliers
@@ -87,7 +88,7 @@ def fleet_signals(
     """Anomaly windows and typed events of the whole fleet in [start, end], in time order. Xid 13/31
     (the application's own faults, NVIDIA's catalog) are left out: they say nothing of the part.
     `min_samples` 1 (risks) also returns single-scrape windows; an episode needs them corroborated."""
-    an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
+    ss._load_rules(conn)  # the rules table the anomaly SQL joins (signals/scope_samples.py)
     metrics = [r.metric for r in METRIC_RULES]
     found: list[Signal] = []
     if summaries_cover(conn, start, end):
@@ -115,7 +116,7 @@ def _from_summaries(
     found: list[Signal] = []
     for i in range(0, len(hosts), HOST_BATCH):  # a month's candidates of every host would not fit in memory
         scope = JobScope("fleet", [], hosts[i : i + HOST_BATCH])
-        an.build_scope(conn, scope, [(start, end)], min_samples, clock_events=False)
+        ss.build_scope(conn, scope, [(start, end)], min_samples, clock_events=False)
         found += an.anomalies(conn, min_samples)
     return found
 
@@ -131,7 +132,7 @@ def _from_samples(
     found: list[Signal] = []
     for i in range(0, len(series_hosts), HOST_BATCH):
         batch = series_hosts[i : i + HOST_BATCH]
-        conn.execute(an.SCOPE_DDL)
+        conn.execute(ss.SCOPE_DDL)
         conn.execute(
             FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))), [start, end, *metrics, *batch]
         )

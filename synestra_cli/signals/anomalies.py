@@ -11,6 +11,8 @@ a million rows through window functions:
 2. the samples of the candidate series only (kept as lists by the same aggregate: no second scan),
    into the temp table `_scope`, which every later query reads.
 
+Both steps are signals/scope_samples.py's (`build_scope`); this module judges the samples.
+
 Each entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
 fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
 it crosses both the rule's absolute floor and the baseline by the rule's ratio and margin. Consecutive
@@ -37,79 +39,12 @@ from synestra_cli.signals.baselines import (
     limits_sql,
     pre_onset_sql,
 )
-from synestra_cli.signals.candidates import scope_from_summaries, summaries_cover
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
-from synestra_cli.signals.scope import JobScope
+from synestra_cli.signals.scope_samples import build_scope as build_scope  # its callers' name (tests)
 from synestra_cli.signals.thresholds import (
-    CLOCK_EVENT_METRIC,
-    CLOCK_EVENT_SIGNALS,
-    DISCRETE_METRICS,
-    METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
     PEER_ORDINARY_DECADES,
 )
-from synestra_cli.store.sql import insert_rows, placeholders, scalar
-
-RULES_DDL = """
-CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
-    ratio DOUBLE, delta DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE, discrete BOOLEAN)
-"""
-PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
-
-# All windows in one statement: a row group holds a host's whole day, series after series, so the host
-# list is what lets DuckDB skip row groups (zonemaps), and a statement per window would read the same
-# row groups once per window. Job hosts and switch ports go in two statements: an OR across them would
-# hide the host list from the zonemaps. Job hosts: every entity; switches: only the ports cabled to them.
-SERIES_DDL = """
-CREATE OR REPLACE TEMP TABLE _series (host VARCHAR, entity VARCHAR, metric VARCHAR, n BIGINT, lo DOUBLE,
-    hi DOUBLE, q DOUBLE[], tss TIMESTAMP[], vs DOUBLE[])
-"""
-# One row per series: its summary, and its samples as two lists (so that the candidates' samples need
-# no second scan; a list holds a series' few dozen samples of the windows).
-_SUMMARY = """
-SELECT m.host, m.entity, m.metric, count(*), min(value), max(value),
-       quantile_cont(value, [0.25, 0.75]) FILTER (WHERE r.kind = 'gauge'), list(ts), list(value)
-FROM metrics m LEFT JOIN _rules r ON r.metric = m.metric {join}
-WHERE ({spans}) AND m.host IN ({hosts}) {entities} AND m.metric IN ({metrics}) AND value IS NOT NULL
-GROUP BY m.host, m.entity, m.metric
-"""
-SERIES_HOSTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
-    join="", spans="{spans}", hosts="{hosts}", entities="", metrics="{metrics}"
-)
-SERIES_PORTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
-    join="SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity",
-    spans="{spans}",
-    hosts="{hosts}",
-    entities="AND m.entity IN ({ports})",
-    metrics="{metrics}",
-)
-SCOPE_DDL = """
-CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
-"""
-# The samples of the candidates only: a gauge whose range crosses its rule (its extreme against its
-# other extreme: a superset of the anomaly test below, whose baseline is a quartile of the healthiest
-# window, so no candidate is lost), a counter that moved (one that never did has no rate),
-# and a clocks-event bitmask that changed (its bits are decoded below; a constant one has no anomaly,
-# since each bit is judged against the GPU's own history). The bitmask has no rule of its own: LEFT JOIN.
-SCOPE_SQL = """
-INSERT INTO _scope SELECT unnest(s.tss), s.host, s.entity, s.metric, unnest(s.vs)
-FROM _series s LEFT JOIN _rules r USING (metric)
-WHERE CASE WHEN s.metric = ? THEN s.hi > s.lo
-           WHEN r.kind = 'counter' THEN s.hi > s.lo
-           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
-           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta END
-"""
-
-# The clocks-event bitmask decoded into one 0/1 sample per signal bit (rules.CLOCK_EVENT_SIGNALS): a
-# float export (136.0) reads like an integer one, at whatever rate it was sampled.
-CLOCK_BITS_SQL = """
-INSERT INTO _scope
-SELECT s.ts, s.host, s.entity, d.metric,
-       CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END
-FROM (SELECT ts, host, entity, TRY_CAST(round(value) AS BIGINT) AS b FROM _scope WHERE metric = ?) s
-CROSS JOIN (VALUES {values}) d(metric, bit, unless)
-WHERE s.b IS NOT NULL AND s.b >= 0
-"""
 
 WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
@@ -248,81 +183,6 @@ class Anomaly:
         reached (>= about 1): a symbol error per scrape is ~2, a dying optic thousands."""
         margin = abs(self.threshold - self.before)
         return abs(self.after - self.before) / margin if margin > 0 else 1.0
-
-
-def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute(RULES_DDL)
-    insert_rows(conn, "_rules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
-
-
-def build_scope(
-    conn: duckdb.DuckDBPyConnection,
-    scope: JobScope,
-    windows: list[tuple[datetime, datetime]],
-    min_samples: int = MIN_ANOMALY_SAMPLES,
-    clock_events: bool = True,
-) -> int:
-    """Decide which series of the job's telemetry inside the (sorted, disjoint) windows could hold an
-    anomaly window of `min_samples` (as `anomalies` will be asked), from the hourly summaries or else
-    from the samples (`_series`), and copy the raw samples of those candidates into the temp table
-    `_scope`. Returns the series observed (> 0 when any sample falls in the windows). `clock_events` False:
-    the clocks-event bitmask is not read (the fleet's scan judges the rules' metrics only: fleet/scan.py)."""
-    _load_rules(conn)
-    conn.execute(PORTS_DDL)
-    ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
-    # two list parameters, not one per value: a 1,024-host job has 8,192 ports
-    conn.execute(
-        "INSERT INTO _ports SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
-        [[p[0] for p in ports], [p[1] for p in ports]],
-    )
-    switches = sorted({p[0] for p in ports} - set(scope.hosts))
-    port_names = sorted({p[1] for p in ports})
-    derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
-    metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC] * clock_events
-    conn.execute(SERIES_DDL)
-    conn.execute(SCOPE_DDL)
-    if not windows:
-        return 0
-    observed = None
-    if summaries_cover(conn, windows[0][0], windows[-1][1]):
-        observed = scope_from_summaries(conn, windows, scope.hosts, switches, port_names, metrics, min_samples)
-    if observed is None:
-        conn.execute(SCOPE_DDL)
-        observed = _scope_from_samples(conn, windows, scope.hosts, switches, port_names, metrics)
-    values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
-    bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
-    conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
-    return observed
-
-
-def _scope_from_samples(
-    conn: duckdb.DuckDBPyConnection,
-    windows: list[tuple[datetime, datetime]],
-    hosts: list[str],
-    switches: list[str],
-    port_names: list[str],
-    metrics: list[str],
-) -> int:
-    """Without summaries (a store opened read-only before migration 012, or a source not yet
-    summarised): every series summarised from its samples in one scan, then the candidates kept."""
-    spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
-    bounds = [t for window in windows for t in window]
-    conn.execute(
-        SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(hosts)), metrics=placeholders(len(metrics))),
-        [*bounds, *hosts, *metrics],
-    )
-    if switches:
-        conn.execute(
-            SERIES_PORTS_SQL.format(
-                spans=spans,
-                hosts=placeholders(len(switches)),
-                ports=placeholders(len(port_names)),
-                metrics=placeholders(len(metrics)),
-            ),
-            [*bounds, *switches, *port_names, *metrics],
-        )
-    conn.execute(SCOPE_SQL, [CLOCK_EVENT_METRIC])
-    return int(scalar(conn, "SELECT count(*) FROM _series"))
 
 
 @dataclass(frozen=True)
