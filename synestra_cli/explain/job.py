@@ -38,7 +38,7 @@ from synestra_cli.signals.anomalies import Anomaly, anomalies
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.peers import peer_outliers
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
-from synestra_cli.signals.scope_samples import build_scope
+from synestra_cli.signals.scope_samples import stage_scope
 from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.series import has_series_layout
 from synestra_cli.store.sql import scalar
@@ -145,8 +145,11 @@ def _evidence(
     if telemetry is not None and telemetry.windows == spans:
         ev.observed, found = telemetry.observed, telemetry.anomalies
     else:
-        ev.observed = build_scope(conn, scope, spans) > 0
-        found = anomalies(conn, windows=spans, comparable=comparable(inputs))
+        staged = stage_scope(conn, scope, spans)
+        ev.observed = staged.observed > 0
+        found = anomalies(
+            conn, windows=spans, comparable=comparable(inputs), samples=staged.samples, rules=staged.rules
+        )
     # the job's error counters against their peers: gray parts no rule's floor or own history shows
     cabled = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
     beside, fresh = peer_outliers(conn, scope.hosts, cabled, spans, found)

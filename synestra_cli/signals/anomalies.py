@@ -11,7 +11,8 @@ a million rows through window functions:
 2. the samples of the candidate series only (kept as lists by the same aggregate: no second scan),
    into the temp table `_scope`, which every later query reads.
 
-Both steps are signals/scope_samples.py's (`build_scope`); this module judges the samples.
+Both steps are signals/scope_samples.py's: `stage_scope` returns the handles of the samples and rules it
+wrote (signals/staging.py), and `anomalies` here takes them and judges the samples.
 
 Each entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
 fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
@@ -40,13 +41,20 @@ from synestra_cli.signals.baselines import (
     pre_onset_sql,
 )
 from synestra_cli.signals.counters import SCOPE_RATES_SQL
-from synestra_cli.signals.scope_samples import build_scope as build_scope  # its callers' name (tests)
+from synestra_cli.signals.scope_samples import RULES, SCOPE
+from synestra_cli.signals.scope_samples import build_scope as build_scope  # its callers' name (tests, risks)
+from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import (
     MIN_ANOMALY_SAMPLES,
     PEER_ORDINARY_DECADES,
 )
 
-WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
+# The tables of the anomaly SQL (signals/staging.py); the samples it judges are staged by signals/scope_samples.py.
+WINDOWS = TempTable("_windows", ("w", "lo", "hi"))  # the read windows
+IDLE = TempTable("_idle", ("lo", "hi"))  # the job's own idle spans
+SIG = TempTable("_sig", ("ts", "prev_ts", "host", "entity", "metric", "x", "ok"))  # each sample's signal value
+
+WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE {windows} (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
 # A sample is comparable unless it was taken in one of the job's own idle spans (explain/inputs.py
 # comparable: its saves and restores, each attempt's start-up and end around its iteration lines, the
@@ -57,14 +65,14 @@ WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi
 # measured against them. The spans are disjoint and sorted, so the latest one starting at or before the
 # sample (an ASOF join) is the only one that can hold it.
 COMPARABLE_SQL = "(i.hi IS NULL OR s.ts > i.hi)"
-IDLE_DDL = "CREATE OR REPLACE TEMP TABLE _idle AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
+IDLE_DDL = "CREATE OR REPLACE TEMP TABLE {idle} AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
 # `ok`: the sample is comparable (COMPARABLE_SQL): it may make the baseline.
 SIGNAL_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _sig AS
+CREATE OR REPLACE TEMP TABLE {{sig}} AS
 SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x,
        {COMPARABLE_SQL} AS ok
-FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
-ASOF LEFT JOIN _idle i ON s.ts >= i.lo
+FROM ({SCOPE_RATES_SQL}) s JOIN {{rules}} r USING (metric)
+ASOF LEFT JOIN {{idle}} i ON s.ts >= i.lo
 """
 
 # Per series: its baseline and threshold (signals/baselines.py); only series whose extreme crosses it go
@@ -76,10 +84,10 @@ ASOF LEFT JOIN _idle i ON s.ts >= i.lo
 ANOMALIES_SQL = f"""
 WITH pooled AS (
     SELECT host, entity, metric, {POOLED_SQL}
-    FROM _sig WHERE x IS NOT NULL GROUP BY host, entity, metric
+    FROM {{sig}} WHERE x IS NOT NULL GROUP BY host, entity, metric
 ), per_window AS (
     SELECT s.host, s.entity, s.metric, w.w, {PER_WINDOW_SQL}
-    FROM _sig s JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
+    FROM {{sig}} s JOIN {{windows}} w ON s.ts BETWEEN w.lo AND w.hi
     WHERE s.x IS NOT NULL AND s.ok GROUP BY s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
 ), healthiest AS (
     SELECT host, entity, metric, {HEALTHIEST_SQL} FROM per_window GROUP BY host, entity, metric
@@ -91,15 +99,15 @@ WITH pooled AS (
     SELECT host, entity, metric, hi, lo, r.* EXCLUDE (metric),
            CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
            CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
-    FROM base JOIN _rules r USING (metric)
+    FROM base JOIN {{rules}} r USING (metric)
 ), limits0 AS (
     SELECT *, {limits_sql("cand0")}
-), {pre_onset_sql("_sig", ("host", "entity", "metric"))}, flagged AS (
+), {pre_onset_sql("{sig}", ("host", "entity", "metric"))}, flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
            {BAD_SAMPLE_SQL},
            row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts, s.x) AS rn, w.w AS win
-    FROM _sig s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
-    LEFT JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
+    FROM {{sig}} s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
+    LEFT JOIN {{windows}} w ON s.ts BETWEEN w.lo AND w.hi
 ), islands AS (
     SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY rn) AS island
     FROM flagged WHERE bad
@@ -204,10 +212,21 @@ def disjoint(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, dat
     return out
 
 
-def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> None:
-    """_idle for SIGNAL_SQL."""
+def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> TempTable:
+    """The job's idle spans, for SIGNAL_SQL."""
     spans = (comparable or Comparable()).idle
-    conn.execute(IDLE_DDL, [[lo for lo, _ in spans], [hi for _, hi in spans]])
+    conn.execute(staged_sql(IDLE_DDL, idle=IDLE), [[lo for lo, _ in spans], [hi for _, hi in spans]])
+    return IDLE
+
+
+def _load_windows(conn: duckdb.DuckDBPyConnection, windows: list[tuple[datetime, datetime]] | None) -> TempTable:
+    conn.execute(staged_sql(WINDOWS_DDL, windows=WINDOWS))
+    if windows:
+        conn.execute(
+            f"INSERT INTO {WINDOWS} SELECT unnest(range(?)), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[])",
+            [len(windows), [w[0] for w in windows], [w[1] for w in windows]],
+        )
+    return WINDOWS
 
 
 def anomalies(
@@ -215,20 +234,18 @@ def anomalies(
     min_samples: int = MIN_ANOMALY_SAMPLES,
     windows: list[tuple[datetime, datetime]] | None = None,
     comparable: Comparable | None = None,
+    samples: TempTable = SCOPE,
+    rules: TempTable = RULES,
 ) -> list[Anomaly]:
-    """Anomaly windows over `_scope` (build_scope first), in onset order. `min_samples`: risks asks
-    for single-sample windows too, and then wants them corroborated (fleet/scan.py). `windows`: the
-    read windows of the scope, each a candidate baseline (None: one, all samples pooled). `comparable`:
-    when the job's samples may make a baseline (None: all of them)."""
-    load_comparable(conn, comparable)
-    conn.execute(SIGNAL_SQL)
-    conn.execute(WINDOWS_DDL)
-    if windows:
-        conn.execute(
-            "INSERT INTO _windows SELECT unnest(range(?)), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[])",
-            [len(windows), [w[0] for w in windows], [w[1] for w in windows]],
-        )
-    rows = conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, min_samples]).fetchall()
+    """Anomaly windows over `samples` judged by `rules` (stage_scope's ScopeRead), in onset order.
+    `min_samples`: risks asks for single-sample windows too, and then wants them corroborated
+    (fleet/scan.py). `windows`: the read windows of the scope, each a candidate baseline (None: one, all
+    samples pooled). `comparable`: when the job's samples may make a baseline (None: all of them)."""
+    idle = load_comparable(conn, comparable)
+    conn.execute(staged_sql(SIGNAL_SQL, sig=SIG, scope=samples, rules=rules, idle=idle))
+    read = _load_windows(conn, windows)
+    sql = staged_sql(ANOMALIES_SQL, sig=SIG, windows=read, rules=rules)
+    rows = conn.execute(sql, [MIN_BASELINE_SAMPLES, min_samples]).fetchall()
     return [anomaly_of(row) for row in rows]
 
 

@@ -27,6 +27,7 @@ from datetime import datetime
 import duckdb
 
 from synestra_cli import settings
+from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
 from synestra_cli.store.series import SAME_SERIES, has_series_layout
 from synestra_cli.store.sql import has_table, one_row, placeholders, scalar
@@ -63,7 +64,7 @@ WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host BETWEEN ? AND ? AND s.host I
   AND s.metric IN ({metrics})
 """
 SUMM_HOSTS_SQL = _SUMM.replace("{join}", "").replace("{entities}", "")
-SUMM_PORTS_SQL = _SUMM.replace("{join}", "SEMI JOIN _ports p ON p.host = s.host AND p.entity = s.entity").replace(
+SUMM_PORTS_SQL = _SUMM.replace("{join}", "SEMI JOIN {cabled} p ON p.host = s.host AND p.entity = s.entity").replace(
     "{entities}", "AND s.entity IN ({ports})"
 )
 
@@ -136,7 +137,7 @@ CASE WHEN s.metric = $bitmask THEN {bits}
 SERIES_BITS = f"(CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {BIT_VARIES} END)"
 CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _cand AS
-SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN _rules r USING (metric)
+SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 """
 
@@ -167,7 +168,7 @@ HOST_OBSERVED_SQL = "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n
 HOST_BITS = f"(coalesce(s.bits_null AND s.hi > s.lo, false) OR coalesce({BIT_VARIES}, false))"
 HOST_CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _host_cand AS
-SELECT s.host, s.metric FROM _host_series s LEFT JOIN _rules r USING (metric)
+SELECT s.host, s.metric FROM _host_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE s.n > 0 AND (s.several OR {CANDIDATE_TEST.format(bits=HOST_BITS)})
 """
 # The sources that hold a candidate's samples: a candidate's samples in the windows are in hours that
@@ -235,7 +236,7 @@ ROWID_CHECK = "SELECT (SELECT count(*) FROM {rows}) = (SELECT sum(n) FROM {hours
 # Else the candidates' own samples in the windows: only the row groups of the files that hold them (a row
 # group holds one or two files: the source list skips the host's other exporters' files as well).
 RAW_SQL = """
-INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
+INSERT INTO {scope} SELECT m.ts, m.host, m.entity, m.metric, m.value
 FROM metrics m SEMI JOIN _cand c
      ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})
@@ -246,7 +247,7 @@ WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.met
 # The series layout (store/series.py): the candidates' samples by their series' ids (DuckDB pushes them into
 # the scan), in the windows; the hull bounds the scan in time. signals/fleet_telemetry.py reads a fleet's alike.
 SCOPE_BY_SERIES_SQL = f"""
-INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
+INSERT INTO {{scope}} SELECT m.ts, m.host, m.entity, m.metric, m.value
 FROM metrics m JOIN (SELECT d.series_id FROM _cand c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}) c
      ON c.series_id = m.series_id
 WHERE ({{spans}}) AND m.ts BETWEEN ? AND ? AND m.value IS NOT NULL
@@ -263,6 +264,9 @@ def summaries_cover(conn: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime)
 
 def scope_from_summaries(
     conn: duckdb.DuckDBPyConnection,
+    samples: TempTable,
+    rules: TempTable,
+    ports: TempTable,
     windows: list[tuple[datetime, datetime]],
     hosts: list[str],
     switches: list[str],
@@ -270,8 +274,9 @@ def scope_from_summaries(
     metrics: list[str],
     min_samples: int = MIN_ANOMALY_SAMPLES,
 ) -> int | None:
-    """Fill `_scope` with the candidates' samples in the (sorted, disjoint) windows, for anomaly windows
-    of at least `min_samples` samples (discrete metrics: one); `_rules` and `_ports` are loaded. Returns
+    """Fill `samples` with the candidates' samples in the (sorted, disjoint) windows, for anomaly windows
+    of at least `min_samples` samples (discrete metrics: one), tested by `rules`; `ports`: the switch ports
+    cabled to the job's hosts (signals/scope_samples.py loads both). Returns
     the series (hosts' metrics, after the host stage) observed in the windows, or None when the summaries
     cannot tell whether any sample falls inside them (the caller then reads raw)."""
     touches = " OR ".join(["(s.last_ts >= ? AND s.first_ts <= ?)"] * len(windows))
@@ -285,7 +290,7 @@ def scope_from_summaries(
     passed = ""
     if has_table(conn, "host_summaries"):  # migration 021; a store opened read-only before it tests every host
         window_args = [*touch_args, *seen_args, *hull]
-        staged = _host_stage(conn, touches, seen, window_args, hosts + switches, metrics, test_args)
+        staged = _host_stage(conn, rules, touches, seen, window_args, hosts + switches, metrics, test_args)
         if staged is None:
             return None
         observed, kept, metrics = staged
@@ -306,7 +311,9 @@ def scope_from_summaries(
         )
     if switches and metrics:
         conn.execute(
-            SUMM_PORTS_SQL.format(**fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))),
+            staged_sql(SUMM_PORTS_SQL, cabled=ports).format(
+                **fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))
+            ),
             [*touch_args, *seen_args, *hull, min(switches), max(switches), *switches, *port_names, *metrics],
         )
     conn.execute(SERIES_SQL)
@@ -314,17 +321,18 @@ def scope_from_summaries(
         observed, touched = one_row(conn, "SELECT count(*) FILTER (seen), count(*) FROM _cand_series")
         if touched and not observed:
             return None
-    conn.execute(CANDIDATES_SQL, test_args)
+    conn.execute(staged_sql(CANDIDATES_SQL, rules=rules), test_args)
     spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
     if has_series_layout(conn):
-        conn.execute(SCOPE_BY_SERIES_SQL.format(spans=spans), [*touch_args, *hull])
-    elif not _read_by_rowid(conn, spans, touch_args):
-        _read_by_source(conn, spans, touch_args)
+        conn.execute(staged_sql(SCOPE_BY_SERIES_SQL, scope=samples).format(spans=spans), [*touch_args, *hull])
+    elif not _read_by_rowid(conn, samples, spans, touch_args):
+        _read_by_source(conn, samples, spans, touch_args)
     return int(observed)
 
 
 def _host_stage(
     conn: duckdb.DuckDBPyConnection,
+    rules: TempTable,
     touches: str,
     seen: str,
     window_args: list[datetime],
@@ -340,19 +348,19 @@ def _host_stage(
     observed, touched = one_row(conn, HOST_OBSERVED_SQL)
     if touched and not observed:
         return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
-    conn.execute(HOST_CANDIDATES_SQL, test_args)
+    conn.execute(staged_sql(HOST_CANDIDATES_SQL, rules=rules), test_args)
     kept = {h for (h,) in conn.execute("SELECT DISTINCT host FROM _host_cand").fetchall()}
     passing = [m for (m,) in conn.execute("SELECT DISTINCT metric FROM _host_cand ORDER BY 1").fetchall()]
     return int(observed), kept, passing
 
 
-def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> bool:
-    """The candidates' samples in the windows into `_scope` from their hours' row ranges; False (nothing
+def _read_by_rowid(conn: duckdb.DuckDBPyConnection, samples: TempTable, spans: str, span_args: list[datetime]) -> bool:
+    """The candidates' samples in the windows into `samples` from their hours' row ranges; False (nothing
     written) when read_hours_by_rowid cannot."""
     conn.execute(CAND_HOURS_SQL)
     if not read_hours_by_rowid(conn, "_cand_hours", "_cand_rows"):
         return False
-    conn.execute(f"INSERT INTO _scope SELECT m.* FROM _cand_rows m WHERE {spans}", span_args)
+    conn.execute(f"INSERT INTO {samples} SELECT m.* FROM _cand_rows m WHERE {spans}", span_args)
     return True
 
 
@@ -377,13 +385,13 @@ def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) 
     return bool(scalar(conn, ROWID_CHECK.format(rows=rows, hours=hours)))
 
 
-def _read_by_source(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> None:
+def _read_by_source(conn: duckdb.DuckDBPyConnection, samples: TempTable, spans: str, span_args: list[datetime]) -> None:
     held = conn.execute(CAND_SOURCES_SQL).fetchall()
     sources = sorted({r[0] for r in held})
     hosts = sorted({r[1] for r in held})
     metrics = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _cand ORDER BY 1").fetchall()]
     if sources:
-        sql = RAW_SQL.format(
+        sql = staged_sql(RAW_SQL, scope=samples).format(
             spans=spans,
             sources=placeholders(len(sources)),
             hosts=placeholders(len(hosts)),
