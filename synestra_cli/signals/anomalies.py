@@ -40,7 +40,7 @@ from synestra_cli.signals.baselines import (
     limits_sql,
     pre_onset_sql,
 )
-from synestra_cli.signals.counters import SCOPE_RATES_SQL
+from synestra_cli.signals.counters import distinct_rates_sql
 from synestra_cli.signals.scope_samples import RULES, SCOPE
 from synestra_cli.signals.scope_samples import build_scope as build_scope  # its callers' name (tests, risks)
 from synestra_cli.signals.staging import TempTable, staged_sql
@@ -71,7 +71,7 @@ SIGNAL_SQL = f"""
 CREATE OR REPLACE TEMP TABLE {{sig}} AS
 SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x,
        {COMPARABLE_SQL} AS ok
-FROM ({SCOPE_RATES_SQL}) s JOIN {{rules}} r USING (metric)
+FROM ({distinct_rates_sql("{scope}")}) s JOIN {{rules}} r USING (metric)
 ASOF LEFT JOIN {{idle}} i ON s.ts >= i.lo
 """
 
