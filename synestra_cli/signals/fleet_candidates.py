@@ -16,13 +16,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from synestra_cli.signals.candidates import (
-    CANDIDATE_TEST,
-    HAS_ROW_RANGES_SQL,
-    HOST_BITS,
-    HOST_SERIES_COLUMNS,
-    SERIES_BITS,
-)
+from synestra_cli.signals.candidate_test import CANDIDATE_TEST, HOST_BITS, HOST_SERIES_COLUMNS, SERIES_BITS
+from synestra_cli.signals.candidates import HAS_ROW_RANGES_SQL
 from synestra_cli.signals.fleet_tables import FleetTables
 from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import (
