@@ -46,8 +46,16 @@ SELECT count(*) FROM sources s ANTI JOIN summarised_sources u USING (source_id)
 WHERE s.first_ts IS NULL OR (s.last_ts >= ? AND s.first_ts <= ?)
 """
 
+# The tables scope_from_summaries makes and hands to its steps (signals/staging.py): the series summaries'
+# hours (SUMM), the candidates (CAND), the host stage's (HOST_CAND), and the candidates' hours and rows by rowid.
+SUMM = TempTable("_summ", ("source_id", "bucket", "row_lo", "row_hi", "host", "entity", "metric", "touches", "n"))
+CAND = TempTable("_cand", ("host", "entity", "metric"))
+HOST_CAND = TempTable("_host_cand", ("host", "metric"))
+HOURS = TempTable("_cand_hours", ("source_id", "host", "entity", "metric", "bucket", "n", "row_lo", "row_hi"))
+ROWS = TempTable("_cand_rows", ("ts", "host", "entity", "metric", "value"))
+
 SUMM_DDL = """
-CREATE OR REPLACE TEMP TABLE _summ (source_id INTEGER, bucket TIMESTAMP, row_lo BIGINT, row_hi BIGINT, host VARCHAR,
+CREATE OR REPLACE TEMP TABLE {summ} (source_id INTEGER, bucket TIMESTAMP, row_lo BIGINT, row_hi BIGINT, host VARCHAR,
     entity VARCHAR, metric VARCHAR, touches BOOLEAN, seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE,
     fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE,
     backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
@@ -56,7 +64,7 @@ CREATE OR REPLACE TEMP TABLE _summ (source_id INTEGER, bucket TIMESTAMP, row_lo 
 # one of its samples is surely inside one (its first or last). The hosts' first and last name bound the
 # scan itself (a long host list is a join after the scan): a job's hosts are mostly a range of names.
 _SUMM = """
-INSERT INTO _summ
+INSERT INTO {summ}
 SELECT s.source_id, s.bucket, {ranges}, s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi,
        s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi,
        s.pair_lo, s.bits_or, s.bits_and
@@ -83,11 +91,11 @@ WITH series AS (
            max(pair_hi) FILTER (touches) AS pair_hi, min(pair_lo) FILTER (touches) AS pair_lo,
            bit_or(bits_or) FILTER (touches) AS bits_or, bit_and(bits_and) FILTER (touches) AS bits_and,
            min(source_id) <> max(source_id) AS several
-    FROM _summ GROUP BY host, entity, metric
+    FROM {summ} GROUP BY host, entity, metric
 ), e AS (
     SELECT u.host, u.entity, u.metric, u.touches, u.first_v, u.fin_first_ts,
            lag(u.last_v) OVER w AS p_v, lag(u.fin_last_ts) OVER w AS p_ts
-    FROM _summ u SEMI JOIN series s
+    FROM {summ} u SEMI JOIN series s
          ON s.several AND s.host IS NOT DISTINCT FROM u.host AND s.entity IS NOT DISTINCT FROM u.entity
         AND s.metric = u.metric
     WHERE u.fin_first_ts IS NOT NULL
@@ -114,7 +122,7 @@ WHERE s.n > 0
 """
 
 CANDIDATES_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _cand AS
+CREATE OR REPLACE TEMP TABLE {{cand}} AS
 SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 """
@@ -134,15 +142,15 @@ GROUP BY host, metric
 """
 HOST_OBSERVED_SQL = "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _host_series"
 HOST_CANDIDATES_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _host_cand AS
+CREATE OR REPLACE TEMP TABLE {{host_cand}} AS
 SELECT s.host, s.metric FROM _host_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE s.n > 0 AND (s.several OR {CANDIDATE_TEST.format(bits=HOST_BITS)})
 """
 # The sources that hold a candidate's samples: a candidate's samples in the windows are in hours that
 # touch them, and every such hour of every source has its summary row (summaries_cover).
 CAND_SOURCES_SQL = """
-SELECT DISTINCT s.source_id, s.host FROM _summ s
-SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
+SELECT DISTINCT s.source_id, s.host FROM {summ} s
+SEMI JOIN {cand} c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 ORDER BY ALL
 """
 # The candidates' hours that touch a window, with where their samples are (store/summaries.py row_lo, row_hi).
@@ -154,7 +162,7 @@ SELECT {distinct}s.source_id, s.host, s.entity, s.metric, s.bucket, s.n, s.row_l
 SEMI JOIN {cand} c ON {job}c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 WHERE s.touches
 """
-CAND_HOURS_SQL = CAND_HOURS.format(hours="_cand_hours", distinct="", summ="_summ", cand="_cand", job="")
+CAND_HOURS_SQL = CAND_HOURS.format(hours="{hours}", distinct="", summ="{summ}", cand="{cand}", job="")
 # Those hours' samples read by rowid: a few hundred rows per candidate. Only rows of the hour's own source,
 # series and hour count, so the read holds all of an hour's samples exactly when it finds `n` of them.
 # The ranges are constant `rowid BETWEEN` terms: DuckDB pushes those to the table scan, which reads only
@@ -204,7 +212,7 @@ ROWID_CHECK = "SELECT (SELECT count(*) FROM {rows}) = (SELECT sum(n) FROM {hours
 # group holds one or two files: the source list skips the host's other exporters' files as well).
 RAW_SQL = """
 INSERT INTO {scope} SELECT m.ts, m.host, m.entity, m.metric, m.value
-FROM metrics m SEMI JOIN _cand c
+FROM metrics m SEMI JOIN {cand} c
      ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})
   AND m.value IS NOT NULL
@@ -215,7 +223,7 @@ WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.met
 # the scan), in the windows; the hull bounds the scan in time. signals/fleet_telemetry.py reads a fleet's alike.
 SCOPE_BY_SERIES_SQL = f"""
 INSERT INTO {{scope}} SELECT m.ts, m.host, m.entity, m.metric, m.value
-FROM metrics m JOIN (SELECT d.series_id FROM _cand c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}) c
+FROM metrics m JOIN (SELECT d.series_id FROM {{cand}} c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}) c
      ON c.series_id = m.series_id
 WHERE ({{spans}}) AND m.ts BETWEEN ? AND ? AND m.value IS NOT NULL
 """
@@ -253,16 +261,16 @@ def scope_from_summaries(
     hull = [windows[0][0], windows[-1][1]]
     pairs = min_samples >= 2
     test_args = {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs}
-    conn.execute(SUMM_DDL)
+    conn.execute(staged_sql(SUMM_DDL, summ=SUMM))
     passed = ""
     if has_table(conn, "host_summaries"):  # migration 021; a store opened read-only before it tests every host
         window_args = [*touch_args, *seen_args, *hull]
         staged = _host_stage(conn, rules, touches, seen, window_args, hosts + switches, metrics, test_args)
         if staged is None:
             return None
-        observed, kept, metrics = staged
+        observed, kept, metrics, host_cand = staged
         hosts, switches = [h for h in hosts if h in kept], [h for h in switches if h in kept]
-        passed = "SEMI JOIN _host_cand hc ON hc.host = s.host AND hc.metric = s.metric"
+        passed = f"SEMI JOIN {host_cand} hc ON hc.host = s.host AND hc.metric = s.metric"
     ranges = "s.row_lo, s.row_hi" if scalar(conn, HAS_ROW_RANGES_SQL) else "NULL, NULL"
     fill = {
         "touches": touches,
@@ -273,27 +281,29 @@ def scope_from_summaries(
     }
     if hosts and metrics:
         conn.execute(
-            SUMM_HOSTS_SQL.format(**fill, hosts=placeholders(len(hosts))),
+            staged_sql(SUMM_HOSTS_SQL, summ=SUMM).format(**fill, hosts=placeholders(len(hosts))),
             [*touch_args, *seen_args, *hull, min(hosts), max(hosts), *hosts, *metrics],
         )
     if switches and metrics:
         conn.execute(
-            staged_sql(SUMM_PORTS_SQL, cabled=ports).format(
+            staged_sql(SUMM_PORTS_SQL, summ=SUMM, cabled=ports).format(
                 **fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))
             ),
             [*touch_args, *seen_args, *hull, min(switches), max(switches), *switches, *port_names, *metrics],
         )
-    conn.execute(SERIES_SQL)
+    conn.execute(staged_sql(SERIES_SQL, summ=SUMM))
     if not passed:
         observed, touched = one_row(conn, "SELECT count(*) FILTER (seen), count(*) FROM _cand_series")
         if touched and not observed:
             return None
-    conn.execute(staged_sql(CANDIDATES_SQL, rules=rules), test_args)
+    conn.execute(staged_sql(CANDIDATES_SQL, rules=rules, cand=CAND), test_args)
     spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
     if has_series_layout(conn):
-        conn.execute(staged_sql(SCOPE_BY_SERIES_SQL, scope=samples).format(spans=spans), [*touch_args, *hull])
-    elif not _read_by_rowid(conn, samples, spans, touch_args):
-        _read_by_source(conn, samples, spans, touch_args)
+        conn.execute(
+            staged_sql(SCOPE_BY_SERIES_SQL, scope=samples, cand=CAND).format(spans=spans), [*touch_args, *hull]
+        )
+    elif not _read_by_rowid(conn, samples, SUMM, CAND, spans, touch_args):
+        _read_by_source(conn, samples, SUMM, CAND, spans, touch_args)
     return int(observed)
 
 
@@ -306,28 +316,35 @@ def _host_stage(
     hosts: list[str],
     metrics: list[str],
     test_args: dict[str, object],
-) -> tuple[int, set[str], list[str]] | None:
-    """The candidate test on each (host, metric) of host_summaries (`_host_cand`): the host-metrics
-    observed in the windows, the hosts and the metrics that pass; None when the summaries cannot tell
-    whether any sample falls inside the windows."""
+) -> tuple[int, set[str], list[str], TempTable] | None:
+    """The candidate test on each (host, metric) of host_summaries: the host-metrics observed in the
+    windows, the hosts and the metrics that pass, and the table of those that pass (HOST_CAND); None when
+    the summaries cannot tell whether any sample falls inside the windows."""
     marks = {"hosts": placeholders(len(hosts)), "metrics": placeholders(len(metrics))}
     conn.execute(HOST_SERIES_SQL.format(touches=touches, seen=seen, **marks), [*window_args, *hosts, *metrics])
     observed, touched = one_row(conn, HOST_OBSERVED_SQL)
     if touched and not observed:
         return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
-    conn.execute(staged_sql(HOST_CANDIDATES_SQL, rules=rules), test_args)
-    kept = {h for (h,) in conn.execute("SELECT DISTINCT host FROM _host_cand").fetchall()}
-    passing = [m for (m,) in conn.execute("SELECT DISTINCT metric FROM _host_cand ORDER BY 1").fetchall()]
-    return int(observed), kept, passing
+    conn.execute(staged_sql(HOST_CANDIDATES_SQL, rules=rules, host_cand=HOST_CAND), test_args)
+    kept = {h for (h,) in conn.execute(f"SELECT DISTINCT host FROM {HOST_CAND}").fetchall()}
+    passing = [m for (m,) in conn.execute(f"SELECT DISTINCT metric FROM {HOST_CAND} ORDER BY 1").fetchall()]
+    return int(observed), kept, passing, HOST_CAND
 
 
-def _read_by_rowid(conn: duckdb.DuckDBPyConnection, samples: TempTable, spans: str, span_args: list[datetime]) -> bool:
+def _read_by_rowid(
+    conn: duckdb.DuckDBPyConnection,
+    samples: TempTable,
+    summ: TempTable,
+    cand: TempTable,
+    spans: str,
+    span_args: list[datetime],
+) -> bool:
     """The candidates' samples in the windows into `samples` from their hours' row ranges; False (nothing
     written) when read_hours_by_rowid cannot."""
-    conn.execute(CAND_HOURS_SQL)
-    if not read_hours_by_rowid(conn, "_cand_hours", "_cand_rows"):
+    conn.execute(staged_sql(CAND_HOURS_SQL, hours=HOURS, summ=summ, cand=cand))
+    if not read_hours_by_rowid(conn, HOURS.name, ROWS.name):
         return False
-    conn.execute(f"INSERT INTO {samples} SELECT m.* FROM _cand_rows m WHERE {spans}", span_args)
+    conn.execute(f"INSERT INTO {samples} SELECT m.* FROM {ROWS} m WHERE {spans}", span_args)
     return True
 
 
@@ -352,13 +369,20 @@ def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) 
     return bool(scalar(conn, ROWID_CHECK.format(rows=rows, hours=hours)))
 
 
-def _read_by_source(conn: duckdb.DuckDBPyConnection, samples: TempTable, spans: str, span_args: list[datetime]) -> None:
-    held = conn.execute(CAND_SOURCES_SQL).fetchall()
+def _read_by_source(
+    conn: duckdb.DuckDBPyConnection,
+    samples: TempTable,
+    summ: TempTable,
+    cand: TempTable,
+    spans: str,
+    span_args: list[datetime],
+) -> None:
+    held = conn.execute(staged_sql(CAND_SOURCES_SQL, summ=summ, cand=cand)).fetchall()
     sources = sorted({r[0] for r in held})
     hosts = sorted({r[1] for r in held})
-    metrics = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _cand ORDER BY 1").fetchall()]
+    metrics = [r[0] for r in conn.execute(f"SELECT DISTINCT metric FROM {cand} ORDER BY 1").fetchall()]
     if sources:
-        sql = staged_sql(RAW_SQL, scope=samples).format(
+        sql = staged_sql(RAW_SQL, scope=samples, cand=cand).format(
             spans=spans,
             sources=placeholders(len(sources)),
             hosts=placeholders(len(hosts)),
