@@ -29,7 +29,7 @@ CASE WHEN s.metric = $bitmask THEN {bits}
 """
 # A bitmask that could not be decoded (NULL bits) is tested on its range.
 SERIES_BITS = f"(CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {BIT_VARIES} END)"
-# A (host, metric)'s hours combined, as _cand_series combines a series' (one text for the per-job host stage
+# A (host, metric)'s hours combined, as the per-series test combines a series' (one text for the per-job host stage
 # and the fleet's: signals/fleet_candidates.py).
 HOST_SERIES_COLUMNS = """
        bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
