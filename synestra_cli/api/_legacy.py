@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from synestra_cli.accounting.attribution import FullReport, build_report, tax_document
 from synestra_cli.accounting.checkpoint_tax import explain_with_tax
 from synestra_cli.accounting.document import JobTaxDoc, TaxDoc
+from synestra_cli.accounting.kept import explanations as memo
 from synestra_cli.accounting.report import job_doc
-from synestra_cli.explain import memo
 from synestra_cli.explain.document import ExplainDoc
 from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.explain.job import explain_job
