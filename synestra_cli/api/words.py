@@ -7,9 +7,9 @@ from synestra_cli.accounting.document import FleetDoc, IntervalDoc, JobTaxDoc, R
 from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc, RestartDoc
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.explanation import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.markdown import job_markdown
-from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.restart_text import loop_line, stages_line
 from synestra_cli.explain.timeline import Timeline
 

@@ -27,9 +27,9 @@ from synestra_cli import __version__
 from synestra_cli.errors import SynestraError
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_of, stamp
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.explanation import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.job import explain_each, explain_job, jobs_in_window
-from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.signals.steps import DegradationWindow
 from synestra_cli.store.door import load_kept_beside, open_store
