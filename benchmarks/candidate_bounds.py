@@ -2,7 +2,7 @@
 
 Runs `synestra tax-report` (its arguments after the script's name; the store must have no kept
 explanations, so that the fleet read runs) with a hook after the fleet's raw read of the candidates'
-samples (signals/fleet_telemetry.py `_read_by_source`), and prints to stderr, over the samples read:
+samples (signals/many_jobs/telemetry.py `_read_by_source`), and prints to stderr, over the samples read:
 the "up" gauge candidates; those whose own baseline (the healthiest read window's lower quartile, as
 ANOMALIES_SQL computes it) no sample crosses; those with an anomaly window (two consecutive samples past
 the threshold); and those a sub-hour bucket bound (per window, the buckets wholly inside it whose
@@ -19,7 +19,7 @@ import sys
 import duckdb
 
 from synestra_cli.cli.main import cli
-from synestra_cli.signals import fleet_telemetry
+from synestra_cli.signals.many_jobs import telemetry as many_jobs_telemetry
 
 GAUGES_SQL = """
 CREATE OR REPLACE TEMP TABLE _g AS
@@ -78,14 +78,14 @@ def measured(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def main() -> None:
-    read = fleet_telemetry._read_by_source
+    read = many_jobs_telemetry._read_by_source
 
     def hooked(conn, *args):
         samples = read(conn, *args)
         measured(conn)
         return samples
 
-    fleet_telemetry._read_by_source = hooked
+    many_jobs_telemetry._read_by_source = hooked
     cli(sys.argv[1:])
 
 

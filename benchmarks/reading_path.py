@@ -1,6 +1,6 @@
 """One job's telemetry read two ways, in CPU seconds: the single-job read (signals/scope_samples.py
 `build_scope`, signals/anomalies.py `anomalies`, signals/events.py `typed_events`) against the fleet's read
-for a one-job list (signals/fleet_telemetry.py `fleet_telemetry`), the same job and read windows (its
+for a one-job list (signals/many_jobs/telemetry.py `fleet_telemetry`), the same job and read windows (its
 explanation's, or its whole span when nothing of it needs a cause). Each run is a new process; the
 answer's digest shows both read the same anomalies and events. docs/architecture.md, "One reading path".
 
@@ -19,8 +19,8 @@ from synestra_cli.explain.inputs import comparable, job_inputs
 from synestra_cli.explain.job import event_read, telemetry_windows
 from synestra_cli.signals.anomalies import anomalies
 from synestra_cli.signals.events import typed_events
-from synestra_cli.signals.fleet_tables import JobRead
-from synestra_cli.signals.fleet_telemetry import fleet_telemetry
+from synestra_cli.signals.many_jobs.tables import JobRead
+from synestra_cli.signals.many_jobs.telemetry import fleet_telemetry
 from synestra_cli.signals.scope_samples import stage_scope
 from synestra_cli.store import open_store
 

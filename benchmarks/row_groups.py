@@ -37,7 +37,7 @@ FROM m JOIN s ON m.host = s.host AND m.entity IS NOT DISTINCT FROM s.entity AND 
 ORDER BY m.source_id, s.series_id, m.ts
 """
 SERIES_SQL = "CREATE TABLE rg.series AS SELECT DISTINCT series_id, host, entity, metric FROM rg.metrics"
-# The reads: a temp table of the wanted ids, joined as the reports join theirs (signals/fleet_telemetry.py).
+# The reads: a temp table of the wanted ids, joined as the reports join theirs (signals/many_jobs/telemetry.py).
 WANT = {
     "job": """
         SELECT series_id FROM rg.series

@@ -1,5 +1,5 @@
 """A fleet's jobs explained from rows and telemetry read for all of them at once (explain/inputs.py,
-signals/fleet_telemetry.py: the path of a cold tax-report) are explained exactly as each job on its
+signals/many_jobs/telemetry.py: the path of a cold tax-report) are explained exactly as each job on its
 own: the same JSON, byte for byte."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from synestra_cli.explain.inputs import inputs_for, job_inputs
 from synestra_cli.explain.job import event_read, explain_job, jobs_in_window, telemetry_windows
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
-from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
+from synestra_cli.signals.many_jobs.telemetry import JobRead, fleet_telemetry
 from synestra_cli.store import open_store
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
@@ -182,7 +182,7 @@ def test_the_fleet_tests_each_job_s_hosts_before_their_series_and_answers_as_wit
 ):
     import shutil
 
-    from synestra_cli.signals import fleet_telemetry as ft
+    from synestra_cli.signals.many_jobs import telemetry as ft
 
     monkeypatch.setattr(ft, "TEMP_TABLES", ())  # the read's tables stay, to be counted
     db = tmp_path / "before-021.duckdb"  # a store opened read-only before host_summaries existed
@@ -221,7 +221,7 @@ def test_the_fleet_s_read_reports_its_progress_to_whoever_listens(campaign):
 
 def test_the_fleet_reads_its_candidates_samples_by_rowid_and_answers_alike(legacy_campaign, monkeypatch):
     # read by their hours' row ranges (store/summaries.py row_lo, row_hi), never by their files' row groups
-    from synestra_cli.signals import fleet_telemetry as ft
+    from synestra_cli.signals.many_jobs import telemetry as ft
 
     monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 1e9)
 
@@ -244,7 +244,7 @@ def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(
 ):
     import shutil
 
-    from synestra_cli.signals import fleet_telemetry as ft
+    from synestra_cli.signals.many_jobs import telemetry as ft
 
     db = tmp_path / "moved.duckdb"
     shutil.copy(legacy_campaign, db)
@@ -268,7 +268,7 @@ def test_the_fleet_reads_by_file_when_row_ranges_do_not_serve_and_answers_alike(
 @pytest.mark.heavy
 @pytest.mark.parametrize("whole", [True, False], ids=["whole table", "candidates' files"])
 def test_the_fleet_reads_its_candidates_files_or_the_whole_table_and_answers_alike(legacy_campaign, monkeypatch, whole):
-    from synestra_cli.signals import fleet_telemetry as ft
+    from synestra_cli.signals.many_jobs import telemetry as ft
 
     monkeypatch.setattr(ft, "ROWID_MAX_SPAN", 0.0)  # by file
     with open_store(legacy_campaign, read_only=True) as conn:
@@ -283,7 +283,7 @@ def test_the_fleet_reads_its_candidates_files_or_the_whole_table_and_answers_ali
 
 
 def test_the_whole_table_is_scanned_only_when_the_candidates_files_are_most_of_it(legacy_campaign, monkeypatch):
-    from synestra_cli.signals import fleet_telemetry as ft
+    from synestra_cli.signals.many_jobs import telemetry as ft
 
     with open_store(legacy_campaign, read_only=True) as conn:
         every = [s for (s,) in conn.execute("SELECT source_id FROM sources").fetchall()]

@@ -2,7 +2,7 @@
 
 Three reads serve every job: the job rows (explain/inputs.py); then, once each job's read windows are
 known (`telemetry_windows`: its classified checkpoints and failures, no query), the telemetry and
-events of all the jobs in one pass over their hosts (signals/fleet_telemetry.py); and the asset
+events of all the jobs in one pass over their hosts (signals/many_jobs/telemetry.py); and the asset
 books of all their hosts (explain/assets.py `load_books`). Each job is then explained from its share,
 a few at a time in threads; a job whose telemetry the batch left out is read alone.
 tests/test_explain_batch.py holds the two paths to the same JSON, byte for byte.
@@ -22,8 +22,8 @@ from synestra_cli.explain.assets import load_books
 from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.explain.inputs import JobInputs, comparable, inputs_for
 from synestra_cli.explain.job import event_read, explain_each, explain_job, telemetry_windows
-from synestra_cli.signals.fleet_tables import JobRead, Window
-from synestra_cli.signals.fleet_telemetry import fleet_telemetry
+from synestra_cli.signals.many_jobs.tables import JobRead, Window
+from synestra_cli.signals.many_jobs.telemetry import fleet_telemetry
 from synestra_cli.signals.steps import DegradationWindow
 
 # Jobs whose telemetry is read at once: the campus's day (192 jobs) in one read, a month of it in 30.

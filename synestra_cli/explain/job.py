@@ -44,8 +44,8 @@ from synestra_cli.store.series import has_series_layout
 from synestra_cli.store.sql import scalar
 
 if TYPE_CHECKING:  # the fleet's read (explain/batch.py) is not imported to explain one job
-    from synestra_cli.signals.fleet_events import EventRead
-    from synestra_cli.signals.fleet_telemetry import JobTelemetry
+    from synestra_cli.signals.many_jobs.events import EventRead
+    from synestra_cli.signals.many_jobs.telemetry import JobTelemetry
 
 JOBS_IN_WINDOW_SQL = """
 SELECT job_id FROM (
@@ -137,8 +137,8 @@ def _evidence(
     if not spans:
         return ev
     if telemetry is None and has_series_layout(conn):  # one reading path for one job and many (store/series.py)
-        from synestra_cli.signals.fleet_tables import JobRead
-        from synestra_cli.signals.fleet_telemetry import fleet_telemetry
+        from synestra_cli.signals.many_jobs.tables import JobRead
+        from synestra_cli.signals.many_jobs.telemetry import fleet_telemetry
 
         job_read = JobRead(scope, spans, event_read(scope, spans), comparable(inputs))
         telemetry = fleet_telemetry(conn, {scope.job_id: job_read}).get(scope.job_id)

@@ -1,5 +1,5 @@
 """Each series' baseline and threshold, as SQL text shared by the per-job read (signals/anomalies.py) and
-the fleet's (signals/fleet_telemetry.py), so that a job gets the same answer either way.
+the fleet's (signals/many_jobs/telemetry.py), so that a job gets the same answer either way.
 
 The baseline is first the quartile of the series' healthiest read window (the lowest lower quartile for
 what is bad going up, the highest upper quartile for what is bad going down), not of all windows

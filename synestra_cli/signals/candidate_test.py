@@ -1,5 +1,5 @@
 """The candidate test of signals/candidates.py as SQL text, one text for one job's read and the fleet's
-(signals/fleet_candidates.py): whether a series' (or a host's) summaries over the hours that touch the
+(signals/many_jobs/candidates.py): whether a series' (or a host's) summaries over the hours that touch the
 read windows could hold an anomaly window."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ CASE WHEN s.metric = $bitmask THEN {bits}
 # A bitmask that could not be decoded (NULL bits) is tested on its range.
 SERIES_BITS = f"(CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {BIT_VARIES} END)"
 # A (host, metric)'s hours combined, as the per-series test combines a series' (one text for the per-job host stage
-# and the fleet's: signals/fleet_candidates.py).
+# and the fleet's: signals/many_jobs/candidates.py).
 HOST_SERIES_COLUMNS = """
        bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
        max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo, max(rate_hi) AS rate_hi,

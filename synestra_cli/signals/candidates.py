@@ -154,7 +154,7 @@ SEMI JOIN {cand} c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity
 ORDER BY ALL
 """
 # The candidates' hours that touch a window, with where their samples are (store/summaries.py row_lo, row_hi).
-# One text for the per-job read and the fleet's (signals/fleet_telemetry.py): {distinct} and {job} are
+# One text for the per-job read and the fleet's (signals/many_jobs/telemetry.py): {distinct} and {job} are
 # empty here; the fleet's summaries and candidates carry the job, and an hour several jobs share is read once.
 CAND_HOURS = """
 CREATE OR REPLACE TEMP TABLE {hours} AS
@@ -220,7 +220,7 @@ WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.met
 
 
 # The series layout (store/series.py): the candidates' samples by their series' ids (DuckDB pushes them into
-# the scan), in the windows; the hull bounds the scan in time. signals/fleet_telemetry.py reads a fleet's alike.
+# the scan), in the windows; the hull bounds the scan in time. signals/many_jobs/telemetry.py reads a fleet's alike.
 SCOPE_BY_SERIES_SQL = f"""
 INSERT INTO {{scope}} SELECT m.ts, m.host, m.entity, m.metric, m.value
 FROM metrics m JOIN (SELECT d.series_id FROM {{cand}} c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}) c

@@ -1,5 +1,5 @@
 """Each job's typed events in its own time range, for many jobs in one statement (a fleet's cold
-tax-report, signals/fleet_telemetry.py): signals/events.py `typed_events` with the job as the first key, so
+tax-report, signals/many_jobs/telemetry.py): signals/events.py `typed_events` with the job as the first key, so
 each job gets exactly the events it would read alone."""
 
 from __future__ import annotations

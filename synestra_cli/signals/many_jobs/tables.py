@@ -1,4 +1,4 @@
-"""What the fleet's read (signals/fleet_telemetry.py) is asked, loaded as the temp tables its statements
+"""What the fleet's read (signals/many_jobs/telemetry.py) is asked, loaded as the temp tables its statements
 join: each job's read windows and hull, idle spans, hosts and the switch ports cabled to them, and the
 rules. `load_tables` returns their handles (signals/staging.py); every later step takes them."""
 
@@ -10,7 +10,7 @@ from datetime import datetime
 import duckdb
 
 from synestra_cli.signals.anomalies import Comparable
-from synestra_cli.signals.fleet_events import EventRead
+from synestra_cli.signals.many_jobs.events import EventRead
 from synestra_cli.signals.scope import JobScope
 from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import DISCRETE_METRICS, METRIC_RULES
@@ -42,7 +42,7 @@ CREATE OR REPLACE TEMP TABLE {windows} AS
 SELECT unnest($jobs::VARCHAR[]) AS job, unnest($w::BIGINT[]) AS w, unnest($lo::TIMESTAMP[]) AS lo,
        unnest($hi::TIMESTAMP[]) AS hi
 """
-# Each job's windows as a list on its row (signals/fleet_candidates.py tests a summary row against them
+# Each job's windows as a list on its row (signals/many_jobs/candidates.py tests a summary row against them
 # without a join).
 WINDOW_LISTS_SQL = """
 CREATE OR REPLACE TEMP TABLE {jobs} AS

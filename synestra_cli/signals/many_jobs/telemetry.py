@@ -8,7 +8,7 @@ hosts' row groups again and again (a row group holds a host's whole day: the tim
 nothing). Here the same steps run once for every job, with the job as the first key of every
 partition, grouping and join:
 
-1. each job's candidates from the store's summaries (signals/fleet_candidates.py): its hosts and
+1. each job's candidates from the store's summaries (signals/many_jobs/candidates.py): its hosts and
    switches tested on their host summaries, then the series of those that pass, as
    signals/candidates.py tests one job's;
 2. the raw samples of every job's candidates inside its own read windows (`_fscope`), the clocks-event
@@ -18,9 +18,9 @@ partition, grouping and join:
 3. every job's rates (`_fsig`) and anomaly windows against each series' healthiest read window of that
    job, in one statement: the per-job ANOMALIES_SQL with `job` added.
 
-The steps pass their temp tables as handles (signals/staging.py): signals/fleet_tables.py loads what is
-asked (FleetTables), signals/fleet_candidates.py returns the candidates (FleetCandidates), the read here
-the candidates' samples (SCOPE), signals/fleet_anomalies.py judges them.
+The steps pass their temp tables as handles (signals/staging.py): signals/many_jobs/tables.py loads what is
+asked (FleetTables), signals/many_jobs/candidates.py returns the candidates (FleetCandidates), the read here
+the candidates' samples (SCOPE), signals/many_jobs/anomalies.py judges them.
 
 Each statement is the per-job one with the job added, so each job gets exactly the rows it would get
 alone (tests/test_explain_batch.py compares the explanations byte for byte). A job whose telemetry
@@ -38,15 +38,15 @@ from typing import Any
 import duckdb
 
 from synestra_cli import progress, settings
-from synestra_cli.signals import fleet_candidates as fc
-from synestra_cli.signals import fleet_tables as ftab
 from synestra_cli.signals.anomalies import Anomaly
 from synestra_cli.signals.candidates import CAND_HOURS, read_hours_by_rowid
 from synestra_cli.signals.events import Event
-from synestra_cli.signals.fleet_anomalies import SIG, decode_clock_bits, fleet_anomalies
-from synestra_cli.signals.fleet_candidates import FleetCandidates, fleet_candidates
-from synestra_cli.signals.fleet_events import EVENT_TABLES, EventRead, fleet_events
-from synestra_cli.signals.fleet_tables import FleetTables, JobRead, Window, load_tables
+from synestra_cli.signals.many_jobs import candidates as fc
+from synestra_cli.signals.many_jobs import tables as ftab
+from synestra_cli.signals.many_jobs.anomalies import SIG, decode_clock_bits, fleet_anomalies
+from synestra_cli.signals.many_jobs.candidates import FleetCandidates, fleet_candidates
+from synestra_cli.signals.many_jobs.events import EVENT_TABLES, EventRead, fleet_events
+from synestra_cli.signals.many_jobs.tables import FleetTables, JobRead, Window, load_tables
 from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.store.series import has_series_layout
 from synestra_cli.store.sql import has_table, placeholders, scalar

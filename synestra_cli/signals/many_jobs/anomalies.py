@@ -1,7 +1,7 @@
-"""Step 3 of the fleet's read (signals/fleet_telemetry.py): every job's rates and anomaly windows against
+"""Step 3 of the fleet's read (signals/many_jobs/telemetry.py): every job's rates and anomaly windows against
 each series' healthiest read window of that job, in one statement: signals/anomalies.py's SQL per series,
-with the job added, over the candidates' samples (`samples`) and the handles of signals/fleet_tables.py and
-signals/fleet_candidates.py."""
+with the job added, over the candidates' samples (`samples`) and the handles of signals/many_jobs/tables.py and
+signals/many_jobs/candidates.py."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from synestra_cli.signals.baselines import (
     limits_sql,
     pre_onset_sql,
 )
-from synestra_cli.signals.fleet_candidates import FleetCandidates, clock_bits
-from synestra_cli.signals.fleet_tables import FleetTables
+from synestra_cli.signals.many_jobs.candidates import FleetCandidates, clock_bits
+from synestra_cli.signals.many_jobs.tables import FleetTables
 from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, MIN_ANOMALY_SAMPLES
 

@@ -1,12 +1,12 @@
 """Which series of every job could hold an anomaly, from the store's summaries: step 1 of
-signals/fleet_telemetry.py, the per-job tests of signals/candidates.py run once for all the jobs.
+signals/many_jobs/telemetry.py, the per-job tests of signals/candidates.py run once for all the jobs.
 
 Each job's hosts and switches are tested on their host summaries over its own hours (`_fhost_cand`),
 the series summaries of those that pass are read (`_fsumm`), each job's series are tested on them
 (`_fcand_series`, `_fcand`), and every series of the scope gets an integer id (`_fseries`). The tables
 the statements read (the rules, each job's hull and windows, hosts and switch ports) are loaded by
-signals/fleet_tables.py and passed in as handles (signals/staging.py); `fleet_candidates` returns the
-handles of what the next steps read (FleetCandidates). signals/fleet_telemetry.py drops every table after
+signals/many_jobs/tables.py and passed in as handles (signals/staging.py); `fleet_candidates` returns the
+handles of what the next steps read (FleetCandidates). signals/many_jobs/telemetry.py drops every table after
 its read.
 """
 
@@ -18,7 +18,7 @@ import duckdb
 
 from synestra_cli.signals.candidate_test import CANDIDATE_TEST, HOST_BITS, HOST_SERIES_COLUMNS, SERIES_BITS
 from synestra_cli.signals.candidates import HAS_ROW_RANGES_SQL
-from synestra_cli.signals.fleet_tables import FleetTables
+from synestra_cli.signals.many_jobs.tables import FleetTables
 from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import (
     CLOCK_EVENT_METRIC,
@@ -176,7 +176,7 @@ def clock_bits() -> tuple[str, list[object]]:
     return values, [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
 
 
-# What the next steps read (signals/fleet_telemetry.py): each job's series summaries' hours (SUMM: where the
+# What the next steps read (signals/many_jobs/telemetry.py): each job's series summaries' hours (SUMM: where the
 # candidates' samples are), its candidates (CAND: with their `sid`, and in the series layout their store id) and
 # every series of the scope (SERIES_IDS: the candidates and their decoded bits).
 SUMM = TempTable("_fsumm", ("job", "source_id", "host", "entity", "metric", "bucket", "row_lo", "row_hi", "touches"))
