@@ -32,7 +32,7 @@ CREATE OR REPLACE TEMP TABLE _event_rules (kind VARCHAR, layer VARCHAR, category
 # Xids split by meaning (log-formats A.1.1); consequences (43/45/154) and recoveries are not causes.
 # A corrected AER is benign alone: it counts only when repeated on one device within the scope.
 # How an event reads (its state, a corrected error) and is typed (category, layer, weight): one text for
-# the per-job read below and the fleet's (fleet_telemetry.py).
+# the per-job read below and the many-jobs one (many_jobs/telemetry.py).
 EVENT_STATE_SQL = """upper(coalesce(e.fields->>'state', e.message, '')) AS state_text,
            coalesce(e.fields->>'severity', e.message, '') ILIKE '%corrected%'
              AND coalesce(e.fields->>'severity', e.message, '') NOT ILIKE '%uncorrect%' AS corrected"""
