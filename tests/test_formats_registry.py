@@ -53,7 +53,7 @@ NAMES = [
 
 def test_every_module_defining_a_format_is_registered_under_its_name():
     modules = [
-        importlib.import_module(f"synestra_cli.formats.{m.name}") for m in pkgutil.iter_modules(formats.__path__)
+        importlib.import_module(m.name) for m in pkgutil.walk_packages(formats.__path__, prefix="synestra_cli.formats.")
     ]
     defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
     assert defined == sorted(formats.registry()) == NAMES
@@ -125,7 +125,7 @@ def test_detection_skipping_formats_that_cannot_win_picks_what_trying_every_one_
 def test_a_sniffers_needles_never_change_its_score_on_the_real_corpus(monkeypatch):
     """joblog_sniff.has_line skips its regex when the head holds none of its needles (literals every match
     contains): each sniff scores every file of the real corpus as the regex alone would."""
-    from synestra_cli.formats import joblog_sniff
+    from synestra_cli.formats.training import joblog_sniff
 
     files = real_corpus.claimed_files()
     heads = [decode(read_head(path)) for path in files]

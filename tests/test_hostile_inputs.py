@@ -446,7 +446,7 @@ def test_10_corruption_found_mid_query_is_one_clear_error():
 
 
 def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, monkeypatch):
-    from synestra_cli.formats import syslog_clock
+    from synestra_cli.formats.kernel import syslog_clock
 
     f = tmp_path / "messages"
     months = ["Nov", "Dec", "Jan", "Feb", "Dec", "Jan"]  # two new years, one at a batch boundary
@@ -463,7 +463,8 @@ def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, 
 
 @pytest.mark.heavy
 def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypatch):
-    from synestra_cli.formats import base, syslog
+    from synestra_cli.formats import base
+    from synestra_cli.formats.kernel import syslog
 
     f = tmp_path / "messages"
     lines = []
@@ -496,7 +497,8 @@ def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_
     """Memory flat in the file's size, counted instead of timed: DuckDB's memory after each of 80 chunks
     (the staging tables a chunk replaced in the file's transaction were kept until COMMIT, ~12 KB each
     even for a few lines), and the hosts the chunks saw (kept once each, not once per chunk)."""
-    from synestra_cli.formats import base, syslog
+    from synestra_cli.formats import base
+    from synestra_cli.formats.kernel import syslog
 
     f = tmp_path / "messages"
     months = ["Nov", "Dec", "Jan"] * 27  # a new year every third line: the clock scan's state is exercised

@@ -1,4 +1,4 @@
-"""Slurm's and srun's own lines inside a job's log (formats/slurm_lines.py, issue 35 class 2, issue 37 item 3):
+"""Slurm's and srun's own lines inside a job's log (formats/training/slurm_lines.py, issue 35 class 2, issue 37 item 3):
 read as how the attempt ended, the job id taken from them, and never a preemption unless Slurm says so."""
 
 from __future__ import annotations

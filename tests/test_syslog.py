@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import REAL_DATA, REAL_SAMPLES
 
-from synestra_cli.formats import envelope, syslog
+from synestra_cli.formats import envelope
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.kernel import syslog
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.connect import memory_store
 

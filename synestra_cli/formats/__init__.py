@@ -1,8 +1,9 @@
 """The format registry: every parser Synestra has, and content-based detection.
 
-Every module of this package that defines ``FORMAT`` (a formats.base.Format) is a format: adding one
-is adding its module. The highest sniff score wins; equal scores go to the format listed first in
-TIE_ORDER (more specific formats first), then to the others by name.
+Every module of this package or of its family subpackages (kernel/, telemetry/, fabric/, training/,
+scheduler/) that defines ``FORMAT`` (a formats.base.Format) is a format: adding one is adding its module.
+The highest sniff score wins; equal scores go to the format listed first in TIE_ORDER (more specific
+formats first), then to the others by name.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ TIE_ORDER = (
 def registry() -> dict[str, Format]:
     """name -> Format of every format module, in tie order."""
     found: dict[str, Format] = {}
-    for info in pkgutil.iter_modules(__path__):
-        fmt = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FORMAT", None)
+    for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):  # the family subpackages too
+        fmt = getattr(importlib.import_module(info.name), "FORMAT", None)
         if isinstance(fmt, Format):
             if fmt.name in found:
                 raise RuntimeError(f"two formats named {fmt.name!r}")
