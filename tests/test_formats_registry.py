@@ -97,6 +97,46 @@ def test_a_format_writes_only_the_tables_it_names(conn):
         assert tables <= formats.registry()[name].writes, name
 
 
+# The central tie list formats/__init__.py held before each format declared its `priority` (issue 33):
+# these first, in this order, then every other format by name.
+OLD_TIE_ORDER = (
+    "mlperf",
+    "megatron",
+    "nemo",
+    "torchtitan",
+    "deepspeed",
+    "orbax_log",
+    "nvrx_log",
+    "torch_log",
+    "syslog",
+    "sacct",
+    "ib_counters",
+    "ethtool_stats",
+    "mlxlink",
+    "sonic_fec_stats",
+    "gnmic_event",
+    "topology_csv",
+    "ibnetdiscover",
+    "prometheus",
+    "prom_api_json",
+    "metrics_long",
+)
+
+
+def test_the_priorities_order_the_registry_as_the_old_tie_list_did():
+    """Every format declares an int priority of its own (the field has no default), and sorting by it
+    gives the order the central list gave: a tie between two sniffers goes where it went before."""
+    registry = formats.registry()
+    assert all(type(fmt.priority) is int for fmt in registry.values())
+    rest = sorted(set(registry) - set(OLD_TIE_ORDER))
+    assert list(registry) == [*OLD_TIE_ORDER, *rest]
+    listed = [registry[name].priority for name in OLD_TIE_ORDER]
+    assert listed == sorted(set(listed), reverse=True), "the listed formats: distinct, in that order"
+    assert all(registry[name].priority < listed[-1] for name in rest)
+    with pytest.raises(TypeError, match="priority"):
+        Format("x", "a format without a priority", lambda head: 0.0, lambda ctx: None, frozenset())  # type: ignore[call-arg, arg-type, return-value]
+
+
 def test_no_file_of_the_real_corpus_is_a_tie_between_two_formats():
     """The tie order is a safety net, never what picks a real file's format."""
     for path in real_corpus.claimed_files():

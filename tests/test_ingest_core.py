@@ -49,6 +49,7 @@ LINES = Format(
     sniff=lambda head: 1.0 if head.startswith("line") else 0.0,
     load=_load_lines,
     writes=frozenset({"events"}),
+    priority=0,
 )
 
 

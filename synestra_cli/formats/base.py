@@ -214,6 +214,11 @@ class Format:
     # Ingest parses such a file once the run's other files are in the store, so that what it takes does not
     # depend on which of them happened to be committed first.
     leans_on_others: Callable[[str, IngestOptions], bool] | None = None
+    # Which format wins a tie of equal sniff scores: the higher priority, then the name. Each format
+    # declares it (keyword only, no default): the more specific format above the more general one, job
+    # logs (a trainer's own before the generic torch_log) above syslog, logs above counter dumps, the
+    # exposition text above the metric tables; a format that no other is known to tie with says 0.
+    priority: int = field(kw_only=True)
 
     def resumes(self, path: Path) -> bool:
         """Whether this file, grown, loads only its new lines (else it is read again whole)."""

@@ -115,4 +115,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
     top=0.9,
+    priority=90,
 )

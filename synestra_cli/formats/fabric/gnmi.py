@@ -166,4 +166,5 @@ FORMAT = Format(
     writes=frozenset({"metrics", "metric_catalog"}),
     top=0.9,
     appendable=appendable,
+    priority=60,
 )

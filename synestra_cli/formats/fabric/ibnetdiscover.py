@@ -138,4 +138,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"topology"}),
     top=0.9,
+    priority=40,
 )

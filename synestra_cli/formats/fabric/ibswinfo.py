@@ -139,4 +139,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"metrics", "metric_catalog", "events"}),
     top=0.9,
+    priority=0,
 )

@@ -259,4 +259,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"metrics", "metric_catalog", "events"}),
     top=0.95,
+    priority=80,
 )

@@ -153,4 +153,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
     top=0.95,
+    priority=0,
 )

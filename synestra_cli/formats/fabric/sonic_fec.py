@@ -69,4 +69,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"metrics", "metric_catalog"}),
     top=0.95,
+    priority=70,
 )

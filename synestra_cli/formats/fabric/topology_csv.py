@@ -60,4 +60,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"topology"}),
     top=0.95,
+    priority=50,
 )

@@ -463,4 +463,5 @@ FORMAT = Format(
     appendable=appendable,
     top=0.9,
     leans_on_others=yearless,
+    priority=120,
 )

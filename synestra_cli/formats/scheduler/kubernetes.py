@@ -194,4 +194,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"kube_runs", "events", "attempts", "jobs", "job_nodes", "host_names"}),
     top=0.95,
+    priority=0,
 )

@@ -300,4 +300,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"sacct_rows", "jobs", "attempts", "job_nodes"}),
     top=0.95,
+    priority=110,
 )

@@ -91,4 +91,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"events", "job_incidents"}),
     top=0.9,
+    priority=0,
 )

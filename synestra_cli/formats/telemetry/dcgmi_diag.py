@@ -107,4 +107,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"events"}),
     top=0.95,
+    priority=0,
 )

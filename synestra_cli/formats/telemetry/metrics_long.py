@@ -201,4 +201,5 @@ FORMAT = Format(
     load_group=load_group,
     top=0.95,
     appendable=appendable,
+    priority=10,
 )

@@ -216,4 +216,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"gpus", "metrics", "metric_catalog", "events"}),
     top=0.95,
+    priority=0,
 )

@@ -107,4 +107,5 @@ FORMAT = Format(
     writes=frozenset({"metrics", "metric_catalog", "gpus", "host_names"}),
     top=0.9,
     leans_on_others=prom_labels.may_lack_a_host,
+    priority=30,
 )

@@ -52,4 +52,5 @@ FORMAT = joblog.job_log_format(
     sniff,
     [STEP_SQL, CKPT_SQL, BANNER_SQL],
     top=0.8,
+    priority=160,
 )

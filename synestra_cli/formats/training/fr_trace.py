@@ -51,4 +51,5 @@ FORMAT = Format(
     load,
     writes=frozenset({"job_incidents"}),
     top=0.95,
+    priority=0,
 )

@@ -93,4 +93,5 @@ FORMAT = joblog.job_log_format(
     sniff,
     [STEP_SQL, CKPT_SQL, MARKS_SQL, BANNER_SQL],
     top=0.75,
+    priority=0,
 )

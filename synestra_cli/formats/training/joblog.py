@@ -394,6 +394,8 @@ def job_log_format(
     prepare: Sequence[str] = (),
     inside_syslog: bool = False,
     top: float = 1.0,
+    *,
+    priority: int,
 ) -> Format:
     """A training-job log format: loaded by load_job_log with the facts of every job-log format. A file
     the syslog parser reads (a syslog envelope on most lines) is not one, unless inside_syslog (MLPerf:
@@ -412,4 +414,5 @@ def job_log_format(
         prepare=tuple(prepare),
         load_group=load_job_logs,
         top=top,
+        priority=priority,
     )

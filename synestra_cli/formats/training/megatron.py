@@ -177,4 +177,5 @@ FORMAT = joblog.job_log_format(
     sniff,
     [STEP_SQL, REJECT_SQL, CKPT_SQL, BANNER_SQL, WORLD_SQL, SIGTERM_SQL, PROGRESS_SQL, MARKS_SQL],
     top=0.9,
+    priority=190,
 )

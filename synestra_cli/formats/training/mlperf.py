@@ -67,4 +67,5 @@ FORMAT = joblog.job_log_format(
     prepare=[EVENTS_SQL],
     inside_syslog=True,
     top=0.95,
+    priority=200,
 )

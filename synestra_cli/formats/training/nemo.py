@@ -142,4 +142,5 @@ FORMAT = joblog.job_log_format(
     sniff,
     [CKPT_SQL, STEP_SQL, SIGNAL_SQL, BANNER_SQL, MARKS_SQL],
     top=0.85,
+    priority=180,
 )

@@ -162,4 +162,5 @@ FORMAT = joblog.job_log_format(
     sniff,
     [REPORT_SQL, STRAGGLERS_SQL, MONITOR_SQL],
     top=0.5,
+    priority=140,
 )

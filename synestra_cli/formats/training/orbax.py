@@ -78,4 +78,5 @@ FORMAT = joblog.job_log_format(
     sniff,
     [CKPT_SQL, STEP_SQL, XLA_SQL],
     top=0.6,
+    priority=150,
 )

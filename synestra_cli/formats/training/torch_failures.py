@@ -328,4 +328,5 @@ FORMAT = joblog.job_log_format(
         *slurm_lines.FACTS,
     ],
     top=0.3,
+    priority=130,
 )

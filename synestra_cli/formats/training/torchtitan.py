@@ -91,4 +91,5 @@ FORMAT = joblog.job_log_format(
     sniff,
     [STEP_SQL, CKPT_SQL, BANNER_SQL, MARKS_SQL],
     top=0.9,
+    priority=170,
 )
