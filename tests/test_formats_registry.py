@@ -11,7 +11,8 @@ import pytest
 import real_corpus
 
 from synestra_cli import formats
-from synestra_cli.formats.base import Format, IngestOptions, decode, read_head
+from synestra_cli.formats.base import Format, IngestOptions
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 

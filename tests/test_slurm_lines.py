@@ -10,7 +10,8 @@ from conftest import REAL_SAMPLES
 
 from synestra_cli.explain.triggers import preempted
 from synestra_cli.formats import detect
-from synestra_cli.formats.base import IngestOptions, decode, read_head
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.ingest import ingest_file
 from synestra_cli.signals.events import Incident
 from synestra_cli.signals.scope import Attempt

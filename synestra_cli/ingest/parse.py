@@ -29,18 +29,9 @@ from synestra_cli.errors import (
     raise_if_stopped,
 )
 from synestra_cli.formats import envelope_sql
-from synestra_cli.formats.base import (
-    Format,
-    IngestOptions,
-    LoadContext,
-    LoadResult,
-    TrackedOptions,
-    content_mtime,
-    is_gzip,
-    text_bytes,
-    transcode_to_utf8,
-)
+from synestra_cli.formats.base import Format, IngestOptions, LoadContext, LoadResult, TrackedOptions
 from synestra_cli.formats.envelope import Envelope
+from synestra_cli.formats.reading import content_mtime, is_gzip, text_bytes, transcode_to_utf8
 from synestra_cli.ingest.batch import Staged
 from synestra_cli.ingest.plan import (
     SKIP,

@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.formats.snapshot import MetricRows, to_float
 
 COUNTERS = "/interfaces/interface/state/counters/"

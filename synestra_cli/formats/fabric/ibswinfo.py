@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 
 from synestra_cli.formats import staged
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.formats.snapshot import snapshot_time
 from synestra_cli.store.sql import drop_temp
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import staged
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.formats.snapshot import fallback_host, snapshot_time
 from synestra_cli.store.sql import drop_temp, temp_table
 

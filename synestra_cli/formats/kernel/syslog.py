@@ -29,20 +29,13 @@ import pyarrow as pa
 
 from synestra_cli.errors import InputError, raise_if_stopped
 from synestra_cli.formats import years
-from synestra_cli.formats.base import (
-    Format,
-    IngestOptions,
-    LoadContext,
-    LoadResult,
-    decode,
-    groups_by_text_size,
-    read_head,
-)
+from synestra_cli.formats.base import Format, IngestOptions, LoadContext, LoadResult, groups_by_text_size
 from synestra_cli.formats.hosts import record_full_names_sql
 from synestra_cli.formats.kernel import kernel_events as kev
 from synestra_cli.formats.kernel import syslog_envelope as env
 from synestra_cli.formats.kernel.syslog_clock import ClockScan, clock_order
 from synestra_cli.formats.kernel.syslog_loose import resolve_loose
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.store.session import SESSION_SQL
 from synestra_cli.store.sql import fetch_one, one_row
 

@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.hosts import short_host_sql
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.store.sql import drop_temp, scalar
 
 NEW_HEADER = re.compile(r"^(?:NAMESPACE +)?LAST SEEN +TYPE +REASON +OBJECT +(?:SUBOBJECT +SOURCE +)?MESSAGE\b")

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.hostlist import HostlistError, expand
 from synestra_cli.store.sql import drop_temp, registered, scalar, sql_file
 

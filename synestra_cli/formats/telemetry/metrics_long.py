@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import MAX_REJECT_SAMPLES, Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.formats.telemetry import prom_labels
 from synestra_cli.store.sql import drop_temp
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from synestra_cli.errors import InputError
 from synestra_cli.formats import staged, years
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, decode, read_head
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.formats.snapshot import fallback_host
 from synestra_cli.store.sql import drop_temp, sql_file, temp_table
 

@@ -16,7 +16,8 @@ from typing import Any
 import duckdb
 
 from synestra_cli.errors import InputError, raise_if_stopped
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, open_binary
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import open_binary
 from synestra_cli.formats.telemetry import prom_labels
 from synestra_cli.formats.telemetry.prom_json_stream import answer_batches
 from synestra_cli.store.session import SESSION_SQL

@@ -12,8 +12,9 @@ import re
 import zlib
 
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import GZIP_MAGIC, Format, LoadContext, LoadResult
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
 from synestra_cli.formats.inflate import InflateBudget
+from synestra_cli.formats.reading import GZIP_MAGIC
 from synestra_cli.formats.telemetry import prom_labels, prom_text
 
 # `name value`, `name{labels} value`, `{__name__=...} value` (dumps); blanks (spaces or TABs) before `{` and after

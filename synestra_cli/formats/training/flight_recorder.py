@@ -30,7 +30,8 @@ from typing import Any
 import pyarrow as pa
 
 from synestra_cli.errors import InputError
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, read_bytes
+from synestra_cli.formats.base import Format, LoadContext, LoadResult
+from synestra_cli.formats.reading import read_bytes
 from synestra_cli.store.sql import drop_temp, registered, scalar, sql_file
 
 PARSE_SQL = sql_file(__package__, "flight_recorder.sql")

@@ -26,7 +26,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, groups_by_text_size, lines_to_table
+from synestra_cli.formats.base import Format, LoadContext, LoadResult, StoreTable, groups_by_text_size
+from synestra_cli.formats.reading import lines_to_table
 from synestra_cli.formats.scheduler.kube_logs import job_of_container_log
 from synestra_cli.formats.training import joblog_rows
 from synestra_cli.formats.training.joblog_file import LogFile
