@@ -507,7 +507,7 @@ def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_
     monkeypatch.setattr(syslog, "CHUNK_BYTES", 1)
     used, hosts = [], []
     memory_sql = "SELECT sum(memory_usage_bytes + temporary_storage_bytes) FROM duckdb_memory()"
-    insert, finish = syslog._insert_events, syslog._finish
+    insert, finish = syslog.insert_events, syslog.finish
 
     def counting_insert(conn, *args):
         insert(conn, *args)
@@ -517,8 +517,8 @@ def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_
         hosts.append(work.sql("SELECT count(*) FROM _syslog_hosts").fetchall()[0][0])
         finish(conn, work, files)
 
-    monkeypatch.setattr(syslog, "_insert_events", counting_insert)
-    monkeypatch.setattr(syslog, "_finish", counting_finish)
+    monkeypatch.setattr(syslog, "insert_events", counting_insert)
+    monkeypatch.setattr(syslog, "finish", counting_finish)
     with open_store(tmp_path / "s.duckdb") as c:
         report = ingest_file(c, f, IngestOptions(year=2000))
         assert report.rows == len(months) and report.rejected == 0
