@@ -367,7 +367,7 @@ def _fits(env: Envelope, match: re.Match | None) -> bool:
 DETECT_LINES = 200  # the lines of the head detect reads
 
 
-# Ingest sniffs a unit of files (up to 256: ingest/parse.py UNIT_FILES), then loads them: each head is detected
+# Ingest sniffs a unit of files (up to 256: ingest/units.py UNIT_FILES), then loads them: each head is detected
 # once if the cache holds two units' heads (two workers), at most 64 KiB each.
 @functools.lru_cache(maxsize=512)
 def detect(head: str) -> tuple[Envelope | None, float]:
