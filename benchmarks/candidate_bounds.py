@@ -80,9 +80,10 @@ def measured(conn: duckdb.DuckDBPyConnection) -> None:
 def main() -> None:
     read = fleet_telemetry._read_by_source
 
-    def hooked(conn, reads):
-        read(conn, reads)
+    def hooked(conn, *args):
+        samples = read(conn, *args)
         measured(conn)
+        return samples
 
     fleet_telemetry._read_by_source = hooked
     cli(sys.argv[1:])

@@ -336,7 +336,7 @@ def bench_store(exports: Path, db: Path) -> dict:
     }
 
 
-# explain computes every run: a kept explanation (explain/memo.py) would be read instead from the second run on
+# explain computes every run: a kept explanation (kept/explanations.py) would be read instead from the second run on
 COMPUTE = {"SYNESTRA_KEPT": "0"}
 
 

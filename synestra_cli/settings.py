@@ -179,7 +179,7 @@ def summaries() -> bool:
 
 def reuse_kept() -> bool:
     """SYNESTRA_KEPT: 0 makes `explain` compute every explanation, neither reusing nor keeping the ones
-    kept in the store (explain/memo.py): the benchmarks' measure of the computation itself."""
+    kept in the store (kept/explanations.py): the benchmarks' measure of the computation itself."""
     return env_int("SYNESTRA_KEPT", 1, 0, 1) == 1
 
 

@@ -12,7 +12,7 @@ import pytest
 import simcache
 from conftest import LEGACY_SCHEMA, copy_sample_store
 
-from synestra_cli.explain import memo
+from synestra_cli.accounting.kept import explanations as memo
 from synestra_cli.explain.batch import explain_batch
 from synestra_cli.explain.inputs import inputs_for, job_inputs
 from synestra_cli.explain.job import event_read, explain_job, jobs_in_window, telemetry_windows

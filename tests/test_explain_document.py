@@ -8,7 +8,7 @@ from typing import Any
 
 from explain_fixtures import SAVE_S, Scenario, bus_id
 
-from synestra_cli.explain import memo
+from synestra_cli.accounting.kept import explanations as memo
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, LinkDoc
 from synestra_cli.explain.job import explain_job
 

@@ -8,9 +8,9 @@ import json
 from click.testing import CliRunner
 from explain_fixtures import OTHER, Scenario, bus_id
 
+from synestra_cli.accounting.kept.explanations import from_json
 from synestra_cli.cli.main import cli
 from synestra_cli.explain.job import explain_job
-from synestra_cli.explain.memo import from_json
 
 
 def _crashed_before_first_save(conn, requeued: bool = True) -> Scenario:

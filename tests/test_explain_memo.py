@@ -1,4 +1,4 @@
-"""Explanations kept in the store (explain/memo.py): read back as computed, never stale, reused by tax-report."""
+"""Explanations kept in the store (kept/explanations.py): read back as computed, never stale, reused by tax-report."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from click.testing import CliRunner
 from explain_fixtures import reactive_job_with_a_lossy_port
 
 import synestra_cli
+from synestra_cli.accounting.kept import explanations as memo
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import StoreBusyError, StoreError
-from synestra_cli.explain import batch, memo
+from synestra_cli.explain import batch
 from synestra_cli.explain.job import explain_job
 from synestra_cli.store import open_store
 
@@ -127,7 +128,8 @@ def test_ingest_explain_on_a_store_without_jobs_says_so(db_path, tmp_path):
 KEY_SCRIPT = """
 import json, sys
 import synestra_cli
-from synestra_cli.explain import batch, memo
+from synestra_cli.accounting.kept import explanations as memo
+from synestra_cli.explain import batch
 from synestra_cli.store import open_store
 with open_store(sys.argv[1], read_only=True) as c:
     key = memo.store_key(c)

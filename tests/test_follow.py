@@ -22,6 +22,7 @@ import pytest
 from children import default_sigint
 
 from synestra_cli import errors
+from synestra_cli.api.loading import follower
 from synestra_cli.cli.common import stop_on_signals
 from synestra_cli.cli.ingest import Reporter
 from synestra_cli.cli.ingest_follow import run_follow
@@ -327,7 +328,9 @@ def test_a_signal_that_duckdb_wraps_in_its_own_error_still_stops_the_follow(tmp_
     monkeypatch.setattr(arrow.ArrowScanSource, "accepts", signal_while_duckdb_asks)
     try:
         with pytest.raises(stop) as raised, stop_on_signals():  # as cli/ingest.py runs it
-            run_follow(tmp_path / "s.duckdb", [logs], OPTIONS, 0.01, 3, Reporter(tty=False), as_json=False)
+            run_follow(
+                follower(tmp_path / "s.duckdb", [logs], OPTIONS), [logs], 0.01, 3, Reporter(tty=False), as_json=False
+            )
     finally:
         signal.signal(signal.SIGINT, old_sigint)
     assert offered and type(raised.value) is stop
@@ -534,7 +537,9 @@ def test_a_file_that_failed_as_it_rotated_and_loaded_at_the_next_poll_ends_the_f
 
     monkeypatch.setattr(ingest_mod, "file_digest", digest_then_rotate)
     reporter = Reporter(tty=False)
-    assert run_follow(tmp_path / "s.duckdb", [logs], OPTIONS, 0.01, 2, reporter, as_json=False) is False
+    assert (
+        run_follow(follower(tmp_path / "s.duckdb", [logs], OPTIONS), [logs], 0.01, 2, reporter, as_json=False) is False
+    )
     assert rotated
     with open_store(tmp_path / "s.duckdb", read_only=True) as c:
         assert c.execute("SELECT count(*), count(DISTINCT message) FROM events").fetchone() == (5, 5)

@@ -15,7 +15,7 @@ from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_file
 from synestra_cli.query.jobs import attempt_mapping, job_ids, job_summary, reconciled_attempts
-from synestra_cli.store.connect import open_store
+from synestra_cli.store import open_store
 
 # Job 4242: attempt 1 10:00-12:00 (node failure), requeued, attempt 2 12:10 - next day 14:10:30 (UTC).
 SACCT = """\

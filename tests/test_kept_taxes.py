@@ -1,4 +1,4 @@
-"""Each job's tax accounting kept beside its explanation (accounting/kept.py): a warm tax-report reads it
+"""Each job's tax accounting kept beside its explanation (kept/taxes.py): a warm tax-report reads it
 instead of recomputing the buckets or decoding the explanations, prints the same bytes, and any new or
 forgotten source makes it stale with the explanations."""
 
@@ -12,10 +12,12 @@ from builders import crash_and_resume
 from click.testing import CliRunner
 from explain_fixtures import reactive_job_with_a_lossy_port
 
-from synestra_cli.accounting import attribution, kept
+from synestra_cli.accounting import attribution
 from synestra_cli.accounting.attribution import build_report
+from synestra_cli.accounting.kept import explanations as memo
+from synestra_cli.accounting.kept import taxes as kept
 from synestra_cli.cli.main import cli
-from synestra_cli.explain import batch, memo
+from synestra_cli.explain import batch
 from synestra_cli.store import open_store
 from synestra_cli.store.migrations import apply_migrations
 from synestra_cli.store.sources import forget

@@ -20,7 +20,7 @@ from synestra_cli.cli.main import cli
 from synestra_cli.errors import StoreError
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
-from synestra_cli.store import lake_manifest
+from synestra_cli.store import lake_manifest, open_store
 from synestra_cli.store.connect import connect, may_be_lake
 from synestra_cli.store.lake import lake_target, narrow_to_job, scope_parts
 from synestra_cli.store.lake_manifest import read_entries
@@ -33,8 +33,10 @@ JOBS = ["1001", "1003", "1008"]  # a plain job, one with a restart, one with a g
 
 
 def _ingest(db: str, paths: list[Path]) -> list:
-    with ingest_target(db, None) as (conn, on_report):
-        return ingest_paths(conn, paths, IngestOptions(), on_report=on_report)
+    store = open_store(db)
+    store.prepare_ingest()
+    with store.ingest_target(None) as (target, on_report):  # a lake or a store file, as `ingest` does
+        return ingest_paths(target, paths, IngestOptions(), on_report=on_report)
 
 
 @pytest.fixture(scope="module")
@@ -419,7 +421,7 @@ def test_a_forget_killed_before_its_entry_changes_nothing(copies, monkeypatch):
 
 def _explained_now(db: str) -> int:
     """How many jobs a tax report over `db` explains (the rest it reuses), keeping them as the CLI does."""
-    from synestra_cli.explain import memo
+    from synestra_cli.accounting.kept import explanations as memo
     from synestra_cli.explain.job import jobs_in_window
 
     with connect(db, read_only=True) as conn:

@@ -56,7 +56,7 @@ def test_help_imports_no_command():
 
 @pytest.mark.heavy
 def test_help_jobs_and_a_kept_explanation_load_no_heavy_package(tmp_path: Path):
-    from synestra_cli.explain import memo
+    from synestra_cli.accounting.kept import explanations as memo
     from synestra_cli.formats.base import IngestOptions
     from synestra_cli.ingest import ingest_paths
     from synestra_cli.store.connect import connect

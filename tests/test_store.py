@@ -9,7 +9,8 @@ import duckdb
 import pytest
 
 from synestra_cli.errors import EmptyStoreError, StoreBusyError
-from synestra_cli.store.connect import connect, open_store
+from synestra_cli.store import open_store
+from synestra_cli.store.connect import connect
 from synestra_cli.store.migrations import MIGRATIONS, apply_migrations
 
 

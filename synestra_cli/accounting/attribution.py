@@ -20,12 +20,12 @@ from pathlib import Path
 
 import duckdb
 
-from synestra_cli.accounting import kept
 from synestra_cli.accounting.buckets import BUCKETS
 from synestra_cli.accounting.document import SCHEMA, FleetDoc, RankedCauseDoc, TaxDoc
 from synestra_cli.accounting.fleet import fleet_summary, ranked_causes
+from synestra_cli.accounting.kept import explanations as memo
+from synestra_cli.accounting.kept import taxes as kept
 from synestra_cli.accounting.report import Charge, JobTax, TaxReport, job_doc, report_jobs, report_of
-from synestra_cli.explain import memo
 from synestra_cli.explain.document import CauseChargeDoc
 from synestra_cli.explain.explanation import JobExplanation
 
@@ -163,7 +163,7 @@ class FullReport:
     taxes: list = field(default_factory=list)  # (job, accounting document) computed now, to keep (`keep`)
 
     def keep(self, db: str | Path | None) -> int:
-        """Keep what this report computed (explanations, accounting) for the next one; explain/memo.py."""
+        """Keep what this report computed (explanations, accounting) for the next one; kept/explanations.py."""
         taxes = self.taxes
         beside = (lambda conn: kept.save(conn, self.key, taxes)) if taxes else None
         return memo.save_to(db, self.key, self.computed, beside)
@@ -180,7 +180,7 @@ def build_report(
     explanations: bool = True,
 ) -> FullReport:
     """The whole tax report: buckets, charges to causes (via explain, reusing kept explanations), fleet
-    view, ranked causes. The accounting kept under the store's key (accounting/kept.py) is reused when
+    view, ranked causes. The accounting kept under the store's key (kept/taxes.py) is reused when
     every job has it; `explanations` False: the explanations are then not read either (`explanations`
     of the result is empty)."""
     rows = report_jobs(conn, job_id, since, until)

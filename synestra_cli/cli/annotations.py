@@ -40,20 +40,14 @@ def command(
     require_one({"--job": jobs, "--all": all_jobs})
     if panel_id is not None and not dashboard_uid:
         raise click.UsageError("--panel-id needs --dashboard-uid (a panel belongs to a dashboard)")
+    from synestra_cli.api.views import grafana_annotations
     from synestra_cli.cli.render import dumps
-    from synestra_cli.explain.annotations import datasource_document, document, job_annotations
-    from synestra_cli.explain.job import explain_each, explain_job, jobs_in_window
-    from synestra_cli.query.clusters import resolve_job
-    from synestra_cli.store import open_store
 
-    with open_store(db, read_only=True) as conn:
-        ids = jobs_in_window(conn) if all_jobs else [resolve_job(conn, j) for j in jobs]
-        docs = explain_each(conn, ids, explain_job)
+    found = grafana_annotations(db, jobs=jobs, all_jobs=all_jobs)
     if fmt == "jsonl":
-        for d in docs:
-            for a in job_annotations(d, dashboard_uid, panel_id):
-                click.echo(dumps(a))
+        for a in found.each(dashboard_uid, panel_id):
+            click.echo(dumps(a))
     elif fmt == "json-datasource":
-        click.echo(dumps(datasource_document(docs)))
+        click.echo(dumps(found.datasource()))
     else:
-        click.echo(dumps(document(docs, dashboard_uid, panel_id)))
+        click.echo(dumps(found.to_json(dashboard_uid, panel_id)))

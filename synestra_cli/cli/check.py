@@ -6,12 +6,10 @@ import sys
 
 import click
 
+from synestra_cli.api.shared import ExitCode
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import dumps, printable
-from synestra_cli.errors import ExitCode
-
-SCHEMA = "synestra.check/1"
 
 
 @click.command("check")
@@ -32,27 +30,10 @@ def command(db: str | None, fmt: str) -> None:
       synestra check --db /data/synestra-lake/
       synestra check --format json | jq '.damaged'
     """
-    from synestra_cli.store.check import check_file, check_lake
-    from synestra_cli.store.connect import open_store, resolve_db_path
-    from synestra_cli.store.lake import lake_target
+    from synestra_cli.api.upkeep import check
 
-    target = lake_target(db)
-    if target is not None:
-        report = check_lake(target)
-    else:
-        path = str(resolve_db_path(db))
-        with open_store(db, read_only=True) as conn:
-            report = check_file(conn, path)
-    doc = {
-        "schema": SCHEMA,
-        "store": report.store,
-        "kind": report.kind,
-        "ok": report.ok,
-        "tables": report.tables,
-        "parts": report.parts,
-        "bytes": report.bytes,
-        "damaged": [d.__dict__ for d in report.damaged],
-    }
+    report = check(db)
+    doc = report.to_json()
     if fmt == "json":
         click.echo(dumps(doc))
     for d in report.damaged:

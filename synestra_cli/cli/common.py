@@ -15,9 +15,8 @@ from typing import Any, NoReturn
 import click
 import duckdb
 
-# The shared option grammar lives in cli/options.py; these names stay importable from here.
-from synestra_cli.cli.options import check_window, db_option, format_option  # noqa: E402,F401
-from synestra_cli.errors import (
+from synestra_cli.api.failures import as_store_error
+from synestra_cli.api.shared import (
     MEMORY_ADVICE,
     ExitCode,
     SynestraError,
@@ -31,7 +30,9 @@ from synestra_cli.errors import (
     raise_if_stopped,
     request_stop,
 )
-from synestra_cli.store.connect import as_store_error
+
+# The shared option grammar lives in cli/options.py; these names stay importable from here.
+from synestra_cli.cli.options import check_window, db_option, format_option  # noqa: E402,F401
 
 engine_option = click.option(
     "--engine",
@@ -137,10 +138,10 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def format_name_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`ingest --format NAME`: an unknown name is a usage error (exit 2), with the known names."""
-    from synestra_cli.formats import all_formats
+    from synestra_cli.api.catalog import formats
 
-    if value is not None and value not in all_formats():
-        raise click.BadParameter(f"no format named {value!r}; known: {', '.join(sorted(all_formats()))}")
+    if value is not None and value not in formats():
+        raise click.BadParameter(f"no format named {value!r}; known: {', '.join(formats())}")
     return value
 
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import click
 
+from synestra_cli.api.shared import plural
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import RETAIN_S, db_option, format_option
 from synestra_cli.cli.render import dumps
-from synestra_cli.shown import plural
-from synestra_cli.store.lake import lake_target
-
-SCHEMA = "synestra.compact/1"
 
 
 @click.command("compact")
@@ -40,36 +37,24 @@ def command(db: str | None, retain: int | None, fmt: str) -> None:
       synestra compact --db /data/synestra-lake/
       synestra compact --db s3://telemetry/synestra --retain 0
     """
-    target = lake_target(db)
-    doc: dict[str, object] = {"schema": SCHEMA, "lake": target is not None}
-    if target is None:  # a store file: the migrations it lacks (023 rewrites its samples by series, resumably)
-        from synestra_cli.cli.progress import progress_on_tty
-        from synestra_cli.store.connect import migrate
+    from synestra_cli.api.upkeep import compact
+    from synestra_cli.cli.progress import progress_on_tty
 
-        with progress_on_tty():
-            applied = migrate(db)
+    with progress_on_tty():  # a store file: the migrations it lacks (023 rewrites its samples, resumably)
+        done = compact(db, retain)
+    if done.migrated is not None:  # a store file
+        applied = done.migrated
         click.echo(
             f"a store file: {'migrated (' + ', '.join(applied) + ')' if applied else 'up to date'}; "
             "nothing to compact (a lake is a folder or an s3:// URL)",
             err=True,
         )
-        doc.update(merged=0, written=0, partitions=0, deleted=0, checkpoint=None, migrated=applied)
     else:
-        from synestra_cli.store.lake_writer import compact
-
-        done = compact(target, retain)
         click.echo(
             f"compacted {plural(done.merged, 'part')} into {done.written} in {plural(done.partitions, 'partition')}; "
             f"{done.deleted} retired {'part' if done.deleted == 1 else 'parts'} deleted; "
             f"manifest: {done.checkpoint or 'unchanged'}",
             err=True,
         )
-        doc.update(
-            merged=done.merged,
-            written=done.written,
-            partitions=done.partitions,
-            deleted=done.deleted,
-            checkpoint=done.checkpoint,
-        )
     if fmt == "json":
-        click.echo(dumps(doc))
+        click.echo(dumps(done.to_json()))

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,8 +20,9 @@ from synestra_cli.cli.options import (
     window_options,
 )
 
-# DuckDB's buffer pool for one job's explanation (SYNESTRA_MEMORY_LIMIT overrides it, as everywhere).
-ONE_JOB_MEMORY_LIMIT = "384MB"
+if TYPE_CHECKING:
+    from synestra_cli.api.explanations import ExplainResult
+
 CSV_COLUMNS = [
     "job",
     "attempt",
@@ -95,89 +95,28 @@ def command(
     require_one({"--job": jobs, "--all": all_jobs})
     if checkpoint is not None and (all_jobs or len(jobs) > 1):
         refuse_together({"--checkpoint": checkpoint, "--all" if all_jobs else "several --job": True})
-    from synestra_cli import settings
-    from synestra_cli.explain.explanation import JobExplanation
-    from synestra_cli.explain.job import explain_job
-
-    explain: Callable[..., JobExplanation] = explain_job
-    if with_tax or fmt == "markdown":
-        # markdown: whole jobs explained with their tax, so that a ticket for one checkpoint still
-        # carries its cost (then only the checkpoints asked for are written). Lazily: tax-report's
-        # buckets cost ~0.4 s more (pyarrow, bucket queries).
-        from synestra_cli.accounting.checkpoint_tax import explain_with_tax
-
-        explain = explain_with_tax
-    window = (checkpoint, since, until) if fmt != "markdown" else (None, None, None)
+    from synestra_cli.api.explanations import explain_jobs
     from synestra_cli.cli.progress import progress_on_tty
-    from synestra_cli.explain.job import explain_each
-    from synestra_cli.store import open_store
-    from synestra_cli.store.connect import may_be_lake
 
-    # Whole jobs, as tax-report and `ingest --explain` keep them: a kept explanation is reused, a computed
-    # one kept (explain/memo.py). A view of one checkpoint or a time window reads only its own telemetry.
-    reuse = explain is explain_job and window == (None, None, None) and settings.reuse_kept()
-    computed: list[JobExplanation] = []
-    with open_store(db, read_only=True) as conn:
-        if len(jobs) == 1 and "SYNESTRA_MEMORY_LIMIT" not in os.environ:
-            # One explanation reads each block of its hosts once: cached, they would only swell the RSS
-            # (a 256-host job: ~950 MB at the store's 1 GB limit, ~480 MB at this one, same speed).
-            conn.execute("SET memory_limit = ?", [ONE_JOB_MEMORY_LIMIT])
-        ids = selected_jobs(conn, jobs, all_jobs, hosts, since, until)
-        if len(ids) == 1 and not all_jobs and may_be_lake(db):  # on a lake, read only the job's partitions
-            from synestra_cli.store.lake import narrow_to_job
-
-            narrow_to_job(conn, ids[0])
-        with progress_on_tty():
-            if reuse:
-                from synestra_cli.explain.memo import explain_reusing
-
-                docs, computed, key = explain_reusing(conn, ids)
-            else:
-                docs = explain_each(conn, ids, lambda c, j: explain(c, j, *window))
-    if computed:  # best effort, after the read: a store held by another process keeps nothing
-        from synestra_cli.explain.memo import save_to
-
-        save_to(db, key, computed)
-    if fmt == "markdown":
-        _markdown(docs, checkpoint, since, until)
+    # markdown: whole jobs explained with their tax, so that a ticket for one checkpoint still carries
+    # its cost (then only the checkpoints asked for are written).
+    markdown = fmt == "markdown"
+    result = explain_jobs(
+        db,
+        jobs=jobs,
+        all_jobs=all_jobs,
+        hosts=hosts,
+        checkpoint=None if markdown else checkpoint,
+        since=None if markdown else since,
+        until=None if markdown else until,
+        tax=with_tax or markdown,
+        long_steps=progress_on_tty,
+    )
+    if markdown:
+        for ticket in result.to_markdown(checkpoint, since, until):
+            click.echo(ticket)
     else:
-        _render(docs, fmt, all_jobs or len(ids) > 1)
-
-
-def selected_jobs(
-    conn,
-    jobs: tuple[str, ...],
-    all_jobs: bool,
-    hosts: tuple[str, ...],
-    since: datetime | None,
-    until: datetime | None,
-) -> list[str]:
-    """The jobs named (each resolved, exit 5 if unknown) or those in the window, then those that ran on
-    one of the hosts; none left is exit 5 with what was asked."""
-    from synestra_cli.errors import NotFoundError
-    from synestra_cli.explain.job import jobs_in_window
-    from synestra_cli.query.clusters import resolve_job
-
-    ids = jobs_in_window(conn, since, until) if all_jobs else [resolve_job(conn, j) for j in jobs]
-    if hosts:
-        from synestra_cli.query.jobs import jobs_on_hosts
-
-        on = jobs_on_hosts(conn, list(hosts))
-        ids = [j for j in ids if j in on]
-        if not ids:
-            raise NotFoundError(f"no {'such ' if jobs else ''}job ran on {', '.join(hosts)}")
-    return ids
-
-
-def _markdown(docs: list, checkpoint: int | None, since: datetime | None, until: datetime | None) -> None:
-    from synestra_cli.explain.job import select
-    from synestra_cli.explain.markdown import job_markdown
-    from synestra_cli.shown import relative_in
-
-    filtered = checkpoint is not None or since is not None or until is not None
-    for d in docs:
-        cps = select(d, checkpoint, since, until) if filtered else None
-        click.echo(relative_in(job_markdown(d, cps)))  # a ticket leaks no analyst's home folder
+        _render(result, fmt)
 
 
 def csv_rows(docs: list) -> list[dict]:
@@ -211,14 +150,16 @@ def csv_rows(docs: list) -> list[dict]:
     return rows
 
 
-def _render(docs: list, fmt: str, many: bool) -> None:
+def _render(result: ExplainResult, fmt: str) -> None:
     from synestra_cli.cli.render import dumps
+
+    docs = result.explanations
 
     if fmt == "jsonl":
         for d in docs:
             click.echo(dumps(d.to_json()))
     elif fmt == "json":
-        click.echo(dumps([d.to_json() for d in docs] if many else docs[0].to_json()))
+        click.echo(dumps(result.to_json()))
     elif fmt == "csv":
         from synestra_cli.cli.render import render_rows
 

@@ -13,14 +13,21 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
+from synestra_cli.api.shared import iso, plural, relative_in
+from synestra_cli.api.words import (
+    Cause,
+    ChainLink,
+    CheckpointExplanation,
+    CheckpointTaxDoc,
+    ExplainTaxDoc,
+    FailureExplanation,
+    JobExplanation,
+    RestartDoc,
+    describe,
+    loop_line,
+    stages_line,
+)
 from synestra_cli.cli.render import printable
-from synestra_cli.explain.assets import describe
-from synestra_cli.explain.chain import ChainLink
-from synestra_cli.explain.document import CheckpointTaxDoc, ExplainTaxDoc, RestartDoc
-from synestra_cli.explain.explanation import CheckpointExplanation, FailureExplanation, JobExplanation
-from synestra_cli.explain.reason import Cause
-from synestra_cli.explain.restart_text import loop_line, stages_line
-from synestra_cli.shown import iso, plural, relative_in
 
 MAX_SIGNALS = 6  # cause-side chain links shown per checkpoint in the table view
 SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")

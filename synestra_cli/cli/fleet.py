@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import click
 
+from synestra_cli.api.shared import iso, plural
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import TOP, db_option, format_option, window_options
 from synestra_cli.cli.render import safe
-from synestra_cli.shown import iso, plural
 
 CSV_COLUMNS = [
     "rank",
@@ -155,16 +155,12 @@ EXCLUDE_FORMATS = ("slurm", "kubernetes", "hostlist")
 
 def _exclude(db, since, until, fmt: str, exclude: bool, by: str) -> None:
     """fleet --exclude: the exclusion list in the format asked for (fleet/exclude.py)."""
+    from synestra_cli.api.health import exclusions
     from synestra_cli.cli.render import console, dumps
-    from synestra_cli.explain import memo
-    from synestra_cli.fleet.exclude import exclusion_list
-    from synestra_cli.store import open_store
 
     if fmt == "csv" or by != "component":
         raise click.UsageError("--exclude prints nodes: use --format slurm|kubernetes|hostlist|json|table, no --by")
-    with open_store(db, read_only=True) as conn:
-        found, fleet = exclusion_list(conn, since, until)
-    memo.save_to(db, fleet.key, fleet.computed)
+    found = exclusions(db, since=since, until=until)
     if fmt == "json":
         click.echo(dumps(found.to_json()))
     elif fmt == "slurm":
@@ -229,18 +225,13 @@ def command(since, until, by, only_lemons, top, exclude, db, fmt) -> None:
     --exclude prints commands and never runs them; a preemption, a routine save or the job's own crash
     never puts a node on it. JSON schema: synestra.exclude/1 (docs/fleet.md).
     """
+    from synestra_cli.api.health import fleet
     from synestra_cli.cli.render import console, dumps, render_rows
-    from synestra_cli.explain import memo
-    from synestra_cli.fleet.lemons import fleet_report
-    from synestra_cli.store import open_store
 
     if exclude or fmt in EXCLUDE_FORMATS:
         _exclude(db, since, until, fmt, exclude, by)
         return
-    with open_store(db, read_only=True) as conn:
-        report = fleet_report(conn, since, until, by=by)
-    memo.save_to(db, report.key, report.computed)  # the next fleet or tax-report reuses them
-    doc = report.to_json()
+    doc = fleet(db, since=since, until=until, by=by).to_json()
     if only_lemons:
         doc["components"] = [c for c in doc["components"] if c["lemon"]]
     if top:

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import click
 
+from synestra_cli.api.shared import plural
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import dumps, render_rows
-from synestra_cli.errors import EmptyStoreError
-from synestra_cli.shown import plural
-from synestra_cli.store import open_store, resolve_db_path
-from synestra_cli.store.lake import lake_target
-from synestra_cli.store.sources import forget
 
 
 @click.command("forget")
@@ -33,21 +29,15 @@ def command(sources: tuple[str, ...], db: str | None, fmt: str) -> None:
       synestra forget 12 13
       synestra forget /var/export/dmesg.txt && synestra ingest /var/export/dmesg.txt --host gpu-017
     """
-    if target := lake_target(db):  # a lake: one manifest entry removes them (docs/lake.md)
-        from synestra_cli.store.lake_writer import forget as forget_on_lake
+    from synestra_cli.api.upkeep import forget
 
-        removed, rows = forget_on_lake(target, list(sources))
-    else:
-        path = resolve_db_path(db)
-        if not path.exists():
-            raise EmptyStoreError(f"no store at {path}: nothing to forget (pass --db?)")
-        with open_store(path, long_migrations=False) as conn:  # an older store's samples are rewritten by ingest
-            removed, rows = forget(conn, list(sources))
+    result = forget(sources, db)  # a lake: one manifest entry removes them (docs/lake.md)
+    removed, rows = result.removed, result.rows
     for source_id, source_path, source_format, n in removed:
         click.echo(f"forgot source {source_id}: {source_path} ({source_format}, {plural(n, 'row')})", err=True)
     click.echo(f"total: {plural(len(removed), 'source')} forgotten, {plural(rows, 'row')} removed", err=True)
-    records = [{"source_id": s, "path": p, "format": f, "rows": n} for s, p, f, n in removed]
+    records = result.records
     if fmt == "json":
-        click.echo(dumps({"schema": "synestra.forget/1", "rows": rows, "sources": records}))
+        click.echo(dumps(result.to_json()))
     elif fmt == "csv":
         render_rows(records, ["source_id", "path", "format", "rows"], "csv")

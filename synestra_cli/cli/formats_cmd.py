@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+from synestra_cli.api.catalog import FORMATS_SCHEMA, formats
 from synestra_cli.cli.options import format_option
 from synestra_cli.cli.render import dumps, render_rows
-from synestra_cli.formats import all_formats
 
 
 @click.command("formats")
@@ -20,8 +20,8 @@ def command(fmt) -> None:
     Example:
       synestra formats
     """
-    rows = [{"name": name, "description": f.description} for name, f in sorted(all_formats().items())]
+    rows = [{"name": name, "description": text} for name, text in formats().items()]
     if fmt == "json":
-        click.echo(dumps({"schema": "synestra.formats/1", "formats": rows}))
+        click.echo(dumps({"schema": FORMATS_SCHEMA, "formats": rows}))
     else:
         render_rows(rows, ["name", "description"], fmt, title="formats")

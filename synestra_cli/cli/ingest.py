@@ -8,19 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from synestra_cli.api.shared import ExitCode, plural, relative_in
 from synestra_cli.cli.common import engine_option, format_name_callback, handle_errors, stop_on_signals
 from synestra_cli.cli.options import MAX_POLLS, POLL_INTERVAL, YEAR, db_option, refuse_together
 from synestra_cli.cli.render import dumps, printable, render_rows, show_time
-from synestra_cli.errors import ExitCode
-from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import FileReport, ingest_paths
-from synestra_cli.shown import plural, relative_in
-from synestra_cli.store import open_store
-from synestra_cli.store.lake import lake_target
-from synestra_cli.store.lake_writer import ingest_target
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
+
+    from synestra_cli.api.loading import FileReport
 
 REJECTS_SHOWN = 3
 SCHEMA = "synestra.ingest/1"
@@ -86,27 +82,6 @@ class Reporter:
             self.say(f"  reject {where}: {reason}: {text[:80]!r}")
         for note in r.notes:  # a note may name another source as the store holds it: absolute
             self.say(f"  note: {relative_in(note)}")
-
-
-def _migrate_first(db: str | None) -> None:
-    """The migrations the store lacks, before the first file, with their progress on a terminal: migration
-    023 rewrites an older store's samples once (store/series_migration.py), minutes on a big store."""
-    from synestra_cli.cli.progress import progress_on_tty
-    from synestra_cli.ingest.staging import commit_wait_s
-    from synestra_cli.store.connect import migrate
-
-    with progress_on_tty():
-        migrate(db, wait_s=commit_wait_s())  # waits for readers as long as a commit would
-
-
-def _explain_all(conn, db=None) -> str:
-    from synestra_cli.errors import EmptyStoreError
-    from synestra_cli.explain import memo
-
-    try:
-        return f"explain: {plural(memo.keep_all(conn, db), 'job')} explained and kept for tax-report"
-    except EmptyStoreError:
-        return "explain: no jobs in the store yet"
 
 
 @click.command("ingest")
@@ -203,8 +178,8 @@ def command(
       synestra ingest /exports/a100/ --cluster a100 && synestra ingest /exports/h100/ --cluster h100
       synestra ingest --follow /var/log/syslog /var/log/dcgm/ --interval 10
     """
-    from synestra_cli.errors import InputError
-    from synestra_cli.query.clusters import check_name
+    from synestra_cli.api.loading import IngestOptions, check_cluster_name, follower, ingest
+    from synestra_cli.api.shared import InputError
 
     legacy = click.get_current_context().meta.get("legacy_input_format")
     if legacy:
@@ -215,7 +190,7 @@ def command(
     fmt = "json" if as_json else fmt or "table"
 
     try:
-        check_name(cluster)
+        check_cluster_name(cluster)
     except InputError as exc:
         raise click.BadParameter(str(exc), param_hint="--cluster") from exc
     options = IngestOptions(
@@ -227,7 +202,7 @@ def command(
         raise click.UsageError("--max-polls needs --follow")
     reporter = Reporter(tty=sys.stderr.isatty())
     if follow:
-        if engine != "local" or lake_target(db):
+        if engine != "local":
             raise click.UsageError(
                 "--follow loads into a store file (--db FILE) on this machine, not a lake or --engine"
             )
@@ -235,32 +210,32 @@ def command(
             raise click.UsageError("--follow reports each poll as a table or as JSON Lines (--format json)")
         from synestra_cli.cli.ingest_follow import run_follow
 
+        poller = follower(db, list(paths), options)
         with stop_on_signals():
-            failed_any = run_follow(db, paths, options, interval, max_polls, reporter, fmt == "json")
+            failed_any = run_follow(poller, paths, interval, max_polls, reporter, fmt == "json")
         sys.exit(int(ExitCode.INPUT) if failed_any else 0)
+    from synestra_cli.cli.progress import progress_on_tty
+
+    # SIGTERM as Ctrl-C: the file being loaded rolls back, exit 143 (docs/runbook.md)
+    with stop_on_signals():
+        result = ingest(
+            paths,
+            db,
+            options=options,
+            explain=explain_after,
+            engine=engine,
+            on_file=reporter.on_file,
+            on_report=reporter.on_report,
+            long_steps=progress_on_tty,
+        )
+    reports = result.reports
     explained = None
-    if engine != "local":  # Ray workers, into a lake (synestra_cli/engine/)
-        from synestra_cli.engine import ingest_on
-
-        reports = ingest_on(engine, db, paths, options, on_report=reporter.on_report)
-    elif lake_target(db):
-        with ingest_target(db, reporter.on_report) as (conn, on_report), stop_on_signals():  # docs/lake.md
-            reports = ingest_paths(conn, paths, options, on_file=reporter.on_file, on_report=on_report)
-    else:
-        # A store file, attached only for each batch's commit: readers get in between (docs/runbook.md).
-        with stop_on_signals():  # SIGTERM as Ctrl-C: the file being loaded rolls back, exit 143
-            _migrate_first(db)
-            reports = ingest_paths(db, paths, options, on_file=reporter.on_file, on_report=reporter.on_report)
-        if explain_after:
-            from synestra_cli.cli.progress import progress_on_tty
-
-            with open_store(db) as conn, progress_on_tty():
-                explained = _explain_all(conn)
-    if lake_target(db) and explain_after:  # kept beside the lake's parts (store/lake_kept.py)
-        from synestra_cli.cli.progress import progress_on_tty
-
-        with open_store(db, read_only=True) as conn, progress_on_tty():
-            explained = _explain_all(conn, db)
+    if result.explained is not None:
+        explained = (
+            f"explain: {plural(result.explained, 'job')} explained and kept for tax-report"
+            if result.explained
+            else "explain: no jobs in the store yet"
+        )
     loaded = [r for r in reports if r.status == "loaded"]
     failed = [r for r in reports if r.status == "failed"]
     click.echo(
@@ -271,7 +246,7 @@ def command(
     if explained:
         click.echo(explained, err=True)
     if fmt == "json":
-        click.echo(dumps({"schema": SCHEMA, "files": [r.__dict__ for r in reports]}))
+        click.echo(dumps(result.to_json()))
     elif fmt == "csv":
         render_rows([r.__dict__ for r in reports], CSV_COLUMNS, "csv")
     if failed:

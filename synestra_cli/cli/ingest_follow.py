@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from synestra_cli.api.shared import plural
 from synestra_cli.cli.render import dumps
-from synestra_cli.formats.base import IngestOptions
-from synestra_cli.shown import plural
+
+if TYPE_CHECKING:
+    from synestra_cli.api.loading import Follower
 
 
 def run_follow(
-    db: Path | None,
+    follower: Follower,
     paths: list[Path],
-    options: IngestOptions,
     interval: float,
     max_polls: int | None,
     reporter: Any,
@@ -24,9 +25,6 @@ def run_follow(
     """Poll until max_polls or a signal (the caller holds cli.common.stop_on_signals: SIGTERM is raised
     as Terminated where Ctrl-C would be, the file being loaded rolls back, exit 143). True when a file's
     last outcome is a failure: one that failed while logrotate moved it and loaded at a later poll did not."""
-    from synestra_cli.ingest.follow import Follower
-
-    follower = Follower(db, paths, options)
     reporter.say(f"following {plural(len(paths), 'path')} every {interval:g} s into {follower.db} (Ctrl-C stops)")
     for path in paths:
         if not path.exists():

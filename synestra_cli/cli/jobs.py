@@ -7,11 +7,7 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option, host_option, job_option
 from synestra_cli.cli.render import render_rows
-from synestra_cli.query.jobs import ATTEMPT_COLUMNS, JOB_COLUMNS, job_summary, jobs_on_hosts, reconciled_attempts
-from synestra_cli.store import open_store
 
-JOBS_SCHEMA = "synestra.jobs/2"  # /1 was a bare list with job_id, n_nodes, nodes
-ATTEMPTS_SCHEMA = "synestra.attempts/2"
 # A narrow terminal leaves these out first, in this order: the rest are what a reader scans for.
 JOB_DROP_FIRST = ["hosts", "user", "n_hosts", "last_ts", "steps", "incidents", "name", "gpus", "restores"]
 ATTEMPT_DROP_FIRST = ["hosts", "matched_by", "log_start_ts", "log_end_ts", "origin", "n_hosts", "gpus", "end_ts"]
@@ -37,21 +33,15 @@ def command(db, jobs: tuple[str, ...], hosts: tuple[str, ...], fmt: str) -> None
       synestra jobs --host gpu-002 --format csv
       synestra jobs --job 1003 --format json | jq '.attempts[] | {attempt, state, hosts}'
     """
+    from synestra_cli.api.jobs import attempts, jobs_in_store
     from synestra_cli.cli.render import dumps
 
-    with open_store(db, read_only=True) as conn:
-        on_hosts = jobs_on_hosts(conn, list(hosts)) if hosts else None
-        if jobs:
-            from synestra_cli.query.clusters import resolve_job
-
-            ids = [resolve_job(conn, j) for j in jobs]
-            rows = [r for j in ids if on_hosts is None or j in on_hosts for r in reconciled_attempts(conn, j)]
-            columns, drop, schema, key = ATTEMPT_COLUMNS, ATTEMPT_DROP_FIRST, ATTEMPTS_SCHEMA, "attempts"
-            title = f"job {', '.join(ids)} attempts"
-        else:
-            rows = [r for r in job_summary(conn) if on_hosts is None or r["job"] in on_hosts]
-            columns, drop, schema, key, title = JOB_COLUMNS, JOB_DROP_FIRST, JOBS_SCHEMA, "jobs", "jobs"
-    if fmt == "json":
-        click.echo(dumps({"schema": schema, key: [{c: r.get(c) for c in columns} for r in rows]}))
+    if jobs:
+        ids, table = attempts(jobs, db, hosts=hosts)
+        drop, title = ATTEMPT_DROP_FIRST, f"job {', '.join(ids)} attempts"
     else:
-        render_rows(rows, columns, fmt, title=title, drop_first=drop)
+        table, drop, title = jobs_in_store(db, hosts=hosts), JOB_DROP_FIRST, "jobs"
+    if fmt == "json":
+        click.echo(dumps(table.to_json()))
+    else:
+        render_rows(table.rows, table.columns, fmt, title=title, drop_first=drop)

@@ -8,8 +8,7 @@ import sys
 
 import click
 
-from synestra_cli import __version__
-from synestra_cli.errors import ExitCode
+from synestra_cli.api.shared import ExitCode, __version__
 
 # command name -> (module under synestra_cli.cli exposing a click command named `command`, the start of its help's
 # first paragraph). `synestra --help` lists the commands from these words, without importing a command: each
@@ -126,7 +125,7 @@ def cli() -> None:
     Example:
       synestra ingest sample_data/exports && synestra explain --job 1003 --tax
     """
-    from synestra_cli import settings
+    from synestra_cli.api.shared import settings
 
     settings.check_all()  # every SYNESTRA_* variable, once: a malformed one is exit 2 before any work
 

@@ -194,7 +194,7 @@ def _jobs_callback(ctx: click.Context, param: click.Parameter, value: Sequence[s
 
 
 def _hosts_callback(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> tuple[str, ...]:
-    from synestra_cli.hostlist import HostlistError, expand
+    from synestra_cli.api.shared import HostlistError, expand
 
     try:
         return tuple(dict.fromkeys(h for v in value for h in expand(v)))

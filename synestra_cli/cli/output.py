@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from synestra_cli.errors import ExitCode
+from synestra_cli.api.shared import ExitCode
 
 STDOUT = "-"
 

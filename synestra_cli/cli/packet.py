@@ -4,7 +4,6 @@ synestra_cli.explain.packet)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -42,30 +41,20 @@ def command(job_id: str, checkpoint: int | None, output: Path, fmt: str | None, 
       synestra packet --job 1003 -o job-1003.tar.gz
       synestra packet --job 1003 --checkpoint 1950 -o rma-gpu-002.tar.gz && tar tzvf rma-gpu-002.tar.gz
     """
-    from synestra_cli.accounting.checkpoint_tax import explain_with_tax
+    from synestra_cli.api.shared import path, relative_in
+    from synestra_cli.api.views import packet_facts
+    from synestra_cli.api.views import packets as packet
+    from synestra_cli.api.words import job_markdown
     from synestra_cli.cli import output as out
     from synestra_cli.cli.progress import status_on_tty
     from synestra_cli.cli.render import dumps
     from synestra_cli.cli.timeline_chart import render
-    from synestra_cli.explain import packet
-    from synestra_cli.explain.job import select
-    from synestra_cli.explain.markdown import job_markdown
-    from synestra_cli.explain.timeline import build
-    from synestra_cli.query.clusters import resolve_job
-    from synestra_cli.shown import path, relative_in
 
     out.format_of(output, fmt, SUFFIXES, option="--format tar.gz")
     with status_on_tty(f"explaining job {job_id}") as status:
-        with open_store_read(db) as conn:
-            job_id = resolve_job(conn, job_id)
-            job = explain_with_tax(conn, job_id)  # the whole job: the ticket's cost and the picture
-            chosen = select(job, checkpoint) if checkpoint is not None else None
-            lines = packet.cited_lines(job, checkpoint)
-            cited_paths = {x["source"] for x in lines} | set(
-                packet.metric_sources(conn, packet.metric_series(job, checkpoint))
-            )
-            cited, total = packet.sources(conn, sorted(cited_paths))
-            tl = build(conn, job_id, job)
+        facts = packet_facts(job_id, db, checkpoint)
+        job_id, job, chosen, lines = facts.job_id, facts.job, facts.chosen, facts.lines
+        cited, total, tl = facts.cited, facts.total, facts.timeline
         status(f"drawing the picture of job {job_id}")
         picture = render(tl, "png")
     evidence, missing = packet.evidence_text(lines, path)
@@ -85,9 +74,3 @@ def command(job_id: str, checkpoint: int | None, output: Path, fmt: str | None, 
     top = f"synestra-job-{job_id}" + (f"-checkpoint-{checkpoint}" if checkpoint is not None else "")
     out.write(output, packet.tar_gz(data, top))
     click.echo(f"{out.shown(output)}: packet of job {job_id}, {len(data)} files, {len(lines)} evidence lines", err=True)
-
-
-def open_store_read(db: str | None) -> Any:
-    from synestra_cli.store import open_store
-
-    return open_store(db, read_only=True)

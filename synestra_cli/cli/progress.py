@@ -19,7 +19,7 @@ def progress_on_tty(stream: TextIO | None = None) -> Iterator[None]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from synestra_cli import progress
+    from synestra_cli.api.shared import progress
 
     bar = Progress(
         TextColumn("{task.description}"),

@@ -95,7 +95,7 @@ def human_duration(seconds: float | None) -> str:
 
 def show_time(value: datetime) -> str:
     """A time for a human: UTC, and saying so (the store's naive times are UTC)."""
-    from synestra_cli.shown import iso
+    from synestra_cli.api.shared import iso
 
     return iso(value)
 

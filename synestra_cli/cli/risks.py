@@ -4,14 +4,12 @@ synestra_cli.fleet.risks)."""
 from __future__ import annotations
 
 import sys
-from datetime import timedelta
 
 import click
 
+from synestra_cli.api.shared import ExitCode, iso, path, plural
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import HISTORY_HOURS, RISK_FAIL_OVER, TIME_HELP, UTC_TIME, db_option, format_option
-from synestra_cli.errors import ExitCode
-from synestra_cli.shown import iso, path, plural
 
 CSV_COLUMNS = [
     "rank",
@@ -95,7 +93,7 @@ def _print(doc: dict) -> None:
 @click.option(
     "--history-hours",
     type=HISTORY_HOURS,
-    default=168.0,
+    default=168.0,  # api.health.HISTORY_HOURS (the library's default, kept literal: --help imports nothing)
     show_default=True,
     help="Look for known lemons in the jobs that ended this long before --at (0: skip, faster).",
 )
@@ -125,12 +123,10 @@ def command(at, history_hours, fail_over, db, fmt) -> None:
       synestra risks --at 2026-11-02T03:58:00 --format json | jq '.risks[0]'
       synestra risks --history-hours 0 --fail-over 0 || page-oncall   # every 5 minutes, from cron
     """
+    from synestra_cli.api.health import risks
     from synestra_cli.cli.render import dumps, render_rows
-    from synestra_cli.fleet.risks import risks_at
-    from synestra_cli.store import open_store
 
-    with open_store(db, read_only=True) as conn:
-        report = risks_at(conn, at, timedelta(hours=history_hours) if history_hours else None)
+    report = risks(db, at=at, history_hours=history_hours)
     doc = report.to_json()
     if report.stale:
         click.echo(

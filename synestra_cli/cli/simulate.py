@@ -7,10 +7,9 @@ from pathlib import Path
 
 import click
 
+from synestra_cli.api.catalog import LAUNCHERS, MIN_NODES, SCENARIOS, SCHEDULERS, TRAINERS, simulate
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import OUTPUT_FOLDER, SEED, Number, format_option
-from synestra_cli.simulate.model import LAUNCHERS, TRAINERS
-from synestra_cli.simulate.scenarios import MIN_NODES, SCENARIOS, SCHEDULERS, simulate
 
 
 @click.command("simulate")

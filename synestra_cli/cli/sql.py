@@ -7,8 +7,6 @@ import click
 from synestra_cli.cli.common import handle_errors
 from synestra_cli.cli.options import db_option, format_option
 from synestra_cli.cli.render import write_batches
-from synestra_cli.query.inspect import stream_sql
-from synestra_cli.store import open_store
 
 
 @click.command("sql")
@@ -29,14 +27,10 @@ def command(query, db, fmt) -> None:
       synestra sql "SELECT host, count(*) FROM events WHERE kind = 'xid' GROUP BY host"
       synestra sql "SELECT * FROM metrics WHERE host = 'gpu-004'" --format csv > gpu-004.csv
     """
-    from synestra_cli import settings
+    from synestra_cli.api import upkeep
     from synestra_cli.cli import main
-    from synestra_cli.store.session import MEMORY_LIMIT
 
-    if main.OWN_PROCESS:
-        # anyone's query: the process's data held to the budget, so that one huge value DuckDB allocates
-        # outside its pool is its out-of-memory (exit 10), not twice the budget
-        settings.bound_process_data(settings.memory_budget_bytes(MEMORY_LIMIT))
-    with open_store(db, locked=True) as conn:
-        columns, batches = stream_sql(conn, query)
+    if main.OWN_PROCESS:  # not in a test's or a notebook's process
+        upkeep.hold_process_to_budget()
+    with upkeep.query(query, db) as (columns, batches):
         write_batches(batches, columns, fmt)

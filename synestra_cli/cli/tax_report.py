@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 import click
 
+from synestra_cli.api.shared import ExitCode, plural
 from synestra_cli.cli.common import engine_option, handle_errors
 from synestra_cli.cli.options import (
     CAPACITY_GPUS,
@@ -21,11 +22,9 @@ from synestra_cli.cli.options import (
     window_options,
 )
 from synestra_cli.cli.render import console, dumps, human_duration, printable, render_rows, safe
-from synestra_cli.errors import ExitCode
-from synestra_cli.shown import plural
 
 if TYPE_CHECKING:  # the command imports the library when it runs (fast --help)
-    from synestra_cli.accounting.document import FleetDoc, IntervalDoc, JobTaxDoc, RankedCauseDoc
+    from synestra_cli.api.words import FleetDoc, IntervalDoc, JobTaxDoc, RankedCauseDoc
 
 BAR_WIDTH = 40
 JOB_CSV_COLUMNS = ["job", "gpus", "wall_s", "gpu_hours", "checkpoint_tax", "hidden_tax", "goodput", "failures"]
@@ -170,34 +169,23 @@ def command(jobs, all_jobs, since, until, hosts, price, capacity_gpus, by, fail_
     refuse_together({"--job": jobs, "--all": all_jobs})
     if hidden and fail_over is None:
         raise click.UsageError("--hidden needs --fail-over PCT")
-    from synestra_cli.accounting.attribution import build_report, tax_document
-    from synestra_cli.accounting.buckets import BUCKETS
-    from synestra_cli.cli.explain import selected_jobs
+    from synestra_cli.api.taxes import tax_report
+    from synestra_cli.api.words import BUCKETS
     from synestra_cli.cli.progress import progress_on_tty
-    from synestra_cli.store import open_store
 
-    with open_store(db, read_only=True) as conn:
-        chosen: list[str] | None = None
-        if jobs or hosts:
-            chosen = selected_jobs(conn, jobs, not jobs, hosts, since, until)
-        if engine != "local":  # explained by Ray workers, then reused as kept explanations (engine/)
-            from synestra_cli.engine import explain_on
-            from synestra_cli.explain.job import jobs_in_window
-
-            explain_on(engine, conn, db, chosen or jobs_in_window(conn, since, until))
-        with progress_on_tty():
-            full = build_report(
-                conn,
-                chosen[0] if chosen and len(chosen) == 1 else chosen,
-                since,
-                until,
-                price,
-                capacity_gpus,
-                by,
-                explanations=False,
-            )
-    full.keep(db)  # the next report reuses its explanations and accounting (explain/memo.py, accounting/kept.py)
-    doc = tax_document(full, by)
+    report = tax_report(
+        db=db,
+        jobs=jobs,
+        hosts=hosts,
+        since=since,
+        until=until,
+        price=price,
+        capacity_gpus=capacity_gpus,
+        by=by,
+        engine=engine,
+        long_steps=progress_on_tty,
+    )
+    doc = report.to_json()
     docs = doc["jobs"]
     if fmt == "json":
         click.echo(dumps(doc))

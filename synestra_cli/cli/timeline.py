@@ -50,19 +50,14 @@ def command(job_id: str, output: Path, fmt: str | None, db: str | None) -> None:
       synestra timeline --job 1003 -o job-1003.png
       synestra timeline --job 1003 -o - --format svg > job-1003.svg
     """
-    from synestra_cli.accounting.checkpoint_tax import explain_with_tax
+    from synestra_cli.api.views import timeline
     from synestra_cli.cli import output as out
     from synestra_cli.cli.progress import status_on_tty
     from synestra_cli.cli.timeline_chart import render
-    from synestra_cli.explain.timeline import build
-    from synestra_cli.query.clusters import resolve_job
-    from synestra_cli.store import open_store
 
     fmt = out.format_of(output, fmt, SUFFIXES)
     with status_on_tty(f"explaining job {job_id}") as status:
-        with open_store(db, read_only=True) as conn:
-            job = resolve_job(conn, job_id)
-            tl = build(conn, job, explain_with_tax(conn, job))
+        tl = timeline(job_id, db)
         status(f"drawing the {fmt.upper()} picture of job {job_id}")
         data = render(tl, fmt)
     out.write(output, data)

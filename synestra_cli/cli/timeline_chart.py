@@ -16,9 +16,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from synestra_cli.explain.explanation import CheckpointExplanation
-from synestra_cli.explain.reason import Cause
-from synestra_cli.explain.timeline import Timeline
+from synestra_cli.api.words import Cause, CheckpointExplanation, Timeline
 
 WIDTH = 1400  # PNG and SVG; the HTML page fills the window ("container")
 HEADLINE_COLOUR = "#b71c1c"

@@ -29,8 +29,8 @@ from typing import Any
 
 import duckdb
 
+from synestra_cli.accounting.kept import explanations as memo
 from synestra_cli.errors import UsageError
-from synestra_cli.explain import memo
 from synestra_cli.explain.batch import explain_batch
 from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.formats.base import IngestOptions

@@ -22,7 +22,8 @@ from synestra_cli.explain.assets import load_books
 from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.explain.inputs import JobInputs, comparable, inputs_for
 from synestra_cli.explain.job import event_read, explain_each, explain_job, telemetry_windows
-from synestra_cli.signals.fleet_telemetry import JobRead, Window, fleet_telemetry
+from synestra_cli.signals.fleet_tables import JobRead, Window
+from synestra_cli.signals.fleet_telemetry import fleet_telemetry
 from synestra_cli.signals.steps import DegradationWindow
 
 # Jobs whose telemetry is read at once: the campus's day (192 jobs) in one read, a month of it in 30.

@@ -1,5 +1,5 @@
 """The `synestra.explain/3` document as types: what `JobExplanation.to_json` writes (explain/explanation.py),
-what the kept explanations are read back from (explain/memo.py), what the renderers read, and what
+what the kept explanations are read back from (kept/explanations.py), what the renderers read, and what
 docs/explain.md describes. mypy checks both directions against these; a key added on one side only
 is an error.
 

@@ -20,7 +20,7 @@ from synestra_cli.explain.document import (
     RestartLoopDoc,
     link_doc,
 )
-from synestra_cli.explain.reason import Cause
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.explain.triggers import Checkpoint
 

@@ -12,6 +12,7 @@ import duckdb
 from synestra_cli import progress
 from synestra_cli.errors import EmptyStoreError, NotFoundError
 from synestra_cli.explain.assets import AssetBook, load_book
+from synestra_cli.explain.evidence import Cause, Evidence, crashes_of
 from synestra_cli.explain.explanation import (
     CheckpointExplanation,
     FailureExplanation,
@@ -20,16 +21,8 @@ from synestra_cli.explain.explanation import (
 )
 from synestra_cli.explain.inputs import JobInputs, comparable, job_inputs
 from synestra_cli.explain.loops import cause_key, restart_doc, restart_loops
-from synestra_cli.explain.reason import (
-    Cause,
-    Evidence,
-    Plan,
-    crashes_of,
-    plan,
-    plan_attempt_failure,
-    reason,
-    reason_failure,
-)
+from synestra_cli.explain.plan import Plan, plan, plan_attempt_failure
+from synestra_cli.explain.reason import reason, reason_failure
 from synestra_cli.explain.restarts import Restart, restarts, with_first_signal
 from synestra_cli.explain.rules import (
     FAILED_STATES,
@@ -41,10 +34,11 @@ from synestra_cli.explain.rules import (
 from synestra_cli.explain.runbook import enrich
 from synestra_cli.explain.triggers import Classified, classify, learn_cadence, preempted
 from synestra_cli.signals.activity import straggler_host
-from synestra_cli.signals.anomalies import Anomaly, anomalies, build_scope
+from synestra_cli.signals.anomalies import Anomaly, anomalies
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.peers import peer_outliers
 from synestra_cli.signals.scope import ANY_JOB_SQL, Attempt, JobScope
+from synestra_cli.signals.scope_samples import stage_scope
 from synestra_cli.store.parallel import default_workers, map_in_threads
 from synestra_cli.store.series import has_series_layout
 from synestra_cli.store.sql import scalar
@@ -143,15 +137,19 @@ def _evidence(
     if not spans:
         return ev
     if telemetry is None and has_series_layout(conn):  # one reading path for one job and many (store/series.py)
-        from synestra_cli.signals.fleet_telemetry import JobRead, fleet_telemetry
+        from synestra_cli.signals.fleet_tables import JobRead
+        from synestra_cli.signals.fleet_telemetry import fleet_telemetry
 
         job_read = JobRead(scope, spans, event_read(scope, spans), comparable(inputs))
         telemetry = fleet_telemetry(conn, {scope.job_id: job_read}).get(scope.job_id)
     if telemetry is not None and telemetry.windows == spans:
         ev.observed, found = telemetry.observed, telemetry.anomalies
     else:
-        ev.observed = build_scope(conn, scope, spans) > 0
-        found = anomalies(conn, windows=spans, comparable=comparable(inputs))
+        staged = stage_scope(conn, scope, spans)
+        ev.observed = staged.observed > 0
+        found = anomalies(
+            conn, windows=spans, comparable=comparable(inputs), samples=staged.samples, rules=staged.rules
+        )
     # the job's error counters against their peers: gray parts no rule's floor or own history shows
     cabled = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
     beside, fresh = peer_outliers(conn, scope.hosts, cabled, spans, found)

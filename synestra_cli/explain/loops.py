@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from synestra_cli.explain.document import RestartDoc, RestartLoopDoc
-from synestra_cli.explain.reason import Cause
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.restarts import STAGES, Restart
 
 CauseKey = tuple[str, str | None, str | None]

@@ -14,8 +14,8 @@ from typing import Any
 from synestra_cli.explain.assets import describe
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import ExplainTaxDoc
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.explanation import CheckpointExplanation, JobExplanation
-from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.restart_text import WORDS, loop_line, span, stage_times, stages_line
 from synestra_cli.shown import iso, plural
 

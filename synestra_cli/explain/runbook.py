@@ -7,7 +7,7 @@ from dataclasses import replace
 from synestra_cli.explain.actions import action_for
 from synestra_cli.explain.assets import AssetBook, assets_of
 from synestra_cli.explain.chain import ChainLink
-from synestra_cli.explain.reason import Cause, Reasoning
+from synestra_cli.explain.evidence import Cause, Reasoning
 
 SIGNAL_LAYERS = ("physical", "link", "traffic", "gpu")
 

@@ -2,10 +2,10 @@
 and the episodes they form per asset.
 
 The same rules and SQL as explain (signals/anomalies.py, signals/events.py), over the whole fleet
-instead of one job's scope: the window's telemetry goes into `_scope`, each series' baseline is its own
-low quantile in the window, counter rates come from window functions with resets handled. Episodes are
-formed per asset: signals whose windows lie within EPISODE_GAP of each other are one episode, so a
-link that keeps erring over days is several, one fault seen by many metrics is one.
+instead of one job's scope: the window's telemetry goes into the scope's samples (SCOPE), each series'
+baseline is its own low quantile in the window, counter rates come from window functions with resets
+handled. Episodes are formed per asset: signals whose windows lie within EPISODE_GAP of each other are
+one episode, so a link that keeps erring over days is several, one fault seen by many metrics is one.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from synestra_cli.signals.candidates import summaries_cover
 from synestra_cli.signals.events import Event, typed_events
 from synestra_cli.signals.peers import peer_outliers
 from synestra_cli.signals.scope import JobScope
+from synestra_cli.signals.scope_samples import empty_scope, load_rules, stage_scope
+from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import PEER_RULES
 from synestra_cli.store.sql import placeholders
 
@@ -47,7 +49,7 @@ SERIES_HOSTS_SQL = """
 SELECT DISTINCT host FROM metrics WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) ORDER BY host
 """
 FLEET_SCOPE_SQL = """
-INSERT INTO _scope (ts, host, entity, metric, value) SELECT ts, host, entity, metric, value FROM metrics
+INSERT INTO {scope} (ts, host, entity, metric, value) SELECT ts, host, entity, metric, value FROM metrics
 WHERE ts BETWEEN ? AND ? AND metric IN ({metrics}) AND host IN ({hosts})
 """
 # The hosts (and switches) with telemetry of these metrics in the window, from their hourly summaries.
@@ -87,13 +89,12 @@ def fleet_signals(
     """Anomaly windows and typed events of the whole fleet in [start, end], in time order. Xid 13/31
     (the application's own faults, NVIDIA's catalog) are left out: they say nothing of the part.
     `min_samples` 1 (risks) also returns single-scrape windows; an episode needs them corroborated."""
-    an._load_rules(conn)  # the rules table the anomaly SQL joins (signals/anomalies.py)
     metrics = [r.metric for r in METRIC_RULES]
     found: list[Signal] = []
     if summaries_cover(conn, start, end):
         found += _from_summaries(conn, start, end, metrics, min_samples)
     else:
-        found += _from_samples(conn, start, end, metrics, min_samples)
+        found += _from_samples(conn, load_rules(conn), start, end, metrics, min_samples)
     hosts = [r[0] for r in conn.execute(EVENT_HOSTS_SQL, [start, end]).fetchall()]
     found += [e for e in typed_events(conn, hosts, start, end) if not (e.kind == "xid" and e.code in XID_APP)]
     return sorted(found, key=signal_order)
@@ -102,7 +103,7 @@ def fleet_signals(
 def _from_summaries(
     conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, metrics: list[str], min_samples: int
 ) -> list[Signal]:
-    """The window's anomalies as one job's are found (signals/anomalies.py build_scope): every host and
+    """The window's anomalies as one job's are found (signals/scope_samples.py stage_scope): every host and
     switch a job of the whole fleet and the whole window, its series tested on the hourly summaries and
     only the candidates' samples read (by series id in the series layout). A series that is no candidate
     holds no anomaly window, so these are the anomalies of every sample (_from_samples)."""
@@ -115,15 +116,21 @@ def _from_summaries(
     found: list[Signal] = []
     for i in range(0, len(hosts), HOST_BATCH):  # a month's candidates of every host would not fit in memory
         scope = JobScope("fleet", [], hosts[i : i + HOST_BATCH])
-        an.build_scope(conn, scope, [(start, end)], min_samples, clock_events=False)
-        found += an.anomalies(conn, min_samples)
+        read = stage_scope(conn, scope, [(start, end)], min_samples, clock_events=False)
+        found += an.anomalies(conn, min_samples, samples=read.samples, rules=read.rules)
     return found
 
 
 def _from_samples(
-    conn: duckdb.DuckDBPyConnection, start: datetime, end: datetime, metrics: list[str], min_samples: int
+    conn: duckdb.DuckDBPyConnection,
+    rules: TempTable,
+    start: datetime,
+    end: datetime,
+    metrics: list[str],
+    min_samples: int,
 ) -> list[Signal]:
-    """Without summaries for the whole window: every sample of the window, a batch of hosts at a time."""
+    """Without summaries for the whole window: every sample of the window, a batch of hosts at a time,
+    judged by `rules` (signals/scope_samples.py load_rules)."""
     marks = placeholders(len(metrics))
     series_hosts = [
         r[0] for r in conn.execute(SERIES_HOSTS_SQL.format(metrics=marks), [start, end, *metrics]).fetchall()
@@ -131,11 +138,10 @@ def _from_samples(
     found: list[Signal] = []
     for i in range(0, len(series_hosts), HOST_BATCH):
         batch = series_hosts[i : i + HOST_BATCH]
-        conn.execute(an.SCOPE_DDL)
-        conn.execute(
-            FLEET_SCOPE_SQL.format(metrics=marks, hosts=placeholders(len(batch))), [start, end, *metrics, *batch]
-        )
-        found += an.anomalies(conn, min_samples)
+        samples = empty_scope(conn)
+        sql = staged_sql(FLEET_SCOPE_SQL, scope=samples).format(metrics=marks, hosts=placeholders(len(batch)))
+        conn.execute(sql, [start, end, *metrics, *batch])
+        found += an.anomalies(conn, min_samples, samples=samples, rules=rules)
     return found
 
 

@@ -11,6 +11,9 @@ a million rows through window functions:
 2. the samples of the candidate series only (kept as lists by the same aggregate: no second scan),
    into the temp table `_scope`, which every later query reads.
 
+Both steps are signals/scope_samples.py's: `stage_scope` returns the handles of the samples and rules it
+wrote (signals/staging.py), and `anomalies` here takes them and judges the samples.
+
 Each entity's baseline is a low (or, for "down is bad" gauges, high) quantile of its own samples, so a
 fault covering less than three quarters of the scope cannot hide itself; a sample is anomalous when
 it crosses both the rule's absolute floor and the baseline by the rule's ratio and margin. Consecutive
@@ -37,81 +40,21 @@ from synestra_cli.signals.baselines import (
     limits_sql,
     pre_onset_sql,
 )
-from synestra_cli.signals.candidates import scope_from_summaries, summaries_cover
-from synestra_cli.signals.counters import SCOPE_RATES_SQL
-from synestra_cli.signals.scope import JobScope
+from synestra_cli.signals.counters import distinct_rates_sql
+from synestra_cli.signals.scope_samples import RULES, SCOPE
+from synestra_cli.signals.scope_samples import build_scope as build_scope  # its callers' name (tests, risks)
+from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import (
-    CLOCK_EVENT_METRIC,
-    CLOCK_EVENT_SIGNALS,
-    DISCRETE_METRICS,
-    METRIC_RULES,
     MIN_ANOMALY_SAMPLES,
     PEER_ORDINARY_DECADES,
 )
-from synestra_cli.store.sql import insert_rows, placeholders, scalar
 
-RULES_DDL = """
-CREATE OR REPLACE TEMP TABLE _rules (metric VARCHAR, kind VARCHAR, direction VARCHAR, floor DOUBLE,
-    ratio DOUBLE, delta DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE, discrete BOOLEAN)
-"""
-PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _ports (host VARCHAR, entity VARCHAR)"
+# The tables of the anomaly SQL (signals/staging.py); the samples it judges are staged by signals/scope_samples.py.
+WINDOWS = TempTable("_windows", ("w", "lo", "hi"))  # the read windows
+IDLE = TempTable("_idle", ("lo", "hi"))  # the job's own idle spans
+SIG = TempTable("_sig", ("ts", "prev_ts", "host", "entity", "metric", "x", "ok"))  # each sample's signal value
 
-# All windows in one statement: a row group holds a host's whole day, series after series, so the host
-# list is what lets DuckDB skip row groups (zonemaps), and a statement per window would read the same
-# row groups once per window. Job hosts and switch ports go in two statements: an OR across them would
-# hide the host list from the zonemaps. Job hosts: every entity; switches: only the ports cabled to them.
-SERIES_DDL = """
-CREATE OR REPLACE TEMP TABLE _series (host VARCHAR, entity VARCHAR, metric VARCHAR, n BIGINT, lo DOUBLE,
-    hi DOUBLE, q DOUBLE[], tss TIMESTAMP[], vs DOUBLE[])
-"""
-# One row per series: its summary, and its samples as two lists (so that the candidates' samples need
-# no second scan; a list holds a series' few dozen samples of the windows).
-_SUMMARY = """
-SELECT m.host, m.entity, m.metric, count(*), min(value), max(value),
-       quantile_cont(value, [0.25, 0.75]) FILTER (WHERE r.kind = 'gauge'), list(ts), list(value)
-FROM metrics m LEFT JOIN _rules r ON r.metric = m.metric {join}
-WHERE ({spans}) AND m.host IN ({hosts}) {entities} AND m.metric IN ({metrics}) AND value IS NOT NULL
-GROUP BY m.host, m.entity, m.metric
-"""
-SERIES_HOSTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
-    join="", spans="{spans}", hosts="{hosts}", entities="", metrics="{metrics}"
-)
-SERIES_PORTS_SQL = "INSERT INTO _series " + _SUMMARY.format(
-    join="SEMI JOIN _ports p ON p.host = m.host AND p.entity = m.entity",
-    spans="{spans}",
-    hosts="{hosts}",
-    entities="AND m.entity IN ({ports})",
-    metrics="{metrics}",
-)
-SCOPE_DDL = """
-CREATE OR REPLACE TEMP TABLE _scope (ts TIMESTAMP, host VARCHAR, entity VARCHAR, metric VARCHAR, value DOUBLE)
-"""
-# The samples of the candidates only: a gauge whose range crosses its rule (its extreme against its
-# other extreme: a superset of the anomaly test below, whose baseline is a quartile of the healthiest
-# window, so no candidate is lost), a counter that moved (one that never did has no rate),
-# and a clocks-event bitmask that changed (its bits are decoded below; a constant one has no anomaly,
-# since each bit is judged against the GPU's own history). The bitmask has no rule of its own: LEFT JOIN.
-SCOPE_SQL = """
-INSERT INTO _scope SELECT unnest(s.tss), s.host, s.entity, s.metric, unnest(s.vs)
-FROM _series s LEFT JOIN _rules r USING (metric)
-WHERE CASE WHEN s.metric = ? THEN s.hi > s.lo
-           WHEN r.kind = 'counter' THEN s.hi > s.lo
-           WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
-           ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta END
-"""
-
-# The clocks-event bitmask decoded into one 0/1 sample per signal bit (rules.CLOCK_EVENT_SIGNALS): a
-# float export (136.0) reads like an integer one, at whatever rate it was sampled.
-CLOCK_BITS_SQL = """
-INSERT INTO _scope
-SELECT s.ts, s.host, s.entity, d.metric,
-       CASE WHEN s.b & d.bit <> 0 AND s.b & d.unless = 0 THEN 1.0 ELSE 0.0 END
-FROM (SELECT ts, host, entity, TRY_CAST(round(value) AS BIGINT) AS b FROM _scope WHERE metric = ?) s
-CROSS JOIN (VALUES {values}) d(metric, bit, unless)
-WHERE s.b IS NOT NULL AND s.b >= 0
-"""
-
-WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
+WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE {windows} (w BIGINT, lo TIMESTAMP, hi TIMESTAMP)"
 # Each scoped sample's signal value: the rate for counters, the value for gauges (materialised once).
 # A sample is comparable unless it was taken in one of the job's own idle spans (explain/inputs.py
 # comparable: its saves and restores, each attempt's start-up and end around its iteration lines, the
@@ -122,14 +65,14 @@ WINDOWS_DDL = "CREATE OR REPLACE TEMP TABLE _windows (w BIGINT, lo TIMESTAMP, hi
 # measured against them. The spans are disjoint and sorted, so the latest one starting at or before the
 # sample (an ASOF join) is the only one that can hold it.
 COMPARABLE_SQL = "(i.hi IS NULL OR s.ts > i.hi)"
-IDLE_DDL = "CREATE OR REPLACE TEMP TABLE _idle AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
+IDLE_DDL = "CREATE OR REPLACE TEMP TABLE {idle} AS SELECT unnest(?::TIMESTAMP[]) AS lo, unnest(?::TIMESTAMP[]) AS hi"
 # `ok`: the sample is comparable (COMPARABLE_SQL): it may make the baseline.
 SIGNAL_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _sig AS
+CREATE OR REPLACE TEMP TABLE {{sig}} AS
 SELECT s.ts, s.prev_ts, s.host, s.entity, s.metric, CASE WHEN r.kind = 'counter' THEN s.rate ELSE s.value END AS x,
        {COMPARABLE_SQL} AS ok
-FROM ({SCOPE_RATES_SQL}) s JOIN _rules r USING (metric)
-ASOF LEFT JOIN _idle i ON s.ts >= i.lo
+FROM ({distinct_rates_sql("{scope}")}) s JOIN {{rules}} r USING (metric)
+ASOF LEFT JOIN {{idle}} i ON s.ts >= i.lo
 """
 
 # Per series: its baseline and threshold (signals/baselines.py); only series whose extreme crosses it go
@@ -141,10 +84,10 @@ ASOF LEFT JOIN _idle i ON s.ts >= i.lo
 ANOMALIES_SQL = f"""
 WITH pooled AS (
     SELECT host, entity, metric, {POOLED_SQL}
-    FROM _sig WHERE x IS NOT NULL GROUP BY host, entity, metric
+    FROM {{sig}} WHERE x IS NOT NULL GROUP BY host, entity, metric
 ), per_window AS (
     SELECT s.host, s.entity, s.metric, w.w, {PER_WINDOW_SQL}
-    FROM _sig s JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
+    FROM {{sig}} s JOIN {{windows}} w ON s.ts BETWEEN w.lo AND w.hi
     WHERE s.x IS NOT NULL AND s.ok GROUP BY s.host, s.entity, s.metric, w.w HAVING count(*) >= ?
 ), healthiest AS (
     SELECT host, entity, metric, {HEALTHIEST_SQL} FROM per_window GROUP BY host, entity, metric
@@ -156,15 +99,15 @@ WITH pooled AS (
     SELECT host, entity, metric, hi, lo, r.* EXCLUDE (metric),
            CASE WHEN r.direction = 'up' THEN q[1] ELSE q[2] END AS b,
            CASE WHEN r.direction = 'up' THEN p1 ELSE p2 END AS prov
-    FROM base JOIN _rules r USING (metric)
+    FROM base JOIN {{rules}} r USING (metric)
 ), limits0 AS (
     SELECT *, {limits_sql("cand0")}
-), {pre_onset_sql("_sig", ("host", "entity", "metric"))}, flagged AS (
+), {pre_onset_sql("{sig}", ("host", "entity", "metric"))}, flagged AS (
     SELECT s.ts, s.prev_ts, s.x, l.*,
            {BAD_SAMPLE_SQL},
            row_number() OVER (PARTITION BY s.host, s.entity, s.metric ORDER BY s.ts, s.x) AS rn, w.w AS win
-    FROM _sig s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
-    LEFT JOIN _windows w ON s.ts BETWEEN w.lo AND w.hi
+    FROM {{sig}} s JOIN limits l ON l.host = s.host AND l.entity IS NOT DISTINCT FROM s.entity AND l.metric = s.metric
+    LEFT JOIN {{windows}} w ON s.ts BETWEEN w.lo AND w.hi
 ), islands AS (
     SELECT *, rn - row_number() OVER (PARTITION BY host, entity, metric ORDER BY rn) AS island
     FROM flagged WHERE bad
@@ -250,81 +193,6 @@ class Anomaly:
         return abs(self.after - self.before) / margin if margin > 0 else 1.0
 
 
-def _load_rules(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute(RULES_DDL)
-    insert_rows(conn, "_rules", [(*r, r.metric in DISCRETE_METRICS) for r in METRIC_RULES])
-
-
-def build_scope(
-    conn: duckdb.DuckDBPyConnection,
-    scope: JobScope,
-    windows: list[tuple[datetime, datetime]],
-    min_samples: int = MIN_ANOMALY_SAMPLES,
-    clock_events: bool = True,
-) -> int:
-    """Decide which series of the job's telemetry inside the (sorted, disjoint) windows could hold an
-    anomaly window of `min_samples` (as `anomalies` will be asked), from the hourly summaries or else
-    from the samples (`_series`), and copy the raw samples of those candidates into the temp table
-    `_scope`. Returns the series observed (> 0 when any sample falls in the windows). `clock_events` False:
-    the clocks-event bitmask is not read (the fleet's scan judges the rules' metrics only: fleet/scan.py)."""
-    _load_rules(conn)
-    conn.execute(PORTS_DDL)
-    ports = sorted({(lk.switch, lk.switch_port) for lk in scope.links if lk.switch and lk.switch_port})
-    # two list parameters, not one per value: a 1,024-host job has 8,192 ports
-    conn.execute(
-        "INSERT INTO _ports SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
-        [[p[0] for p in ports], [p[1] for p in ports]],
-    )
-    switches = sorted({p[0] for p in ports} - set(scope.hosts))
-    port_names = sorted({p[1] for p in ports})
-    derived = {name for name, _, _ in CLOCK_EVENT_SIGNALS}
-    metrics = [r.metric for r in METRIC_RULES if r.metric not in derived] + [CLOCK_EVENT_METRIC] * clock_events
-    conn.execute(SERIES_DDL)
-    conn.execute(SCOPE_DDL)
-    if not windows:
-        return 0
-    observed = None
-    if summaries_cover(conn, windows[0][0], windows[-1][1]):
-        observed = scope_from_summaries(conn, windows, scope.hosts, switches, port_names, metrics, min_samples)
-    if observed is None:
-        conn.execute(SCOPE_DDL)
-        observed = _scope_from_samples(conn, windows, scope.hosts, switches, port_names, metrics)
-    values = ", ".join(["(?, ?, ?)"] * len(CLOCK_EVENT_SIGNALS))
-    bits = [v for signal in CLOCK_EVENT_SIGNALS for v in signal]
-    conn.execute(CLOCK_BITS_SQL.format(values=values), [CLOCK_EVENT_METRIC, *bits])
-    return observed
-
-
-def _scope_from_samples(
-    conn: duckdb.DuckDBPyConnection,
-    windows: list[tuple[datetime, datetime]],
-    hosts: list[str],
-    switches: list[str],
-    port_names: list[str],
-    metrics: list[str],
-) -> int:
-    """Without summaries (a store opened read-only before migration 012, or a source not yet
-    summarised): every series summarised from its samples in one scan, then the candidates kept."""
-    spans = " OR ".join(["ts BETWEEN ? AND ?"] * len(windows))
-    bounds = [t for window in windows for t in window]
-    conn.execute(
-        SERIES_HOSTS_SQL.format(spans=spans, hosts=placeholders(len(hosts)), metrics=placeholders(len(metrics))),
-        [*bounds, *hosts, *metrics],
-    )
-    if switches:
-        conn.execute(
-            SERIES_PORTS_SQL.format(
-                spans=spans,
-                hosts=placeholders(len(switches)),
-                ports=placeholders(len(port_names)),
-                metrics=placeholders(len(metrics)),
-            ),
-            [*bounds, *switches, *port_names, *metrics],
-        )
-    conn.execute(SCOPE_SQL, [CLOCK_EVENT_METRIC])
-    return int(scalar(conn, "SELECT count(*) FROM _series"))
-
-
 @dataclass(frozen=True)
 class Comparable:
     """When a job's samples are not comparable with the rest (COMPARABLE_SQL): its own idle spans (saves,
@@ -344,10 +212,21 @@ def disjoint(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, dat
     return out
 
 
-def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> None:
-    """_idle for SIGNAL_SQL."""
+def load_comparable(conn: duckdb.DuckDBPyConnection, comparable: Comparable | None) -> TempTable:
+    """The job's idle spans, for SIGNAL_SQL."""
     spans = (comparable or Comparable()).idle
-    conn.execute(IDLE_DDL, [[lo for lo, _ in spans], [hi for _, hi in spans]])
+    conn.execute(staged_sql(IDLE_DDL, idle=IDLE), [[lo for lo, _ in spans], [hi for _, hi in spans]])
+    return IDLE
+
+
+def _load_windows(conn: duckdb.DuckDBPyConnection, windows: list[tuple[datetime, datetime]] | None) -> TempTable:
+    conn.execute(staged_sql(WINDOWS_DDL, windows=WINDOWS))
+    if windows:
+        conn.execute(
+            f"INSERT INTO {WINDOWS} SELECT unnest(range(?)), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[])",
+            [len(windows), [w[0] for w in windows], [w[1] for w in windows]],
+        )
+    return WINDOWS
 
 
 def anomalies(
@@ -355,20 +234,18 @@ def anomalies(
     min_samples: int = MIN_ANOMALY_SAMPLES,
     windows: list[tuple[datetime, datetime]] | None = None,
     comparable: Comparable | None = None,
+    samples: TempTable = SCOPE,
+    rules: TempTable = RULES,
 ) -> list[Anomaly]:
-    """Anomaly windows over `_scope` (build_scope first), in onset order. `min_samples`: risks asks
-    for single-sample windows too, and then wants them corroborated (fleet/scan.py). `windows`: the
-    read windows of the scope, each a candidate baseline (None: one, all samples pooled). `comparable`:
-    when the job's samples may make a baseline (None: all of them)."""
-    load_comparable(conn, comparable)
-    conn.execute(SIGNAL_SQL)
-    conn.execute(WINDOWS_DDL)
-    if windows:
-        conn.execute(
-            "INSERT INTO _windows SELECT unnest(range(?)), unnest(?::TIMESTAMP[]), unnest(?::TIMESTAMP[])",
-            [len(windows), [w[0] for w in windows], [w[1] for w in windows]],
-        )
-    rows = conn.execute(ANOMALIES_SQL, [MIN_BASELINE_SAMPLES, min_samples]).fetchall()
+    """Anomaly windows over `samples` judged by `rules` (stage_scope's ScopeRead), in onset order.
+    `min_samples`: risks asks for single-sample windows too, and then wants them corroborated
+    (fleet/scan.py). `windows`: the read windows of the scope, each a candidate baseline (None: one, all
+    samples pooled). `comparable`: when the job's samples may make a baseline (None: all of them)."""
+    idle = load_comparable(conn, comparable)
+    conn.execute(staged_sql(SIGNAL_SQL, sig=SIG, scope=samples, rules=rules, idle=idle))
+    read = _load_windows(conn, windows)
+    sql = staged_sql(ANOMALIES_SQL, sig=SIG, windows=read, rules=rules)
+    rows = conn.execute(sql, [MIN_BASELINE_SAMPLES, min_samples]).fetchall()
     return [anomaly_of(row) for row in rows]
 
 

@@ -27,7 +27,9 @@ from datetime import datetime
 import duckdb
 
 from synestra_cli import settings
-from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, CLOCK_EVENT_SIGNALS, MIN_ANOMALY_SAMPLES
+from synestra_cli.signals.candidate_test import CANDIDATE_TEST, HOST_BITS, HOST_SERIES_COLUMNS, SERIES_BITS
+from synestra_cli.signals.staging import TempTable, staged_sql
+from synestra_cli.signals.thresholds import CLOCK_EVENT_METRIC, MIN_ANOMALY_SAMPLES
 from synestra_cli.store.series import SAME_SERIES, has_series_layout
 from synestra_cli.store.sql import has_table, one_row, placeholders, scalar
 from synestra_cli.store.summaries import BUCKET
@@ -44,8 +46,16 @@ SELECT count(*) FROM sources s ANTI JOIN summarised_sources u USING (source_id)
 WHERE s.first_ts IS NULL OR (s.last_ts >= ? AND s.first_ts <= ?)
 """
 
+# The tables scope_from_summaries makes and hands to its steps (signals/staging.py): the series summaries'
+# hours (SUMM), the candidates (CAND), the host stage's (HOST_CAND), and the candidates' hours and rows by rowid.
+SUMM = TempTable("_summ", ("source_id", "bucket", "row_lo", "row_hi", "host", "entity", "metric", "touches", "n"))
+CAND = TempTable("_cand", ("host", "entity", "metric"))
+HOST_CAND = TempTable("_host_cand", ("host", "metric"))
+HOURS = TempTable("_cand_hours", ("source_id", "host", "entity", "metric", "bucket", "n", "row_lo", "row_hi"))
+ROWS = TempTable("_cand_rows", ("ts", "host", "entity", "metric", "value"))
+
 SUMM_DDL = """
-CREATE OR REPLACE TEMP TABLE _summ (source_id INTEGER, bucket TIMESTAMP, row_lo BIGINT, row_hi BIGINT, host VARCHAR,
+CREATE OR REPLACE TEMP TABLE {summ} (source_id INTEGER, bucket TIMESTAMP, row_lo BIGINT, row_hi BIGINT, host VARCHAR,
     entity VARCHAR, metric VARCHAR, touches BOOLEAN, seen BOOLEAN, n BIGINT, lo DOUBLE, hi DOUBLE,
     fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE, rate_lo DOUBLE, rate_hi DOUBLE,
     backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
@@ -54,7 +64,7 @@ CREATE OR REPLACE TEMP TABLE _summ (source_id INTEGER, bucket TIMESTAMP, row_lo 
 # one of its samples is surely inside one (its first or last). The hosts' first and last name bound the
 # scan itself (a long host list is a join after the scan): a job's hosts are mostly a range of names.
 _SUMM = """
-INSERT INTO _summ
+INSERT INTO {summ}
 SELECT s.source_id, s.bucket, {ranges}, s.host, s.entity, s.metric, {touches}, {seen}, s.n, s.lo, s.hi,
        s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards, s.repeats, s.pair_hi,
        s.pair_lo, s.bits_or, s.bits_and
@@ -63,7 +73,7 @@ WHERE s.last_ts >= ? AND s.first_ts <= ? AND s.host BETWEEN ? AND ? AND s.host I
   AND s.metric IN ({metrics})
 """
 SUMM_HOSTS_SQL = _SUMM.replace("{join}", "").replace("{entities}", "")
-SUMM_PORTS_SQL = _SUMM.replace("{join}", "SEMI JOIN _ports p ON p.host = s.host AND p.entity = s.entity").replace(
+SUMM_PORTS_SQL = _SUMM.replace("{join}", "SEMI JOIN {cabled} p ON p.host = s.host AND p.entity = s.entity").replace(
     "{entities}", "AND s.entity IN ({ports})"
 )
 
@@ -81,11 +91,11 @@ WITH series AS (
            max(pair_hi) FILTER (touches) AS pair_hi, min(pair_lo) FILTER (touches) AS pair_lo,
            bit_or(bits_or) FILTER (touches) AS bits_or, bit_and(bits_and) FILTER (touches) AS bits_and,
            min(source_id) <> max(source_id) AS several
-    FROM _summ GROUP BY host, entity, metric
+    FROM {summ} GROUP BY host, entity, metric
 ), e AS (
     SELECT u.host, u.entity, u.metric, u.touches, u.first_v, u.fin_first_ts,
            lag(u.last_v) OVER w AS p_v, lag(u.fin_last_ts) OVER w AS p_ts
-    FROM _summ u SEMI JOIN series s
+    FROM {summ} u SEMI JOIN series s
          ON s.several AND s.host IS NOT DISTINCT FROM u.host AND s.entity IS NOT DISTINCT FROM u.entity
         AND s.metric = u.metric
     WHERE u.fin_first_ts IS NOT NULL
@@ -111,32 +121,9 @@ FROM series s LEFT JOIN edges e
 WHERE s.n > 0
 """
 
-# A decoded clocks-event bit can vary only if it is set in some sample and, in another, clear or
-# overridden by one of its `unless` bits (signals/anomalies.py CLOCK_BITS_SQL).
-BIT_VARIES = " OR ".join(
-    f"(s.bits_or & {bit} <> 0 AND (s.bits_and & {bit} = 0 OR s.bits_or & {unless} <> 0))"
-    for _, bit, unless in CLOCK_EVENT_SIGNALS
-)
-# A gauge's window of anomalous samples needs two of them in a row inside one read window (unless its
-# metric is discrete; signals/anomalies.py), both across the rule: so the level both samples of a pair
-# reach (pair_hi, pair_lo) must cross it. Not when the order of a pair is in doubt (repeated times,
-# sources that overlap), nor when one sample makes a window ($pairs false: min_samples 1).
-CANDIDATE_TEST = """
-CASE WHEN s.metric = $bitmask THEN {bits}
-     WHEN r.kind = 'counter' THEN s.hi > s.lo AND (r.direction <> 'up' OR s.backwards + s.unordered > 0
-          OR (s.rate_hi >= r.floor AND s.rate_hi > s.rate_lo * r.ratio + r.delta))
-     WHEN r.direction = 'up' THEN s.hi >= r.floor AND s.hi > s.lo * r.ratio + r.delta
-          AND (NOT $pairs OR r.discrete OR s.unordered > 0
-               OR coalesce(s.pair_hi >= r.floor AND s.pair_hi > s.lo * r.ratio + r.delta, false))
-     ELSE s.lo <= r.floor AND s.lo < s.hi * r.ratio - r.delta
-          AND (NOT $pairs OR r.discrete OR s.unordered > 0
-               OR coalesce(s.pair_lo <= r.floor AND s.pair_lo < s.hi * r.ratio - r.delta, false)) END
-"""
-# A bitmask that could not be decoded (NULL bits) is tested on its range.
-SERIES_BITS = f"(CASE WHEN s.bits_or IS NULL THEN s.hi > s.lo ELSE {BIT_VARIES} END)"
 CANDIDATES_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _cand AS
-SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN _rules r USING (metric)
+CREATE OR REPLACE TEMP TABLE {{cand}} AS
+SELECT s.host, s.entity, s.metric FROM _cand_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 """
 
@@ -146,15 +133,6 @@ WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 # passes the test above makes its host pass this one: a host that fails it holds no candidate, and its
 # per-series summaries are not read. Which source follows which is per series: a (host, metric) held by
 # several sources goes on to the per-series test, which adds the pairs between them.
-# A (host, metric)'s hours combined, as _cand_series combines a series' (one text for the per-job host stage
-# and the fleet's: signals/fleet_candidates.py).
-HOST_SERIES_COLUMNS = """
-       bool_or(seen) AS seen, sum(n) FILTER (touches) AS n, min(lo) FILTER (touches) AS lo,
-       max(hi) FILTER (touches) AS hi, min(rate_lo) AS rate_lo, max(rate_hi) AS rate_hi,
-       sum(backwards) AS backwards, sum(repeats) AS unordered, max(pair_hi) FILTER (touches) AS pair_hi,
-       min(pair_lo) FILTER (touches) AS pair_lo, bit_or(bits_or) FILTER (touches) AS bits_or,
-       bit_and(bits_and) FILTER (touches) AS bits_and, bool_or(bits_null) FILTER (touches) AS bits_null,
-       min(source_id) <> max(source_id) AS several"""
 HOST_SERIES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _host_series AS
 SELECT host, metric, {HOST_SERIES_COLUMNS}
@@ -163,18 +141,16 @@ FROM (SELECT s.*, {{touches}} AS touches, {{seen}} AS seen FROM host_summaries s
 GROUP BY host, metric
 """
 HOST_OBSERVED_SQL = "SELECT count(*) FILTER (seen AND n > 0), count(*) FILTER (n > 0) FROM _host_series"
-# A host's undecoded entities on their range, the others on their bits.
-HOST_BITS = f"(coalesce(s.bits_null AND s.hi > s.lo, false) OR coalesce({BIT_VARIES}, false))"
 HOST_CANDIDATES_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _host_cand AS
-SELECT s.host, s.metric FROM _host_series s LEFT JOIN _rules r USING (metric)
+CREATE OR REPLACE TEMP TABLE {{host_cand}} AS
+SELECT s.host, s.metric FROM _host_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE s.n > 0 AND (s.several OR {CANDIDATE_TEST.format(bits=HOST_BITS)})
 """
 # The sources that hold a candidate's samples: a candidate's samples in the windows are in hours that
 # touch them, and every such hour of every source has its summary row (summaries_cover).
 CAND_SOURCES_SQL = """
-SELECT DISTINCT s.source_id, s.host FROM _summ s
-SEMI JOIN _cand c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
+SELECT DISTINCT s.source_id, s.host FROM {summ} s
+SEMI JOIN {cand} c ON c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 ORDER BY ALL
 """
 # The candidates' hours that touch a window, with where their samples are (store/summaries.py row_lo, row_hi).
@@ -186,7 +162,7 @@ SELECT {distinct}s.source_id, s.host, s.entity, s.metric, s.bucket, s.n, s.row_l
 SEMI JOIN {cand} c ON {job}c.host = s.host AND c.entity IS NOT DISTINCT FROM s.entity AND c.metric = s.metric
 WHERE s.touches
 """
-CAND_HOURS_SQL = CAND_HOURS.format(hours="_cand_hours", distinct="", summ="_summ", cand="_cand", job="")
+CAND_HOURS_SQL = CAND_HOURS.format(hours="{hours}", distinct="", summ="{summ}", cand="{cand}", job="")
 # Those hours' samples read by rowid: a few hundred rows per candidate. Only rows of the hour's own source,
 # series and hour count, so the read holds all of an hour's samples exactly when it finds `n` of them.
 # The ranges are constant `rowid BETWEEN` terms: DuckDB pushes those to the table scan, which reads only
@@ -235,8 +211,8 @@ ROWID_CHECK = "SELECT (SELECT count(*) FROM {rows}) = (SELECT sum(n) FROM {hours
 # Else the candidates' own samples in the windows: only the row groups of the files that hold them (a row
 # group holds one or two files: the source list skips the host's other exporters' files as well).
 RAW_SQL = """
-INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
-FROM metrics m SEMI JOIN _cand c
+INSERT INTO {scope} SELECT m.ts, m.host, m.entity, m.metric, m.value
+FROM metrics m SEMI JOIN {cand} c
      ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.metric IN ({metrics})
   AND m.value IS NOT NULL
@@ -246,8 +222,8 @@ WHERE ({spans}) AND m.source_id IN ({sources}) AND m.host IN ({hosts}) AND m.met
 # The series layout (store/series.py): the candidates' samples by their series' ids (DuckDB pushes them into
 # the scan), in the windows; the hull bounds the scan in time. signals/fleet_telemetry.py reads a fleet's alike.
 SCOPE_BY_SERIES_SQL = f"""
-INSERT INTO _scope SELECT m.ts, m.host, m.entity, m.metric, m.value
-FROM metrics m JOIN (SELECT d.series_id FROM _cand c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}) c
+INSERT INTO {{scope}} SELECT m.ts, m.host, m.entity, m.metric, m.value
+FROM metrics m JOIN (SELECT d.series_id FROM {{cand}} c JOIN series d ON {SAME_SERIES.format(a="d", b="c")}) c
      ON c.series_id = m.series_id
 WHERE ({{spans}}) AND m.ts BETWEEN ? AND ? AND m.value IS NOT NULL
 """
@@ -263,6 +239,9 @@ def summaries_cover(conn: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime)
 
 def scope_from_summaries(
     conn: duckdb.DuckDBPyConnection,
+    samples: TempTable,
+    rules: TempTable,
+    ports: TempTable,
     windows: list[tuple[datetime, datetime]],
     hosts: list[str],
     switches: list[str],
@@ -270,8 +249,9 @@ def scope_from_summaries(
     metrics: list[str],
     min_samples: int = MIN_ANOMALY_SAMPLES,
 ) -> int | None:
-    """Fill `_scope` with the candidates' samples in the (sorted, disjoint) windows, for anomaly windows
-    of at least `min_samples` samples (discrete metrics: one); `_rules` and `_ports` are loaded. Returns
+    """Fill `samples` with the candidates' samples in the (sorted, disjoint) windows, for anomaly windows
+    of at least `min_samples` samples (discrete metrics: one), tested by `rules`; `ports`: the switch ports
+    cabled to the job's hosts (signals/scope_samples.py loads both). Returns
     the series (hosts' metrics, after the host stage) observed in the windows, or None when the summaries
     cannot tell whether any sample falls inside them (the caller then reads raw)."""
     touches = " OR ".join(["(s.last_ts >= ? AND s.first_ts <= ?)"] * len(windows))
@@ -281,16 +261,16 @@ def scope_from_summaries(
     hull = [windows[0][0], windows[-1][1]]
     pairs = min_samples >= 2
     test_args = {"bitmask": CLOCK_EVENT_METRIC, "pairs": pairs}
-    conn.execute(SUMM_DDL)
+    conn.execute(staged_sql(SUMM_DDL, summ=SUMM))
     passed = ""
     if has_table(conn, "host_summaries"):  # migration 021; a store opened read-only before it tests every host
         window_args = [*touch_args, *seen_args, *hull]
-        staged = _host_stage(conn, touches, seen, window_args, hosts + switches, metrics, test_args)
+        staged = _host_stage(conn, rules, touches, seen, window_args, hosts + switches, metrics, test_args)
         if staged is None:
             return None
-        observed, kept, metrics = staged
+        observed, kept, metrics, host_cand = staged
         hosts, switches = [h for h in hosts if h in kept], [h for h in switches if h in kept]
-        passed = "SEMI JOIN _host_cand hc ON hc.host = s.host AND hc.metric = s.metric"
+        passed = f"SEMI JOIN {host_cand} hc ON hc.host = s.host AND hc.metric = s.metric"
     ranges = "s.row_lo, s.row_hi" if scalar(conn, HAS_ROW_RANGES_SQL) else "NULL, NULL"
     fill = {
         "touches": touches,
@@ -301,58 +281,70 @@ def scope_from_summaries(
     }
     if hosts and metrics:
         conn.execute(
-            SUMM_HOSTS_SQL.format(**fill, hosts=placeholders(len(hosts))),
+            staged_sql(SUMM_HOSTS_SQL, summ=SUMM).format(**fill, hosts=placeholders(len(hosts))),
             [*touch_args, *seen_args, *hull, min(hosts), max(hosts), *hosts, *metrics],
         )
     if switches and metrics:
         conn.execute(
-            SUMM_PORTS_SQL.format(**fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))),
+            staged_sql(SUMM_PORTS_SQL, summ=SUMM, cabled=ports).format(
+                **fill, hosts=placeholders(len(switches)), ports=placeholders(len(port_names))
+            ),
             [*touch_args, *seen_args, *hull, min(switches), max(switches), *switches, *port_names, *metrics],
         )
-    conn.execute(SERIES_SQL)
+    conn.execute(staged_sql(SERIES_SQL, summ=SUMM))
     if not passed:
         observed, touched = one_row(conn, "SELECT count(*) FILTER (seen), count(*) FROM _cand_series")
         if touched and not observed:
             return None
-    conn.execute(CANDIDATES_SQL, test_args)
+    conn.execute(staged_sql(CANDIDATES_SQL, rules=rules, cand=CAND), test_args)
     spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
     if has_series_layout(conn):
-        conn.execute(SCOPE_BY_SERIES_SQL.format(spans=spans), [*touch_args, *hull])
-    elif not _read_by_rowid(conn, spans, touch_args):
-        _read_by_source(conn, spans, touch_args)
+        conn.execute(
+            staged_sql(SCOPE_BY_SERIES_SQL, scope=samples, cand=CAND).format(spans=spans), [*touch_args, *hull]
+        )
+    elif not _read_by_rowid(conn, samples, SUMM, CAND, spans, touch_args):
+        _read_by_source(conn, samples, SUMM, CAND, spans, touch_args)
     return int(observed)
 
 
 def _host_stage(
     conn: duckdb.DuckDBPyConnection,
+    rules: TempTable,
     touches: str,
     seen: str,
     window_args: list[datetime],
     hosts: list[str],
     metrics: list[str],
     test_args: dict[str, object],
-) -> tuple[int, set[str], list[str]] | None:
-    """The candidate test on each (host, metric) of host_summaries (`_host_cand`): the host-metrics
-    observed in the windows, the hosts and the metrics that pass; None when the summaries cannot tell
-    whether any sample falls inside the windows."""
+) -> tuple[int, set[str], list[str], TempTable] | None:
+    """The candidate test on each (host, metric) of host_summaries: the host-metrics observed in the
+    windows, the hosts and the metrics that pass, and the table of those that pass (HOST_CAND); None when
+    the summaries cannot tell whether any sample falls inside the windows."""
     marks = {"hosts": placeholders(len(hosts)), "metrics": placeholders(len(metrics))}
     conn.execute(HOST_SERIES_SQL.format(touches=touches, seen=seen, **marks), [*window_args, *hosts, *metrics])
     observed, touched = one_row(conn, HOST_OBSERVED_SQL)
     if touched and not observed:
         return None  # every touching hour straddles a window edge: whether a sample is inside is unknown
-    conn.execute(HOST_CANDIDATES_SQL, test_args)
-    kept = {h for (h,) in conn.execute("SELECT DISTINCT host FROM _host_cand").fetchall()}
-    passing = [m for (m,) in conn.execute("SELECT DISTINCT metric FROM _host_cand ORDER BY 1").fetchall()]
-    return int(observed), kept, passing
+    conn.execute(staged_sql(HOST_CANDIDATES_SQL, rules=rules, host_cand=HOST_CAND), test_args)
+    kept = {h for (h,) in conn.execute(f"SELECT DISTINCT host FROM {HOST_CAND}").fetchall()}
+    passing = [m for (m,) in conn.execute(f"SELECT DISTINCT metric FROM {HOST_CAND} ORDER BY 1").fetchall()]
+    return int(observed), kept, passing, HOST_CAND
 
 
-def _read_by_rowid(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> bool:
-    """The candidates' samples in the windows into `_scope` from their hours' row ranges; False (nothing
+def _read_by_rowid(
+    conn: duckdb.DuckDBPyConnection,
+    samples: TempTable,
+    summ: TempTable,
+    cand: TempTable,
+    spans: str,
+    span_args: list[datetime],
+) -> bool:
+    """The candidates' samples in the windows into `samples` from their hours' row ranges; False (nothing
     written) when read_hours_by_rowid cannot."""
-    conn.execute(CAND_HOURS_SQL)
-    if not read_hours_by_rowid(conn, "_cand_hours", "_cand_rows"):
+    conn.execute(staged_sql(CAND_HOURS_SQL, hours=HOURS, summ=summ, cand=cand))
+    if not read_hours_by_rowid(conn, HOURS.name, ROWS.name):
         return False
-    conn.execute(f"INSERT INTO _scope SELECT m.* FROM _cand_rows m WHERE {spans}", span_args)
+    conn.execute(f"INSERT INTO {samples} SELECT m.* FROM {ROWS} m WHERE {spans}", span_args)
     return True
 
 
@@ -377,13 +369,20 @@ def read_hours_by_rowid(conn: duckdb.DuckDBPyConnection, hours: str, rows: str) 
     return bool(scalar(conn, ROWID_CHECK.format(rows=rows, hours=hours)))
 
 
-def _read_by_source(conn: duckdb.DuckDBPyConnection, spans: str, span_args: list[datetime]) -> None:
-    held = conn.execute(CAND_SOURCES_SQL).fetchall()
+def _read_by_source(
+    conn: duckdb.DuckDBPyConnection,
+    samples: TempTable,
+    summ: TempTable,
+    cand: TempTable,
+    spans: str,
+    span_args: list[datetime],
+) -> None:
+    held = conn.execute(staged_sql(CAND_SOURCES_SQL, summ=summ, cand=cand)).fetchall()
     sources = sorted({r[0] for r in held})
     hosts = sorted({r[1] for r in held})
-    metrics = [r[0] for r in conn.execute("SELECT DISTINCT metric FROM _cand ORDER BY 1").fetchall()]
+    metrics = [r[0] for r in conn.execute(f"SELECT DISTINCT metric FROM {cand} ORDER BY 1").fetchall()]
     if sources:
-        sql = RAW_SQL.format(
+        sql = staged_sql(RAW_SQL, scope=samples, cand=cand).format(
             spans=spans,
             sources=placeholders(len(sources)),
             hosts=placeholders(len(hosts)),

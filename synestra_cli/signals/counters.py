@@ -37,11 +37,16 @@ def rates_over(source: str) -> str:
     return _RATES.format(source=source)
 
 
-# The scoped telemetry of one explanation (signals/scope.py builds the temp table _scope). A sample read
+# The scoped telemetry of one explanation (the samples signals/scope_samples.py stages). A sample read
 # twice (two exported files that overlap, or the reads of two windows that touch) is one sample: its
 # copy would be a zero-second step whose place among the samples, and so the runs of anomalous samples,
 # depended on the order the threads delivered them.
-SCOPE_RATES_SQL = rates_over("(SELECT DISTINCT ts, host, entity, metric, value FROM _scope)")
+def distinct_rates_sql(samples: str) -> str:
+    """rates_over the distinct samples of `samples` (a table with ts, host, entity, metric, value)."""
+    return rates_over(f"(SELECT DISTINCT ts, host, entity, metric, value FROM {samples})")
+
+
+SCOPE_RATES_SQL = distinct_rates_sql("_scope")  # over one job's scope (signals/scope_samples.py SCOPE)
 
 METRIC_RATES_SQL = (
     _RATES.format(

@@ -4,21 +4,22 @@ signals/fleet_telemetry.py, the per-job tests of signals/candidates.py run once 
 Each job's hosts and switches are tested on their host summaries over its own hours (`_fhost_cand`),
 the series summaries of those that pass are read (`_fsumm`), each job's series are tested on them
 (`_fcand_series`, `_fcand`), and every series of the scope gets an integer id (`_fseries`). The tables
-the statements read (`_frules`, `_fjobs` with each job's windows, `_fhosts`, `_fports`) are loaded by
-fleet_telemetry.py, which drops every table after its read.
+the statements read (the rules, each job's hull and windows, hosts and switch ports) are loaded by
+signals/fleet_tables.py and passed in as handles (signals/staging.py); `fleet_candidates` returns the
+handles of what the next steps read (FleetCandidates). signals/fleet_telemetry.py drops every table after
+its read.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import duckdb
 
-from synestra_cli.signals.candidates import (
-    CANDIDATE_TEST,
-    HAS_ROW_RANGES_SQL,
-    HOST_BITS,
-    HOST_SERIES_COLUMNS,
-    SERIES_BITS,
-)
+from synestra_cli.signals.candidate_test import CANDIDATE_TEST, HOST_BITS, HOST_SERIES_COLUMNS, SERIES_BITS
+from synestra_cli.signals.candidates import HAS_ROW_RANGES_SQL
+from synestra_cli.signals.fleet_tables import FleetTables
+from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import (
     CLOCK_EVENT_METRIC,
     CLOCK_EVENT_SIGNALS,
@@ -36,20 +37,20 @@ SEEN = "list_bool_or([(s.first_ts BETWEEN w.lo AND w.hi) OR (s.last_ts BETWEEN w
 # host's entities combined), its switches included; only those that pass the candidate test (or that
 # several sources hold) have their per-series summaries read (`_fhost_cand`).
 JOB_HOSTS_SQL = """
-CREATE OR REPLACE TEMP TABLE _fjob_hosts AS SELECT job, host FROM _fhosts UNION SELECT job, host FROM _fports
+CREATE OR REPLACE TEMP TABLE _fjob_hosts AS SELECT job, host FROM {hosts} UNION SELECT job, host FROM {ports}
 """
 HOST_SERIES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _fhost_series AS
 SELECT job, host, metric, {HOST_SERIES_COLUMNS}
 FROM (SELECT h.job, s.*, {TOUCHES} AS touches, {SEEN} AS seen
       FROM host_summaries s JOIN _fjob_hosts h ON h.host = s.host
-      JOIN _fjobs j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi
+      JOIN {{jobs}} j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi
       WHERE s.host IN (SELECT host FROM _fjob_hosts) AND s.metric IN (SELECT unnest($metrics::VARCHAR[])))
 GROUP BY job, host, metric
 """
 HOST_CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _fhost_cand AS
-SELECT s.job, s.host, s.metric FROM _fhost_series s LEFT JOIN _frules r USING (metric)
+SELECT s.job, s.host, s.metric FROM _fhost_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE s.n > 0 AND (s.several OR {CANDIDATE_TEST.format(bits=HOST_BITS)})
 """
 HOST_OBSERVED_SQL = """
@@ -66,7 +67,7 @@ SELECT h.job, s.source_id, s.host, s.entity, s.metric, s.bucket, {{ranges}}, {TO
        s.n, s.lo, s.hi, s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v, s.rate_lo, s.rate_hi, s.backwards,
        s.repeats, s.pair_hi, s.pair_lo, s.bits_or, s.bits_and
 FROM metric_summaries s {{join}}
-JOIN _fjobs j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi {{passed}}
+JOIN {{jobs}} j ON j.job = h.job AND s.last_ts >= j.lo AND s.first_ts <= j.hi {{passed}}
 WHERE s.host IN (SELECT host FROM {{table}}) AND s.metric IN (SELECT unnest($metrics::VARCHAR[]))
 """
 SUMM_DDL = """
@@ -76,11 +77,12 @@ CREATE OR REPLACE TEMP TABLE _fsumm (job VARCHAR, source_id INTEGER, host VARCHA
     backwards BIGINT, repeats BIGINT, pair_hi DOUBLE, pair_lo DOUBLE, bits_or BIGINT, bits_and BIGINT)
 """
 SUMM_HOSTS_SQL = _SUMM.format(
-    join="JOIN _fhosts h ON h.host = s.host", table="_fhosts", ranges="{ranges}", passed="{passed}"
+    join="JOIN {hosts} h ON h.host = s.host", table="{hosts}", ranges="{ranges}", passed="{passed}", jobs="{jobs}"
 )
 SUMM_PORTS_SQL = _SUMM.format(
-    join="JOIN _fports h ON h.host = s.host AND h.entity = s.entity",
-    table="_fports",
+    join="JOIN {ports} h ON h.host = s.host AND h.entity = s.entity",
+    table="{ports}",
+    jobs="{jobs}",
     ranges="{ranges}",
     passed="{passed}",
 )
@@ -137,7 +139,7 @@ CANDIDATES_SQL = f"""
 CREATE OR REPLACE TEMP TABLE _fcand AS
 SELECT row_number() OVER (ORDER BY s.job, s.host, s.entity, s.metric) * $stride AS sid, s.job, s.host, s.entity,
        s.metric
-FROM _fcand_series s LEFT JOIN _frules r USING (metric)
+FROM _fcand_series s LEFT JOIN {{rules}} r USING (metric)
 WHERE {CANDIDATE_TEST.format(bits=SERIES_BITS)}
 """
 # Each candidate's series id in the store's dictionary (the series layout: its samples are read by it).
@@ -174,27 +176,43 @@ def clock_bits() -> tuple[str, list[object]]:
     return values, [v for k, signal in enumerate(CLOCK_EVENT_SIGNALS, 1) for v in (k, *signal)]
 
 
-def fleet_candidates(conn: duckdb.DuckDBPyConnection, by_series: bool = False) -> dict[str, tuple[int, int]]:
-    """Every job's candidates into `_fcand` (`by_series`: with the store's id of each, store/series.py) and
-    every series of the scope into `_fseries`; per job, the series (or host-metrics) seen inside its windows
-    and those touching them."""
+# What the next steps read (signals/fleet_telemetry.py): each job's series summaries' hours (SUMM: where the
+# candidates' samples are), its candidates (CAND: with their `sid`, and in the series layout their store id) and
+# every series of the scope (SERIES_IDS: the candidates and their decoded bits).
+SUMM = TempTable("_fsumm", ("job", "source_id", "host", "entity", "metric", "bucket", "row_lo", "row_hi", "touches"))
+CAND = TempTable("_fcand", ("sid", "job", "host", "entity", "metric"))
+SERIES_IDS = TempTable("_fseries", ("sid", "job", "host", "entity", "metric"))
+INTERNAL = ("_fjob_hosts", "_fhost_series", "_fhost_cand", "_fcand_series")  # read only here
+
+
+@dataclass(frozen=True)
+class FleetCandidates:
+    summ: TempTable
+    cand: TempTable
+    series: TempTable
+    counts: dict[str, tuple[int, int]]  # per job: the series (or host-metrics) seen inside its windows, touching them
+
+
+def fleet_candidates(conn: duckdb.DuckDBPyConnection, tables: FleetTables, by_series: bool = False) -> FleetCandidates:
+    """Every job's candidates (`by_series`: with the store's id of each, store/series.py) and every series of
+    the scope, from the jobs, windows, hosts and ports in `tables`."""
     metrics = {"metrics": _metrics()}
     ranges = ROW_RANGES if scalar(conn, HAS_ROW_RANGES_SQL) else NO_ROW_RANGES
     test = {"bitmask": CLOCK_EVENT_METRIC, "pairs": MIN_ANOMALY_SAMPLES >= 2}
     staged = has_table(conn, "host_summaries")  # migration 021; a store opened read-only before it tests every host
     if staged:
-        conn.execute(JOB_HOSTS_SQL)
-        conn.execute(HOST_SERIES_SQL, metrics)
-        conn.execute(HOST_CANDIDATES_SQL, test)
+        conn.execute(staged_sql(JOB_HOSTS_SQL, hosts=tables.hosts, ports=tables.ports))
+        conn.execute(staged_sql(HOST_SERIES_SQL, jobs=tables.jobs), metrics)
+        conn.execute(staged_sql(HOST_CANDIDATES_SQL, rules=tables.rules), test)
     fill = {"ranges": ranges, "passed": HOSTS_PASSED if staged else ""}
     conn.execute(SUMM_DDL)
-    conn.execute(SUMM_HOSTS_SQL.format(**fill), metrics)
-    conn.execute(SUMM_PORTS_SQL.format(**fill), metrics)
+    conn.execute(staged_sql(SUMM_HOSTS_SQL, hosts=tables.hosts, jobs=tables.jobs).format(**fill), metrics)
+    conn.execute(staged_sql(SUMM_PORTS_SQL, ports=tables.ports, jobs=tables.jobs).format(**fill), metrics)
     conn.execute(SERIES_SQL)
     observed = conn.execute(HOST_OBSERVED_SQL if staged else OBSERVED_SQL).fetchall()
-    conn.execute(CANDIDATES_SQL, {**test, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
+    conn.execute(staged_sql(CANDIDATES_SQL, rules=tables.rules), {**test, "stride": len(CLOCK_EVENT_SIGNALS) + 1})
     if by_series:
         conn.execute(SERIES_OF_CANDIDATES_SQL)
     values, bits = clock_bits()
     conn.execute(SERIES_IDS_SQL.format(values=values), [*bits, CLOCK_EVENT_METRIC])
-    return {j: (seen, touched) for j, seen, touched in observed}
+    return FleetCandidates(SUMM, CAND, SERIES_IDS, {j: (seen, touched) for j, seen, touched in observed})

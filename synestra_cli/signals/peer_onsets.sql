@@ -1,10 +1,10 @@
--- The candidates' raw samples (_peer_raw) in time order: each sample's increase and interval (counters.py's
+-- The candidates' raw samples ({peer_raw}) in time order: each sample's increase and interval (counters.py's
 -- rates: a reset restarts from zero), their running sums, and the split of the series into two Poisson
 -- rates that best explains its increases (the log-likelihood of a rate c/t over c events in t seconds is
 -- c ln(c/t) - c; the -c terms sum to the total either way). A split that gains $nats over one rate marks a
 -- change between its sample and the next: a rise is dated there and the later rate is the series'; a fall
 -- leaves the earlier part as the elevated one. Without such a split the whole read is one rate, from its
--- first sample (an old fault). Then the elevated rate against its peers (_peer_groups): $decades above
+-- first sample (an old fault). Then the elevated rate against its peers ({peer_groups}): $decades above
 -- their median, $z robust z-scores (MAD x 1.4826, at least $mad_floor decades), $min_events in the span.
 WITH r AS ({rates}),
 s AS (
@@ -57,9 +57,9 @@ SELECT p.host, p.entity, p.metric, rl.layer, rl.category, rl.weight, p.last_norm
        CASE WHEN p.rate >= g.top[1] THEN coalesce(g.top[2], 0) ELSE g.top[1] END AS others_max,
        greatest(power(10, g.med), rl.quiet) AS ref
 FROM span p
-JOIN _peer_rates q USING (host, entity, metric)
-JOIN _peer_groups g ON g.metric = p.metric AND g.switch_side = q.switch_side
-JOIN _peer_rules rl ON rl.metric = p.metric
+JOIN {peer_rates} q USING (host, entity, metric)
+JOIN {peer_groups} g ON g.metric = p.metric AND g.switch_side = q.switch_side
+JOIN {peer_rules} rl ON rl.metric = p.metric
 LEFT JOIN peak k USING (host, entity, metric)
 WHERE p.events >= $min_events
   AND log10(greatest(p.rate, rl.quiet)) - g.med >= $decades

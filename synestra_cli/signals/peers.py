@@ -8,7 +8,7 @@ kind that is not like the others. Here (thresholds.PEER_RULES, docs/explain.md "
 1. each error counter's rate on every series of the job's hosts (and of the switch ports cabled to them),
    over the hours that touch the read windows, from one row per source, series and hour: the store's
    hourly summaries (store/summaries.py) when they cover the hours, else the same rows computed from the
-   samples (`_peer_hours`), so that both give the same figures;
+   samples (`HOURS`), so that both give the same figures;
 2. per metric and side (host or switch), the median and MAD of log10 rates in DuckDB, a rate under the
    metric's quiet level counted as that level (`peer_rates.sql`): the series with an hour well above the
    median are candidates;
@@ -22,7 +22,7 @@ signal.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import duckdb
@@ -30,6 +30,7 @@ import duckdb
 from synestra_cli.signals.anomalies import Anomaly, Peers
 from synestra_cli.signals.candidates import summaries_cover
 from synestra_cli.signals.counters import rates_over
+from synestra_cli.signals.staging import TempTable, staged_sql
 from synestra_cli.signals.thresholds import (
     PEER_CHANGE_NATS,
     PEER_DECADES,
@@ -43,32 +44,40 @@ from synestra_cli.signals.thresholds import (
 from synestra_cli.store.sql import drop_temp, insert_rows, sql_file
 
 HOUR = timedelta(hours=1)
+# The tables of one call (signals/staging.py): what is asked (PeerTables), then the rates (Rated).
+RULES = TempTable("_peer_rules", ("metric", "quiet", "layer", "category", "weight"))
+PORTS = TempTable("_peer_ports", ("host", "entity"))  # the switch ports cabled to the job's hosts
+HOURS = TempTable("_peer_hours", ("source_id", "host", "entity", "metric", "bucket", "first_v", "last_v"))
+RATES = TempTable("_peer_rates", ("host", "entity", "metric", "switch_side", "rate", "hour_rate", "quiet"))
+GROUPS = TempTable("_peer_groups", ("metric", "switch_side", "n", "med", "med_rate", "top", "mad"))
+CAND = TempTable("_peer_cand", ("host", "entity", "metric"))
+RAW = TempTable("_peer_raw", ("ts", "host", "entity", "metric", "value"))
 RULES_DDL = """
-CREATE OR REPLACE TEMP TABLE _peer_rules (metric VARCHAR, quiet DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE)
+CREATE OR REPLACE TEMP TABLE {peer_rules} (metric VARCHAR, quiet DOUBLE, layer VARCHAR, category VARCHAR, weight DOUBLE)
 """
-PORTS_DDL = "CREATE OR REPLACE TEMP TABLE _peer_ports (host VARCHAR, entity VARCHAR)"
+PORTS_DDL = "CREATE OR REPLACE TEMP TABLE {cabled} (host VARCHAR, entity VARCHAR)"
 HOURS_DDL = """
-CREATE OR REPLACE TEMP TABLE _peer_hours (source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR,
+CREATE OR REPLACE TEMP TABLE {peer_hours} (source_id INTEGER, host VARCHAR, entity VARCHAR, metric VARCHAR,
     bucket TIMESTAMP, fin_first_ts TIMESTAMP, fin_last_ts TIMESTAMP, first_v DOUBLE, last_v DOUBLE, backwards BIGINT)
 """
 # The hours' rows from the summaries: the job's hosts (every entity), and the switch ports cabled to them.
 _SUMMARY_HOURS = """
-INSERT INTO _peer_hours
+INSERT INTO {peer_hours}
 SELECT s.source_id, s.host, s.entity, s.metric, s.bucket, s.fin_first_ts, s.fin_last_ts, s.first_v, s.last_v,
        s.backwards
 FROM metric_summaries s {ports}
 WHERE s.bucket BETWEEN $lo AND $hi AND list_contains($hours, s.bucket) AND s.fin_first_ts IS NOT NULL
   AND list_contains($metrics, s.metric) AND list_contains($hosts, s.host)
 """
-SUMMARY_HOURS_SQL = _SUMMARY_HOURS.format(ports="")
-SUMMARY_PORT_HOURS_SQL = _SUMMARY_HOURS.format(
-    ports="SEMI JOIN _peer_ports p ON p.host = s.host AND p.entity = s.entity"
+SUMMARY_HOURS_SQL = _SUMMARY_HOURS.replace("{ports}", "")
+SUMMARY_PORT_HOURS_SQL = _SUMMARY_HOURS.replace(
+    "{ports}", "SEMI JOIN {cabled} p ON p.host = s.host AND p.entity = s.entity"
 )
 # The same rows from the samples, as store/summaries.py computes them: the previous finite sample of the
 # source's series (an hour before the first, so that the first hour's pairs are whole), each pair counted in
 # its later sample's hour.
 _RAW_HOURS = """
-INSERT INTO _peer_hours
+INSERT INTO {peer_hours}
 WITH s AS (
     SELECT m.source_id, m.host, m.entity, m.metric, m.ts, m.value, lag(m.value) OVER w AS pv
     FROM metrics m {ports}
@@ -82,14 +91,14 @@ SELECT * FROM (
     FROM s GROUP BY ALL
 ) WHERE list_contains($hours, bucket)
 """
-RAW_HOURS_SQL = _RAW_HOURS.format(ports="")
-RAW_PORT_HOURS_SQL = _RAW_HOURS.format(ports="SEMI JOIN _peer_ports p ON p.host = m.host AND p.entity = m.entity")
+RAW_HOURS_SQL = _RAW_HOURS.replace("{ports}", "")
+RAW_PORT_HOURS_SQL = _RAW_HOURS.replace("{ports}", "SEMI JOIN {cabled} p ON p.host = m.host AND p.entity = m.entity")
 RATES_SQL = [q for q in sql_file(__package__, "peer_rates.sql").split(";\n") if q.strip()]
 # The candidates' samples in the read windows.
 RAW_SQL = """
-CREATE OR REPLACE TEMP TABLE _peer_raw AS
+CREATE OR REPLACE TEMP TABLE {peer_raw} AS
 SELECT m.ts, m.host, m.entity, m.metric, m.value FROM metrics m
-SEMI JOIN _peer_cand c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
+SEMI JOIN {peer_cand} c ON c.host = m.host AND c.entity IS NOT DISTINCT FROM m.entity AND c.metric = m.metric
 WHERE ({spans}) AND list_contains($hosts, m.host) AND list_contains($metrics, m.metric) AND m.value IS NOT NULL
 """
 # The known windows' series beside their peers (the same figures as a suspect's, over the hours read).
@@ -97,11 +106,11 @@ BESIDE_SQL = """
 SELECT r.host, r.entity, r.metric, g.n, g.med_rate,
        CASE WHEN r.rate >= g.top[1] THEN coalesce(g.top[2], 0) ELSE g.top[1] END,
        greatest(r.rate, r.quiet) / greatest(power(10, g.med), r.quiet)
-FROM _peer_rates r JOIN _peer_groups g USING (metric, switch_side)
+FROM {peer_rates} r JOIN {peer_groups} g USING (metric, switch_side)
 WHERE g.n >= $min_series AND list_contains($keys, r.host || chr(0) || coalesce(r.entity, '') || chr(0) || r.metric)
 """
-ONSETS_SQL = sql_file(__package__, "peer_onsets.sql").replace("{rates}", rates_over("_peer_raw"))
-TEMP_TABLES = ("_peer_rules", "_peer_ports", "_peer_hours", "_peer_rates", "_peer_groups", "_peer_cand", "_peer_raw")
+ONSETS_SQL = sql_file(__package__, "peer_onsets.sql").replace("{rates}", rates_over("{peer_raw}"))
+TEMP_TABLES = tuple(t.name for t in (RULES, PORTS, HOURS, RATES, GROUPS, CAND, RAW))
 
 
 def peer_outliers(
@@ -123,17 +132,15 @@ def peer_outliers(
     switches = sorted({sw for sw, _ in ports} - set(hosts))
     metrics = [r.metric for r in PEER_RULES]
     args = {"lo": hours[0], "hi": hours[-1], "hours": hours, "metrics": metrics}
-    _load(conn, ports)
+    asked = _load(conn, ports)
     summarised = summaries_cover(conn, hours[0], hours[-1] + HOUR)
     sql, port_sql = (SUMMARY_HOURS_SQL, SUMMARY_PORT_HOURS_SQL) if summarised else (RAW_HOURS_SQL, RAW_PORT_HOURS_SQL)
-    conn.execute(sql, {**args, "hosts": hosts})
+    conn.execute(staged_sql(sql, peer_hours=asked.hours), {**args, "hosts": hosts})
     if switches:
-        conn.execute(port_sql, {**args, "hosts": switches})
-    params = {"switches": switches, "min_series": PEER_MIN_SERIES, "reach": PEER_DECADES - 1.0}
-    for q in RATES_SQL:  # one statement at a time: DuckDB binds parameters to the last statement only
-        conn.execute(q, {k: v for k, v in params.items() if f"${k}" in q})
-    found = _judged(conn, windows, hosts + switches, metrics)
-    beside = _beside(conn, known)
+        conn.execute(staged_sql(port_sql, peer_hours=asked.hours, cabled=asked.ports), {**args, "hosts": switches})
+    rated = _rated(conn, asked, switches)
+    found = _judged(conn, asked, rated, windows, hosts + switches, metrics)
+    beside = _beside(conn, rated, known)
     _drop(conn)
     own: dict[tuple[str, str | None, str], datetime] = {}
     for a in known:
@@ -145,11 +152,41 @@ def peer_outliers(
     return beside, fresh
 
 
-def _beside(conn: duckdb.DuckDBPyConnection, known: list[Anomaly]) -> list[Anomaly]:
+@dataclass(frozen=True)
+class PeerTables:
+    """What one call asks (`_load`): the rules, the switch ports, the hours' rows (filled by peer_outliers)."""
+
+    rules: TempTable
+    ports: TempTable
+    hours: TempTable
+
+
+@dataclass(frozen=True)
+class Rated:
+    """What peer_rates.sql makes of the hours: each series' rate, its peers' figures, the candidates."""
+
+    rates: TempTable
+    groups: TempTable
+    cand: TempTable
+
+
+def _rated(conn: duckdb.DuckDBPyConnection, asked: PeerTables, switches: list[str]) -> Rated:
+    rated = Rated(RATES, GROUPS, CAND)
+    tables = {"peer_hours": asked.hours, "peer_rules": asked.rules, "peer_rates": rated.rates}
+    tables |= {"peer_groups": rated.groups, "peer_cand": rated.cand}
+    params = {"switches": switches, "min_series": PEER_MIN_SERIES, "reach": PEER_DECADES - 1.0}
+    for q in RATES_SQL:  # one statement at a time: DuckDB binds parameters to the last statement only
+        sql = staged_sql(q, **{k: t for k, t in tables.items() if "{" + k + "}" in q})
+        conn.execute(sql, {k: v for k, v in params.items() if f"${k}" in q})
+    return rated
+
+
+def _beside(conn: duckdb.DuckDBPyConnection, rated: Rated, known: list[Anomaly]) -> list[Anomaly]:
     """`known` with each counter window of a peer-ruled metric set beside its peers' rates (Peers.found
     False): its series' rate over the hours read against their median."""
     keys = sorted({f"{a.host}\0{a.entity or ''}\0{a.metric}" for a in known if a.is_rate})
-    rows = conn.execute(BESIDE_SQL, {"keys": keys, "min_series": PEER_MIN_SERIES}).fetchall() if keys else []
+    sql = staged_sql(BESIDE_SQL, peer_rates=rated.rates, peer_groups=rated.groups)
+    rows = conn.execute(sql, {"keys": keys, "min_series": PEER_MIN_SERIES}).fetchall() if keys else []
     context = {(h, e, m): Peers(int(n), float(med), float(mx), float(r), False) for h, e, m, n, med, mx, r in rows}
     return [replace(a, peers=context[k]) if (k := (a.host, a.entity, a.metric)) in context else a for a in known]
 
@@ -165,29 +202,37 @@ def _hours(windows: list[tuple[datetime, datetime]]) -> list[datetime]:
     return sorted(out)
 
 
-def _load(conn: duckdb.DuckDBPyConnection, ports: list[tuple[str, str]]) -> None:
-    conn.execute(RULES_DDL)
-    insert_rows(conn, "_peer_rules", [tuple(r) for r in PEER_RULES])
-    conn.execute(PORTS_DDL)
+def _load(conn: duckdb.DuckDBPyConnection, ports: list[tuple[str, str]]) -> PeerTables:
+    conn.execute(staged_sql(RULES_DDL, peer_rules=RULES))
+    insert_rows(conn, RULES.name, [tuple(r) for r in PEER_RULES])
+    conn.execute(staged_sql(PORTS_DDL, cabled=PORTS))
     conn.execute(
-        "INSERT INTO _peer_ports SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+        f"INSERT INTO {PORTS} SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
         [[p[0] for p in ports], [p[1] for p in ports]],
     )
-    conn.execute(HOURS_DDL)
+    conn.execute(staged_sql(HOURS_DDL, peer_hours=HOURS))
+    return PeerTables(RULES, PORTS, HOURS)
 
 
 def _judged(
-    conn: duckdb.DuckDBPyConnection, windows: list[tuple[datetime, datetime]], hosts: list[str], metrics: list[str]
+    conn: duckdb.DuckDBPyConnection,
+    asked: PeerTables,
+    rated: Rated,
+    windows: list[tuple[datetime, datetime]],
+    hosts: list[str],
+    metrics: list[str],
 ) -> list[Anomaly]:
     """The candidates' raw samples, their rise dated and their elevated rate held to their peers'."""
-    cand = conn.execute("SELECT DISTINCT host FROM _peer_cand ORDER BY 1").fetchall()
+    cand = conn.execute(f"SELECT DISTINCT host FROM {rated.cand} ORDER BY 1").fetchall()
     if not cand:
         return []
     spans = " OR ".join(["m.ts BETWEEN ? AND ?"] * len(windows))
-    raw = RAW_SQL.format(spans=spans).replace("$hosts", "?").replace("$metrics", "?")
+    raw = staged_sql(RAW_SQL, peer_raw=RAW, peer_cand=rated.cand).format(spans=spans)
+    raw = raw.replace("$hosts", "?").replace("$metrics", "?")
     conn.execute(raw, [*(t for w in windows for t in w), [h for (h,) in cand], metrics])
+    staged = {"peer_rates": rated.rates, "peer_groups": rated.groups, "peer_rules": asked.rules}
     rows = conn.execute(
-        ONSETS_SQL,
+        staged_sql(ONSETS_SQL, peer_raw=RAW, **staged),
         {
             "nats": PEER_CHANGE_NATS,
             "rise": PEER_RISE,

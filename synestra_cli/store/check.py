@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -19,6 +20,7 @@ from synestra_cli.store.lake_damage import Damage, owner, size_problem
 from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS, Part, file_sha256, read_manifest
 from synestra_cli.store.sql import quote_ident, scalar
 
+CHECK_SCHEMA = "synestra.check/1"
 FILE_TABLES_SQL = """
 SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary
 ORDER BY table_name
@@ -37,6 +39,19 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.damaged
+
+    def to_json(self) -> dict[str, Any]:
+        """The `synestra.check/1` document (docs/outputs.md)."""
+        return {
+            "schema": CHECK_SCHEMA,
+            "store": self.store,
+            "kind": self.kind,
+            "ok": self.ok,
+            "tables": self.tables,
+            "parts": self.parts,
+            "bytes": self.bytes,
+            "damaged": [d.__dict__ for d in self.damaged],
+        }
 
 
 def check_lake(target: str) -> CheckReport:

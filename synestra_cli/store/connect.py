@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -324,17 +323,6 @@ def _migrate(conn: duckdb.DuckDBPyConnection, path: Path, long: bool = True) -> 
             f"store {path}: its schema does not match its migration record (_migrations): migration "
             f"{exc.name}: {_one_line(exc.cause)}; ingest into a new --db"
         ) from exc
-
-
-@contextmanager
-def open_store(
-    db: str | Path | None = None, *, read_only: bool = False, locked: bool = False, long_migrations: bool = True
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    conn = connect(db, read_only=read_only, locked=locked, long_migrations=long_migrations)
-    try:
-        yield conn
-    finally:
-        conn.close()
 
 
 def memory_store(upto: str | None = None) -> duckdb.DuckDBPyConnection:

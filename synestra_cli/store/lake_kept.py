@@ -1,9 +1,9 @@
-"""Explanations kept on a lake (explain/memo.py's cache, beside the parts): the same key as in a store file.
+"""Explanations kept on a lake (kept/explanations.py's cache, beside the parts): the same key as in a store file.
 
 A store file keeps them in its `explanations` table; a lake keeps them as Parquet objects under
 `_explanations/key-<digest of the key>/`, one per save (`<time>-<random>.parquet`: job_id, store_key,
 doc), written whole (a temporary name renamed, or one PUT). A reader loads those of its current key into
-its in-memory `explanations` table the first time explain/memo.py asks; those of any other key are stale
+its in-memory `explanations` table the first time kept/explanations.py asks; those of any other key are stale
 (the key names the sources and the code) and are removed by the next save. Keeping them is best effort,
 as on a store file, and needs no writer lock: a save checks that the lake's sources are still those of
 its key, and a save that races an ingest only writes under a key no reader will ask for again.

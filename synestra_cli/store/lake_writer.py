@@ -88,16 +88,12 @@ ReportFn = Callable[[Any], None]
 def ingest_target(
     db: str | Path | None, on_report: ReportFn | None
 ) -> Iterator[tuple[duckdb.DuckDBPyConnection, ReportFn | None]]:
-    """The connection `ingest_paths` writes to and the report callback to give it: the store file and
-    `on_report` itself, or a lake's staging store and a callback that commits each loaded file to the
-    lake before passing its report on."""
-    from synestra_cli.store.connect import open_store
-
+    """The connection `ingest_paths` writes to and the report callback to give it: a lake's staging store
+    and a callback that commits each loaded file to the lake before passing its report on (a store file's
+    target is its path: store/door.py)."""
     target = lake_target(db)
     if target is None:
-        with open_store(db) as conn:
-            yield conn, on_report
-        return
+        raise ValueError(f"not a lake: {db}")
     writer = LakeWriter(target)
     try:
 

@@ -161,7 +161,7 @@ CREATE TABLE job_incidents (
 );
 """
 
-# Whole-job explanations kept for reuse under the store's key (explain/memo.py): a cache, never a source.
+# Whole-job explanations kept for reuse under the store's key (kept/explanations.py): a cache, never a source.
 EXPLANATIONS = """
 CREATE TABLE explanations (
     job_id    VARCHAR PRIMARY KEY,
@@ -241,13 +241,13 @@ SELECT s.source_id FROM sources s ANTI JOIN (SELECT DISTINCT source_id FROM metr
 """
 
 # Each job's tax accounting (buckets, interval advice, charges to causes) kept beside its explanation, under
-# the same key (accounting/kept.py): a warm tax-report reads it instead of recomputing it. A cache, never a
+# the same key (kept/taxes.py): a warm tax-report reads it instead of recomputing it. A cache, never a
 # source.
 KEPT_TAXES = """
 CREATE TABLE kept_taxes (
     job_id    VARCHAR PRIMARY KEY,
-    store_key VARCHAR NOT NULL,   -- the key of explain/memo.py when it was computed
-    doc       JSON                -- accounting/kept.py's document; NULL: the job has no attempt to account
+    store_key VARCHAR NOT NULL,   -- the key of kept/explanations.py when it was computed
+    doc       JSON                -- kept/taxes.py's document; NULL: the job has no attempt to account
 );
 """
 

@@ -1,6 +1,6 @@
 """Each job's tax accounting kept beside its explanation, so that a warm tax-report recomputes nothing.
 
-A warm report used to reuse the kept explanations (explain/memo.py) but still recompute every job's
+A warm report used to reuse the kept explanations (kept/explanations.py) but still recompute every job's
 buckets (its degradation windows, attempt cuts and degraded windows: three passes over the step
 logs) and decode every explanation to charge its causes: about 2 CPU s for the campus's 192 jobs. What
 it needs of them is small and does not depend on the report's options: the buckets, the interval

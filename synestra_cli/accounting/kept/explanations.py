@@ -6,8 +6,8 @@ sources ingested so far (their count and the last source id). Any ingest that lo
 change to explain/, signals/, accounting/ or the store's views (an upgrade, a tuned threshold), changes
 the key, so a kept explanation is either current or ignored: never stale. Keeping them is best effort:
 a store another process holds, or a read-only file, is left alone (tax-report opens the store
-read-only; the write is a separate, short transaction afterwards). A lake keeps them beside its parts,
-under the same key (store/lake_kept.py).
+read-only; the write is a separate, short transaction afterwards). A store that keeps results beside its
+data (a lake) keeps them there, under the same key (store/door.py).
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from synestra_cli import __version__
 from synestra_cli.errors import SynestraError
 from synestra_cli.explain.chain import ChainLink
 from synestra_cli.explain.document import CauseDoc, CheckpointDoc, ExplainDoc, FailureDoc, link_of, stamp
+from synestra_cli.explain.evidence import Cause
 from synestra_cli.explain.explanation import CheckpointExplanation, FailureExplanation, JobExplanation
 from synestra_cli.explain.job import explain_each, explain_job, jobs_in_window
-from synestra_cli.explain.reason import Cause
 from synestra_cli.explain.rules import SCHEMA
 from synestra_cli.signals.steps import DegradationWindow
-from synestra_cli.store.connect import may_be_lake
-from synestra_cli.store.session import is_lake_reader
+from synestra_cli.store.door import load_kept_beside, open_store
 from synestra_cli.store.sql import fetch_one, has_table, transaction
 
 KEY_SQL = "SELECT count(*), coalesce(max(source_id), 0) FROM sources"
@@ -87,10 +86,7 @@ def load(conn: duckdb.DuckDBPyConnection, job_ids: list[str], key: str) -> dict[
     """The kept explanations of these jobs that are current under `key`."""
     if not job_ids or not _has_table(conn):
         return {}
-    if is_lake_reader(conn):  # those kept on the lake (a store file has them already)
-        from synestra_cli.store import lake_kept
-
-        lake_kept.load_kept(conn, key)
+    load_kept_beside(conn, key)  # those kept beside a lake's parts (a store file's tables hold them already)
     rows = conn.execute(LOAD_SQL, [key, job_ids]).fetchall()
     return {job: from_json(json.loads(doc, object_hook=_datetimes)) for job, doc in rows}
 
@@ -134,19 +130,17 @@ def explain_reusing(
 
 def keep_all(conn: duckdb.DuckDBPyConnection, db: str | Path | None = None) -> int:
     """Explain every job of the store not already kept under its current key, and keep them (the store
-    open for writing: `ingest --explain`; a lake's reader with `db` naming the lake: kept on the lake);
-    how many were explained."""
+    open for writing: `ingest --explain`; a reader with `db` naming a store that keeps results beside its
+    data, a lake: kept there); how many were explained."""
     _, computed, key = explain_jobs(conn, jobs_in_window(conn))
-    if target := _lake(db):
-        from synestra_cli.store import lake_kept
-
-        lake_kept.keep(target, key, _docs(computed), key_for)
+    if (store := open_store(db)).keeps_beside():
+        store.keep_beside(key, _docs(computed), key_for)
     else:
         save(conn, key, computed)
     return len(computed)
 
 
-# Something kept beside the explanations under the same key, in their transaction (accounting/kept.py).
+# Something kept beside the explanations under the same key, in their transaction (kept/taxes.py).
 Beside = Callable[[duckdb.DuckDBPyConnection], None]
 
 
@@ -170,28 +164,16 @@ def save(
 def save_to(db: str | Path | None, key: str, explanations: list[JobExplanation], beside: Beside | None = None) -> int:
     """Open the store for writing just long enough to keep the explanations (and `beside`); 0 if it cannot
     be written now (held by another process, a read-only file): the report stands without them."""
-    from synestra_cli.store import open_store
-
     if not explanations and beside is None:
         return 0
     try:
-        if target := _lake(db):  # beside the lake's parts (store/lake_kept.py); `beside` is not kept
-            from synestra_cli.store import lake_kept
-
-            return lake_kept.keep(target, key, _docs(explanations), key_for) if explanations else 0
-        with open_store(db, long_migrations=False) as conn:  # a few rows: no rewrite of an older store's samples
+        store = open_store(db, long_migrations=False)
+        if store.keeps_beside():  # beside a lake's parts (store/lake_kept.py); `beside` is not kept
+            return store.keep_beside(key, _docs(explanations), key_for) if explanations else 0
+        with store as conn:  # a few rows: no rewrite of an older store's samples
             return save(conn, key, explanations, beside)
     except (SynestraError, duckdb.Error, OSError):
         return 0
-
-
-def _lake(db: str | Path | None) -> str | None:
-    """The lake `db` names, if it names one (store/lake.py is imported only when it may)."""
-    if not may_be_lake(db):
-        return None
-    from synestra_cli.store.lake import lake_target
-
-    return lake_target(db)
 
 
 def _docs(explanations: Iterable[JobExplanation]) -> list[tuple[str, str]]:
