@@ -221,7 +221,7 @@ def bench_jobsizes(args: argparse.Namespace) -> list[dict]:
 def files_per_format(exports: Path) -> dict[str, list[Path]]:
     """Every file of the dataset, grouped by the format Synestra detects in it."""
     from synestra_cli import formats
-    from synestra_cli.formats.base import decode, read_head
+    from synestra_cli.formats.reading import decode, read_head
 
     groups: dict[str, list[Path]] = {}
     for path in sorted(p for p in exports.rglob("*") if p.is_file()):
@@ -269,7 +269,7 @@ def bench_formats(groups: dict[str, list[Path]], work: Path) -> list[dict]:
 def big_syslog(syslogs: list[Path], cache: Path, lines: int) -> Path:
     """One RFC3164 file of about `lines` lines from the dataset's per-host files (cached): per-host files
     of a day hold a few hundred lines, too few to measure a parse rate rather than per-file overhead."""
-    from synestra_cli.formats.base import read_bytes
+    from synestra_cli.formats.reading import read_bytes
 
     out = cache / f"syslog-{lines}.log"
     if out.exists():

@@ -50,7 +50,7 @@ CANONICAL: list[Metric] = [
     Metric("gpu_thermal_violation_us_total", "us", "counter", "time throttled by temperature"),
     Metric("gpu_fb_used_mib", "MiB", "gauge", "frame buffer used"),
     Metric("gpu_fb_free_mib", "MiB", "gauge", "frame buffer free"),
-    # nvidia-smi -q / --query-gpu (formats/nvidia_smi_q.py, nvidia_smi_csv.py)
+    # nvidia-smi -q / --query-gpu (formats/telemetry/nvidia_smi_q.py, nvidia_smi_csv.py)
     Metric("gpu_power_limit_watts", "W", "gauge", "enforced power limit"),
     Metric("gpu_pcie_link_gen", "generation", "gauge", "PCIe link generation in use (drops at idle)"),
     Metric("gpu_pcie_link_gen_max", "generation", "gauge", "highest PCIe generation of the GPU and host"),

@@ -14,7 +14,8 @@ from conftest import REAL_SAMPLES
 
 from synestra_cli.errors import UnknownFormatError
 from synestra_cli.formats import envelope, envelope_sql
-from synestra_cli.formats.base import IngestOptions, lines_to_table
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.reading import lines_to_table
 from synestra_cli.ingest import ingest_file
 from synestra_cli.ingest.plan import recognise
 from synestra_cli.store.connect import memory_store

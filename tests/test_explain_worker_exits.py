@@ -1,7 +1,8 @@
-"""explain reads torchrun's worker exit codes (worker_failed incidents, formats/torch_failures.py): a SIGKILL with
-an oom-kill line near it is the OOM killer's, without one only a likely OOM or external kill; a SIGABRT next to an
-NCCL watchdog timeout is the watchdog's; exit code 1 is a Python exception; a SIGTERM is a preemption or a cancel
-only when sacct agrees (else torchrun stopping the others). Truth tests: each case has one right answer."""
+"""explain reads torchrun's worker exit codes (worker_failed incidents, formats/training/torch_failures.py): a
+SIGKILL with an oom-kill line near it is the OOM killer's, without one only a likely OOM or external kill; a
+SIGABRT next to an NCCL watchdog timeout is the watchdog's; exit code 1 is a Python exception; a SIGTERM is a
+preemption or a cancel only when sacct agrees (else torchrun stopping the others). Truth tests: each case
+has one right answer."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from conftest import REAL_SAMPLES
 
-from synestra_cli.formats import ib_counters
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.fabric import ib_counters
 from synestra_cli.ingest import ingest_file
 
 FABRIC = REAL_SAMPLES / "fabric"

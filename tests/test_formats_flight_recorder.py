@@ -9,7 +9,7 @@ import pytest
 from conftest import REAL_SAMPLES, only_formats
 
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.formats.flight_recorder import _NoGlobals, rank_of
+from synestra_cli.formats.training.flight_recorder import _NoGlobals, rank_of
 from synestra_cli.ingest import ingest_file, ingest_paths
 from synestra_cli.signals.collectives import laggards_for
 

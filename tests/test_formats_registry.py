@@ -11,7 +11,8 @@ import pytest
 import real_corpus
 
 from synestra_cli import formats
-from synestra_cli.formats.base import Format, IngestOptions, decode, read_head
+from synestra_cli.formats.base import Format, IngestOptions
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.sources import BOOKKEEPING_TABLES, sourced_tables
 
@@ -53,7 +54,7 @@ NAMES = [
 
 def test_every_module_defining_a_format_is_registered_under_its_name():
     modules = [
-        importlib.import_module(f"synestra_cli.formats.{m.name}") for m in pkgutil.iter_modules(formats.__path__)
+        importlib.import_module(m.name) for m in pkgutil.walk_packages(formats.__path__, prefix="synestra_cli.formats.")
     ]
     defined = sorted(m.FORMAT.name for m in modules if isinstance(getattr(m, "FORMAT", None), Format))
     assert defined == sorted(formats.registry()) == NAMES
@@ -97,6 +98,46 @@ def test_a_format_writes_only_the_tables_it_names(conn):
         assert tables <= formats.registry()[name].writes, name
 
 
+# The central tie list formats/__init__.py held before each format declared its `priority` (issue 33):
+# these first, in this order, then every other format by name.
+OLD_TIE_ORDER = (
+    "mlperf",
+    "megatron",
+    "nemo",
+    "torchtitan",
+    "deepspeed",
+    "orbax_log",
+    "nvrx_log",
+    "torch_log",
+    "syslog",
+    "sacct",
+    "ib_counters",
+    "ethtool_stats",
+    "mlxlink",
+    "sonic_fec_stats",
+    "gnmic_event",
+    "topology_csv",
+    "ibnetdiscover",
+    "prometheus",
+    "prom_api_json",
+    "metrics_long",
+)
+
+
+def test_the_priorities_order_the_registry_as_the_old_tie_list_did():
+    """Every format declares an int priority of its own (the field has no default), and sorting by it
+    gives the order the central list gave: a tie between two sniffers goes where it went before."""
+    registry = formats.registry()
+    assert all(type(fmt.priority) is int for fmt in registry.values())
+    rest = sorted(set(registry) - set(OLD_TIE_ORDER))
+    assert list(registry) == [*OLD_TIE_ORDER, *rest]
+    listed = [registry[name].priority for name in OLD_TIE_ORDER]
+    assert listed == sorted(set(listed), reverse=True), "the listed formats: distinct, in that order"
+    assert all(registry[name].priority < listed[-1] for name in rest)
+    with pytest.raises(TypeError, match="priority"):
+        Format("x", "a format without a priority", lambda head: 0.0, lambda ctx: None, frozenset())  # type: ignore[call-arg, arg-type, return-value]
+
+
 def test_no_file_of_the_real_corpus_is_a_tie_between_two_formats():
     """The tie order is a safety net, never what picks a real file's format."""
     for path in real_corpus.claimed_files():
@@ -125,7 +166,7 @@ def test_detection_skipping_formats_that_cannot_win_picks_what_trying_every_one_
 def test_a_sniffers_needles_never_change_its_score_on_the_real_corpus(monkeypatch):
     """joblog_sniff.has_line skips its regex when the head holds none of its needles (literals every match
     contains): each sniff scores every file of the real corpus as the regex alone would."""
-    from synestra_cli.formats import joblog_sniff
+    from synestra_cli.formats.training import joblog_sniff
 
     files = real_corpus.claimed_files()
     heads = [decode(read_head(path)) for path in files]

@@ -446,7 +446,7 @@ def test_10_corruption_found_mid_query_is_one_clear_error():
 
 
 def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, monkeypatch):
-    from synestra_cli.formats import syslog_clock
+    from synestra_cli.formats.kernel import syslog_clock
 
     f = tmp_path / "messages"
     months = ["Nov", "Dec", "Jan", "Feb", "Dec", "Jan"]  # two new years, one at a batch boundary
@@ -463,7 +463,8 @@ def test_13_the_clock_scan_in_small_batches_finds_the_same_year_wraps(tmp_path, 
 
 @pytest.mark.heavy
 def test_13_a_syslog_staged_in_chunks_loads_as_it_would_whole(tmp_path, monkeypatch):
-    from synestra_cli.formats import base, syslog
+    from synestra_cli.formats import base
+    from synestra_cli.formats.kernel import syslog
 
     f = tmp_path / "messages"
     lines = []
@@ -496,7 +497,8 @@ def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_
     """Memory flat in the file's size, counted instead of timed: DuckDB's memory after each of 80 chunks
     (the staging tables a chunk replaced in the file's transaction were kept until COMMIT, ~12 KB each
     even for a few lines), and the hosts the chunks saw (kept once each, not once per chunk)."""
-    from synestra_cli.formats import base, syslog
+    from synestra_cli.formats import base
+    from synestra_cli.formats.kernel import syslog
 
     f = tmp_path / "messages"
     months = ["Nov", "Dec", "Jan"] * 27  # a new year every third line: the clock scan's state is exercised
@@ -505,7 +507,7 @@ def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_
     monkeypatch.setattr(syslog, "CHUNK_BYTES", 1)
     used, hosts = [], []
     memory_sql = "SELECT sum(memory_usage_bytes + temporary_storage_bytes) FROM duckdb_memory()"
-    insert, finish = syslog._insert_events, syslog._finish
+    insert, finish = syslog.insert_events, syslog.finish
 
     def counting_insert(conn, *args):
         insert(conn, *args)
@@ -515,8 +517,8 @@ def test_13_what_a_syslog_file_keeps_between_chunks_does_not_grow_with_them(tmp_
         hosts.append(work.sql("SELECT count(*) FROM _syslog_hosts").fetchall()[0][0])
         finish(conn, work, files)
 
-    monkeypatch.setattr(syslog, "_insert_events", counting_insert)
-    monkeypatch.setattr(syslog, "_finish", counting_finish)
+    monkeypatch.setattr(syslog, "insert_events", counting_insert)
+    monkeypatch.setattr(syslog, "finish", counting_finish)
     with open_store(tmp_path / "s.duckdb") as c:
         report = ingest_file(c, f, IngestOptions(year=2000))
         assert report.rows == len(months) and report.rejected == 0

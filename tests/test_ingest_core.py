@@ -49,6 +49,7 @@ LINES = Format(
     sniff=lambda head: 1.0 if head.startswith("line") else 0.0,
     load=_load_lines,
     writes=frozenset({"events"}),
+    priority=0,
 )
 
 
@@ -221,7 +222,7 @@ def test_a_gzip_header_mtime_dates_the_content_even_after_a_checkout_resets_the_
     import os
     from datetime import datetime
 
-    from synestra_cli.formats.base import content_mtime
+    from synestra_cli.formats.reading import content_mtime
 
     f = tmp_path / "old.log.gz"
     with open(f, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=1_700_000_000) as gz:

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synestra_cli.formats import envelope, envelope_sql
-from synestra_cli.formats.base import IngestOptions, lines_to_table
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.reading import lines_to_table
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store import open_store
 from synestra_cli.store.sources import sourced_tables

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.ingest import ingest_paths, parse, run
+from synestra_cli.ingest import ingest_paths, parse, run, units
 from synestra_cli.store.connect import memory_store
 
 DATA = Path(__file__).parent / "data"
@@ -33,7 +33,7 @@ def _real_logs() -> list[Path]:
 
 
 def _store(paths: list[Path], monkeypatch: pytest.MonkeyPatch, unit_files: int, **options) -> dict[str, list]:
-    monkeypatch.setattr(parse, "UNIT_FILES", unit_files)
+    monkeypatch.setattr(units, "UNIT_FILES", unit_files)
     monkeypatch.setattr(run, "BATCH_SECONDS", 1e9)  # one batch: the same evidence for every file's year
     conn = memory_store()
     reports = ingest_paths(conn, paths, IngestOptions(**options), workers=1)
@@ -90,7 +90,7 @@ def test_a_bad_file_among_good_ones_fails_alone_with_its_line(tmp_path, monkeypa
     lines = bad.read_text().splitlines(keepends=True)
     lines.insert(2, "this line has no syslog envelope\n")
     bad.write_text("".join(lines))
-    monkeypatch.setattr(parse, "UNIT_FILES", 64)
+    monkeypatch.setattr(units, "UNIT_FILES", 64)
     conn = memory_store()
     reports = ingest_paths(conn, good, IngestOptions(strict=True), workers=1)
     by_path = {Path(r.path).name: r for r in reports}
@@ -115,7 +115,7 @@ def test_a_file_that_breaks_its_group_leaves_the_others_loaded(tmp_path, monkeyp
     good = _copies(tmp_path, 4)
     csv = tmp_path / "node1b.csv"
     csv.write_text("timestamp,host,entity,metric,value\n2026-11-29T00:00:00Z,gpu-1,mlx5_0,x,1\n")
-    monkeypatch.setattr(parse, "UNIT_FILES", 64)
+    monkeypatch.setattr(units, "UNIT_FILES", 64)
     conn = memory_store()
     reports = ingest_paths(conn, [*good[:2], csv, *good[2:]], IngestOptions(format="syslog"), workers=1)
     assert [(Path(r.path).name, r.status) for r in reports] == [
@@ -169,7 +169,7 @@ def _job_rows(conn) -> dict[str, dict[str, list]]:
 def _ingest_jobs(paths: list[Path], monkeypatch: pytest.MonkeyPatch, unit_files: int = 256, **options) -> tuple:
     """Ingest with one worker, unit_files files per unit: the store's rows by file, the reports, and the
     groups tried (their sizes, and whether the group's load held)."""
-    monkeypatch.setattr(parse, "UNIT_FILES", unit_files)
+    monkeypatch.setattr(units, "UNIT_FILES", unit_files)
     groups: list[tuple[int, bool]] = []
     stage_group = parse._stage_group
 
@@ -258,7 +258,7 @@ def test_a_rejected_job_log_fails_alone_in_its_group(tmp_path, monkeypatch):
 
 def test_job_logs_ingested_again_in_a_group_add_nothing(monkeypatch):
     """Each grouped log keeps its own source key: ingesting the same logs again skips every one."""
-    monkeypatch.setattr(parse, "UNIT_FILES", 256)
+    monkeypatch.setattr(units, "UNIT_FILES", 256)
     conn = memory_store()
     assert {r.status for r in ingest_paths(conn, JOB_LOGS, IngestOptions(), workers=1)} == {"loaded"}
     before = _job_rows(conn)
@@ -270,7 +270,7 @@ def test_job_logs_ingested_again_in_a_group_add_nothing(monkeypatch):
 def test_units_are_cut_by_text_so_gzipped_files_share_units_as_their_lines_weigh(tmp_path, monkeypatch):
     """A unit's memory is its lines: a gzip file counts what its trailer says it holds, not its bytes on
     disk (~9x fewer); a FIFO is not opened."""
-    monkeypatch.setattr(parse, "UNIT_TEXT_BYTES", 100_000)
+    monkeypatch.setattr(units, "UNIT_TEXT_BYTES", 100_000)
     lines = "".join(f"2026-11-02T00:00:{i % 60:02d}Z,gpu-001,mlx5_0,optics_rx_power_dbm,-1.5\n" for i in range(1000))
     plain, packed = [], []
     for k in range(4):
@@ -279,9 +279,9 @@ def test_units_are_cut_by_text_so_gzipped_files_share_units_as_their_lines_weigh
         plain.append(p)
         packed.append(g)
     assert all(g.stat().st_size < 10_000 for g in packed)  # on disk, ten would fit in a unit
-    assert parse.work_units(plain) == [[0], [1], [2], [3]]
-    assert parse.work_units(packed) == [[0], [1], [2], [3]]  # as their lines weigh
-    monkeypatch.setattr(parse, "UNIT_TEXT_BYTES", 130_000)
-    assert parse.work_units(packed) == [[0, 1], [2, 3]]
+    assert units.work_units(plain) == [[0], [1], [2], [3]]
+    assert units.work_units(packed) == [[0], [1], [2], [3]]  # as their lines weigh
+    monkeypatch.setattr(units, "UNIT_TEXT_BYTES", 130_000)
+    assert units.work_units(packed) == [[0, 1], [2, 3]]
     os.mkfifo(fifo := tmp_path / "fifo")
-    assert parse._sizes(fifo) == (0, 0)  # answered without opening it (which would block)
+    assert units._sizes(fifo) == (0, 0)  # answered without opening it (which would block)

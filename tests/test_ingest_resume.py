@@ -253,7 +253,7 @@ def test_a_grown_parquet_metrics_file_is_not_read_by_lines(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    from synestra_cli.formats import metrics_long
+    from synestra_cli.formats.telemetry import metrics_long
 
     path = tmp_path / "m.parquet"
     pq.write_table(

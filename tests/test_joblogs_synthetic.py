@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import JOB_LOG_FORMATS, only_formats
 
-from synestra_cli.formats import torch_failures
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.training import torch_failures
 from synestra_cli.ingest import ingest_file
 
 

@@ -1,4 +1,5 @@
-"""Kubernetes inputs (formats/kubernetes.py, kube_events_table.py): real kubectl outputs load with their facts."""
+"""Kubernetes inputs (formats/scheduler/kubernetes.py, kube_events_table.py): real kubectl outputs load with
+their facts."""
 
 from __future__ import annotations
 
@@ -258,7 +259,7 @@ def test_the_same_runs_in_two_snapshots_are_read_once(conn, tmp_path):
     ],
 )
 def test_a_container_logs_path_names_its_kubernetes_job(path, job):
-    from synestra_cli.formats.joblog import job_id_from_name
+    from synestra_cli.formats.training.joblog import job_id_from_name
 
     assert job_id_from_name(Path(path)) == job
 

@@ -7,8 +7,8 @@ from datetime import datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from synestra_cli.formats import metrics_long
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.telemetry import metrics_long
 from synestra_cli.ingest import ingest_file
 
 CSV = """timestamp,host,entity,metric,value

@@ -12,7 +12,7 @@ import pytest
 from conftest import REAL_SAMPLES
 
 from synestra_cli.formats.base import IngestOptions
-from synestra_cli.formats.prom_labels import install_macros
+from synestra_cli.formats.telemetry.prom_labels import install_macros
 from synestra_cli.ingest import ingest_file, ingest_paths
 from synestra_cli.store import open_store
 from synestra_cli.store.connect import memory_store

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REAL_SAMPLES
 
-from synestra_cli.formats import prom_json, prom_json_stream
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.telemetry import prom_json, prom_json_stream
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store import open_store
 
@@ -83,7 +83,7 @@ def test_a_scalar_answer_is_refused_because_it_has_no_series(conn, tmp_path):
 
 
 # ---------------------------------------------------------------- a big answer, read as a stream (issue 37 item 7)
-# The answer is read a batch of whole results at a time (formats/prom_json_stream.py); small batches here so
+# The answer is read a batch of whole results at a time (formats/telemetry/prom_json_stream.py); small batches here so
 # that a few results make many batches, and every way a dump is written still reads the same.
 
 

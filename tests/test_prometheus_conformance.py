@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from synestra_cli.formats import detect, prom_text
+from synestra_cli.formats import detect
 from synestra_cli.formats.base import IngestOptions, LoadContext
+from synestra_cli.formats.telemetry import prom_text
 
 PROM = REAL_SAMPLES / "prometheus"
 EXPFMT_CASES = sorted(PROM.glob("prometheus-common_expfmt-*.prom"))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import REAL_SAMPLES, only_formats
 
-from synestra_cli.formats import detect, sacct
+from synestra_cli.formats import detect
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.scheduler import sacct
 from synestra_cli.ingest import ingest_file
 
 TAB_OOM = REAL_SAMPLES / "training" / "tdhock-slurm_sacct-P-tab_oom.txt"

@@ -1,4 +1,4 @@
-"""Slurm's and srun's own lines inside a job's log (formats/slurm_lines.py, issue 35 class 2, issue 37 item 3):
+"""Slurm's and srun's own lines inside a job's log (formats/training/slurm_lines.py, issue 35 class 2, issue 37 item 3):
 read as how the attempt ended, the job id taken from them, and never a preemption unless Slurm says so."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from conftest import REAL_SAMPLES
 
 from synestra_cli.explain.triggers import preempted
 from synestra_cli.formats import detect
-from synestra_cli.formats.base import IngestOptions, decode, read_head
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.reading import decode, read_head
 from synestra_cli.ingest import ingest_file
 from synestra_cli.signals.events import Incident
 from synestra_cli.signals.scope import Attempt

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import REAL_DATA, REAL_SAMPLES
 
-from synestra_cli.formats import envelope, syslog
+from synestra_cli.formats import envelope
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.kernel import kernel_events as kev
+from synestra_cli.formats.kernel import syslog
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.connect import memory_store
 
@@ -691,7 +693,7 @@ def test_candidate_prefilter_drops_no_typed_event(tmp_path, monkeypatch):
     filtered = memory_store()
     for p in paths:
         load(filtered, p)
-    monkeypatch.setattr(syslog.kev, "CLASSIFY_SQL", syslog.kev.CLASSIFY_SQL.replace(syslog.kev.CANDIDATE_SQL, "true"))
+    monkeypatch.setattr(kev, "CLASSIFY_SQL", kev.CLASSIFY_SQL.replace(kev.CANDIDATE_SQL, "true"))
     unfiltered = memory_store()
     for p in paths:
         load(unfiltered, p)

@@ -224,9 +224,9 @@ def test_a_yearless_log_is_no_evidence_for_another_whatever_dated_it(tmp_path):
 def test_progress_counts_each_file_once_up_to_the_total_when_a_log_waits_for_the_second_pass(
     tmp_path, monkeypatch, workers
 ):
-    from synestra_cli.ingest import parse
+    from synestra_cli.ingest import units
 
-    monkeypatch.setattr(parse, "UNIT_FILES", 1)  # a unit per file: two workers take them
+    monkeypatch.setattr(units, "UNIT_FILES", 1)  # a unit per file: two workers take them
     inputs = tmp_path / "in"
     inputs.mkdir()
     copied_later(inputs, "gh-docker-for-linux-1001_rfc3164_oom-killed-new-format.log").rename(inputs / "a.log")

@@ -7,8 +7,8 @@ from conftest import REAL_SAMPLES
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from synestra_cli.formats import ibnetdiscover, topology_csv
 from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.fabric import ibnetdiscover, topology_csv
 from synestra_cli.ingest import ingest_file
 from synestra_cli.store.connect import memory_store
 

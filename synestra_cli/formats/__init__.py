@@ -1,8 +1,9 @@
 """The format registry: every parser Synestra has, and content-based detection.
 
-Every module of this package that defines ``FORMAT`` (a formats.base.Format) is a format: adding one
-is adding its module. The highest sniff score wins; equal scores go to the format listed first in
-TIE_ORDER (more specific formats first), then to the others by name.
+Every module of this package or of its family subpackages (kernel/, telemetry/, fabric/, training/,
+scheduler/) that defines ``FORMAT`` (a formats.base.Format) is a format: adding one is adding its module.
+The highest sniff score wins; equal scores go to the format of higher `priority` (each format declares
+its own: formats/base.py), then by name.
 """
 
 from __future__ import annotations
@@ -14,44 +15,18 @@ from functools import cache
 from synestra_cli.errors import UnknownFormatError
 from synestra_cli.formats.base import Format
 
-# Which format wins a tie of equal sniff scores: job logs before the generic failure log, logs before
-# counter dumps, the exposition text before the metric tables. Formats not listed come after, by name.
-TIE_ORDER = (
-    "mlperf",
-    "megatron",
-    "nemo",
-    "torchtitan",
-    "deepspeed",
-    "orbax_log",
-    "nvrx_log",
-    "torch_log",
-    "syslog",
-    "sacct",
-    "ib_counters",
-    "ethtool_stats",
-    "mlxlink",
-    "sonic_fec_stats",
-    "gnmic_event",
-    "topology_csv",
-    "ibnetdiscover",
-    "prometheus",
-    "prom_api_json",
-    "metrics_long",
-)
-
 
 @cache
 def registry() -> dict[str, Format]:
-    """name -> Format of every format module, in tie order."""
+    """name -> Format of every format module, in tie order (priority high to low, then name)."""
     found: dict[str, Format] = {}
-    for info in pkgutil.iter_modules(__path__):
-        fmt = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FORMAT", None)
+    for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):  # the family subpackages too
+        fmt = getattr(importlib.import_module(info.name), "FORMAT", None)
         if isinstance(fmt, Format):
             if fmt.name in found:
                 raise RuntimeError(f"two formats named {fmt.name!r}")
             found[fmt.name] = fmt
-    rank = {name: i for i, name in enumerate(TIE_ORDER)}
-    return dict(sorted(found.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
+    return dict(sorted(found.items(), key=lambda item: (-item[1].priority, item[0])))
 
 
 def all_formats() -> dict[str, Format]:

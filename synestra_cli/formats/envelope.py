@@ -90,7 +90,7 @@ PREFIXES = (
     ),
 )
 BY_KIND = {p.kind: p for p in PREFIXES}
-# Prefixes every job-log format already reads behind (formats/joblog.py RANK_PREFIX): alone, they are no
+# Prefixes every job-log format already reads behind (formats/training/joblog.py RANK_PREFIX): alone, they are no
 # reason to read a file another way than its sniffer recognised it.
 NATIVE_PREFIXES = ("rank", "ray")
 # Words a kernel or a tool puts first on its own lines (`NVRM: Xid …`, `kernel: …`, `srun: error: …`): not

@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from synestra_cli.formats.base import iter_line_batches, lines_to_table
 from synestra_cli.formats.envelope import BY_KIND, LINE_PREFIXES, Envelope, continued_sql
+from synestra_cli.formats.reading import iter_line_batches, lines_to_table
 from synestra_cli.store.session import LEAP_SECOND_SQL
 from synestra_cli.store.sql import registered
 

@@ -1,6 +1,6 @@
 """The one bound on what a compressed input inflates to: a decompression bomb is one file's refusal.
 
-Every gzip stream ingest decompresses goes through it: Python's reader (base.open_binary, for every
+Every gzip stream ingest decompresses goes through it: Python's reader (reading.open_binary, for every
 format that reads lines or text) and the check that inflates a Prometheus export before DuckDB's own
 reader reads it (prometheus._inspect). Two limits, both settings (settings.py):
 

@@ -1,7 +1,7 @@
 """The year of yearless time stamps (RFC 3164, journal short): dated evidence first, the file's mtime last.
 
 A syslog file without years is first placed from a base year (its lines after each new year, where the month
-goes down, one year later: formats/syslog.py). Which base year is right is then decided, in this order:
+goes down, one year later: formats/kernel/syslog.py). Which base year is right is then decided, in this order:
 
 1. `--year`: the year the file starts in.
 2. Dated evidence in the file itself: messages that carry a full date on their own line's day (`ts=2024-02-08T09:10`,

@@ -39,7 +39,8 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.errors import StoreBusyError, raise_if_stopped
-from synestra_cli.formats.base import GZIP_MAGIC, IngestOptions
+from synestra_cli.formats.base import IngestOptions
+from synestra_cli.formats.reading import GZIP_MAGIC
 from synestra_cli.ingest import FileReport, ProgressFn, ReportFn, WalkIssue, ingest_into, iter_inputs
 from synestra_cli.ingest.staging import Stores
 from synestra_cli.ingest.walk import resolved

@@ -1,5 +1,6 @@
 """Files into a stage: each file planned (its format, and whether the store holds it already), parsed
-into an in-memory stage in its own transaction, and every failure of one file turned into its report.
+into an in-memory stage in its own transaction, and every failure of one file turned into its report
+(ingest/failures.py); the files come in units of work (ingest/units.py).
 
 ingest/run.py hands units of files to threads and commits the stages; this module never touches the
 store itself (ingest/staging.py: what a parser may read of it).
@@ -14,34 +15,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
 
 from synestra_cli.errors import (
-    SettingsError,
     StoreWriteError,
-    SynestraError,
     is_interrupt,
-    is_out_of_memory,
-    out_of_memory_message,
     raise_if_stopped,
 )
 from synestra_cli.formats import envelope_sql
-from synestra_cli.formats.base import (
-    Format,
-    IngestOptions,
-    LoadContext,
-    LoadResult,
-    TrackedOptions,
-    content_mtime,
-    is_gzip,
-    text_bytes,
-    transcode_to_utf8,
-)
+from synestra_cli.formats.base import Format, IngestOptions, LoadContext, LoadResult, TrackedOptions
 from synestra_cli.formats.envelope import Envelope
+from synestra_cli.formats.reading import content_mtime, is_gzip, transcode_to_utf8
 from synestra_cli.ingest.batch import Staged
+from synestra_cli.ingest.failures import guarded, store_write_message
 from synestra_cli.ingest.plan import (
     SKIP,
     Known,
@@ -54,13 +42,10 @@ from synestra_cli.ingest.plan import (
 )
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.ingest.staging import Stores
-from synestra_cli.ingest.walk import WalkIssue
 from synestra_cli.query.clusters import prefix_hosts
 from synestra_cli.store.connect import is_store_write_failure
 from synestra_cli.store.sql import quote_ident, transaction
 
-CONFLICT_RETRIES = 5  # each round of colliding files commits at least one: enough for 4 workers
-R = TypeVar("R")
 ProgressFn = Callable[[Path, int, int], None]
 
 
@@ -70,43 +55,6 @@ class Later:
 
 
 Result = FileReport | Staged | Later
-# Consecutive small files are handed to a worker together, up to UNIT_FILES or UNIT_TEXT_BYTES of text: those
-# of a format that loads many at once (Format.load_group) are then parsed by the same statements. Text, not
-# bytes on disk: a unit's memory is its lines, and gzip holds ~9x more per byte. Units of 16 MB of gzipped
-# optics CSV (~140 MB of lines), two at once, spilled DuckDB's pool to disk: the campus's 512 files took 24 s
-# with two workers, 16 s with one; 32 MB of text: 16 s with two, 1.1 GB peak instead of 1.5. A file over
-# UNIT_ALONE_BYTES on disk is a unit of its own: the workers share the big files.
-UNIT_FILES = 256
-UNIT_TEXT_BYTES = 32 << 20
-UNIT_ALONE_BYTES = 1 << 20
-
-
-def work_units(items: list[Path | WalkIssue], chosen: list[int] | None = None) -> list[list[int]]:
-    """The indices of the inputs (those chosen, in order), cut into units of work (a WalkIssue alone)."""
-    units: list[list[int]] = []
-    unit: list[int] = []
-    size = 0
-    for i in range(len(items)) if chosen is None else chosen:
-        item = items[i]
-        on_disk, text = (0, 0) if isinstance(item, WalkIssue) else _sizes(item)
-        if isinstance(item, WalkIssue) or on_disk > UNIT_ALONE_BYTES:  # alone, in order
-            units += [unit, [i]] if unit else [[i]]
-            unit, size = [], 0
-            continue
-        if unit and (len(unit) >= UNIT_FILES or size + text > UNIT_TEXT_BYTES):
-            units.append(unit)
-            unit, size = [], 0
-        unit.append(i)
-        size += text
-    return units + [unit] if unit else units
-
-
-def _sizes(path: Path) -> tuple[int, int]:
-    """The file's bytes on disk and of text (0, 0: unreadable, it fails when planned)."""
-    try:
-        return path.stat().st_size, text_bytes(path)
-    except OSError:
-        return 0, 0
 
 
 @dataclass
@@ -149,7 +97,7 @@ def stage_unit(
     groups: dict[object, list[_Planned]] = {}
     for index, path, source_id in files:
         report = FileReport(path=str(path), status="failed")
-        planned = _guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
+        planned = guarded(stores, path, report, lambda: _plan(path, options, known, report))  # noqa: B023
         if isinstance(planned, _Planned) and defer and planned.leans:
             out[index] = Later()
             continue  # shown when its pass comes
@@ -177,7 +125,7 @@ def _stage_one(
     cur: duckdb.DuckDBPyConnection, stores: Stores, stage: str, p: _Planned, options: IngestOptions
 ) -> FileReport | Staged:
     p.report.status = "failed"
-    return _guarded(stores, p.path, p.report, lambda: _load(cur, stores, stage, p, options))
+    return guarded(stores, p.path, p.report, lambda: _load(cur, stores, stage, p, options))
 
 
 def stage_file(
@@ -202,48 +150,7 @@ def stage_file(
         planned.index, planned.source_id = index, source_id
         return _load(cur, stores, stage, planned, options)
 
-    return _guarded(stores, path, report, attempt)
-
-
-def _guarded(stores: Stores, path: Path, report: FileReport, fn: Callable[[], R]) -> R | FileReport:
-    """fn(), or `report` saying why it failed: every error of one file is that file's failure, but a
-    Ctrl-C and a spill folder that cannot be written (StoreWriteError). A catalog row another file
-    added first is retried. An error while a signal asked to stop is the stop (a library may have
-    wrapped its exception: errors.request_stop)."""
-    for attempt in range(CONFLICT_RETRIES + 1):
-        try:
-            return fn()
-        except SettingsError:
-            raise  # a malformed variable is the command's usage error (exit 2), not this file's
-        except SynestraError as exc:
-            raise_if_stopped(exc)
-            report.error = str(exc)
-        except duckdb.Error as exc:
-            raise_if_stopped(exc)
-            if is_interrupt(exc):  # Ctrl-C stops the whole run; this file's transaction is rolled back
-                raise
-            if is_store_write_failure(exc):
-                raise StoreWriteError(store_write_message(stores, exc)) from exc
-            # Two files parsing at once both added the same catalog row to the stage: the later one
-            # fails, at its insert or its commit. Retried, it sees the other's row.
-            if _is_conflict(exc) and attempt < CONFLICT_RETRIES:
-                continue
-            report.error = _out_of_memory(path, exc) if is_out_of_memory(exc) else _driver_error(path, exc)
-        except Exception as exc:  # noqa: BLE001 - a parser bug or an input it did not foresee
-            raise_if_stopped(exc)
-            if is_interrupt(exc):  # DuckDB 2 reports a Ctrl-C inside a query as a RuntimeError
-                raise
-            if is_out_of_memory(exc):  # (an Arrow scan wraps DuckDB's): the limit's fault, not the file's
-                report.error = _out_of_memory(path, exc)
-                return report
-            if isinstance(exc, OSError):  # removed, replaced or made unreadable since it was walked
-                report.error = f"{path}: cannot be read ({exc.strerror or exc})"
-                return report
-            # (TypeError on a null, RecursionError on deep nesting, a date Python cannot hold): this
-            # file fails, rolled back, and the others still load.
-            report.error = f"{path}: could not be loaded ({_first_line(exc)}); please report this file"
-        return report
-    return report
+    return guarded(stores, path, report, attempt)
 
 
 def _plan(path: Path, options: IngestOptions, known: Known, report: FileReport) -> _Planned | FileReport:
@@ -368,35 +275,3 @@ def _readable_copy(cur: duckdb.DuckDBPyConnection, p: _Planned) -> Iterator[tupl
             os.replace(Path(tmp) / f"utf8-{name}", copy)
         os.utime(copy, (path.stat().st_atime, path.stat().st_mtime))
         yield copy, columns
-
-
-def _is_conflict(exc: duckdb.Error) -> bool:
-    """A row another file's transaction wrote first (at insert, or at commit). Not "transaction is
-    aborted": that follows an error of this file's own, and retrying it would only repeat it."""
-    if isinstance(exc, duckdb.ConstraintException):
-        return True
-    return isinstance(exc, duckdb.TransactionException) and "transaction is aborted" not in str(exc)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
-
-
-def _out_of_memory(path: Path, exc: BaseException) -> str:
-    return f"{path}: {out_of_memory_message(exc)}, then ingest again"
-
-
-def _driver_error(path: Path, exc: duckdb.Error) -> str:
-    # A statement after a failed one (an unregister in a finally block) reports only "transaction is
-    # aborted": the error that aborted it is the one to show.
-    cause = exc.__context__ if "transaction is aborted" in str(exc) and exc.__context__ else exc
-    return f"{path}: could not be loaded ({_first_line(cause)})"
-
-
-def store_write_message(stores: Stores, exc: duckdb.Error) -> str:
-    store = str(stores.path or "in memory")
-    return (
-        f"the store ({store}) cannot be written ({_first_line(exc)}): free space, or use another --db; "
-        "the files reported as loaded are in, and re-running the ingest loads the rest"
-    )

@@ -19,9 +19,11 @@ import duckdb
 
 from synestra_cli import formats
 from synestra_cli.errors import InputError, UnknownFormatError
-from synestra_cli.formats import envelope, envelope_sql, flight_recorder
-from synestra_cli.formats.base import UTF8_BOM, Format, IngestOptions, decode, is_gzip, read_head, utf16_codec
+from synestra_cli.formats import envelope, envelope_sql
+from synestra_cli.formats.base import Format, IngestOptions
 from synestra_cli.formats.envelope import Envelope
+from synestra_cli.formats.reading import UTF8_BOM, decode, is_gzip, read_head, utf16_codec
+from synestra_cli.formats.training import flight_recorder
 from synestra_cli.store.sql import quote_ident
 
 PARQUET_MAGIC = b"PAR1"  # binary formats read: long-form metrics as Parquet, Flight Recorder pickles

@@ -31,20 +31,20 @@ from synestra_cli.formats.base import (
     IngestOptions,
 )
 from synestra_cli.ingest.batch import Batch, Staged, commit, prepare
+from synestra_cli.ingest.failures import store_write_message
 from synestra_cli.ingest.parse import (
     Later,
     ProgressFn,
     Result,
     stage_file,
     stage_unit,
-    store_write_message,
-    work_units,
 )
 from synestra_cli.ingest.plan import (
     Known,
 )
 from synestra_cli.ingest.report import FileReport
 from synestra_cli.ingest.staging import Stores
+from synestra_cli.ingest.units import work_units
 from synestra_cli.ingest.walk import WalkIssue, iter_inputs
 from synestra_cli.store.connect import as_store_error, is_store_write_failure
 from synestra_cli.store.parallel import default_workers, map_in_threads

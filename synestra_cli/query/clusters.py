@@ -104,7 +104,7 @@ RACK_PREFIX_SQL = (
     "UPDATE topology SET rack = $cluster || ':' || rack "
     "WHERE source_id = $sid AND rack IS NOT NULL AND NOT starts_with(rack, $cluster || ':')"
 )
-# The storage events (formats/kernel_events_classify.sql) whose component is a filesystem server.
+# The storage events (formats/kernel/kernel_events_classify.sql) whose component is a filesystem server.
 FILESYSTEM_KINDS = ("nfs_ok", "nfs_not_responding", "lustre_restored", "lustre_lost")
 FILESYSTEM_PREFIX_SQL = (
     "UPDATE events SET component = $cluster || ':' || component WHERE source_id = $sid "

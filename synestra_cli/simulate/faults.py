@@ -3,12 +3,13 @@
 A fault function returns a Fault: telemetry Effects (applied by simulate/telemetry.py), kernel log
 lines (rendered by simulate/syslog.py), the Cause explain should name, and the Disturbance a job
 using the hosts feels (None when the fault touches no job: a decoy). Times are epoch seconds (float).
-The physics and its public sources are in docs/simulator.md.
+The physics and its public sources are in docs/simulator.md; the benign background that touches no
+job is simulate/noise.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -70,7 +71,7 @@ def _xid(cl: Cluster, host: str, ts: float, gpu: int, code: int, text: str, pid:
     return LogLine(ts, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): {code}, {who}{text}", 3)
 
 
-def _gpu_banner(cl: Cluster, host: str, ts: float, gpu: int) -> list[LogLine]:
+def gpu_banner(cl: Cluster, host: str, ts: float, gpu: int) -> list[LogLine]:
     # The driver names the GPU once before its first Xid: the only PCI -> UUID mapping in the log.
     return [
         LogLine(ts, host, f"NVRM: GPU at PCI:{cl.kernel_gpu_addr(gpu)}: {cl.gpu_uuid(host, gpu)}", 6),
@@ -109,7 +110,7 @@ def gpu_fell_off_bus(cl: Cluster, host: str, gpu: int, start: float, rng: np.ran
     cause = Cause("gpu.fell_off_bus", (host,), f"gpu{gpu}", dt(start))
     bdf = f"{cl.kernel_gpu_addr(gpu)}.0"
     logs = [
-        *_gpu_banner(cl, host, start, gpu),
+        *gpu_banner(cl, host, start, gpu),
         LogLine(start, host, f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 79, GPU has fallen off the bus.", 3),
         LogLine(start, host, f"NVRM: GPU {bdf}: GPU has fallen off the bus.", 3),
     ]
@@ -155,7 +156,7 @@ def ecc_dbe(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Gener
     cause = Cause("gpu.memory", (host,), f"gpu{gpu}", dt(start))
     addr = int(rng.integers(0x100000, 0x7FFFFFFF))
     logs = [
-        *_gpu_banner(cl, host, start, gpu),
+        *gpu_banner(cl, host, start, gpu),
         _xid(
             cl,
             host,
@@ -191,7 +192,7 @@ def nvlink(cl: Cluster, host: str, gpu: int, start: float, rng: np.random.Genera
     cause = Cause("gpu.nvlink", (host,), f"gpu{gpu}", dt(start))
     link = int(rng.integers(0, 18))
     logs = [
-        *_gpu_banner(cl, host, start, gpu),
+        *gpu_banner(cl, host, start, gpu),
         _xid(
             cl,
             host,
@@ -223,14 +224,14 @@ def link_flap(cl: Cluster, host: str, nic: int, start: float, rng: np.random.Gen
     """The link goes down and up: IB link_downed increments, mlx5 logs DOWN/ACTIVE; the collective in
     flight loses its queue pair and the job hangs until the NCCL watchdog fires."""
     cause = Cause("network.link_down", (host,), f"mlx5_{nic}", dt(start))
-    logs = _link_logs(cl, host, nic, start, down_s)
+    logs = link_logs(cl, host, nic, start, down_s)
     effects = (Effect("link_down", host, start, start + down_s, nic),)
     return Fault(
         "link_flap", (host,), start, cause, effects, tuple(logs), _crash(start, cause, "nccl_timeout"), start + down_s
     )
 
 
-def _link_logs(cl: Cluster, host: str, nic: int, start: float, down_s: float) -> list[LogLine]:
+def link_logs(cl: Cluster, host: str, nic: int, start: float, down_s: float) -> list[LogLine]:
     tag = f"mlx5_core {cl.nic_bdf(nic)} mlx5_{nic}:"
     return [
         LogLine(start, host, f"{tag} Port: 1 Link DOWN", 6),
@@ -335,71 +336,3 @@ def straggler(
     slow = Disturbance("slowdown", dt(start), dt(end), factor=factor, rank=rank, cause=cause)
     pace = Effect("pace", host, start, end, rank % cl.gpus_per_node)
     return Fault("straggler", (host,), start, cause, (pace,), (), slow, end)
-
-
-@dataclass
-class Noise:
-    """Benign background that every healthy cluster shows."""
-
-    effects: list[Effect] = field(default_factory=list)
-    logs: list[LogLine] = field(default_factory=list)
-
-
-def benign_noise(
-    cl: Cluster,
-    t0: float,
-    t1: float,
-    rng: np.random.Generator,
-    idle_hosts: tuple[str, ...],
-    other_job_hosts: tuple[str, ...],
-) -> Noise:
-    """Single corrected AER errors, noisy-but-healthy FEC, idle-node link flaps, Xid 13/31 on other jobs."""
-    noise = Noise()
-    span = t1 - t0
-    for h in rng.choice(cl.hosts, size=max(1, cl.nodes // 4), replace=False):
-        noise.logs.extend(aer_corrected(cl, str(h), t0 + float(rng.uniform(0, span)), rng))
-    for h in rng.choice(cl.hosts, size=max(1, cl.nodes // 8), replace=False):
-        # noisy-but-healthy: a few symbol errors, FEC working, no loss, never slower
-        noise.effects.append(Effect("link_errors", str(h), t0, t1, int(rng.integers(cl.nics_per_host)), -2.0))
-    for h in idle_hosts[:2]:
-        nic, ts = int(rng.integers(cl.nics_per_host)), t0 + float(rng.uniform(0.1, 0.9)) * span
-        noise.logs.extend(_link_logs(cl, h, nic, ts, 8.0))
-        noise.effects.append(Effect("link_down", h, ts, ts + 8.0, nic))
-    for h in other_job_hosts[:2]:
-        gpu = int(rng.integers(cl.gpus_per_node))
-        noise.logs.extend(_app_xids(cl, h, t0 + float(rng.uniform(0.1, 0.9)) * span, gpu))
-    return noise
-
-
-def aer_corrected(cl: Cluster, host: str, ts: float, rng: np.random.Generator) -> list[LogLine]:
-    port = f"0000:{int(rng.integers(0x10, 0xF0)):02x}:01.0"
-    return [
-        LogLine(ts, host, f"pcieport {port}: AER: Correctable error message received from {port}", 4),
-        LogLine(
-            ts, host, f"pcieport {port}: PCIe Bus Error: severity=Correctable, type=Physical Layer, (Receiver ID)", 4
-        ),
-        LogLine(ts, host, f"pcieport {port}:   device [8086:352a] error status/mask=00000001/0000e000", 4),
-        LogLine(ts, host, f"pcieport {port}:    [ 0] RxErr                  (First)", 4),
-    ]
-
-
-def _app_xids(cl: Cluster, host: str, ts: float, gpu: int) -> list[LogLine]:
-    # An application's illegal memory access on another job's node: Xid 31 then 13 (app faults, not HW).
-    return [
-        *_gpu_banner(cl, host, ts, gpu),
-        LogLine(
-            ts,
-            host,
-            f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 31, pid=2214519, name=python3, "
-            "channel 0x00000012, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC3 GPCCLIENT_T1_7 faulted @ "
-            "0x7f1c_4a000000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ",
-            3,
-        ),
-        LogLine(
-            ts + 0.5,
-            host,
-            f"NVRM: Xid (PCI:{cl.kernel_gpu_addr(gpu)}): 13, pid=2214519, name=python3, "
-            "Graphics SM Warp Exception on (GPC 3, TPC 1, SM 0): Out Of Range Address",
-            3,
-        ),
-    ]

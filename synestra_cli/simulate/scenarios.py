@@ -22,6 +22,7 @@ from synestra_cli.simulate import faults as F
 from synestra_cli.simulate.cluster import Cluster
 from synestra_cli.simulate.jobs import US
 from synestra_cli.simulate.model import Cause
+from synestra_cli.simulate.noise import aer_corrected, benign_noise
 from synestra_cli.simulate.plan import Plan
 
 EPOCH = 1793577600.0  # 2026-11-02T00:00:00Z: fixed, so output depends on the seed alone
@@ -252,7 +253,7 @@ def after_checkpoint_decoy(p: Plan, tl) -> F.Fault | None:
     host, nic = p.pick(free)
     cause = Cause("network.link_degraded", (host,), f"mlx5_{nic}", F.dt(start))
     effects = (F.Effect("link_errors", host, start, start + 900.0, nic, -1.0),)
-    logs = tuple(F.aer_corrected(p.cl, host, start, p.rng))
+    logs = tuple(aer_corrected(p.cl, host, start, p.rng))
     return F.Fault("symbol_error_burst", (host,), start, cause, effects, logs, None, start + 900.0, "after_checkpoint")
 
 
@@ -355,7 +356,7 @@ def _generate(
     decoy = after_checkpoint_decoy(plan, timelines[0])
     plan.faults += [decoy] if decoy else []
     used = {h for j in plan.jobs for h in j.hosts}
-    noise = F.benign_noise(
+    noise = benign_noise(
         cl,
         plan.t0,
         plan.t1,

@@ -1,0 +1,1 @@
+"""Host system logs: syslog, the journal and the kernel ring buffer, and the kernel events typed from them."""
