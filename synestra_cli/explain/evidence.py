@@ -20,7 +20,7 @@ from synestra_cli.signals.steps import DegradationWindow
 
 FALLBACK_STRAGGLER = FALLBACK_CONFIDENCE["workload.straggler"]
 CRASH_INCIDENTS = ("nccl_timeout", "nccl_error", "cuda_error", "python_exception", "oom")
-# Slurm's lines that say the attempt failed (formats/slurm_lines.py): how it ended, and when; never its cause.
+# Slurm's lines that say the attempt failed (formats/training/slurm_lines.py): how it ended, and when; never its cause.
 FAILED_ENDS = ("node_failure", "task_failure", "failed")
 WORKER = "worker_failed"
 OOM_STATE = "OUT_OF_MEMORY"  # sacct's state when the step's cgroup OOM-killed it

@@ -133,7 +133,7 @@ FALLBACK_CONFIDENCE = {
 }
 MAX_ALTERNATIVES = 3
 
-# --- Worker exit codes (torchrun's worker_failed incidents, formats/torch_failures.py) ----------------
+# --- Worker exit codes (torchrun's worker_failed incidents, formats/training/torch_failures.py) ----------------
 # What the exit code of the failed worker (the root cause torchrun names, else the first to fail) says when no
 # infrastructure signal outweighs it: (category, confidence). A SIGKILL is the OOM killer's when an oom-kill line
 # (the kernel's, slurmstepd's or srun's) is near it (PRE_WINDOW_S before to POST_WINDOW_S after), else only

@@ -144,7 +144,7 @@ def preempted(attempt: Attempt | None, incidents: list[Incident]) -> bool:
     """The scheduler took the attempt's nodes back: sacct says PREEMPTED, or Slurm's own `DUE TO PREEMPTION`
     line is in the log. A SIGTERM the job logged (torchrun's agent, Megatron's exit-signal handler) is one only
     where nothing else ended the attempt: no crash, no failed worker, none of Slurm's other job-end lines
-    (node failure, requeue, time limit, task failure: formats/slurm_lines.py), and no other sacct state than
+    (node failure, requeue, time limit, task failure: formats/training/slurm_lines.py), and no other sacct state than
     CANCELLED. A requeue alone is never a preemption."""
     if attempt is None:
         return False

@@ -1,6 +1,6 @@
--- Ranks behind in a collective, per job: from the Flight Recorder dumps of all ranks (formats/flight_recorder.py)
--- and from the analysers' reports (formats/fr_trace.py); and the ranks NVRx's straggler detection named
--- (formats/nvrx.py: slow, so the ones the others wait for). In each process group the furthest collective any rank
+-- Ranks behind in a collective, per job: from the Flight Recorder dumps of all ranks (formats/training/flight_recorder.py)
+-- and from the analysers' reports (formats/training/fr_trace.py); and the ranks NVRx's straggler detection named
+-- (formats/training/nvrx.py: slow, so the ones the others wait for). In each process group the furthest collective any rank
 -- enqueued is the front; if no rank that reached it saw it complete, the group is stuck there, and every member
 -- whose dump is present but never enqueued it is behind (fr_trace's "missing ranks"). A rank whose dump is
 -- empty recorded nothing: it is behind in every group it belongs to.

@@ -116,12 +116,12 @@ class Incident:
     host: str | None
     path: str | None
     line: int | None
-    # worker_failed (formats/torch_failures.py): the worker's exit code, its signal, whether torchrun's
+    # worker_failed (formats/training/torch_failures.py): the worker's exit code, its signal, whether torchrun's
     # ChildFailedError named it the root cause (first observed failure)
     exit_code: int | None = None
     signal: str | None = None
     root_cause: bool | None = None
-    # job_end (formats/slurm_lines.py): what Slurm says ended the attempt (node_failure, requeue, time_limit ...)
+    # job_end (formats/training/slurm_lines.py): what Slurm says ended the attempt (node_failure, requeue, ...)
     ended_by: str | None = None
     log_attempt: int | None = None  # the log's own segment (an in-place restart starts a new one in one attempt)
 

@@ -1,12 +1,12 @@
 """What a job's logs date of its life between failures: its log segments and their marks.
 
 A segment is one process lifetime in a log: an attempt, or the part of one that torchrun's elastic agent
-restarted in place (formats/joblog_rows.py cuts a log at each start-up banner, torchrun's `Starting worker group`,
-load or step count going back;
+restarted in place (formats/training/joblog_rows.py cuts a log at each start-up banner, torchrun's
+`Starting worker group`, load or step count going back;
 the store maps each log attempt to a sacct attempt, so two segments of one sacct attempt are an in-place
 restart). For each segment: its first and last dated lines, its first two dated iteration lines (the first
 step's start is dated from them, explain/restarts.py) and the last iteration it reached. The marks are the
-lines that date stages of a start (formats/megatron.py, torchtitan.py, torch_failures.py: initialised,
+lines that date stages of a start (formats/training/megatron.py, torchtitan.py, torch_failures.py: initialised,
 model built, training loop entered, training done, worker group started again).
 
 Read for one job as for many (a fleet's explain): the same query, keyed by job.

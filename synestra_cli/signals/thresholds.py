@@ -205,7 +205,7 @@ EVENT_RULES: dict[str, tuple[str, str, float]] = {
     "oom_kill": ("job", "host.oom", 1.0),
     "thermal": ("gpu", "cooling.thermal", 0.9),
     "nccl_warn": ("collective", "network.link_degraded", 0.3),
-    # Kubernetes (formats/kubernetes.py): a node that stopped reporting Ready, the node-problem-detector's
+    # Kubernetes (formats/scheduler/kubernetes.py): a node that stopped reporting Ready, the node-problem-detector's
     # kernel faults (config/kernel-monitor.json: KernelOops, KernelDeadlock, ReadonlyFilesystem...), and a GPU
     # health plugin's conditions (the EKS node monitoring agent: NvidiaDoubleBitError, NvidiaNVLinkError; its
     # NvidiaXID<code>Error is an `xid` event)

@@ -17,7 +17,7 @@ from synestra_cli.store.sql import sql_file
 JOB_VIEWS = sql_file(__package__, "job_views.sql")
 
 # Migration 008_bounded_restores: a restore printed undated is bounded by the dated lines around it in
-# its attempt (ts_precision 'bounded', formats/joblog_rows.py); without a dated line before it in the
+# its attempt (ts_precision 'bounded', formats/training/joblog_rows.py); without a dated line before it in the
 # log, the sacct attempt's start is its lower bound. Both bounded by the sacct attempt.
 BOUNDED_RESTORES = sql_file(__package__, "bounded_restores.sql")
 

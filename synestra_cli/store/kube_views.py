@@ -1,6 +1,6 @@
 """Migration 022_kubernetes (kube_views.sql): Kubernetes as a scheduler beside Slurm.
 
-A Kubernetes job (a PyTorchJob, JobSet, Job, MPIJob or a pod group: formats/kubernetes.py) is known by its
+A Kubernetes job (a PyTorchJob, JobSet, Job, MPIJob or a pod group: formats/scheduler/kubernetes.py) is known by its
 pods' container runs, one row each in `kube_runs` (as sacct's rows in `sacct_rows`). The view `kube_attempts`
 numbers them into attempts over every Kubernetes file of the store at once (a watch stream or several
 snapshots each show some runs: each run is read once), and `sacct_attempts`, the scheduler's attempts that

@@ -1,4 +1,4 @@
--- Migration 022_kubernetes: Kubernetes as a scheduler beside Slurm (formats/kubernetes.py).
+-- Migration 022_kubernetes: Kubernetes as a scheduler beside Slurm (formats/scheduler/kubernetes.py).
 CREATE TABLE kube_runs (
     job_id     VARCHAR NOT NULL,  -- namespace/name of the PyTorchJob, JobSet, Job, MPIJob... (CLUSTER:ns/name)
     kind       VARCHAR,           -- what the name names: PyTorchJob | JobSet | Job | MPIJob | PodGroup | ...

@@ -251,7 +251,7 @@ CREATE TABLE kept_taxes (
 );
 """
 
-# What a job's log says about its life between failures (formats/joblog_rows.py): a framework initialised,
+# What a job's log says about its life between failures (formats/training/joblog_rows.py): a framework initialised,
 # built its model, entered its training loop, finished; torchrun started a worker group again. Restarts are
 # measured in stages from these (explain/restarts.py). Their attempts map to sacct's as every job row does.
 JOB_MARKS = """

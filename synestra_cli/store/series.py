@@ -1,7 +1,7 @@
 """The series layout (migration 023, issue 32): a dictionary of series and samples kept in series order.
 
 A series is one host's entity's metric (`series`: host, entity, metric -> an integer `series_id`; an
-entity already carries the labels that tell two series of one metric apart: formats/prom_labels.py).
+entity already carries the labels that tell two series of one metric apart: formats/telemetry/prom_labels.py).
 Every sample row in `metrics` carries its series' id, and each committed batch is appended ordered by
 (series_id, ts). So a series' samples of a batch are one run of rows, and a reader that knows which
 series it wants joins on one integer: DuckDB pushes the join's keys into the scan (an IN list for a
