@@ -28,8 +28,10 @@ from pathlib import Path
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
 from synestra_cli.store.lake import open_reader
-from synestra_cli.store.lake_manifest import entry_name, open_fs, read_manifest, write_checkpoint
-from synestra_cli.store.lake_writer import compact, ingest_target
+from synestra_cli.store.lake_fs import open_fs
+from synestra_cli.store.lake_manifest import entry_name, read_manifest, write_checkpoint
+from synestra_cli.store.lake_upkeep import compact
+from synestra_cli.store.lake_writer import ingest_target
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
 

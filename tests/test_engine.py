@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from synestra_cli.cli.main import cli
-from synestra_cli.store.lake_manifest import open_fs, read_entries
+from synestra_cli.store.lake_fs import open_fs
+from synestra_cli.store.lake_manifest import read_entries
 
 ray = pytest.importorskip("ray")
 

@@ -20,12 +20,13 @@ from synestra_cli.cli.main import cli
 from synestra_cli.errors import StoreError
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import ingest_paths
-from synestra_cli.store import lake_manifest, open_store
+from synestra_cli.store import lake_fs, lake_manifest, open_store
 from synestra_cli.store.connect import connect, may_be_lake
 from synestra_cli.store.lake import lake_target, narrow_to_job, scope_parts
 from synestra_cli.store.lake_manifest import read_entries
-from synestra_cli.store.lake_writer import compact, ingest_target
-from synestra_cli.store.lake_writer import forget as forget_on_lake
+from synestra_cli.store.lake_upkeep import compact
+from synestra_cli.store.lake_upkeep import forget as forget_on_lake
+from synestra_cli.store.lake_writer import ingest_target
 from synestra_cli.store.sql import has_table
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "exports"
@@ -212,7 +213,7 @@ def test_a_crash_before_a_files_manifest_entry_leaves_the_lake_as_it_was(tmp_pat
     are in, the third has no rows anywhere a reader looks, and the next ingest loads it and the rest."""
     lake = f"{tmp_path}/lake/"
     files = sorted((SAMPLE / "syslog").iterdir())[:4]
-    real = lake_manifest.LocalFS.write_text
+    real = lake_fs.LocalFS.write_text
     calls = []
 
     def dies_on_the_third(self, rel, text):
@@ -222,10 +223,10 @@ def test_a_crash_before_a_files_manifest_entry_leaves_the_lake_as_it_was(tmp_pat
                 raise KeyboardInterrupt  # as a kill: nothing after this line runs
         real(self, rel, text)
 
-    monkeypatch.setattr(lake_manifest.LocalFS, "write_text", dies_on_the_third)
+    monkeypatch.setattr(lake_fs.LocalFS, "write_text", dies_on_the_third)
     with pytest.raises(KeyboardInterrupt):
         _ingest(lake, files)
-    monkeypatch.setattr(lake_manifest.LocalFS, "write_text", real)
+    monkeypatch.setattr(lake_fs.LocalFS, "write_text", real)
     with connect(lake, read_only=True) as conn:
         kept = {Path(p).name for (p,) in conn.execute("SELECT path FROM sources").fetchall()}
         assert conn.execute("SELECT count(DISTINCT source_id) FROM events").fetchone()[0] == 2
@@ -264,7 +265,7 @@ def test_a_changed_file_replaces_its_source_in_the_lake(tmp_path):
     assert second.replaced == [first.source_id]
     with connect(lake, read_only=True) as conn:
         assert conn.execute("SELECT list(DISTINCT source_id) FROM events").fetchone()[0] == [second.source_id]
-    assert [e.source_id for e in read_entries(lake_manifest.open_fs(lake))] == [second.source_id]
+    assert [e.source_id for e in read_entries(lake_fs.open_fs(lake))] == [second.source_id]
 
 
 def test_a_folder_no_ingest_wrote_is_not_read_as_an_empty_lake(tmp_path):
@@ -349,7 +350,7 @@ def test_kill_9_mid_ingest_leaves_a_readable_lake(tmp_path):
     with connect(str(lake), read_only=True) as conn:
         assert conn.execute("SELECT count(*), count(DISTINCT sha256) FROM sources").fetchone() == (29, 29)
     # the sources, and the compaction the second ingest made as it closed (its parts carry its own id)
-    listed = {e.source_id for e in lake_manifest.read_manifest(lake_manifest.open_fs(str(lake))).kept()}
+    listed = {e.source_id for e in lake_manifest.read_manifest(lake_fs.open_fs(str(lake))).kept()}
     on_disk = {lake_manifest.part_source(p.name) for p in lake.glob("*/**/part-*.parquet")}
     assert on_disk == listed, "the killed run's unlisted parts were removed"
 
@@ -404,17 +405,17 @@ def _catalog_owners(lake: str) -> set[int]:
 def test_a_forget_killed_before_its_entry_changes_nothing(copies, monkeypatch):
     lake, _ = copies
     before = _sources(lake)
-    real = lake_manifest.LocalFS.write_text
+    real = lake_fs.LocalFS.write_text
 
     def dies_at_the_commit(self, rel, text):
         if rel.startswith("_manifest/source-"):
             raise KeyboardInterrupt
         real(self, rel, text)
 
-    monkeypatch.setattr(lake_manifest.LocalFS, "write_text", dies_at_the_commit)
+    monkeypatch.setattr(lake_fs.LocalFS, "write_text", dies_at_the_commit)
     with pytest.raises(KeyboardInterrupt):
         forget_on_lake(lake, [str(SAMPLE / "jobs" / "1008.log")])
-    monkeypatch.setattr(lake_manifest.LocalFS, "write_text", real)
+    monkeypatch.setattr(lake_fs.LocalFS, "write_text", real)
     assert _sources(lake) == before
     assert _cli("explain", "--job", "1008", "--format", "json", "--db", lake)
 
@@ -468,17 +469,17 @@ def test_a_compacted_manifest_reads_as_the_loose_entries_did(copies, monkeypatch
 
     monkeypatch.setenv("SYNESTRA_LAKE_COMPACT_RUN", "0")  # the manifest alone here: no parts compacted
     lake, _ = copies
-    fs = lake_manifest.open_fs(lake)
+    fs = lake_fs.open_fs(lake)
     before, listing = read_entries(fs), fs.listdir("_manifest")
     assert compact_if_due(fs, every=1, min_run=10**9).checkpoint  # the manifest alone, as ingest does
     names = fs.listdir("_manifest")
     assert names == [lake_manifest.checkpoint_name(before[-1].source_id)]
     assert [e.to_json() for e in read_entries(fs)] == [e.to_json() for e in before]
     stale = iter([listing])
-    real = lake_manifest.LocalFS.listdir
-    monkeypatch.setattr(lake_manifest.LocalFS, "listdir", lambda self, d: next(stale, None) or real(self, d))
+    real = lake_fs.LocalFS.listdir
+    monkeypatch.setattr(lake_fs.LocalFS, "listdir", lambda self, d: next(stale, None) or real(self, d))
     assert [e.source_id for e in read_entries(fs)] == [e.source_id for e in before]
-    monkeypatch.setattr(lake_manifest.LocalFS, "listdir", real)
+    monkeypatch.setattr(lake_fs.LocalFS, "listdir", real)
     forget_on_lake(lake, [str(SAMPLE / "jobs" / "1003.log")])
     assert len(read_entries(fs)) == len(before) - 1
     assert lake_manifest.read_manifest(fs).loose == 1
@@ -494,9 +495,9 @@ def test_ingest_compacts_the_manifest_once_enough_entries_are_loose(tmp_path, mo
     files = sorted((SAMPLE / "syslog").iterdir())[:5]
     first = [r for r in _ingest(lake, files[:2]) if r.status == "loaded"]
     assert len(first) == 2
-    assert lake_manifest.read_manifest(lake_manifest.open_fs(lake)).checkpoint == 0  # 2 loose: not yet
+    assert lake_manifest.read_manifest(lake_fs.open_fs(lake)).checkpoint == 0  # 2 loose: not yet
     loaded = first + [r for r in _ingest(lake, files[2:]) if r.status == "loaded"]
-    manifest = lake_manifest.read_manifest(lake_manifest.open_fs(lake))
+    manifest = lake_manifest.read_manifest(lake_fs.open_fs(lake))
     assert len(loaded) >= 3
     assert (manifest.checkpoint, manifest.loose) == (loaded[-1].source_id, 0)
     assert _sources(lake) == [r.source_id for r in loaded]
@@ -566,7 +567,7 @@ def _answers(db: str) -> list[str]:
 
 
 def _listed_parts(lake: str) -> list[str]:
-    return [p.path for e in lake_manifest.read_manifest(lake_manifest.open_fs(lake)).kept() for p in e.parts]
+    return [p.path for e in lake_manifest.read_manifest(lake_fs.open_fs(lake)).kept() for p in e.parts]
 
 
 def test_plan_compacts_runs_of_small_parts_and_a_big_part_breaks_a_run():
@@ -592,7 +593,7 @@ def test_compaction_answers_byte_for_byte_as_before(copies):
     lake, store = copies
     before = _answers(lake)
     parts_before = _listed_parts(lake)
-    from synestra_cli.store.lake_writer import compact as compact_now
+    from synestra_cli.store.lake_upkeep import compact as compact_now
 
     done = compact_now(lake)
     after = _listed_parts(lake)
@@ -617,7 +618,7 @@ def test_forget_after_compaction_rewrites_the_parts_that_hold_its_rows(copies):
     """A forgotten source's rows sit in compacted parts with other sources' rows: forget rewrites those
     parts without them, in its one commit, and answers as forget on a store file."""
     lake, store = copies
-    from synestra_cli.store.lake_writer import compact as compact_now
+    from synestra_cli.store.lake_upkeep import compact as compact_now
 
     compact_now(lake)
     refs = [str(SAMPLE / "jobs" / "1008.log"), str(sorted((SAMPLE / "dcgm").iterdir())[0])]
@@ -667,12 +668,12 @@ def test_kill_9_mid_compaction_leaves_the_same_answers(copies, point):
     before = _answers(lake)
     hook = {
         "before_commit": "lake_compact.before_commit = die",
-        "after_commit": "lake_manifest.LocalFS.remove = lambda self, rel: die()",
+        "after_commit": "lake_fs.LocalFS.remove = lambda self, rel: die()",
     }[point]
     script = (
         "import os, signal, sys\n"
-        "from synestra_cli.store import lake_compact, lake_manifest\n"
-        "from synestra_cli.store.lake_writer import compact\n"
+        "from synestra_cli.store import lake_compact, lake_fs\n"
+        "from synestra_cli.store.lake_upkeep import compact\n"
         "def die(*a):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
         f"{hook}\n"
         "compact(sys.argv[1])\n"
@@ -680,13 +681,13 @@ def test_kill_9_mid_compaction_leaves_the_same_answers(copies, point):
     proc = subprocess.run([sys.executable, "-c", script, lake], capture_output=True, timeout=300)
     assert proc.returncode == -9, proc.stderr
     assert _answers(lake) == before
-    from synestra_cli.store.lake_writer import compact as compact_now
+    from synestra_cli.store.lake_upkeep import compact as compact_now
 
     compact_now(lake)
     assert _answers(lake) == before == _answers(store)
     assert sum(p.startswith("sources/") for p in _listed_parts(lake)) == 1
     listed = set(_listed_parts(lake)) | {
-        str(r["path"]) for r in lake_manifest.read_manifest(lake_manifest.open_fs(lake)).retired
+        str(r["path"]) for r in lake_manifest.read_manifest(lake_fs.open_fs(lake)).retired
     }
     on_disk = {p.relative_to(lake).as_posix() for p in Path(lake).glob("*/**/part-*.parquet")}
     assert on_disk == listed, "no part of the killed compaction is left unlisted"

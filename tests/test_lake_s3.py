@@ -69,7 +69,7 @@ def test_one_writer_at_a_time_on_an_s3_lake(s3, monkeypatch):
     """The lock object is created by a conditional PUT: a second writer waits, then gets exit 4 naming
     the holder; readers never wait; once released, the next writer gets it."""
     from synestra_cli.store import lake_lock
-    from synestra_cli.store.lake_manifest import open_fs
+    from synestra_cli.store.lake_fs import open_fs
 
     lake = "s3://telemetry/synestra"
     _cli("ingest", str(FILES[0]), "--db", lake)
@@ -93,7 +93,7 @@ def test_a_dead_writers_lease_expires_and_a_lost_lease_stops_the_commit(s3, monk
     over (a conditional PUT on its ETag), and the old holder, were it only stalled, may commit nothing."""
     from synestra_cli.errors import StoreBusyError
     from synestra_cli.store import lake_lock
-    from synestra_cli.store.lake_manifest import open_fs
+    from synestra_cli.store.lake_fs import open_fs
 
     lake = "s3://telemetry/synestra"
     monkeypatch.setenv("SYNESTRA_LAKE_LEASE", "8")
@@ -130,7 +130,8 @@ def test_compaction_and_forget_on_s3(s3, tmp_path, monkeypatch):
     """On S3 the compacted parts are objects, the commit one checkpoint PUT: explain answers as before and
     as a store file, forget after compaction reports as on a store file, and --retain 0 leaves exactly
     the listed parts."""
-    from synestra_cli.store.lake_manifest import open_fs, read_manifest
+    from synestra_cli.store.lake_fs import open_fs
+    from synestra_cli.store.lake_manifest import read_manifest
 
     monkeypatch.setenv("SYNESTRA_LAKE_COMPACT_RUN", "0")
     # a prefix of its own: moto's state outlives its server, and the tests above wrote under synestra/

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from synestra_cli.cli.main import cli
 from synestra_cli.errors import ExitCode
-from synestra_cli.store.lake_manifest import open_fs as lake_fs
+from synestra_cli.store.lake_fs import open_fs as lake_fs
 from synestra_cli.store.lake_manifest import read_entries, read_manifest
 
 pytestmark = [pytest.mark.reliability, pytest.mark.heavy]  # heavy: a lake and a store built, copied per test

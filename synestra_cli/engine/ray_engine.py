@@ -36,7 +36,8 @@ from synestra_cli.explain.explanation import JobExplanation
 from synestra_cli.formats.base import IngestOptions
 from synestra_cli.ingest import FileReport, WalkIssue, ingest_file, iter_inputs
 from synestra_cli.store.lake import narrow_to_jobs, open_reader
-from synestra_cli.store.lake_manifest import Entry, LocalFS
+from synestra_cli.store.lake_fs import LocalFS
+from synestra_cli.store.lake_manifest import Entry
 from synestra_cli.store.lake_writer import LakeWriter
 
 ReportFn = Callable[[FileReport], None]

@@ -17,7 +17,8 @@ import duckdb
 
 from synestra_cli.store.lake import load_lake
 from synestra_cli.store.lake_damage import Damage, owner, size_problem
-from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS, Part, file_sha256, read_manifest
+from synestra_cli.store.lake_fs import FsspecFS, LakeFS, LocalFS
+from synestra_cli.store.lake_manifest import Part, file_sha256, read_manifest
 from synestra_cli.store.sql import quote_ident, scalar
 
 CHECK_SCHEMA = "synestra.check/1"

@@ -138,7 +138,7 @@ class Store:
         migrations it lacks (a long one's progress goes to synestra_cli.progress)."""
         if (target := self._lake) is None:
             return Compacted(migrated=migrate(self.db))
-        from synestra_cli.store.lake_writer import compact
+        from synestra_cli.store.lake_upkeep import compact
 
         done = compact(target, retain)
         return Compacted(done.merged, done.written, done.partitions, done.deleted, done.checkpoint)
@@ -146,7 +146,7 @@ class Store:
     def forget(self, refs: list[str]) -> Forgotten:
         """The sources refs name (ids or paths) and every row they wrote, removed at once."""
         if (target := self._lake) is not None:
-            from synestra_cli.store.lake_writer import forget as forget_on_lake
+            from synestra_cli.store.lake_upkeep import forget as forget_on_lake
 
             return forget_on_lake(target, refs)
         from synestra_cli.store.sources import forget

@@ -18,17 +18,8 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.errors import EmptyStoreError, StoreError
-from synestra_cli.store.lake_manifest import (
-    LAKE_FILE,
-    URL_SCHEMES,
-    Entry,
-    FsspecFS,
-    LakeFS,
-    open_fs,
-    part_source,
-    read_manifest,
-    read_settings,
-)
+from synestra_cli.store.lake_fs import FsspecFS, LakeFS, open_fs
+from synestra_cli.store.lake_manifest import LAKE_FILE, URL_SCHEMES, Entry, part_source, read_manifest, read_settings
 from synestra_cli.store.session import PARTS_TABLE, is_lake_reader
 from synestra_cli.store.sql import fetch_one, has_table, quote_ident, scalar
 

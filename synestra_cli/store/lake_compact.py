@@ -24,18 +24,8 @@ import duckdb
 
 from synestra_cli import settings
 from synestra_cli.store.lake import KEYED
-from synestra_cli.store.lake_manifest import (
-    COMPACT,
-    Entry,
-    FsspecFS,
-    LakeFS,
-    Manifest,
-    Part,
-    file_sha256,
-    mark_layout,
-    staging_dir,
-    write_checkpoint,
-)
+from synestra_cli.store.lake_fs import FsspecFS, LakeFS, staging_dir
+from synestra_cli.store.lake_manifest import COMPACT, Entry, Manifest, Part, file_sha256, mark_layout, write_checkpoint
 from synestra_cli.store.sql import quote_ident, quote_literal
 
 SMALL_BYTES = 32 << 20  # a part under this is small: compacted with its neighbours

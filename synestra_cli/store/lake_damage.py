@@ -8,7 +8,8 @@ import os
 from dataclasses import dataclass
 
 from synestra_cli.errors import StoreError
-from synestra_cli.store.lake_manifest import Entry, LakeFS, LocalFS, Part
+from synestra_cli.store.lake_fs import LakeFS, LocalFS
+from synestra_cli.store.lake_manifest import Entry, Part
 
 
 @dataclass

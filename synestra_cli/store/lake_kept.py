@@ -21,7 +21,8 @@ from pathlib import Path
 import duckdb
 
 from synestra_cli.store.lake import load_lake
-from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS, open_fs, read_manifest, staging_dir
+from synestra_cli.store.lake_fs import FsspecFS, LakeFS, LocalFS, open_fs, staging_dir
+from synestra_cli.store.lake_manifest import read_manifest
 from synestra_cli.store.session import is_lake_reader
 from synestra_cli.store.sql import quote_literal
 

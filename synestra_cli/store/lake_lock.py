@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from synestra_cli import settings
 from synestra_cli.errors import StoreBusyError, StoreError
-from synestra_cli.store.lake_manifest import FsspecFS, LakeFS, LocalFS
+from synestra_cli.store.lake_fs import FsspecFS, LakeFS, LocalFS
 
 LOCK_FILE = "_lake.lock"
 DEFAULT_LEASE_S = settings.DEFAULT_LAKE_LEASE_S

@@ -31,29 +31,23 @@ from synestra_cli.store.lake import (
     bucket_sql,
     day_sql,
     lake_target,
-    load_lake,
     open_reader,
 )
 from synestra_cli.store.lake_compact import Compaction, auto_run, compact_parts, is_due, retain_s, rewrite_without
+from synestra_cli.store.lake_fs import STAGING_DIR, LakeFS, LocalFS, open_fs, staging_dir
 from synestra_cli.store.lake_manifest import (
-    FORGET,
-    STAGING_DIR,
     Entry,
-    LakeFS,
-    LocalFS,
     Manifest,
     Part,
     entry_name,
     file_sha256,
     mark_layout,
-    open_fs,
     part_source,
     read_manifest,
     read_settings,
-    staging_dir,
     write_checkpoint,
 )
-from synestra_cli.store.sources import BOOKKEEPING_TABLES, find_sources, sourced_tables
+from synestra_cli.store.sources import sourced_tables
 from synestra_cli.store.sql import fetch_one, quote_ident, quote_literal, registered
 
 KEPT_IN_STAGING = ("sources", "jobs")  # what later files' ingest decisions read (skip, replace, cluster)
@@ -121,7 +115,7 @@ class LakeWriter:
             self.buckets = read_settings(self.fs, create=not task)["buckets"]
             if not task:
                 mark_layout(self.fs)  # its parts carry checksums (layout 3)
-                _clear_stale_staging(self.fs)
+                clear_stale_staging(self.fs)
             self.conn = _staging_store(self._home.enter_context(staging_dir(self.fs)))
             self._preload(target, task, worker)
         except BaseException:
@@ -140,7 +134,7 @@ class LakeWriter:
             reader.close()
         last = manifest.last_id
         if not task:
-            _remove_uncommitted(self.fs, last)
+            remove_uncommitted(self.fs, last)
         if last:  # ids continue after every source the lake has seen, replaced ones included
             self.conn.execute("SELECT max(nextval('source_id_seq')) FROM range(?)", [last]).fetchall()
         self._catalog = {r[0] for r in self.conn.execute("SELECT metric FROM metric_catalog").fetchall()}
@@ -176,11 +170,11 @@ class LakeWriter:
         for table in counts:
             if table not in KEPT_IN_STAGING:
                 self.conn.execute(f"DELETE FROM {quote_ident(table)} WHERE source_id = ?", [sid])
-        carried = _keyed_parts(read_manifest(self.fs).entries, report.replaced) if report.replaced else []
+        carried = keyed_parts(read_manifest(self.fs).entries, report.replaced) if report.replaced else []
         return Entry(sid, src[0], src[1] or "", src[2], src[3], [p for _, p in parts] + carried, list(report.replaced))
 
     def write_entry(self, entry: Entry) -> None:
-        """The commit point of one source (in source order: _remove_uncommitted relies on it), made
+        """The commit point of one source (in source order: remove_uncommitted relies on it), made
         only while this writer still holds the lake."""
         commit_entry(self.fs, entry, self._lock)
         self._committed += 1
@@ -265,50 +259,6 @@ class LakeWriter:
                 self._lock = None
 
 
-def compact(target: str, retain: int | None = None) -> Compaction:
-    """`synestra compact`: every run of two or more small parts compacted now, retired parts older than
-    `retain` seconds deleted, and the manifest compacted into one checkpoint (under the writer lock)."""
-    fs = load_lake(target).fs
-    lock = lake_lock.take(fs)
-    try:
-        _clear_stale_staging(fs)  # what a killed writer left: never listed, and we hold the lock
-        _remove_uncommitted(fs, read_manifest(fs).last_id)
-        return compact_if_due(fs, every=1, min_run=2, retain=retain)
-    finally:
-        if lock is not None:
-            lock.release()
-
-
-def forget(target: str, refs: list[str]) -> tuple[list[tuple[int, str, str, int]], int]:
-    """`synestra forget` on a lake: the sources refs name (as on a store file) and every row they wrote,
-    removed at once. One manifest entry (kind forget, a new id) that replaces them is the commit point:
-    before it the lake is as it was, after it no reader sees them; their parts and entries are removed
-    after it. Compacted parts holding their rows are rewritten without them in the same commit. What they
-    added to keyed tables (the metric catalog) stays, as a store file keeps it. Returns the sources
-    removed and the rows (counted as the store file counts them)."""
-    fs = load_lake(target).fs  # no lake there: EmptyStoreError, and no folder or lock file made
-    lock = lake_lock.take(fs)
-    try:
-        mark_layout(fs)
-        reader = open_reader(target)
-        try:
-            sources = find_sources(reader, refs)
-        finally:
-            reader.close()
-        ids = [s[0] for s in sources]
-        manifest = read_manifest(fs)
-        gone = [e for e in manifest.live() if e.source_id in ids]
-        kept = _keyed_parts(gone, ids)
-        entry = Entry(manifest.last_id + 1, "", "", "", FORGET, kept, ids, kind=FORGET)
-        rewritten = commit_entry(fs, entry, lock)
-        rows = rewritten + sum(p.rows for e in gone for p in e.parts if p.table not in (*BOOKKEEPING_TABLES, *KEYED))
-        compact_if_due(fs)
-    finally:
-        if lock is not None:
-            lock.release()
-    return sources, rows
-
-
 def commit_entry(fs: LakeFS, entry: Entry, lock: lake_lock.WriterLock | None) -> int:
     """Commit one entry (the caller holds the writer lock), then remove the parts and entries of the
     sources it replaces (but the parts it carries on): a plain Parquet reader of the folder sees what
@@ -344,7 +294,7 @@ def _remove_parts(fs: LakeFS, entries: list[Entry], keep: frozenset[str]) -> Non
         fs.remove(entry_name(entry.source_id))
 
 
-def _keyed_parts(entries: list[Entry], ids: list[int]) -> list[Part]:
+def keyed_parts(entries: list[Entry], ids: list[int]) -> list[Part]:
     """What these sources added to keyed tables (the metric catalog): a store file keeps those rows when
     a source is forgotten or replaced, so the entry that removes the source carries its parts on."""
     return [p for e in entries if e.source_id in ids for p in e.parts if p.table in KEYED]
@@ -407,7 +357,7 @@ def _staging_store(home: Path) -> duckdb.DuckDBPyConnection:
     return conn
 
 
-def _remove_uncommitted(fs: LakeFS, last: int) -> None:
+def remove_uncommitted(fs: LakeFS, last: int) -> None:
     """Parts of sources past the last manifest entry: a killed ingest's file in flight. Entries are written
     in source order, so no live part has a later id; we hold the writer's lock."""
     for rel in fs.parts():
@@ -416,7 +366,7 @@ def _remove_uncommitted(fs: LakeFS, last: int) -> None:
             fs.remove(rel)
 
 
-def _clear_stale_staging(fs: LakeFS) -> None:
+def clear_stale_staging(fs: LakeFS) -> None:
     """Parts a killed ingest left half-staged: nobody lists them, and we hold the writer's lock."""
     if isinstance(fs, LocalFS):
         shutil.rmtree(os.path.join(fs.root, STAGING_DIR), ignore_errors=True)
