@@ -94,9 +94,9 @@ def _explain_all(db: Db, long_steps: LongSteps) -> int:
     from synestra_cli.accounting.kept import explanations
     from synestra_cli.errors import EmptyStoreError
 
-    store = open_store(db, read_only=open_store(db).keeps_beside())
+    beside = open_store(db).keeps_beside()  # a lake is only read: its results go beside its parts
     try:
-        with store as conn, long_steps():
+        with open_store(db, read_only=beside) as conn, long_steps():
             return explanations.keep_all(conn, db)
     except EmptyStoreError:
         return 0

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from synestra_cli.api.loading import FileReport
 
 REJECTS_SHOWN = 3
-SCHEMA = "synestra.ingest/1"
 CSV_COLUMNS = ["path", "status", "format", "rows", "rejected", "first_ts", "last_ts", "hosts", "source_id", "error"]
 OUTPUT_FORMATS = ("table", "json", "csv")
 
